@@ -1,0 +1,86 @@
+package elector
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Elector is one candidate in one election.
+type Elector interface {
+	// Campaign blocks until this candidate leads, ctx ends, or the store
+	// fails for good. Candidates are served in arrival order. A campaign
+	// that returns an error leaves no candidacy behind in the store.
+	Campaign(ctx context.Context) (*Term, error)
+	// Leader returns the current leader, or ErrNoLeader.
+	Leader(ctx context.Context) (Leader, error)
+	// Observe sends the current leader and then every change (a zero Leader
+	// meaning "none") until ctx ends or the Elector is closed, then closes
+	// the channel. It is driven by the store's notifications, never a poll.
+	Observe(ctx context.Context) <-chan Leader
+	// Close ends any term and candidacy, releases store resources and stops
+	// every goroutine the Elector started.
+	Close() error
+}
+
+// WakeupCounter is implemented by backends that count how often a waiting
+// campaign was woken by the store to re-check whether it leads. The
+// conformance suite uses it to prove a leader's exit wakes only its successor.
+type WakeupCounter interface {
+	Wakeups() uint64
+}
+
+// Leader describes the holder of an election.
+type Leader struct {
+	ID      string    `json:"id"`
+	Address string    `json:"address,omitempty"`
+	Token   uint64    `json:"fencing_token"`
+	Since   time.Time `json:"since"`
+}
+
+// IsZero reports whether l is "no leader".
+func (l Leader) IsZero() bool { return l.ID == "" && l.Token == 0 }
+
+// Term is one tenure of leadership, as seen by the winner.
+type Term struct {
+	// Token is the fencing token: strictly greater than every earlier
+	// term's token in this election.
+	Token uint64
+	// Leader is this candidate's own leader record.
+	Leader Leader
+
+	dl     *Deadline
+	resign func(ctx context.Context) error
+	once   sync.Once
+	rerr   error
+}
+
+// NewTerm is for backends: it binds a fencing token to the deadline that
+// guards it and to the function that hands leadership over.
+func NewTerm(self Leader, dl *Deadline, resign func(ctx context.Context) error) *Term {
+	return &Term{Token: self.Token, Leader: self, dl: dl, resign: resign}
+}
+
+// Done is closed when leadership can no longer be guaranteed.
+func (t *Term) Done() <-chan struct{} { return t.dl.Done() }
+
+// Err is nil while the term lasts and says why it ended afterwards
+// (ErrLeaseExpired, ErrLeadershipLost, ErrResigned, ErrClosed, ...).
+func (t *Term) Err() error { return t.dl.Err() }
+
+// ValidUntil is the conservative local deadline: no other candidate can be
+// granted leadership before it. It only moves forward, on renewals.
+func (t *Term) ValidUntil() time.Time { return t.dl.ValidUntil() }
+
+// Remaining is how long the term is still guaranteed, by the given clock reading.
+func (t *Term) Remaining(now time.Time) time.Duration { return t.dl.ValidUntil().Sub(now) }
+
+// Resign ends the term and hands leadership over: waiting candidates see it
+// at once. It is safe to call more than once and after the term has ended.
+func (t *Term) Resign(ctx context.Context) error {
+	t.once.Do(func() {
+		t.dl.End(ErrResigned)
+		t.rerr = t.resign(ctx)
+	})
+	return t.rerr
+}

@@ -1,0 +1,232 @@
+package elector
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/electd/electd/clock"
+)
+
+// Defaults for Timing.
+const (
+	DefaultTTL     = 15 * time.Second
+	DefaultDrift   = 0.01
+	DefaultEpsilon = 10 * time.Millisecond
+)
+
+// Timing is the lease timing of a candidate.
+type Timing struct {
+	// TTL is the lease length the store enforces.
+	TTL time.Duration
+	// RenewInterval is the time between renewals; 0 means TTL/5.
+	RenewInterval time.Duration
+	// Drift is the allowed relative difference between the rates of this
+	// host's clock and the store's, e.g. 0.01 for 1 %; 0 means DefaultDrift.
+	Drift float64
+	// Epsilon is a fixed allowance subtracted from every deadline; 0 means
+	// DefaultEpsilon, negative means none.
+	Epsilon time.Duration
+}
+
+// WithDefaults fills in the zero fields.
+func (t Timing) WithDefaults() Timing {
+	if t.TTL == 0 {
+		t.TTL = DefaultTTL
+	}
+	if t.RenewInterval == 0 {
+		t.RenewInterval = t.TTL / 5
+	}
+	if t.Drift == 0 {
+		t.Drift = DefaultDrift
+	}
+	if t.Epsilon == 0 {
+		t.Epsilon = DefaultEpsilon
+	} else if t.Epsilon < 0 {
+		t.Epsilon = 0
+	}
+	return t
+}
+
+// Window is how long after a renewal's send time the lease is guaranteed
+// locally: TTL·(1 − Drift) − Epsilon.
+func (t Timing) Window() time.Duration {
+	return time.Duration(float64(t.TTL)*(1-t.Drift)) - t.Epsilon
+}
+
+// DeadlineAfter is the local deadline earned by a renewal sent at sent.
+func (t Timing) DeadlineAfter(sent time.Time) time.Time { return sent.Add(t.Window()) }
+
+// Validate refuses timing that cannot keep the safety rule. Call it on the
+// result of WithDefaults. Field names match the CLI flags.
+func (t Timing) Validate() error {
+	switch {
+	case t.TTL <= 0:
+		return Configf("ttl", "must be positive, got %s", t.TTL)
+	case t.TTL < 100*time.Millisecond:
+		return Configf("ttl", "must be at least 100ms, got %s", t.TTL)
+	case t.Drift < 0 || t.Drift >= 0.5:
+		return Configf("drift", "must be in [0, 0.5), got %g", t.Drift)
+	case t.RenewInterval <= 0:
+		return Configf("renew-interval", "must be positive, got %s", t.RenewInterval)
+	case t.Window() <= 0:
+		return Configf("ttl", "%s leaves no guaranteed window after drift %g and epsilon %s", t.TTL, t.Drift, t.Epsilon)
+	}
+	// One renewal may be lost: the one after it must still land before the
+	// deadline earned by the last acknowledged one.
+	if 2*t.RenewInterval >= t.Window() {
+		return Configf("renew-interval", "%s leaves no room for a missed renewal: two intervals (%s) must be shorter than the guaranteed window %s (ttl %s less drift and epsilon); use at most %s",
+			t.RenewInterval, 2*t.RenewInterval, t.Window(), t.TTL, (t.Window()/2 - time.Millisecond).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// StopBy is when a supervisor must start stopping its child: the deadline
+// less the time the child may take to stop and a safety margin.
+func StopBy(validUntil time.Time, stopTimeout, margin time.Duration) time.Time {
+	return validUntil.Add(-stopTimeout - margin)
+}
+
+// ValidateStop refuses a stop timeout that would force a leader to stop its
+// child before even one missed renewal could be made up: after the last
+// acknowledged renewal, the child must be allowed to run for at least two
+// renewal intervals before it has to be stopped.
+func (t Timing) ValidateStop(stopTimeout, margin time.Duration) error {
+	if stopTimeout < 0 {
+		return Configf("stop-timeout", "must not be negative, got %s", stopTimeout)
+	}
+	budget := t.Window() - 2*t.RenewInterval - margin
+	if stopTimeout >= budget {
+		return Configf("stop-timeout", "%s is too long for ttl %s: the child must be stopped by the lease deadline (%s after a renewal) less stop-timeout and a %s margin, which must leave room for a missed renewal (2×%s); use a stop-timeout below %s or a longer ttl",
+			stopTimeout, t.TTL, t.Window(), margin, t.RenewInterval, budget.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// String renders the timing for logs.
+func (t Timing) String() string {
+	return fmt.Sprintf("ttl=%s renew=%s drift=%g epsilon=%s window=%s", t.TTL, t.RenewInterval, t.Drift, t.Epsilon, t.Window())
+}
+
+// Deadline tracks a lease's conservative local deadline. It only moves
+// forward, and ends (closing Done) when the deadline passes without a
+// renewal or when End is called, whichever is first.
+type Deadline struct {
+	clk    clock.Clock
+	timing Timing
+
+	mu    sync.Mutex
+	until time.Time
+	timer clock.Timer
+	err   error
+	done  chan struct{}
+	hooks []func()
+}
+
+// NewDeadline starts tracking a lease whose grant (or first renewal) was
+// sent at sent.
+func NewDeadline(clk clock.Clock, t Timing, sent time.Time) *Deadline {
+	d := &Deadline{clk: clock.OrReal(clk), timing: t, done: make(chan struct{})}
+	d.until = t.DeadlineAfter(sent)
+	d.arm()
+	return d
+}
+
+// arm schedules the expiry check at d.until; d.mu held or not yet shared.
+func (d *Deadline) arm() {
+	wait := d.until.Sub(d.clk.Now())
+	if wait < 0 {
+		wait = 0
+	}
+	d.timer = d.clk.AfterFunc(wait, d.check)
+}
+
+func (d *Deadline) check() {
+	d.mu.Lock()
+	if d.err != nil {
+		d.mu.Unlock()
+		return
+	}
+	if d.clk.Now().Before(d.until) { // renewed meanwhile: wait for the new deadline
+		d.arm()
+		d.mu.Unlock()
+		return
+	}
+	d.mu.Unlock()
+	d.End(ErrLeaseExpired)
+}
+
+// Renewed records a renewal acknowledged by the store that was sent at
+// sent. It returns the (possibly unchanged) deadline and false if the
+// deadline has already ended: a late acknowledgement never revives it.
+func (d *Deadline) Renewed(sent time.Time) (time.Time, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.err != nil {
+		return d.until, false
+	}
+	if !d.clk.Now().Before(d.until) {
+		// The deadline has passed even if the timer has not run yet.
+		return d.until, false
+	}
+	if next := d.timing.DeadlineAfter(sent); next.After(d.until) {
+		d.until = next
+	}
+	return d.until, true
+}
+
+// ValidUntil returns the current deadline.
+func (d *Deadline) ValidUntil() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.until
+}
+
+// Done is closed once the deadline has ended.
+func (d *Deadline) Done() <-chan struct{} { return d.done }
+
+// Err is nil while the deadline holds, then the reason it ended.
+func (d *Deadline) Err() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.err
+}
+
+// OnEnd registers f to run (in its own goroutine-free call, once) when the
+// deadline ends; if it has already ended f runs at once.
+func (d *Deadline) OnEnd(f func()) {
+	d.mu.Lock()
+	if d.err == nil {
+		d.hooks = append(d.hooks, f)
+		d.mu.Unlock()
+		return
+	}
+	d.mu.Unlock()
+	f()
+}
+
+// End ends the deadline with err (the first call wins) and reports whether
+// this call ended it.
+func (d *Deadline) End(err error) bool {
+	d.mu.Lock()
+	if d.err != nil {
+		d.mu.Unlock()
+		return false
+	}
+	d.err = err
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	// Never report a deadline later than the moment it ended.
+	if now := d.clk.Now(); now.Before(d.until) {
+		d.until = now
+	}
+	hooks := d.hooks
+	d.hooks = nil
+	close(d.done)
+	d.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
+	return true
+}
