@@ -1,0 +1,25 @@
+package elector
+
+// Instrument receives events from a backend that never reach the caller as
+// errors (a failed renewal is retried, a broken watch is re-established), so
+// they can be counted. Implementations must be safe for concurrent use and
+// must not block.
+type Instrument interface {
+	// StoreError reports a failed store operation; op is a short stable name
+	// such as "grant", "renew", "campaign", "watch", "resign", "leader".
+	StoreError(op string, err error)
+}
+
+// NopInstrument discards every event.
+type NopInstrument struct{}
+
+// StoreError does nothing.
+func (NopInstrument) StoreError(string, error) {}
+
+// OrNop returns in, or NopInstrument when in is nil.
+func OrNop(in Instrument) Instrument {
+	if in == nil {
+		return NopInstrument{}
+	}
+	return in
+}
