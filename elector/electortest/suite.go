@@ -1,0 +1,396 @@
+package electortest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/elector"
+)
+
+// Run runs the whole conformance suite against h.
+func Run(t *testing.T, h Harness) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, Harness)
+	}{
+		{"LoneCandidateLeads", testLoneCandidate},
+		{"ArrivalOrder", testArrivalOrder},
+		{"ResignHandsOver", testResignHandsOver},
+		{"TokensIncrease", testTokensIncrease},
+		{"ObserveEveryChange", testObserve},
+		{"CutOffLeaderStepsDownFirst", testCutOff},
+		{"StoreRestart", testStoreRestart},
+		{"CancelLeavesNoKey", testCancel},
+		{"CrowdWakesOnlySuccessor", testCrowd},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
+	}
+}
+
+func testLoneCandidate(t *testing.T, h Harness) {
+	el := uniqueElection(t)
+	a := candidate(t, h, el, "a", 2*time.Second)
+	r := mustWin(t, campaign(context.Background(), a), 10*time.Second, "a")
+	term := r.term
+	if term.Token == 0 || term.Leader.ID != "a" || term.Leader.Token != term.Token {
+		t.Fatalf("term = %+v, want id a and a non-zero token", term.Leader)
+	}
+	if !term.ValidUntil().After(time.Now()) {
+		t.Fatalf("fresh term's ValidUntil %v is not in the future", term.ValidUntil())
+	}
+	select {
+	case <-term.Done():
+		t.Fatalf("fresh term already done: %v", term.Err())
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	eventually(t, 5*time.Second, "Leader() to report a", func() bool {
+		l, err := a.Leader(ctx)
+		return err == nil && l.ID == "a" && l.Token == term.Token
+	})
+	// Renewals keep the term alive past one TTL.
+	eventually(t, 10*time.Second, "ValidUntil to move forward", func() bool {
+		return term.ValidUntil().After(r.at.Add(2 * time.Second))
+	})
+	if err := term.Err(); err != nil {
+		t.Fatalf("term ended while renewing: %v", err)
+	}
+	resign(t, term)
+	eventually(t, 5*time.Second, "no leader after resign", func() bool {
+		_, err := a.Leader(ctx)
+		return errors.Is(err, elector.ErrNoLeader)
+	})
+}
+
+func testArrivalOrder(t *testing.T, h Harness) {
+	el := uniqueElection(t)
+	ctx := context.Background()
+	ids := []string{"a", "b", "c"}
+	chans := make([]<-chan result, len(ids))
+	for i, id := range ids {
+		chans[i] = campaign(ctx, candidate(t, h, el, id, 2*time.Second))
+		waitQueued(t, h, el, i+1) // each joins after the previous one queued
+	}
+	var last uint64
+	for i, id := range ids {
+		r := mustWin(t, chans[i], 10*time.Second, id)
+		for _, later := range chans[i+1:] {
+			mustWait(t, later, "a later candidate")
+		}
+		if r.term.Token <= last {
+			t.Fatalf("%s: token %d not greater than previous %d", id, r.term.Token, last)
+		}
+		last = r.term.Token
+		resign(t, r.term)
+	}
+}
+
+func testResignHandsOver(t *testing.T, h Harness) {
+	el := uniqueElection(t)
+	const ttl = 5 * time.Second
+	ctx := context.Background()
+	a, b := candidate(t, h, el, "a", ttl), candidate(t, h, el, "b", ttl)
+	ra := mustWin(t, campaign(ctx, a), 10*time.Second, "a")
+	cb := campaign(ctx, b)
+	waitQueued(t, h, el, 2)
+	mustWait(t, cb, "b")
+	start := time.Now()
+	resign(t, ra.term)
+	rb := mustWin(t, cb, ttl, "b")
+	// Well under the TTL: the handover was driven by the resignation, not
+	// by the old lease expiring.
+	if gap := rb.at.Sub(start); gap > ttl/3 {
+		t.Fatalf("handover took %s, want far less than the %s TTL", gap, ttl)
+	} else {
+		t.Logf("handover after resign: %s", gap)
+	}
+	if rb.term.Token <= ra.term.Token {
+		t.Fatalf("token %d after %d", rb.term.Token, ra.term.Token)
+	}
+	resign(t, rb.term)
+}
+
+func testTokensIncrease(t *testing.T, h Harness) {
+	el := uniqueElection(t)
+	ctx := context.Background()
+	cands := []elector.Elector{candidate(t, h, el, "a", 2*time.Second), candidate(t, h, el, "b", 2*time.Second)}
+	var last uint64
+	for i := range 6 {
+		r := mustWin(t, campaign(ctx, cands[i%2]), 10*time.Second, fmt.Sprintf("term %d", i))
+		if r.term.Token <= last {
+			t.Fatalf("term %d: token %d not greater than %d", i, r.term.Token, last)
+		}
+		last = r.term.Token
+		resign(t, r.term)
+	}
+}
+
+func testObserve(t *testing.T, h Harness) {
+	el := uniqueElection(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watcher := candidate(t, h, el, "watcher", 2*time.Second)
+	o := observe(ctx, watcher)
+	eventually(t, 5*time.Second, "initial 'no leader'", func() bool { return slices.Equal(o.ids(), []string{"<none>"}) })
+
+	a, b := candidate(t, h, el, "a", 2*time.Second), candidate(t, h, el, "b", 2*time.Second)
+	ra := mustWin(t, campaign(ctx, a), 10*time.Second, "a")
+	eventually(t, 5*time.Second, "a observed", func() bool { l, _ := o.last(); return l.ID == "a" })
+	if l, _ := o.last(); l.Token != ra.term.Token {
+		t.Fatalf("observed token %d, term token %d", l.Token, ra.term.Token)
+	}
+	cb := campaign(ctx, b)
+	waitQueued(t, h, el, 2)
+	resign(t, ra.term)
+	rb := mustWin(t, cb, 10*time.Second, "b")
+	eventually(t, 5*time.Second, "b observed", func() bool { l, _ := o.last(); return l.ID == "b" })
+	if l, _ := o.last(); l.Token != rb.term.Token {
+		t.Fatalf("observed token %d, term token %d", l.Token, rb.term.Token)
+	}
+	resign(t, rb.term)
+	want := []string{"<none>", "a", "b", "<none>"}
+	eventually(t, 5*time.Second, fmt.Sprintf("observed sequence %v", want), func() bool { return slices.Equal(o.ids(), want) })
+
+	// Observe's channel closes when its context ends.
+	cctx, ccancel := context.WithCancel(context.Background())
+	ch := watcher.Observe(cctx)
+	ccancel()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Fatal("Observe channel not closed after its context ended")
+		}
+	}
+}
+
+// testCutOff: a leader that can no longer reach the store must have ended
+// its term, by its own deadline, before any other candidate is granted one.
+func testCutOff(t *testing.T, h Harness) {
+	el := uniqueElection(t)
+	const ttl = 2 * time.Second
+	ctx := context.Background()
+	a, pa := proxied(t, h, el, "a", ttl)
+	b := candidate(t, h, el, "b", ttl)
+	ra := mustWin(t, campaign(ctx, a), 10*time.Second, "a")
+	cb := campaign(ctx, b)
+	waitQueued(t, h, el, 2)
+
+	doneAt := make(chan time.Time, 1)
+	go func() { <-ra.term.Done(); doneAt <- time.Now() }()
+	cutAt := time.Now()
+	pa.Cut()
+
+	rb := mustWin(t, cb, 4*ttl, "b")
+	var aDone time.Time
+	select {
+	case aDone = <-doneAt:
+	default:
+		t.Fatalf("b was granted a term at %s after the cut while a's term is still open (a valid until %s)",
+			rb.at.Sub(cutAt), ra.term.ValidUntil().Sub(cutAt))
+	}
+	validUntil := ra.term.ValidUntil()
+	if !aDone.Before(rb.at) {
+		t.Fatalf("a's Done closed %s after b's grant", aDone.Sub(rb.at))
+	}
+	if !validUntil.Before(rb.at) {
+		t.Fatalf("a's ValidUntil is %s after b's grant", validUntil.Sub(rb.at))
+	}
+	if !errors.Is(ra.term.Err(), elector.ErrLeaseExpired) && !errors.Is(ra.term.Err(), elector.ErrLeaseLost) {
+		t.Fatalf("cut-off term ended with %v, want ErrLeaseExpired", ra.term.Err())
+	}
+	if rb.term.Token <= ra.term.Token {
+		t.Fatalf("token %d after %d", rb.term.Token, ra.term.Token)
+	}
+	t.Logf("cut at 0; a done at %s (ValidUntil %s); b granted at %s: margin %s",
+		aDone.Sub(cutAt).Round(time.Millisecond), validUntil.Sub(cutAt).Round(time.Millisecond),
+		rb.at.Sub(cutAt).Round(time.Millisecond), rb.at.Sub(validUntil).Round(time.Millisecond))
+	pa.Heal()
+	resign(t, rb.term)
+}
+
+// span is one term as seen by its holder.
+type span struct {
+	id         string
+	token      uint64
+	start, end time.Time
+}
+
+// testStoreRestart: restarting the store under a leader never yields two
+// overlapping terms, and a leader exists again afterwards.
+func testStoreRestart(t *testing.T, h Harness) {
+	el := uniqueElection(t)
+	const ttl = 2 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		mu     sync.Mutex
+		spans  []span
+		active int       // terms open now
+		newest time.Time // start of the newest term
+		wg     sync.WaitGroup
+	)
+	for _, id := range []string{"a", "b", "c"} {
+		e := candidate(t, h, el, id, ttl)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				term, err := e.Campaign(ctx)
+				if err != nil {
+					return
+				}
+				s := span{id: id, token: term.Token, start: time.Now()}
+				mu.Lock()
+				active++
+				newest = s.start
+				mu.Unlock()
+				select {
+				case <-term.Done():
+				case <-ctx.Done():
+					rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+					_ = term.Resign(rctx) // the test is ending; the store may refuse
+					rcancel()
+				}
+				s.end = time.Now()
+				mu.Lock()
+				active--
+				spans = append(spans, s)
+				mu.Unlock()
+			}
+		}()
+	}
+	eventually(t, 10*time.Second, "a first leader", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return active == 1
+	})
+	restartAt := time.Now()
+	h.Restart(t)
+	// A leader holds after the restart: a term granted since, or one that
+	// is still open a full TTL after the store came back.
+	back := time.Now()
+	eventually(t, 8*ttl, "a leader after the restart", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return active == 1 && (newest.After(restartAt) || time.Since(back) > ttl)
+	})
+	cancel()
+	wg.Wait()
+
+	slices.SortFunc(spans, func(x, y span) int { return x.start.Compare(y.start) })
+	for i := 1; i < len(spans); i++ {
+		p, s := spans[i-1], spans[i]
+		if s.start.Before(p.end) {
+			t.Fatalf("terms overlap: %s (token %d) %s..%s and %s (token %d) from %s",
+				p.id, p.token, p.start.Sub(restartAt), p.end.Sub(restartAt), s.id, s.token, s.start.Sub(restartAt))
+		}
+		if s.token <= p.token {
+			t.Fatalf("token went from %d (%s) to %d (%s)", p.token, p.id, s.token, s.id)
+		}
+	}
+	t.Logf("%d terms around a store restart, none overlapping", len(spans))
+}
+
+func testCancel(t *testing.T, h Harness) {
+	el := uniqueElection(t)
+	a, b := candidate(t, h, el, "a", 2*time.Second), candidate(t, h, el, "b", 2*time.Second)
+	ra := mustWin(t, campaign(context.Background(), a), 10*time.Second, "a")
+	ctx, cancel := context.WithCancel(context.Background())
+	cb := campaign(ctx, b)
+	waitQueued(t, h, el, 2)
+	cancel()
+	select {
+	case r := <-cb:
+		if !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("cancelled campaign returned term=%v err=%v, want context.Canceled", r.term != nil, r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("campaign did not return after its context was cancelled")
+	}
+	if n := h.Queued(t, el); n != 1 {
+		t.Fatalf("after cancel the store holds %d candidates, want 1 (the leader)", n)
+	}
+	resign(t, ra.term)
+	waitQueued(t, h, el, 0)
+}
+
+// testCrowd: 50 candidates, exactly one leader at a time, and each leader's
+// exit wakes only its successor.
+func testCrowd(t *testing.T, h Harness) {
+	const n, handovers = 50, 5
+	el := uniqueElection(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cands := make([]elector.Elector, n)
+	won := make(chan int, n)
+	terms := make([]*elector.Term, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		cands[i] = candidate(t, h, el, fmt.Sprintf("c%02d", i), 5*time.Second)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			term, err := cands[i].Campaign(ctx)
+			if err != nil {
+				return
+			}
+			terms[i] = term
+			won <- i
+		}()
+	}
+	waitQueued(t, h, el, n)
+	led := map[int]bool{}
+	for k := range handovers + 1 {
+		var i int
+		select {
+		case i = <-won:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("handover %d: no leader", k)
+		}
+		select {
+		case j := <-won:
+			t.Fatalf("two leaders at once: %d and %d", i, j)
+		default:
+		}
+		led[i] = true
+		resign(t, terms[i])
+	}
+	// The last resignation woke one more successor.
+	select {
+	case i := <-won:
+		led[i] = true
+	case <-time.After(15 * time.Second):
+		t.Fatal("no leader after the last handover")
+	}
+	cancel()
+	wg.Wait()
+	for _, c := range cands {
+		if err := c.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	}
+	if _, ok := cands[0].(elector.WakeupCounter); !ok {
+		t.Log("backend does not count wakeups; herd check skipped")
+		return
+	}
+	woken := 0
+	for i, c := range cands {
+		w := c.(elector.WakeupCounter).Wakeups()
+		if !led[i] && w != 0 {
+			t.Errorf("candidate %d never led but was woken %d times", i, w)
+		}
+		woken += int(w)
+	}
+	t.Logf("%d handovers among %d candidates: %d wakeups in all", handovers, n, woken)
+}

@@ -1,0 +1,228 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electd/electd/elector"
+)
+
+// Campaign queues this candidate and blocks until it leads, ctx ends, the
+// Elector closes, or the store refuses it for good (bad credentials or
+// permissions). Transient store failures are retried with backoff; if the
+// candidate's own lease lapses while it waits, it starts a new session and
+// queues again. A campaign that returns an error has revoked its lease, so
+// it leaves no key behind (or, if the store is unreachable, one that expires
+// with the lease).
+func (e *Elector) Campaign(ctx context.Context) (*elector.Term, error) {
+	backoff := 50 * time.Millisecond
+	for {
+		term, err := e.campaignOnce(ctx)
+		if err == nil {
+			return term, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if e.ctx.Err() != nil || errors.Is(err, elector.ErrClosed) {
+			return nil, elector.ErrClosed
+		}
+		if se := (*elector.StoreError)(nil); errors.As(err, &se) && se.Permanent {
+			return nil, fmt.Errorf("campaign: %w", err)
+		}
+		e.log.Warn("campaign attempt failed; retrying", "err", err, "backoff", backoff)
+		if err := e.wait(ctx, backoff); err != nil {
+			return nil, err
+		}
+		backoff = min(2*backoff, max(e.timing.RenewInterval, time.Second))
+	}
+}
+
+// campaignOnce runs one session's campaign, the algorithm of etcd's
+// concurrency.Election on a lease we renew ourselves: put our key under the
+// lease if absent, wait for the deletion of the candidate just ahead of us
+// (only that one: a leader's exit wakes only its successor), then confirm
+// that our key is first and our lease still guaranteed.
+func (e *Elector) campaignOnce(ctx context.Context) (_ *elector.Term, err error) {
+	s, err := e.newSession(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			rctx, cancel := context.WithTimeout(context.Background(), e.opTimeout())
+			defer cancel()
+			if rerr := s.release(rctx); rerr != nil {
+				e.log.Warn("leaving the queue failed", "err", rerr)
+			}
+		}
+	}()
+	// The campaign lives only as long as the session can be guaranteed.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.ctx, cancel)()
+
+	key := fmt.Sprintf("%s%x", e.pfx, int64(s.lease))
+	tctx, tcancel := context.WithTimeout(cctx, e.opTimeout())
+	resp, err := e.client.Txn(tctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, e.value(), clientv3.WithLease(s.lease))).
+		Commit()
+	tcancel()
+	if err != nil {
+		return nil, e.sessionErr(s, ctx, "campaign", err)
+	}
+	if !resp.Succeeded { // the key is named after our fresh lease: cannot exist
+		return nil, fmt.Errorf("campaign: key %s already exists", key)
+	}
+	s.key, s.rev = key, resp.Header.Revision
+	e.log.Debug("queued", "key", key, "rev", s.rev)
+
+	if err := e.waitPredecessors(cctx, s.rev-1); err != nil {
+		return nil, e.sessionErr(s, ctx, "campaign", err)
+	}
+
+	// etcd's Election would return here even if our own key had gone with
+	// an expired lease (a "zombie" leader). Check we really are first.
+	gctx, gcancel := context.WithTimeout(cctx, e.opTimeout())
+	g, err := e.client.Get(gctx, e.pfx, clientv3.WithFirstCreate()...)
+	gcancel()
+	if err != nil {
+		return nil, e.sessionErr(s, ctx, "campaign", err)
+	}
+	if len(g.Kvs) == 0 || string(g.Kvs[0].Key) != key || g.Kvs[0].CreateRevision != s.rev {
+		return nil, errNotHead
+	}
+	if err := s.dl.Err(); err != nil {
+		return nil, err
+	}
+
+	self := elector.Leader{ID: e.id, Address: e.addr, Token: uint64(s.rev), Since: e.clk.Now()}
+	e.wg.Add(1)
+	go e.watchOwnKey(s, g.Header.Revision+1)
+	e.log.Info("elected", "token", self.Token, "valid_until", s.dl.ValidUntil())
+	return elector.NewTerm(self, s.dl, s.release), nil
+}
+
+// sessionErr explains why a campaign step failed: the caller's context, the
+// session's end, or the store.
+func (e *Elector) sessionErr(s *session, ctx context.Context, op string, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case s.dl.Err() != nil:
+		return fmt.Errorf("%s: session ended while waiting: %w", op, s.dl.Err())
+	case errors.Is(err, errNotHead):
+		return err
+	default:
+		var se *elector.StoreError
+		if errors.As(err, &se) {
+			return err
+		}
+		return e.storeErr(op, err)
+	}
+}
+
+// waitPredecessors waits until no key created at or before maxRev remains,
+// watching only the newest such key each time.
+func (e *Elector) waitPredecessors(ctx context.Context, maxRev int64) error {
+	opts := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(maxRev))
+	for {
+		gctx, cancel := context.WithTimeout(ctx, e.opTimeout())
+		resp, err := e.client.Get(gctx, e.pfx, opts...)
+		cancel()
+		if err != nil {
+			return e.storeErr("campaign", err)
+		}
+		if len(resp.Kvs) == 0 {
+			return nil
+		}
+		if err := e.waitDelete(ctx, string(resp.Kvs[0].Key), resp.Header.Revision+1); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			// A broken watch is not a reason to lose our place: look again.
+			e.ins.StoreError("watch", err)
+			e.log.Debug("watch on predecessor broke; re-checking", "err", err)
+			if err := e.wait(ctx, 50*time.Millisecond); err != nil {
+				return err
+			}
+			continue
+		}
+		e.wakeups.Add(1)
+	}
+}
+
+// waitDelete returns nil once key is deleted at or after rev.
+func (e *Elector) waitDelete(ctx context.Context, key string, rev int64) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for wr := range e.client.Watch(wctx, key, clientv3.WithRev(rev)) {
+		if err := wr.Err(); err != nil {
+			return err
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE {
+				return nil
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return errors.New("watch closed")
+}
+
+// watchOwnKey ends the term as soon as the store shows our key deleted or
+// replaced, without waiting for the lease deadline.
+func (e *Elector) watchOwnKey(s *session, rev int64) {
+	defer e.wg.Done()
+	for s.ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.ctx))
+		var werr error
+		for wr := range e.client.Watch(wctx, s.key, clientv3.WithRev(rev)) {
+			if werr = wr.Err(); werr != nil {
+				break
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != s.rev {
+					cancel()
+					if s.dl.End(elector.ErrLeadershipLost) {
+						e.log.Warn("leader key deleted or replaced", "key", s.key, "at_rev", ev.Kv.ModRevision)
+					}
+					return
+				}
+			}
+			rev = wr.Header.Revision + 1
+		}
+		cancel()
+		if s.ctx.Err() != nil {
+			return
+		}
+		if werr == nil {
+			werr = errors.New("watch closed")
+		}
+		e.ins.StoreError("watch", werr)
+		// We may have missed events (e.g. compaction): look the key up.
+		if err := e.wait(s.ctx, 50*time.Millisecond); err != nil {
+			return
+		}
+		gctx, gcancel := context.WithTimeout(s.ctx, e.opTimeout())
+		g, err := e.client.Get(gctx, s.key)
+		gcancel()
+		switch {
+		case err != nil:
+			e.ins.StoreError("watch", err)
+		case len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != s.rev:
+			s.dl.End(elector.ErrLeadershipLost)
+			return
+		default:
+			rev = g.Header.Revision + 1
+		}
+	}
+}

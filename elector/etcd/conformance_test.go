@@ -1,0 +1,83 @@
+package etcd_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/electortest"
+	"github.com/electd/electd/elector/etcd"
+	"github.com/electd/electd/internal/testenv"
+)
+
+type harness struct {
+	srv *testenv.Etcd
+}
+
+func (h *harness) Addr() string         { return h.srv.Endpoint() }
+func (h *harness) Restart(t testing.TB) { h.srv.Restart(t) }
+func (h *harness) New(t testing.TB, c electortest.Candidate) elector.Elector {
+	t.Helper()
+	cli := newClient(t, c.StoreAddr)
+	e, err := etcd.New(etcd.Config{
+		Client: cli, Election: c.Election, ID: c.ID, Address: c.Address, Timing: c.Timing,
+		Logger: testLogger(),
+	})
+	if err != nil {
+		t.Fatalf("new elector: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Errorf("close elector: %v", err)
+		}
+	})
+	return e
+}
+
+func (h *harness) Queued(t testing.TB, election string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := h.srv.Client(t).Get(ctx, etcd.DefaultPrefix+election+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatalf("count candidates: %v", err)
+	}
+	return int(resp.Count)
+}
+
+// newClient dials addr; it is closed when the test ends, after the
+// electors made on it (cleanups run last-in first-out).
+func newClient(t testing.TB, addr string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{addr},
+		DialTimeout: 2 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := cli.Close(); err != nil {
+			t.Logf("close client: %v", err)
+		}
+	})
+	return cli
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("ELECTD_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return nil
+}
+
+func TestConformance(t *testing.T) {
+	electortest.Run(t, &harness{srv: testenv.StartEtcd(t)})
+}

@@ -1,0 +1,110 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electd/electd/elector"
+)
+
+// Leader returns the current leader from a view kept by a watch on the
+// election's keys; only the first call waits for the view to load.
+func (e *Elector) Leader(ctx context.Context) (elector.Leader, error) {
+	e.startView()
+	return e.hub.Leader(ctx)
+}
+
+// Observe sends the current leader, then every change, until ctx ends or
+// the Elector closes. A zero Leader means the election has none.
+func (e *Elector) Observe(ctx context.Context) <-chan elector.Leader {
+	e.startView()
+	return e.hub.Subscribe(ctx)
+}
+
+func (e *Elector) startView() {
+	e.viewOnce.Do(func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.closed {
+			return
+		}
+		e.wg.Add(1)
+		go e.runView()
+	})
+}
+
+// candidate is one key of the election.
+type candidate struct {
+	rev int64
+	val value
+}
+
+// runView loads every candidate key, then follows changes with one watch,
+// publishing the candidate with the lowest create revision as leader.
+// A leader change costs no request beyond the watch event itself.
+func (e *Elector) runView() {
+	defer e.wg.Done()
+	for e.ctx.Err() == nil {
+		err := e.followView()
+		if e.ctx.Err() != nil {
+			return
+		}
+		e.ins.StoreError("observe", err)
+		e.log.Debug("leader view interrupted; reloading", "err", err)
+		if e.wait(e.ctx, 100*time.Millisecond) != nil {
+			return
+		}
+	}
+}
+
+func (e *Elector) followView() error {
+	gctx, cancel := context.WithTimeout(e.ctx, e.opTimeout())
+	resp, err := e.client.Get(gctx, e.pfx, clientv3.WithPrefix())
+	cancel()
+	if err != nil {
+		return err
+	}
+	cands := make(map[string]candidate, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		cands[string(kv.Key)] = candidate{rev: kv.CreateRevision, val: decodeValue(kv.Value)}
+	}
+	publish := func() {
+		next := elector.Leader{}
+		var best int64
+		for _, c := range cands {
+			if best == 0 || c.rev < best {
+				best = c.rev
+				next = elector.Leader{ID: c.val.ID, Address: c.val.Address, Token: uint64(c.rev)}
+			}
+		}
+		if prev, ok := e.hub.Current(); ok && prev.Token == next.Token && prev.ID == next.ID && prev.Address == next.Address {
+			next.Since = prev.Since // unchanged leader: keep when we first saw it
+		} else if !next.IsZero() {
+			next.Since = e.clk.Now()
+		}
+		e.hub.Publish(next) // the hub drops repeats
+	}
+	publish()
+
+	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(e.ctx))
+	defer wcancel()
+	for wr := range e.client.Watch(wctx, e.pfx, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
+		if err := wr.Err(); err != nil {
+			return err
+		}
+		for _, ev := range wr.Events {
+			k := string(ev.Kv.Key)
+			if ev.Type == mvccpb.DELETE {
+				delete(cands, k)
+			} else {
+				cands[k] = candidate{rev: ev.Kv.CreateRevision, val: decodeValue(ev.Kv.Value)}
+			}
+		}
+		publish()
+	}
+	return errors.New("watch closed")
+}

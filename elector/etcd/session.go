@@ -1,0 +1,156 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/electd/electd/elector"
+)
+
+// errAbandoned ends the deadline of a session whose campaign gave up.
+var errAbandoned = errors.New("campaign abandoned")
+
+// session is one etcd lease that this candidate renews itself, so that it
+// knows when each acknowledged renewal was sent. It lives until its
+// deadline ends (expiry, loss, resign, abandon or Close), then revokes the
+// lease, which deletes the candidate's key in the same revision.
+type session struct {
+	e     *Elector
+	lease clientv3.LeaseID
+	dl    *elector.Deadline
+	ctx   context.Context // cancelled when dl ends or the Elector closes
+	stop  context.CancelFunc
+
+	key string // candidate key, set once joined
+	rev int64  // its create revision: the fencing token
+
+	relOnce sync.Once
+	relErr  error
+}
+
+// newSession grants a lease and starts renewing it.
+func (e *Elector) newSession(ctx context.Context) (*session, error) {
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return nil, elector.ErrClosed
+	}
+	gctx, cancel := context.WithTimeout(ctx, e.opTimeout())
+	sent := e.clk.Now()
+	resp, err := e.client.Grant(gctx, e.ttlSec)
+	cancel()
+	if err != nil {
+		return nil, e.storeErr("grant", err)
+	}
+	timing := e.timing
+	if granted := time.Duration(resp.TTL) * time.Second; granted < timing.TTL {
+		// etcd never grants less than asked, but if it did, rely on less.
+		timing.TTL = granted
+	}
+	s := &session{e: e, lease: resp.ID, dl: elector.NewDeadline(e.clk, timing, sent)}
+	s.ctx, s.stop = context.WithCancel(e.ctx)
+	s.dl.OnEnd(s.stop)
+
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		s.dl.End(elector.ErrClosed)
+		return nil, errors.Join(elector.ErrClosed, s.release(context.Background()))
+	}
+	e.sessions[s] = struct{}{}
+	e.wg.Add(1)
+	e.mu.Unlock()
+	go s.renewLoop()
+	e.log.Debug("lease granted", "lease", int64(s.lease), "ttl_s", resp.TTL, "valid_until", s.dl.ValidUntil())
+	return s, nil
+}
+
+// renewLoop renews the lease every RenewInterval, measured from each
+// renewal's send time, until the deadline ends; then it releases the lease.
+func (s *session) renewLoop() {
+	e := s.e
+	defer e.wg.Done()
+	defer func() {
+		e.mu.Lock()
+		delete(e.sessions, s)
+		e.mu.Unlock()
+	}()
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), e.opTimeout())
+		defer cancel()
+		_ = s.release(ctx) // logged and counted inside
+	}()
+
+	next := e.clk.Now().Add(e.timing.RenewInterval)
+	for {
+		if err := e.wait(s.ctx, next.Sub(e.clk.Now())); err != nil {
+			return
+		}
+		sent := e.clk.Now()
+		next = sent.Add(e.timing.RenewInterval)
+		rctx, cancel := context.WithTimeout(s.ctx, e.timing.RenewInterval)
+		_, err := e.client.KeepAliveOnce(rctx, s.lease)
+		cancel()
+		switch {
+		case err == nil:
+			if until, ok := s.dl.Renewed(sent); ok {
+				e.log.Debug("lease renewed", "lease", int64(s.lease), "valid_until", until)
+			}
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			e.ins.StoreError("renew", err)
+			if s.dl.End(elector.ErrLeaseLost) {
+				e.log.Warn("lease gone on the store", "lease", int64(s.lease))
+			}
+			return
+		case s.ctx.Err() != nil:
+			return
+		default:
+			e.ins.StoreError("renew", err)
+			e.log.Warn("lease renewal failed; retrying", "lease", int64(s.lease), "err", err,
+				"valid_for", s.dl.ValidUntil().Sub(e.clk.Now()).Round(time.Millisecond))
+		}
+	}
+}
+
+// release ends the session and revokes its lease once, deleting its key:
+// waiters watching that key react at once. A lease that is already gone
+// counts as released.
+func (s *session) release(ctx context.Context) error {
+	s.relOnce.Do(func() {
+		s.dl.End(errAbandoned) // no-op if already ended for another reason
+		_, err := s.e.client.Revoke(ctx, s.lease)
+		switch {
+		case err == nil, errors.Is(err, rpctypes.ErrLeaseNotFound):
+			s.e.log.Debug("lease revoked", "lease", int64(s.lease))
+		default:
+			s.e.ins.StoreError("revoke", err)
+			s.e.log.Warn("lease revoke failed; it will expire on the store", "lease", int64(s.lease), "err", err)
+			s.relErr = &elector.StoreError{Op: "revoke", Err: err}
+		}
+	})
+	return s.relErr
+}
+
+// permanent reports errors that retrying cannot fix.
+func permanent(err error) bool {
+	switch {
+	case errors.Is(err, rpctypes.ErrPermissionDenied),
+		errors.Is(err, rpctypes.ErrAuthFailed),
+		errors.Is(err, rpctypes.ErrUserEmpty),
+		errors.Is(err, rpctypes.ErrAuthNotEnabled):
+		return true
+	}
+	switch status.Code(err) {
+	case codes.PermissionDenied, codes.Unauthenticated:
+		return true
+	}
+	return false
+}
