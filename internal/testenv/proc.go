@@ -1,0 +1,166 @@
+package testenv
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// proc is one run of a server process.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once the process has been reaped
+	err  error         // Wait's result; read only after done
+}
+
+// startProc starts bin with its output appended to logPath. The process gets
+// its own process group and, on Linux, SIGKILL when the starting thread dies.
+// That thread is the goroutine below, locked and kept until the process is
+// reaped, so no unrelated thread exit can kill the child early.
+func startProc(bin string, args []string, logPath string) (*proc, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open log: %w", err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = sysProcAttr()
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	return p, nil
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// signal sends sig to the process group, or to the process if that fails.
+func (p *proc) signal(sig syscall.Signal) error {
+	if p.exited() {
+		return nil
+	}
+	if err := syscall.Kill(-p.pid(), sig); err == nil {
+		return nil
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("signal %v to pid %d: %w", sig, p.pid(), err)
+	}
+	return nil
+}
+
+// wait waits up to d for the process to be reaped.
+func (p *proc) wait(d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-p.done:
+		return nil
+	case <-timer.C:
+		return fmt.Errorf("wait for pid %d: still running after %v", p.pid(), d)
+	}
+}
+
+// stop sends SIGTERM and waits up to grace, then SIGKILLs. It reports an
+// error if SIGKILL was needed or the process could not be reaped.
+func (p *proc) stop(grace time.Duration) error {
+	if err := p.signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("stop: %w", err)
+	}
+	if err := p.wait(grace); err == nil {
+		return nil
+	}
+	if err := p.kill(); err != nil {
+		return fmt.Errorf("stop: %w", err)
+	}
+	return fmt.Errorf("stop: pid %d ignored SIGTERM for %v; killed", p.pid(), grace)
+}
+
+// kill sends SIGKILL and waits for the process to be reaped.
+func (p *proc) kill() error {
+	if err := p.signal(syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill: %w", err)
+	}
+	if err := p.wait(killWait); err != nil {
+		return fmt.Errorf("kill: %w", err)
+	}
+	return nil
+}
+
+const killWait = 10 * time.Second
+
+// exitError describes how the process ended; call after done.
+func (p *proc) exitError() error {
+	if p.err == nil {
+		return errors.New("exited with status 0")
+	}
+	return p.err
+}
+
+// logSize returns the current size of the log, to read one run's output later.
+func logSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// logSince returns the log's content from offset on (at most the last 64 KiB).
+func logSince(path string, offset int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size()-offset > 64<<10 {
+		offset = st.Size() - 64<<10
+	}
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return ""
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
+}
+
+// logTail returns the last n lines of the log.
+func logTail(path string, n int) string {
+	s := strings.TrimRight(logSince(path, 0), "\n")
+	lines := bytes.Split([]byte(s), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// portInUse reports whether a run's log says a listen address was taken.
+func portInUse(log string) bool {
+	return strings.Contains(strings.ToLower(log), "address already in use")
+}

@@ -1,0 +1,115 @@
+package testenv
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const redisHow = "`apt-get install -y redis-server`"
+
+// Redis is a redis-server run as a child process, without persistence.
+type Redis struct {
+	srv  server
+	dir  string
+	port int
+}
+
+// StartRedis starts redis-server on a free loopback port, without
+// persistence, and waits until it answers PING. It is killed in t.Cleanup.
+// A missing binary skips the test (fails it when $CI is set).
+func StartRedis(t testing.TB) *Redis {
+	t.Helper()
+	return startRedis(t, func() (int, error) {
+		ports, err := freePorts(1)
+		if err != nil {
+			return 0, err
+		}
+		return ports[0], nil
+	})
+}
+
+// startRedis is StartRedis with the port chooser given (tests use it to
+// force a collision).
+func startRedis(t testing.TB, pick func() (int, error)) *Redis {
+	t.Helper()
+	bin := binary(t, "ELECTD_REDIS_SERVER", "redis-server", nil, redisHow)
+	dir := t.TempDir()
+	r := &Redis{dir: dir}
+	r.srv = server{
+		name:    "redis-server",
+		bin:     bin,
+		logPath: filepath.Join(dir, "redis.log"),
+		args:    r.args,
+		probe:   r.probe,
+	}
+	t.Cleanup(func() { r.srv.cleanup(t) }) // before t.TempDir's removal (LIFO)
+	firstStart(t, &r.srv, func() (err error) {
+		r.port, err = pick()
+		return err
+	})
+	return r
+}
+
+// Addr returns the server's address, "127.0.0.1:PORT".
+func (r *Redis) Addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
+
+// LogPath returns the file that receives the server's output.
+func (r *Redis) LogPath() string { return r.srv.logPath }
+
+// Pid returns the server's process id, or 0 when it is not running.
+func (r *Redis) Pid() int { return r.srv.pid() }
+
+// Client returns a go-redis client of this server, closed in t.Cleanup.
+func (r *Redis) Client(t testing.TB) *redis.Client {
+	t.Helper()
+	cli := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// Stop sends SIGTERM and waits for the server to exit (SIGKILL after 10 s,
+// reported as a test error). A no-op if it is not running.
+func (r *Redis) Stop(t testing.TB) { t.Helper(); r.srv.stop(t) }
+
+// Kill sends SIGKILL and waits for the server to exit. A no-op if it is not
+// running.
+func (r *Redis) Kill(t testing.TB) { t.Helper(); r.srv.kill(t) }
+
+// Start starts a stopped server again on the same port, with EMPTY data
+// (nothing is ever persisted), and waits until it answers PING.
+func (r *Redis) Start(t testing.TB) { t.Helper(); r.srv.restart(t) }
+
+// Restart is Stop then Start; the server comes back empty.
+func (r *Redis) Restart(t testing.TB) {
+	t.Helper()
+	r.Stop(t)
+	r.Start(t)
+}
+
+func (r *Redis) args() []string {
+	return []string{
+		"--port", strconv.Itoa(r.port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", r.dir,
+		"--protected-mode", "no",
+		"--loglevel", "warning",
+	}
+}
+
+// probe succeeds when PING answers and the server answering is ours.
+func (r *Redis) probe(pid int) error {
+	got, err := redisInfoPID(r.Addr())
+	if err != nil {
+		return err
+	}
+	if got != pid {
+		return fmt.Errorf("redis on %s is pid %d, not ours (%d)", r.Addr(), got, pid)
+	}
+	return nil
+}

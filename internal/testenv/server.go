@@ -1,0 +1,145 @@
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+const (
+	readyTimeout = 15 * time.Second       // process start to first successful probe
+	pollInterval = 10 * time.Millisecond  // readiness polling only
+	stopGrace    = 10 * time.Second       // SIGTERM to SIGKILL in Stop
+	probeTimeout = 500 * time.Millisecond // one readiness probe
+	startTries   = 4                      // first start: new ports after a collision
+	tailLines    = 60                     // log lines printed when a test failed
+)
+
+// errPortInUse marks a start that failed because a port was taken.
+var errPortInUse = errors.New("port already in use")
+
+// server runs one server binary, restartably, with a readiness probe.
+type server struct {
+	name    string          // "etcd", "redis-server": for messages
+	bin     string          // path of the binary
+	logPath string          // output of every run, appended
+	args    func() []string // command line, evaluated at each start
+	probe   func(pid int) error
+
+	mu sync.Mutex
+	p  *proc // current or last run; nil before the first
+}
+
+// start runs the binary and waits until the probe succeeds.
+func (s *server) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p != nil && !s.p.exited() {
+		return fmt.Errorf("start %s: already running (pid %d)", s.name, s.p.pid())
+	}
+	offset := logSize(s.logPath)
+	p, err := startProc(s.bin, s.args(), s.logPath)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", s.name, err)
+	}
+	s.p = p
+	deadline := time.Now().Add(readyTimeout)
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		perr := s.probe(p.pid())
+		if perr == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+			err := fmt.Errorf("start %s: exited before ready: %w", s.name, p.exitError())
+			if portInUse(logSince(s.logPath, offset)) {
+				return fmt.Errorf("%w: %w", errPortInUse, err)
+			}
+			return err
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			_ = p.kill()
+			return fmt.Errorf("start %s: not ready after %v: %w", s.name, readyTimeout, perr)
+		}
+	}
+}
+
+// current returns the running process, or nil.
+func (s *server) current() *proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p == nil || s.p.exited() {
+		return nil
+	}
+	return s.p
+}
+
+func (s *server) pid() int {
+	if p := s.current(); p != nil {
+		return p.pid()
+	}
+	return 0
+}
+
+// stop sends SIGTERM and waits; a no-op if not running.
+func (s *server) stop(t testing.TB) {
+	t.Helper()
+	if p := s.current(); p != nil {
+		if err := p.stop(stopGrace); err != nil {
+			t.Errorf("testenv: %s: %v", s.name, err)
+		}
+	}
+}
+
+// kill sends SIGKILL and waits; a no-op if not running.
+func (s *server) kill(t testing.TB) {
+	t.Helper()
+	if p := s.current(); p != nil {
+		if err := p.kill(); err != nil {
+			t.Errorf("testenv: %s: %v", s.name, err)
+		}
+	}
+}
+
+// restart starts a stopped server again, failing the test if it cannot.
+func (s *server) restart(t testing.TB) {
+	t.Helper()
+	if err := s.start(); err != nil {
+		t.Fatalf("testenv: %v\n%s", err, s.tail())
+	}
+}
+
+// cleanup kills the server and, if the test failed, prints its log's tail.
+func (s *server) cleanup(t testing.TB) {
+	s.kill(t)
+	if t.Failed() {
+		t.Logf("testenv: %s", s.tail())
+	}
+}
+
+func (s *server) tail() string {
+	return fmt.Sprintf("last lines of %s log %s:\n%s", s.name, s.logPath, logTail(s.logPath, tailLines))
+}
+
+// firstStart starts s, choosing new ports with pick after a port collision.
+func firstStart(t testing.TB, s *server, pick func() error) {
+	t.Helper()
+	for try := 1; ; try++ {
+		if err := pick(); err != nil {
+			t.Fatalf("testenv: start %s: %v", s.name, err)
+		}
+		err := s.start()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, errPortInUse) || try == startTries {
+			t.Fatalf("testenv: %v (try %d)\n%s", err, try, s.tail())
+		}
+		t.Logf("testenv: %v; retrying with new ports", err)
+	}
+}

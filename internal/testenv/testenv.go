@@ -1,0 +1,124 @@
+// Package testenv starts real store servers (etcd, redis-server) for tests,
+// as child processes on free loopback ports, and stops them in t.Cleanup.
+//
+// Binaries: etcd comes from $ELECTD_ETCD_BIN, else <module root>/bin/etcd,
+// else etcd in PATH; redis-server from $ELECTD_REDIS_SERVER, else PATH. When
+// one is missing the test is skipped with a loud message, or fails if $CI is
+// set. A variable that names a missing file always fails the test.
+//
+// Each server runs in its own process group with Pdeathsig=SIGKILL (Linux),
+// so it never outlives the test binary, and is SIGKILLed and reaped in
+// t.Cleanup. Its output goes to a log file in a temporary directory; when the
+// test has failed, the tail of that log is printed at cleanup.
+//
+// Start, Restart and the Start* constructors call t.Fatalf and so must run on
+// the test goroutine; Stop and Kill report with t.Errorf and may be called
+// from any goroutine. The package is Unix-only.
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago (it
+// listens on port 0 and closes). Another process may take it meanwhile.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	port, err := freePort()
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return port
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find free port: %w", err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	if err := ln.Close(); err != nil {
+		return 0, fmt.Errorf("find free port: close listener: %w", err)
+	}
+	return port, nil
+}
+
+// freePorts returns n distinct free ports.
+func freePorts(n int) ([]int, error) {
+	seen := make(map[int]bool, n)
+	ports := make([]int, 0, n)
+	for len(ports) < n {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		if !seen[p] {
+			seen[p] = true
+			ports = append(ports, p)
+		}
+	}
+	return ports, nil
+}
+
+// ModuleRoot returns the directory of the nearest go.mod at or above the
+// current working directory.
+func ModuleRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find module root: %w", err)
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if st, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil && !st.IsDir() {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("find module root: no go.mod in %s or above", wd)
+		}
+	}
+}
+
+// binary locates a server binary: the file named by $envVar if set, else the
+// first candidate path that exists, else name in PATH. When nothing is found
+// it fails or skips the test (see missing).
+func binary(t testing.TB, envVar, name string, candidates []string, how string) string {
+	t.Helper()
+	if p := os.Getenv(envVar); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("testenv: $%s=%q: %v\n%s", envVar, p, err, how)
+		}
+		return p
+	}
+	for _, c := range candidates {
+		if st, err := os.Stat(c); err == nil && !st.IsDir() {
+			return c
+		}
+	}
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	if !errors.Is(err, exec.ErrNotFound) {
+		t.Logf("testenv: look up %s: %v", name, err)
+	}
+	missing(t, name, envVar, how)
+	return ""
+}
+
+// missing fails the test under CI, else skips it, loudly saying how to get name.
+func missing(t testing.TB, name, envVar, how string) {
+	t.Helper()
+	msg := fmt.Sprintf("%s not found (set $%s, or install it: %s)", name, envVar, how)
+	if os.Getenv("CI") != "" {
+		t.Fatalf("testenv: %s; $CI is set, so this is a failure", msg)
+	}
+	t.Skipf("\n"+
+		"************************************************************\n"+
+		"*** SKIPPED: %s\n"+
+		"************************************************************", msg)
+}
