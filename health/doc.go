@@ -1,0 +1,69 @@
+// Package health is electd's HTTP face: who leads, whether this copy is
+// ready, alive and healthy, its Prometheus metrics, and a way to hand
+// leadership over.
+//
+// A View keeps the current leader, fed by an Observer (an elector.Elector's
+// watch-driven Observe), so no request asks the store. Metrics holds the
+// electd_* collectors. Server serves the endpoints below.
+//
+// # Endpoints
+//
+// Every JSON answer has Content-Type application/json and Cache-Control
+// no-store. Each GET endpoint also answers HEAD. A known path asked with
+// another method gets 405 with an Allow header; an unknown path gets 404.
+//
+//   - GET /leader: 200 and
+//     {"election":E,"leader":{"id","address","fencing_token","since"},"self":{"id","leader"}}
+//     where since is RFC 3339 with nanoseconds in UTC and self.leader says
+//     whether this copy holds a term now. When no leader is known (none
+//     leads, or the view has not heard from the store yet) it is 503 with
+//     "leader":null. The answer comes from the View, never from the store.
+//   - GET /leader/watch: Server-Sent Events. Each event is "event: leader"
+//     with "data:" the same JSON as /leader: one at connect, then one per
+//     change, in order (a slow client may skip intermediate leaders but
+//     always gets the newest). A comment line is sent every 15 s as a
+//     heartbeat. The stream ends when the client disconnects or the server
+//     shuts down; the server's write timeout does not apply to it. At most
+//     MaxStreams streams are open at once; beyond that the answer is 503.
+//   - GET /readyz: Config.ReadyCode (default 200) when Config.Ready says
+//     ready, else Config.NotReadyCode (default 503), with {"ready","reason"}.
+//     This is the endpoint a load balancer or a Kubernetes Service gates on.
+//   - GET /livez: 200 {"status":"ok"} while electd's own loop is alive, else
+//     503 {"status":"error","error":...}. It does not depend on the store,
+//     so a store outage does not get electd restarted.
+//   - GET /healthz: 200 {"status":"ok"} when the store session is healthy,
+//     else 503 {"status":"error","error":...}. The check is bounded by a
+//     short timeout.
+//   - GET /metrics: Prometheus exposition of Config.Gatherer.
+//   - POST /resign: hand leadership over now. 200 {"resigned":true} on
+//     success; 409 when this copy does not lead; 500 {"error":...} when
+//     resigning failed; 501 when the copy cannot resign; 403 when the caller
+//     is not allowed (below).
+//
+// # Security of /resign
+//
+// POST /resign is allowed when the TCP peer (the connection's remote
+// address, never X-Forwarded-For or similar headers, which the client
+// writes) is a loopback address, or when an admin token is configured and
+// the request carries "Authorization: Bearer <token>"; the token is compared
+// in constant time. Everything else gets 403. Cross-site browser requests
+// are refused as well (http.CrossOriginProtection), so a web page open on
+// the same host cannot make the browser resign on its behalf.
+//
+// Consequences for operators: a reverse proxy or sidecar on the same host
+// connects from loopback, so it passes every request on with loopback
+// rights; do not route /resign through one, or bind --listen to an address
+// that only trusted peers reach. The token travels in clear text over plain
+// HTTP: use it on trusted networks or behind TLS. The other endpoints are
+// read-only and unauthenticated; /leader reveals the leader's advertised
+// address and /healthz the store error text.
+//
+// # Metrics
+//
+// All names have the prefix electd_ and the constant label election:
+// is_leader, fencing_token, leader_changes_total, acquisitions_total{result},
+// campaign_wait_seconds, leadership_lost_total{reason},
+// lease_remaining_seconds, child_running, child_starts_total,
+// child_exits_total{outcome}, store_errors_total{op}; plus the Go and
+// process collectors. Known label values start at 0.
+package health

@@ -1,0 +1,184 @@
+package health
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/electd/electd/elector"
+)
+
+// leaderDoc is the body of /leader and of each /leader/watch event.
+type leaderDoc struct {
+	Election string      `json:"election"`
+	Leader   *leaderJSON `json:"leader"` // null when no leader is known
+	Self     selfJSON    `json:"self"`
+}
+
+type leaderJSON struct {
+	ID           string `json:"id"`
+	Address      string `json:"address"`
+	FencingToken uint64 `json:"fencing_token"`
+	Since        string `json:"since"` // RFC 3339 with nanoseconds, UTC
+}
+
+type selfJSON struct {
+	ID     string `json:"id"`
+	Leader bool   `json:"leader"`
+}
+
+// doc describes l (known=false or a zero l: no leader known).
+func (s *Server) doc(l elector.Leader, known bool) leaderDoc {
+	d := leaderDoc{
+		Election: s.cfg.Election,
+		Self:     selfJSON{ID: s.cfg.SelfID, Leader: s.cfg.Leading()},
+	}
+	if known && !l.IsZero() {
+		d.Leader = &leaderJSON{
+			ID:           l.ID,
+			Address:      l.Address,
+			FencingToken: l.Token,
+			Since:        l.Since.UTC().Format(time.RFC3339Nano),
+		}
+	}
+	return d
+}
+
+func (s *Server) handleLeader(w http.ResponseWriter, r *http.Request) {
+	d := s.doc(s.cfg.View.Current())
+	code := http.StatusOK
+	if d.Leader == nil {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, d)
+}
+
+type readyJSON struct {
+	Ready  bool   `json:"ready"`
+	Reason string `json:"reason"`
+}
+
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	ready, reason := s.cfg.Ready()
+	code := s.cfg.NotReadyCode
+	if ready {
+		code = s.cfg.ReadyCode
+	}
+	writeJSON(w, code, readyJSON{Ready: ready, Reason: reason})
+}
+
+type statusJSON struct {
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+}
+
+func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
+	if err := s.cfg.Live(); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, statusJSON{Status: "error", Error: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, statusJSON{Status: "ok"})
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.healthTimeout)
+	defer cancel()
+	if err := s.cfg.Healthy(ctx); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, statusJSON{Status: "error", Error: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, statusJSON{Status: "ok"})
+}
+
+type resignJSON struct {
+	Resigned bool `json:"resigned"`
+}
+
+func (s *Server) handleResign(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Resign == nil {
+		writeError(w, http.StatusNotImplemented, "resign is not supported by this copy")
+		return
+	}
+	if !s.authorized(r) {
+		s.log.Warn("resign refused", "remote", r.RemoteAddr)
+		writeError(w, http.StatusForbidden, "resign is allowed from loopback or with the admin bearer token")
+		return
+	}
+	if !s.cfg.Leading() {
+		writeError(w, http.StatusConflict, "this copy does not lead")
+		return
+	}
+	s.log.Info("resign requested", "remote", r.RemoteAddr)
+	ctx, cancel := context.WithTimeout(r.Context(), s.resignTimeout)
+	defer cancel()
+	if err := s.cfg.Resign(ctx); err != nil {
+		s.log.Warn("resign failed", "remote", r.RemoteAddr, "err", err)
+		writeError(w, http.StatusInternalServerError, "resign: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, resignJSON{Resigned: true})
+}
+
+// authorized admits the TCP peer when it is a loopback address, or any peer
+// presenting the admin token. Headers such as X-Forwarded-For are ignored:
+// they are written by the client.
+func (s *Server) authorized(r *http.Request) bool {
+	if isLoopback(r.RemoteAddr) {
+		return true
+	}
+	if s.cfg.AdminToken == "" {
+		return false
+	}
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	// Compare digests so that the time taken reveals neither the token's
+	// content nor its length.
+	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	want := sha256.Sum256([]byte(s.cfg.AdminToken))
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+}
+
+func isLoopback(remoteAddr string) bool {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	return ip.Unmap().IsLoopback()
+}
+
+type errorJSON struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, errorJSON{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // only plain structs are written; cannot happen
+		http.Error(w, "encode response: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	if code == http.StatusNoContent || code == http.StatusNotModified {
+		return // statuses that carry no body (ready codes are configurable)
+	}
+	w.Write(append(b, '\n'))
+}

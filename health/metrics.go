@@ -1,0 +1,235 @@
+package health
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/electd/electd/elector"
+)
+
+// Label values pre-initialised to 0, so that dashboards and alerts see every
+// series from the first scrape.
+var (
+	acquisitionResults = []string{"won", "error"}
+	lossReasons        = []string{"deadline", "lease_lost", "key_lost", "resigned", "closed", "other"}
+	childOutcomes      = []string{"success", "failure", "signaled", "killed"}
+	storeOps           = []string{"grant", "renew", "campaign", "watch", "resign", "leader"}
+)
+
+// campaignWaitBuckets cover 1 ms (a free election) to 5 min (a long queue).
+var campaignWaitBuckets = []float64{
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+	1, 2.5, 5, 10, 15, 30, 60, 120, 300,
+}
+
+// Metrics holds electd's Prometheus collectors for one election. Every name
+// has the prefix electd_ and the constant label election. The event methods
+// are safe for concurrent use, never block, and do nothing on a nil *Metrics.
+type Metrics struct {
+	isLeader       prometheus.Gauge
+	fencingToken   prometheus.Gauge
+	leaderChanges  prometheus.Counter
+	acquisitions   *prometheus.CounterVec
+	campaignWait   prometheus.Histogram
+	lost           *prometheus.CounterVec
+	leaseRemaining prometheus.GaugeFunc
+	childRunning   prometheus.Gauge
+	childStarts    prometheus.Counter
+	childExits     *prometheus.CounterVec
+	storeErrors    *prometheus.CounterVec
+}
+
+var _ elector.Instrument = (*Metrics)(nil)
+
+// NewMetrics creates the collectors and registers them on reg, together
+// with the Go and process collectors (those two are skipped without error if
+// reg already has them, e.g. prometheus.DefaultRegisterer).
+//
+// leaseRemaining backs electd_lease_remaining_seconds: it must be cheap, safe
+// for concurrent use, and return the seconds left in the current term (0
+// when not leading). nil reports 0.
+//
+// If a registration fails, the collectors registered so far are unregistered
+// and the error is returned.
+func NewMetrics(reg prometheus.Registerer, election string, leaseRemaining func() float64) (*Metrics, error) {
+	if reg == nil {
+		return nil, errors.New("metrics: nil registerer")
+	}
+	if leaseRemaining == nil {
+		leaseRemaining = func() float64 { return 0 }
+	}
+	const ns = "electd"
+	cl := prometheus.Labels{"election": election}
+	m := &Metrics{
+		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ns, Name: "is_leader", ConstLabels: cl,
+			Help: "1 while this copy holds a term of the election, else 0.",
+		}),
+		fencingToken: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ns, Name: "fencing_token", ConstLabels: cl,
+			Help: "Fencing token of the last term this copy won (kept after the term ends).",
+		}),
+		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Name: "leader_changes_total", ConstLabels: cl,
+			Help: "New leadership terms observed in the election (by any copy).",
+		}),
+		acquisitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "acquisitions_total", ConstLabels: cl,
+			Help: "Campaigns that ended, by result (won, error).",
+		}, []string{"result"}),
+		campaignWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Name: "campaign_wait_seconds", ConstLabels: cl,
+			Help:    "Time from the start of a campaign to winning it.",
+			Buckets: campaignWaitBuckets,
+		}),
+		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "leadership_lost_total", ConstLabels: cl,
+			Help: "Terms of this copy that ended, by reason (deadline, lease_lost, key_lost, resigned, closed, other).",
+		}, []string{"reason"}),
+		leaseRemaining: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: ns, Name: "lease_remaining_seconds", ConstLabels: cl,
+			Help: "Seconds until the current term's conservative local deadline (0 when not leading).",
+		}, leaseRemaining),
+		childRunning: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ns, Name: "child_running", ConstLabels: cl,
+			Help: "1 while the supervised command runs, else 0.",
+		}),
+		childStarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Name: "child_starts_total", ConstLabels: cl,
+			Help: "Times the supervised command was started.",
+		}),
+		childExits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "child_exits_total", ConstLabels: cl,
+			Help: "Exits of the supervised command, by outcome (success, failure, signaled, killed).",
+		}, []string{"outcome"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "store_errors_total", ConstLabels: cl,
+			Help: "Failed store operations, by operation, including those retried.",
+		}, []string{"op"}),
+	}
+	for _, v := range acquisitionResults {
+		m.acquisitions.WithLabelValues(v)
+	}
+	for _, v := range lossReasons {
+		m.lost.WithLabelValues(v)
+	}
+	for _, v := range childOutcomes {
+		m.childExits.WithLabelValues(v)
+	}
+	for _, v := range storeOps {
+		m.storeErrors.WithLabelValues(v)
+	}
+
+	own := []prometheus.Collector{
+		m.isLeader, m.fencingToken, m.leaderChanges, m.acquisitions, m.campaignWait,
+		m.lost, m.leaseRemaining, m.childRunning, m.childStarts, m.childExits, m.storeErrors,
+	}
+	var done []prometheus.Collector
+	undo := func() {
+		for _, c := range done {
+			reg.Unregister(c)
+		}
+	}
+	for _, c := range own {
+		if err := reg.Register(c); err != nil {
+			undo()
+			return nil, fmt.Errorf("register metrics of election %q: %w", election, err)
+		}
+		done = append(done, c)
+	}
+	shared := []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	}
+	for _, c := range shared {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				continue
+			}
+			undo()
+			return nil, fmt.Errorf("register runtime metrics: %w", err)
+		}
+		done = append(done, c)
+	}
+	return m, nil
+}
+
+// Acquired records a won campaign: acquisitions_total{result="won"}++,
+// campaign_wait_seconds observes waited, is_leader=1, fencing_token=token.
+// The gauge is a float64: tokens above 2^53 lose precision there.
+func (m *Metrics) Acquired(token uint64, waited time.Duration) {
+	if m == nil {
+		return
+	}
+	m.acquisitions.WithLabelValues("won").Inc()
+	m.campaignWait.Observe(waited.Seconds())
+	m.fencingToken.Set(float64(token))
+	m.isLeader.Set(1)
+}
+
+// CampaignFailed records a campaign that ended with an error:
+// acquisitions_total{result="error"}++.
+func (m *Metrics) CampaignFailed(err error) {
+	if m == nil {
+		return
+	}
+	m.acquisitions.WithLabelValues("error").Inc()
+}
+
+// Lost records the end of this copy's term: leadership_lost_total{reason}++
+// and is_leader=0. reason is one of elector.LossReason's names; anything else
+// is counted as "other", which keeps the label's values bounded.
+func (m *Metrics) Lost(reason string) {
+	if m == nil {
+		return
+	}
+	if !slices.Contains(lossReasons, reason) {
+		reason = "other"
+	}
+	m.lost.WithLabelValues(reason).Inc()
+	m.isLeader.Set(0)
+}
+
+// ChildStarted records a start of the command: child_starts_total++,
+// child_running=1.
+func (m *Metrics) ChildStarted() {
+	if m == nil {
+		return
+	}
+	m.childStarts.Inc()
+	m.childRunning.Set(1)
+}
+
+// ChildExited records an exit of the command: child_exits_total{outcome}++,
+// child_running=0. outcome is "success", "failure", "signaled" or "killed".
+func (m *Metrics) ChildExited(outcome string) {
+	if m == nil {
+		return
+	}
+	m.childExits.WithLabelValues(outcome).Inc()
+	m.childRunning.Set(0)
+}
+
+// StoreError records a failed store operation: store_errors_total{op}++.
+// It makes *Metrics an elector.Instrument.
+func (m *Metrics) StoreError(op string, err error) {
+	if m == nil {
+		return
+	}
+	m.storeErrors.WithLabelValues(op).Inc()
+}
+
+// LeaderChanged records a new term observed in the election:
+// leader_changes_total++. View calls it when given m by View.CountChanges.
+func (m *Metrics) LeaderChanged() {
+	if m == nil {
+		return
+	}
+	m.leaderChanges.Inc()
+}

@@ -1,0 +1,247 @@
+package health
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// scrape fetches /metrics through the handler and parses the text format.
+func scrape(t *testing.T, s *Server) map[string]*dto.MetricFamily {
+	t.Helper()
+	r := httptest.NewRequest("GET", "/metrics", nil)
+	r.Header.Set("Accept", "text/plain")
+	w := httptest.NewRecorder()
+	s.Handler().ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Fatalf("/metrics code = %d: %s", w.Code, w.Body.String())
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(w.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return fams
+}
+
+// sample finds the sample of family name whose labels are exactly labels
+// (election included) and returns its value (a histogram's count).
+func sample(fams map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
+	f, ok := fams[name]
+	if !ok {
+		return 0, false
+	}
+next:
+	for _, m := range f.GetMetric() {
+		if len(m.GetLabel()) != len(labels) {
+			continue
+		}
+		for _, lp := range m.GetLabel() {
+			if v, ok := labels[lp.GetName()]; !ok || v != lp.GetValue() {
+				continue next
+			}
+		}
+		switch {
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
+		case m.Untyped != nil:
+			return m.Untyped.GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+func newMetricsServer(t *testing.T, lease func() float64) (*Server, *Metrics, *View, *fakeObserver) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg, "e", lease)
+	if err != nil {
+		t.Fatalf("NewMetrics: %v", err)
+	}
+	o := newFakeObserver()
+	v := NewView("e", o, nil)
+	v.CountChanges(m)
+	runView(t, v)
+	s, err := NewServer(Config{Election: "e", View: v, Gatherer: reg})
+	if err != nil {
+		t.Fatalf("NewServer: %v", err)
+	}
+	return s, m, v, o
+}
+
+type metricWant struct {
+	name   string
+	labels map[string]string // besides election="e"
+	value  float64
+}
+
+func checkMetrics(t *testing.T, fams map[string]*dto.MetricFamily, wants []metricWant) {
+	t.Helper()
+	for _, w := range wants {
+		labels := map[string]string{"election": "e"}
+		for k, v := range w.labels {
+			labels[k] = v
+		}
+		got, ok := sample(fams, w.name, labels)
+		if !ok {
+			t.Errorf("%s%v: missing", w.name, labels)
+			continue
+		}
+		if got != w.value {
+			t.Errorf("%s%v = %v, want %v", w.name, labels, got, w.value)
+		}
+	}
+}
+
+func TestMetricsInitialScrape(t *testing.T) {
+	s, _, _, _ := newMetricsServer(t, nil)
+	fams := scrape(t, s)
+	wants := []metricWant{
+		{name: "electd_is_leader"}, {name: "electd_fencing_token"}, {name: "electd_leader_changes_total"},
+		{name: "electd_campaign_wait_seconds"}, {name: "electd_lease_remaining_seconds"},
+		{name: "electd_child_running"}, {name: "electd_child_starts_total"},
+	}
+	for _, r := range acquisitionResults {
+		wants = append(wants, metricWant{name: "electd_acquisitions_total", labels: map[string]string{"result": r}})
+	}
+	for _, r := range []string{"deadline", "lease_lost", "key_lost", "resigned", "closed", "other"} {
+		wants = append(wants, metricWant{name: "electd_leadership_lost_total", labels: map[string]string{"reason": r}})
+	}
+	for _, o := range []string{"success", "failure", "signaled", "killed"} {
+		wants = append(wants, metricWant{name: "electd_child_exits_total", labels: map[string]string{"outcome": o}})
+	}
+	for _, op := range storeOps {
+		wants = append(wants, metricWant{name: "electd_store_errors_total", labels: map[string]string{"op": op}})
+	}
+	checkMetrics(t, fams, wants)
+	for _, name := range []string{"go_goroutines", "go_memstats_alloc_bytes", "process_cpu_seconds_total", "process_open_fds"} {
+		if _, ok := fams[name]; !ok {
+			t.Errorf("%s missing: Go and process collectors not registered", name)
+		}
+	}
+}
+
+func TestMetricsEvents(t *testing.T) {
+	lease := 4.5
+	s, m, _, o := newMetricsServer(t, func() float64 { return lease })
+
+	// A term: campaign error, win, child runs and fails, term lost.
+	m.CampaignFailed(errors.New("store unreachable"))
+	m.Acquired(1234567, 250*time.Millisecond)
+	m.ChildStarted()
+	m.StoreError("renew", errors.New("timeout"))
+	m.StoreError("renew", errors.New("timeout"))
+	m.StoreError("custom_op", errors.New("boom"))
+	fams := scrape(t, s)
+	checkMetrics(t, fams, []metricWant{
+		{name: "electd_is_leader", value: 1},
+		{name: "electd_fencing_token", value: 1234567},
+		{name: "electd_acquisitions_total", labels: map[string]string{"result": "won"}, value: 1},
+		{name: "electd_acquisitions_total", labels: map[string]string{"result": "error"}, value: 1},
+		{name: "electd_campaign_wait_seconds", value: 1},
+		{name: "electd_child_running", value: 1},
+		{name: "electd_child_starts_total", value: 1},
+		{name: "electd_lease_remaining_seconds", value: 4.5},
+		{name: "electd_store_errors_total", labels: map[string]string{"op": "renew"}, value: 2},
+		{name: "electd_store_errors_total", labels: map[string]string{"op": "custom_op"}, value: 1},
+		{name: "electd_store_errors_total", labels: map[string]string{"op": "grant"}, value: 0},
+	})
+	h := fams["electd_campaign_wait_seconds"].GetMetric()[0].GetHistogram()
+	if got := h.GetSampleSum(); got != 0.25 {
+		t.Errorf("campaign_wait_seconds sum = %v, want 0.25", got)
+	}
+	// The text format lists +Inf as a last bucket; the finite ones must
+	// span 1 ms .. 5 min.
+	if b := h.GetBucket(); len(b) < 3 || b[0].GetUpperBound() != 0.001 || b[len(b)-2].GetUpperBound() != 300 {
+		t.Errorf("campaign_wait_seconds buckets do not span 1 ms .. 5 min: %v", b)
+	}
+
+	m.ChildExited("failure")
+	m.ChildStarted()
+	m.ChildExited("signaled")
+	m.Lost("key_lost")
+	m.Lost("made_up") // counted as other
+	lease = 0
+	// Leader changes seen by the View: baseline a, then b, then c.
+	o.feed(t, leader("a", 1))
+	o.feed(t, leader("b", 2))
+	o.feed(t, leader("c", 3))
+	fams = scrape(t, s)
+	checkMetrics(t, fams, []metricWant{
+		{name: "electd_is_leader", value: 0},
+		{name: "electd_fencing_token", value: 1234567},
+		{name: "electd_child_running", value: 0},
+		{name: "electd_child_starts_total", value: 2},
+		{name: "electd_child_exits_total", labels: map[string]string{"outcome": "failure"}, value: 1},
+		{name: "electd_child_exits_total", labels: map[string]string{"outcome": "signaled"}, value: 1},
+		{name: "electd_child_exits_total", labels: map[string]string{"outcome": "success"}, value: 0},
+		{name: "electd_leadership_lost_total", labels: map[string]string{"reason": "key_lost"}, value: 1},
+		{name: "electd_leadership_lost_total", labels: map[string]string{"reason": "other"}, value: 1},
+		{name: "electd_leadership_lost_total", labels: map[string]string{"reason": "deadline"}, value: 0},
+		{name: "electd_lease_remaining_seconds", value: 0},
+		{name: "electd_leader_changes_total", value: 2},
+	})
+	if _, ok := sample(fams, "electd_leadership_lost_total", map[string]string{"election": "e", "reason": "made_up"}); ok {
+		t.Error("unknown loss reason got its own series")
+	}
+}
+
+func TestNewMetricsRegistration(t *testing.T) {
+	t.Run("two elections share a registry", func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		if _, err := NewMetrics(reg, "a", nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewMetrics(reg, "b", nil); err != nil {
+			t.Fatalf("second election: %v", err)
+		}
+	})
+	t.Run("same election twice fails and leaves the first intact", func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		m, err := NewMetrics(reg, "a", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewMetrics(reg, "a", nil); err == nil {
+			t.Fatal("registering election a twice: nil error")
+		}
+		m.ChildStarted()
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		byName := map[string]*dto.MetricFamily{}
+		for _, f := range fams {
+			byName[f.GetName()] = f
+		}
+		if v, ok := sample(byName, "electd_child_running", map[string]string{"election": "a"}); !ok || v != 1 {
+			t.Errorf("child_running = %v, %v; want 1", v, ok)
+		}
+	})
+	t.Run("nil registerer", func(t *testing.T) {
+		if _, err := NewMetrics(nil, "a", nil); err == nil {
+			t.Error("nil registerer: nil error")
+		}
+	})
+	t.Run("nil metrics is a no-op", func(t *testing.T) {
+		var m *Metrics
+		m.Acquired(1, time.Second)
+		m.CampaignFailed(errors.New("x"))
+		m.Lost("resigned")
+		m.ChildStarted()
+		m.ChildExited("success")
+		m.StoreError("renew", errors.New("x"))
+		m.LeaderChanged()
+	})
+}

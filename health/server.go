@@ -1,0 +1,239 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/electd/electd/elector"
+)
+
+// Defaults of the HTTP server. WriteTimeout is larger than every bounded
+// handler (healthTimeout, resignTimeout) so their answers are not cut off;
+// /leader/watch clears its deadlines.
+const (
+	DefaultReadyCode    = http.StatusOK
+	DefaultNotReadyCode = http.StatusServiceUnavailable
+
+	// MaxStreams is how many /leader/watch streams may be open at once;
+	// beyond it the endpoint answers 503.
+	MaxStreams = 256
+
+	defaultHeartbeat       = 15 * time.Second
+	defaultHealthTimeout   = 3 * time.Second
+	defaultResignTimeout   = 10 * time.Second
+	defaultShutdownTimeout = 5 * time.Second
+	readHeaderTimeout      = 5 * time.Second
+	readTimeout            = 10 * time.Second
+	writeTimeout           = 30 * time.Second
+	idleTimeout            = 2 * time.Minute
+	maxHeaderBytes         = 16 << 10
+)
+
+// Config configures a Server. Election and View are required; every func may
+// be nil (see each field).
+type Config struct {
+	// Election and SelfID are reported by /leader.
+	Election string
+	SelfID   string
+	// View supplies the leader for /leader and /leader/watch.
+	View *View
+	// Leading reports whether this copy holds a term now (self.leader,
+	// /resign). nil: never.
+	Leading func() bool
+	// Ready answers /readyz; reason is shown in the JSON body. nil: ready
+	// while Leading.
+	Ready func() (ready bool, reason string)
+	// Healthy answers /healthz: is the store session healthy. It is given a
+	// context bounded by a short timeout. nil: always healthy.
+	Healthy func(ctx context.Context) error
+	// Live answers /livez: is electd's own loop alive. It must not depend on
+	// the store. nil: always live.
+	Live func() error
+	// Resign hands leadership over (POST /resign). nil: 501.
+	Resign func(ctx context.Context) error
+	// AdminToken, when not empty, lets POST /resign in from any address
+	// with "Authorization: Bearer <AdminToken>".
+	AdminToken string
+	// ReadyCode and NotReadyCode are the /readyz statuses; 0 means 200 and
+	// 503. Each must be a final status, 200..599.
+	ReadyCode, NotReadyCode int
+	// Gatherer is served on /metrics. nil: prometheus.DefaultGatherer.
+	Gatherer prometheus.Gatherer
+	// Logger receives request-level events, in the group "http". nil: discard.
+	Logger *slog.Logger
+}
+
+// Server is electd's HTTP API (see the package documentation).
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	handler http.Handler
+	streams chan struct{} // one token per open /leader/watch stream
+
+	// Tunables; tests shorten them.
+	heartbeat       time.Duration
+	healthTimeout   time.Duration
+	resignTimeout   time.Duration
+	shutdownTimeout time.Duration
+	readTimeout     time.Duration
+	writeTimeout    time.Duration
+}
+
+// NewServer checks cfg and builds the Server. A bad status code is reported
+// as *elector.ConfigError with Field "ready-code" or "not-ready-code".
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.Election == "" {
+		return nil, &elector.ConfigError{Field: "election", Reason: "must not be empty"}
+	}
+	if cfg.View == nil {
+		return nil, errors.New("health server: nil view")
+	}
+	var err error
+	if cfg.ReadyCode, err = statusCode("ready-code", cfg.ReadyCode, DefaultReadyCode); err != nil {
+		return nil, err
+	}
+	if cfg.NotReadyCode, err = statusCode("not-ready-code", cfg.NotReadyCode, DefaultNotReadyCode); err != nil {
+		return nil, err
+	}
+	if cfg.Leading == nil {
+		cfg.Leading = func() bool { return false }
+	}
+	if cfg.Ready == nil {
+		leading := cfg.Leading
+		cfg.Ready = func() (bool, string) {
+			if leading() {
+				return true, "leading"
+			}
+			return false, "not leading"
+		}
+	}
+	if cfg.Healthy == nil {
+		cfg.Healthy = func(context.Context) error { return nil }
+	}
+	if cfg.Live == nil {
+		cfg.Live = func() error { return nil }
+	}
+	if cfg.Gatherer == nil {
+		cfg.Gatherer = prometheus.DefaultGatherer
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		cfg:             cfg,
+		log:             log.WithGroup("http"),
+		streams:         make(chan struct{}, MaxStreams),
+		heartbeat:       defaultHeartbeat,
+		healthTimeout:   defaultHealthTimeout,
+		resignTimeout:   defaultResignTimeout,
+		shutdownTimeout: defaultShutdownTimeout,
+		readTimeout:     readTimeout,
+		writeTimeout:    writeTimeout,
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// statusCode applies def to 0 and refuses codes that cannot be a final HTTP
+// status (1xx would be sent as an informational response, then 200).
+func statusCode(field string, code, def int) (int, error) {
+	if code == 0 {
+		return def, nil
+	}
+	if code < 200 || code > 599 {
+		return 0, elector.Configf(field, "%d is not an HTTP status code in 200..599", code)
+	}
+	return code, nil
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	// A "GET" pattern also serves HEAD. For a known path with another
+	// method the mux answers 405 with an Allow header; unknown paths get 404.
+	mux.HandleFunc("GET /leader", s.handleLeader)
+	mux.HandleFunc("GET /leader/watch", s.handleWatch)
+	mux.HandleFunc("GET /readyz", s.handleReady)
+	mux.HandleFunc("GET /livez", s.handleLive)
+	mux.HandleFunc("GET /healthz", s.handleHealth)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
+	// Browsers attach ambient access (a page on this host reaching
+	// localhost) to cross-site requests; refuse those on the one mutating
+	// endpoint. Non-browser clients send no Sec-Fetch-Site/Origin and pass.
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.log.Warn("resign refused: cross-origin browser request", "remote", r.RemoteAddr)
+		writeError(w, http.StatusForbidden, "cross-origin browser requests may not resign")
+	}))
+	mux.Handle("POST /resign", cop.Handler(http.HandlerFunc(s.handleResign)))
+	return mux
+}
+
+// Handler returns the HTTP handler of every endpoint. /leader/watch streams
+// served through it (outside Serve) end when their client disconnects.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+type stopKey struct{}
+
+// stopping returns the channel that Serve closes when it shuts down, or nil
+// (never ready) for requests that did not come through Serve.
+func stopping(ctx context.Context) <-chan struct{} {
+	ch, _ := ctx.Value(stopKey{}).(chan struct{})
+	return ch
+}
+
+// Serve answers on ln until ctx ends, then shuts down gracefully: it stops
+// accepting, ends /leader/watch streams, and waits (bounded) for requests in
+// flight. It returns nil after a clean shutdown. ln is closed on return.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	stop := make(chan struct{})
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       s.readTimeout,
+		WriteTimeout:      s.writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext: func(net.Listener) context.Context {
+			return context.WithValue(context.Background(), stopKey{}, stop)
+		},
+	}
+	// Shutdown runs this after closing the listeners: streams never go
+	// idle by themselves, so they must be told to end.
+	srv.RegisterOnShutdown(func() { close(stop) })
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("listening", "addr", ln.Addr().String())
+
+	select {
+	case err := <-errc:
+		srv.Close()
+		return fmt.Errorf("http serve on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+		<-errc
+		return fmt.Errorf("http shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("http serve on %s: %w", ln.Addr(), err)
+	}
+	s.log.Info("stopped")
+	return nil
+}
