@@ -1,0 +1,185 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// bus owns the Elector's one pub/sub subscription to the election's channel
+// and hands each message to the listeners it concerns. Every script that
+// changes the queue's head or the term publishes "<mode> <head entry>".
+type bus struct {
+	e    *Elector
+	once sync.Once
+
+	mu        sync.Mutex
+	ps        *redis.PubSub
+	closed    bool
+	live      bool          // subscribed, as far as we know
+	gen       uint64        // counts (re)subscriptions: messages may have been missed before each
+	liveCh    chan struct{} // closed while live
+	listeners map[*listener]struct{}
+}
+
+// listener is woken (a non-blocking send on ch) by messages whose head it
+// matches, and by every (re)subscription, after which it must re-read the state.
+type listener struct {
+	match func(head string) bool
+	ch    chan struct{}
+}
+
+func newBus(e *Elector) *bus {
+	return &bus{e: e, liveCh: make(chan struct{}), listeners: map[*listener]struct{}{}}
+}
+
+// start subscribes in the background, once.
+func (h *bus) start() { h.once.Do(func() { h.e.goroutine(h.run) }) }
+
+func (h *bus) add(match func(head string) bool) *listener {
+	l := &listener{match: match, ch: make(chan struct{}, 1)}
+	h.mu.Lock()
+	h.listeners[l] = struct{}{}
+	h.mu.Unlock()
+	return l
+}
+
+func (h *bus) remove(l *listener) {
+	h.mu.Lock()
+	delete(h.listeners, l)
+	h.mu.Unlock()
+}
+
+// state reports the subscription generation and whether it is live.
+func (h *bus) state() (uint64, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.gen, h.live
+}
+
+// waitLive waits until subscribed, at most d.
+func (h *bus) waitLive(ctx context.Context, d time.Duration) {
+	h.mu.Lock()
+	ch := h.liveCh
+	h.mu.Unlock()
+	t := h.e.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C():
+	case <-ctx.Done():
+	}
+}
+
+func (h *bus) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	if h.ps != nil {
+		_ = h.ps.Close()
+	}
+}
+
+func (h *bus) run() {
+	b := h.e.newBackoff()
+	for {
+		ps := h.e.cfg.Client.Subscribe(h.e.ctx, h.e.keys.channel)
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			_ = ps.Close()
+			return
+		}
+		h.ps = ps
+		h.mu.Unlock()
+
+		err := h.receive(ps, b)
+		h.setLive(false)
+		_ = ps.Close()
+		if h.e.ctx.Err() != nil {
+			return
+		}
+		h.e.inst.StoreError("watch", err)
+		h.e.log.Debug("subscription broken; resubscribing", "err", err)
+		if !h.e.sleep(h.e.ctx, b.next()) {
+			return
+		}
+	}
+}
+
+// receive reads messages until the subscription fails. A connection that
+// stays silent for an interval is pinged; silent for another, it is dropped
+// (a black-holed connection never reports an error by itself).
+func (h *bus) receive(ps *redis.PubSub, b *backoff) error {
+	interval := max(h.e.cfg.Timing.TTL, time.Second)
+	pinged := false
+	for {
+		msg, err := ps.ReceiveTimeout(h.e.ctx, interval)
+		if h.e.ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			var ne net.Error
+			if !errors.As(err, &ne) || !ne.Timeout() {
+				return fmt.Errorf("receive: %w", err)
+			}
+			if pinged {
+				return fmt.Errorf("subscription silent for %s after a ping", interval)
+			}
+			if err := ps.Ping(h.e.ctx); err != nil {
+				return fmt.Errorf("ping: %w", err)
+			}
+			pinged = true
+			continue
+		}
+		pinged = false
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				b.reset()
+				h.setLive(true)
+			}
+		case *redis.Message:
+			_, head, _ := strings.Cut(m.Payload, " ")
+			h.notify(head, false)
+		}
+	}
+}
+
+func (h *bus) setLive(live bool) {
+	h.mu.Lock()
+	if live == h.live {
+		h.mu.Unlock()
+		return
+	}
+	h.live = live
+	if live {
+		h.gen++
+		close(h.liveCh)
+	} else {
+		h.liveCh = make(chan struct{})
+	}
+	h.mu.Unlock()
+	if live {
+		h.notify("", true)
+	}
+}
+
+func (h *bus) notify(head string, all bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for l := range h.listeners {
+		if all || l.match(head) {
+			select {
+			case l.ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}

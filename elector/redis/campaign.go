@@ -1,0 +1,297 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/electd/electd/elector"
+)
+
+// Campaign joins the queue and blocks until this candidate leads, ctx ends
+// or Redis refuses the election for good. Transient store errors are retried
+// with capped exponential backoff. A campaign that returns an error removes
+// its entry (best effort). If this candidate's own lease lapses while it
+// waits, it rejoins at the back of the queue with a new entry.
+func (e *Elector) Campaign(ctx context.Context) (*elector.Term, error) {
+	e.mu.Lock()
+	switch {
+	case e.closed:
+		e.mu.Unlock()
+		return nil, elector.ErrClosed
+	case e.busy || (e.term != nil && e.term.Err() == nil):
+		e.mu.Unlock()
+		return nil, errBusy
+	}
+	e.busy = true
+	e.wg.Add(1) // Close waits for the campaign's cleanup
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.busy = false
+		e.mu.Unlock()
+		e.wg.Done()
+	}()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(e.ctx, cancel)()
+
+	// Subscribe before joining so that the message naming us is not missed.
+	e.bus.start()
+	e.bus.waitLive(ctx, e.callTimeout())
+
+	start := e.cfg.Clock.Now()
+	stale := ""
+	for {
+		term, next, err := e.candidacy(ctx, stale, start)
+		switch {
+		case term != nil:
+			return term, nil
+		case err == nil:
+			stale = next
+		case e.ctx.Err() != nil:
+			return nil, elector.ErrClosed
+		default:
+			return nil, err
+		}
+	}
+}
+
+// errAbandoned ends the deadline of a candidacy that never led.
+var errAbandoned = errors.New("candidacy abandoned")
+
+// candidacy is one entry's life in the queue, until it leads (term), must
+// be replaced by a new entry (err nil; stale is the entry to drop when
+// rejoining), or the campaign ends (err).
+func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time) (term *elector.Term, restale string, err error) {
+	clk, timing := e.cfg.Clock, e.cfg.Timing
+	entry := e.newEntry()
+	log := e.log.With("entry", entry)
+	l := e.bus.add(func(head string) bool { return head == entry })
+	defer e.bus.remove(l)
+
+	b := e.newBackoff()
+	mode := "join"
+	var (
+		dl       *elector.Deadline
+		dlDone   <-chan struct{}
+		lastSend time.Time
+		wakeAt   time.Time // zero: no wake-up armed
+		lastErr  error
+	)
+	defer func() {
+		if term == nil && dl != nil {
+			dl.End(errAbandoned) // stops its timer; no term was built on it
+		}
+	}()
+	for {
+		send := clk.Now()
+		cctx, ccancel := context.WithTimeout(ctx, e.callTimeout())
+		dropArg := ""
+		if mode == "join" {
+			dropArg = stale
+		}
+		r, err := e.step(cctx, mode, entry, 0, dropArg)
+		ccancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				e.cleanup(entry, stale)
+				return nil, "", campaignEnded(ctx, lastErr)
+			}
+			op := "renew"
+			if mode == "join" {
+				op = "join"
+			}
+			e.inst.StoreError(op, err)
+			if isPermanent(err) {
+				log.Error("redis refused the campaign", "err", err)
+				e.cleanup(entry, stale)
+				return nil, "", &elector.StoreError{Op: "campaign", Err: explain(err), Permanent: true}
+			}
+			lastErr = err
+			log.Debug("store request failed; retrying", "op", op, "err", err)
+			t := clk.NewTimer(b.next())
+			select {
+			case <-t.C():
+			case <-dlDone:
+			case <-ctx.Done():
+			}
+			t.Stop()
+			if ctx.Err() != nil {
+				e.cleanup(entry, stale)
+				return nil, "", campaignEnded(ctx, lastErr)
+			}
+			if dl != nil && dl.Err() != nil {
+				log.Info("lease lapsed while waiting; rejoining with a new entry")
+				return nil, entry, nil
+			}
+			continue
+		}
+		b.reset()
+		lastErr = nil
+		switch r.status {
+		case "gone":
+			log.Info("entry gone from the store (expired or state lost); rejoining")
+			return nil, "", nil
+		case "wait", "leader":
+		default:
+			err := &permanentError{fmt.Errorf("unexpected status %q", r.status)}
+			e.cleanup(entry, stale)
+			return nil, "", &elector.StoreError{Op: "campaign", Err: explain(err), Permanent: true}
+		}
+		if dl == nil {
+			dl = elector.NewDeadline(clk, timing, send)
+			dlDone = dl.Done()
+			if !clk.Now().Before(dl.ValidUntil()) {
+				dl.End(elector.ErrLeaseExpired)
+			}
+			log.Debug("joined the queue", "head", r.head)
+		} else if _, ok := dl.Renewed(send); !ok {
+			log.Info("lease lapsed while waiting; rejoining with a new entry")
+			return nil, entry, nil
+		}
+		if dl.Err() != nil {
+			return nil, entry, nil
+		}
+		mode, stale, lastSend = "wait", "", send
+		if r.status == "leader" {
+			t, err := e.grant(entry, dl, r, send, start)
+			return t, "", err
+		}
+		wakeAt = time.Time{}
+		if r.wake >= 0 {
+			wakeAt = clk.Now().Add(r.wake + wakeSlack)
+		}
+
+		// Sleep until the next renewal, a message naming us, or the moment
+		// the candidate ahead of us (or the holder) may have lapsed.
+		next, woken := lastSend.Add(timing.RenewInterval), false
+		if !wakeAt.IsZero() && wakeAt.Before(next) {
+			next, woken = wakeAt, true
+		}
+		t := clk.NewTimer(max(next.Sub(clk.Now()), 0))
+		select {
+		case <-t.C():
+			if woken {
+				e.wakeups.Add(1)
+			}
+		case <-l.ch:
+			e.wakeups.Add(1)
+		case <-dlDone:
+			t.Stop()
+			log.Info("lease lapsed while waiting; rejoining with a new entry")
+			return nil, entry, nil
+		case <-ctx.Done():
+			t.Stop()
+			e.cleanup(entry, "")
+			return nil, "", campaignEnded(ctx, nil)
+		}
+		t.Stop()
+	}
+}
+
+func campaignEnded(ctx context.Context, lastErr error) error {
+	if lastErr != nil {
+		return fmt.Errorf("redis campaign: %w (last store error: %v)", ctx.Err(), lastErr)
+	}
+	return fmt.Errorf("redis campaign: %w", ctx.Err())
+}
+
+// grant turns an entry that the store made leader into a Term, and starts
+// the goroutine that renews it.
+func (e *Elector) grant(entry string, dl *elector.Deadline, r stepReply, sent, start time.Time) (*elector.Term, error) {
+	self := elector.Leader{ID: e.cfg.ID, Address: e.cfg.Address, Token: r.token, Since: r.since}
+	term := elector.NewTerm(self, dl, func(ctx context.Context) error { return e.resign(ctx, entry) })
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		dl.End(elector.ErrClosed)
+		e.cleanup(entry, "")
+		return nil, elector.ErrClosed
+	}
+	e.term = dl
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.keep(entry, r.token, dl, sent)
+	}()
+	e.mu.Unlock()
+	e.log.Info("leadership acquired", "entry", entry, "token", r.token,
+		"waited", e.cfg.Clock.Now().Sub(start).Round(time.Millisecond), "valid_until", dl.ValidUntil())
+	return term, nil
+}
+
+// keep renews a term every RenewInterval until its deadline ends, then
+// removes the entry unless the term ended by Resign (which removed it).
+func (e *Elector) keep(entry string, token uint64, dl *elector.Deadline, lastSend time.Time) {
+	clk, timing := e.cfg.Clock, e.cfg.Timing
+	log := e.log.With("entry", entry, "token", token)
+	// Any message naming another head, or a re-subscription (state may have
+	// changed unseen), triggers an immediate check.
+	l := e.bus.add(func(head string) bool { return head != entry })
+	defer e.bus.remove(l)
+	b := e.newBackoff()
+	next := lastSend.Add(timing.RenewInterval)
+	for dl.Err() == nil {
+		t := clk.NewTimer(max(next.Sub(clk.Now()), 0))
+		select {
+		case <-t.C():
+		case <-l.ch:
+		case <-dl.Done():
+		case <-e.ctx.Done():
+			dl.End(elector.ErrClosed)
+		}
+		t.Stop()
+		if dl.Err() != nil {
+			break
+		}
+		send := clk.Now()
+		ctx, cancel := context.WithTimeout(e.ctx, e.callTimeout())
+		r, err := e.step(ctx, "hold", entry, token, "")
+		cancel()
+		switch {
+		case err != nil && e.ctx.Err() != nil:
+			dl.End(elector.ErrClosed)
+		case err != nil:
+			e.inst.StoreError("renew", err)
+			if isPermanent(err) {
+				log.Error("redis refused the renewal", "err", err)
+				dl.End(&elector.StoreError{Op: "renew", Err: explain(err), Permanent: true})
+				break
+			}
+			log.Debug("renewal failed; retrying", "err", err, "valid_until", dl.ValidUntil())
+			next = clk.Now().Add(b.next())
+		case r.status == "leader":
+			b.reset()
+			dl.Renewed(send)
+			next = send.Add(timing.RenewInterval)
+		case r.status == "gone":
+			dl.End(elector.ErrLeaseLost)
+		default: // "lost"
+			dl.End(elector.ErrLeadershipLost)
+		}
+	}
+	err := dl.Err()
+	log.Info("leadership ended", "reason", elector.LossReason(err), "err", err)
+	if !errors.Is(err, elector.ErrResigned) {
+		e.cleanup(entry, "")
+	}
+}
+
+// resign removes our entry and term in one script, which publishes the new
+// head so that the successor takes over at once.
+func (e *Elector) resign(ctx context.Context, entry string) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.cfg.Timing.TTL)
+		defer cancel()
+	}
+	if err := e.leave(ctx, "resign", entry, ""); err != nil {
+		e.log.Warn("resign failed; the successor waits for the lease to expire", "entry", entry, "err", err)
+		return err
+	}
+	e.log.Info("resigned", "entry", entry)
+	return nil
+}

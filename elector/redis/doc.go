@@ -1,0 +1,127 @@
+// Package redis is the Redis backend of electd: an elector.Elector kept in
+// one Redis server (standalone, Sentinel-managed or Cluster) with Lua scripts
+// and pub/sub, through github.com/redis/go-redis/v9.
+//
+// # Algorithm
+//
+// Every candidacy is an entry "ID#random" in a sorted set scored by an
+// arrival sequence (INCR), so candidates are served in arrival order. Each
+// entry has its own lease: a deadline computed inside the scripts from the
+// server's clock (redis.call('TIME')) as server now + TTL, never from a
+// client's clock. One script (stepScript) does everything that changes the
+// state, atomically: it prunes every entry whose deadline has passed by the
+// server's clock, joins or renews the caller, grants the term when it can,
+// and answers with the caller's status. A candidate renews every
+// RenewInterval, while waiting as well as while leading, and records each
+// renewal's send time: an acknowledged renewal moves its local deadline
+// (elector.Deadline) to sendTime + TTL·(1 − drift) − ε, which is before the
+// server's deadline for the same renewal, since the server measured from
+// when it received it.
+//
+// The term goes to the head of the queue, and only when no live entry holds
+// it: the previous holder must have resigned or been pruned, which happens
+// only after its server-side deadline, after its own ValidUntil. Whichever
+// script finds the term free grants it (a resigning leader's script grants
+// it to its successor at once). The fencing token is max(last token + 1,
+// server TIME in microseconds), stored, so it grows across terms even when
+// Redis loses the counter.
+//
+// A term's Done closes at the earliest of: its local deadline passing
+// without an acknowledged renewal (the cut-off leader steps down before the
+// store could grant the next term), a renewal finding the entry gone
+// (ErrLeaseLost) or the term held by another (ErrLeadershipLost), Resign
+// (ErrResigned), Close (ErrClosed). Unless it resigned, the Elector then
+// removes its entry, best effort, so that a reachable store hands over at
+// once instead of one TTL later.
+//
+// No polling, no herd. Scripts that change the head or the term PUBLISH
+// "<mode> <head entry>" on the election's channel; a waiter re-runs the
+// script only for a message naming itself. Otherwise it sleeps until its next
+// renewal or until the deadline (by the server's clock, read by the script)
+// of the candidate just ahead of it, at which a crashed predecessor can be
+// pruned; each renewal re-arms that timer, so it fires only when the
+// predecessor really stopped renewing. A crashed leader is thus replaced
+// about one TTL after its last renewal, by its successor alone. An idle
+// candidate costs one script call per RenewInterval, plus a PING on its
+// subscription when it has been silent for a TTL. Wakeups counts the re-checks.
+//
+// Leader and Observe read a view kept by the same subscription: re-read on
+// every message, on (re)subscription and when the holder's deadline passes
+// (a crashed leader publishes nothing). Once in sync, Leader answers from
+// memory. A view costs one read-only script call per TTL while a leader is
+// alive, plus one per change. Observe delivers every state the view reads,
+// each subscriber through its own queue; a state that lasts less than one
+// round trip (between two messages) may be read past. A resigning leader's
+// script grants the successor in the same step, so a handover shows no
+// "none" in between.
+//
+// # Keys
+//
+// All keys of election NAME carry the hash tag {NAME}, so one Redis serves
+// many elections and Redis Cluster keeps each election on one slot:
+//
+//	electd:{NAME}:queue   ZSET  entry → arrival sequence
+//	electd:{NAME}:expiry  ZSET  entry → lease deadline (server µs)
+//	electd:{NAME}:cand    HASH  entry → "ID\nADDRESS"
+//	electd:{NAME}:term    HASH  entry, id, address, token, since (server µs)
+//	electd:{NAME}:seq     STRING arrival counter
+//	electd:{NAME}:token   STRING last fencing token
+//	electd:{NAME}:born    HASH  at (server µs), run (server run_id)
+//	electd:{NAME}:events  pub/sub channel
+//
+// An idle election keeps only seq, token and born. The ACL user needs
+// EVALSHA and EVAL, SUBSCRIBE and PING on the channel, and inside the
+// scripts TIME, INFO, PUBLISH, and string, hash and sorted-set commands on
+// these keys.
+//
+// # Lost state, and why a first start waits one TTL
+//
+// Redis may lose acknowledged writes: a restart without persistence (or
+// with a snapshot or an fsync-per-second AOF behind the latest writes), or a
+// failover to an asynchronously replicated replica. Then a leader may still
+// hold a valid term locally while the store no longer knows it, and granting
+// the next term at once would give two leaders. So the born key records when
+// the state began and which server run (INFO run_id) wrote it; when it is
+// missing or names another run, the script starts a new epoch and grants no
+// term until one TTL after it. Every lease acknowledged before the loss was
+// renewed before it, so every local deadline derived from one has passed by
+// then. A leader whose entry vanished ends its term at its next renewal, or
+// at once when its subscription is re-established (ErrLeaseLost); a waiter
+// whose entry vanished rejoins. A leader whose entry survived (persistence,
+// a replica that was up to date) keeps leading.
+//
+// The cost: the first campaign in a new election, and every campaign after
+// a Redis restart or failover, waits one TTL before any term is granted.
+//
+// # Guarantees
+//
+// At most one term is valid at any instant (every ValidUntil of a term ends
+// before the next term is granted) and fencing tokens strictly increase,
+// provided:
+//
+//   - the rates of the candidates' clocks and of the Redis server's clock
+//     differ by less than Timing.Drift;
+//   - the Redis server's wall clock is not stepped forward (TIME is the
+//     wall clock: a forward step expires leases early; let NTP slew, not
+//     step, on the Redis host); a backward step is safe for terms, and for
+//     tokens as long as the token key survives (if it is lost too, tokens
+//     keep growing only if the clock has not gone back past the last one);
+//   - every candidate of an election uses the same TTL;
+//   - no one else writes the electd:{NAME}:* keys, and Redis does not evict
+//     them (use a noeviction policy, or volatile-* since they carry no TTL).
+//
+// # Non-guarantees
+//
+//   - A replica promoted by Sentinel or Cluster failover may lack writes;
+//     the epoch check above covers it only because the new primary reports a
+//     new run_id. A split brain where the old primary keeps accepting writes
+//     from some clients (no min-replicas-to-write) is not covered.
+//   - Quorum over several independent Redis servers (Redlock) is not
+//     implemented.
+//   - A request whose reply was lost may still run later (go-redis retries,
+//     or a healed partition delivering it): a stale join can leave an entry
+//     that expires after one TTL, delaying the queue by at most that.
+//   - The client should set ContextTimeoutEnabled (go-redis option) so that
+//     a stalled connection never blocks a renewal or Close beyond its
+//     timeout; safety does not depend on it, liveness does.
+package redis

@@ -1,0 +1,288 @@
+package redis
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/electd/electd/elector"
+)
+
+var (
+	_ elector.Elector       = (*Elector)(nil)
+	_ elector.WakeupCounter = (*Elector)(nil)
+)
+
+// errBusy refuses a second campaign on an Elector that is campaigning or leading.
+var errBusy = errors.New("redis: a campaign or term is already active on this elector")
+
+// Elector is one candidate in one Redis-backed election. Create it with New;
+// it is safe for concurrent use.
+type Elector struct {
+	cfg    Config
+	keys   keys
+	ttlMS  int64
+	log    *slog.Logger
+	inst   elector.Instrument
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	busy   bool              // a Campaign call is running
+	term   *elector.Deadline // the current term's deadline, if any
+	wg     sync.WaitGroup    // every goroutine started here, and running campaigns
+	done   chan struct{}     // closed when Close has finished
+
+	bus  *bus
+	view *view
+
+	wakeups atomic.Uint64
+}
+
+// New validates cfg and returns an Elector. It does not contact Redis.
+func New(cfg Config) (*Elector, error) {
+	cfg, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	e := &Elector{
+		cfg:   cfg,
+		keys:  keysFor(cfg.Election),
+		ttlMS: ttlMillis(cfg.Timing.TTL),
+		log:   cfg.Logger.WithGroup("redis").With("election", cfg.Election, "id", cfg.ID),
+		inst:  cfg.Instrument,
+		done:  make(chan struct{}),
+	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.bus = newBus(e)
+	e.view = newView(e)
+	e.checkClient()
+	return e, nil
+}
+
+// checkClient warns when the client would let a stalled connection hold a
+// request past its context deadline (safety does not depend on it: the
+// local deadline rules; renewal cadence and Close's bound do).
+func (e *Elector) checkClient() {
+	var honours bool
+	var read time.Duration
+	switch c := e.cfg.Client.(type) {
+	case *redis.Client:
+		honours, read = c.Options().ContextTimeoutEnabled, c.Options().ReadTimeout
+	case *redis.ClusterClient:
+		honours, read = c.Options().ContextTimeoutEnabled, c.Options().ReadTimeout
+	default:
+		return
+	}
+	if !honours && (read <= 0 || read > e.cfg.Timing.RenewInterval) {
+		e.log.Warn("redis client ignores context deadlines and its read timeout exceeds the renewal interval; a stalled connection can delay renewals and Close (set ContextTimeoutEnabled)",
+			"read_timeout", read, "renew_interval", e.cfg.Timing.RenewInterval)
+	}
+}
+
+// Wakeups counts how often a waiting campaign was woken (by a message naming
+// it, or by the deadline of the candidate ahead of it) to re-check whether it
+// leads. Renewals are not counted.
+func (e *Elector) Wakeups() uint64 { return e.wakeups.Load() }
+
+// Close ends any term (ErrClosed), leaves the queue (best effort, bounded by
+// a short timeout), and stops every goroutine the Elector started. It does
+// not close the Redis client. It is safe to call more than once.
+func (e *Elector) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		<-e.done
+		return nil
+	}
+	e.closed = true
+	dl := e.term
+	e.mu.Unlock()
+	e.cancel()
+	if dl != nil {
+		dl.End(elector.ErrClosed)
+	}
+	e.bus.close()
+	e.view.leaders.Close()
+	e.wg.Wait()
+	close(e.done)
+	e.log.Debug("closed")
+	return nil
+}
+
+// goroutine runs f in a goroutine that Close waits for; it reports false
+// (and does not run f) once the Elector is closed.
+func (e *Elector) goroutine(f func()) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// step runs stepScript once. stale is an entry of ours to drop first.
+func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, stale string) (stepReply, error) {
+	tok := ""
+	if token != 0 {
+		tok = fmt.Sprint(token)
+	}
+	v, err := stepScript.Run(ctx, e.cfg.Client, e.keys.all(),
+		mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, tok, stale).Result()
+	if err != nil {
+		return stepReply{}, err
+	}
+	r, err := parseStep(v)
+	if err != nil {
+		return r, &permanentError{err}
+	}
+	return r, nil
+}
+
+// leave removes entry, and stale if not empty, with their term; it retries
+// transient errors until ctx ends.
+func (e *Elector) leave(ctx context.Context, op, entry, stale string) error {
+	b := e.newBackoff()
+	for {
+		cctx, cancel := context.WithTimeout(ctx, e.callTimeout())
+		_, err := e.step(cctx, "leave", entry, 0, stale)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		e.inst.StoreError(op, err)
+		if isPermanent(err) || ctx.Err() != nil {
+			return &elector.StoreError{Op: op, Err: fmt.Errorf("remove candidate %s: %w", entry, err), Permanent: isPermanent(err)}
+		}
+		if !e.sleep(ctx, b.next()) {
+			return &elector.StoreError{Op: op, Err: fmt.Errorf("remove candidate %s: %w", entry, err)}
+		}
+	}
+}
+
+// cleanup removes entry (and stale) after a term or campaign ended, within a
+// short bound and independently of any context that has ended.
+func (e *Elector) cleanup(entry, stale string) {
+	ctx, cancel := context.WithTimeout(context.Background(), e.cleanupTimeout())
+	defer cancel()
+	if err := e.leave(ctx, "leave", entry, stale); err != nil {
+		e.log.Debug("could not remove candidate; it expires after one ttl", "entry", entry, "err", err)
+		return
+	}
+	e.log.Debug("candidate removed", "entry", entry)
+}
+
+// callTimeout bounds one store request: a reply later than one renewal
+// interval is of no use, the next renewal is due.
+func (e *Elector) callTimeout() time.Duration {
+	return max(e.cfg.Timing.RenewInterval, 50*time.Millisecond)
+}
+
+func (e *Elector) cleanupTimeout() time.Duration {
+	return min(max(2*e.cfg.Timing.RenewInterval, 500*time.Millisecond), e.cfg.Timing.TTL)
+}
+
+// sleep waits d on the configured clock; false if ctx ended first.
+func (e *Elector) sleep(ctx context.Context, d time.Duration) bool {
+	t := e.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// backoff is capped exponential backoff with jitter.
+type backoff struct {
+	cur, base, cap time.Duration
+}
+
+func (e *Elector) newBackoff() *backoff {
+	c := min(e.cfg.Timing.RenewInterval, time.Second)
+	return &backoff{base: min(25*time.Millisecond, c), cap: c}
+}
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.base
+	} else {
+		b.cur = min(2*b.cur, b.cap)
+	}
+	// ±20 % jitter so that candidates cut off together do not retry together.
+	return time.Duration(float64(b.cur) * (0.8 + 0.4*rand.Float64()))
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+// newEntry returns a fresh queue entry for this candidate: its id and a
+// random suffix, so that every candidacy is distinct even for equal ids.
+func (e *Elector) newEntry() string {
+	var b [8]byte
+	_, _ = crand.Read(b[:])
+	return e.cfg.ID + "#" + hex.EncodeToString(b[:])
+}
+
+// permanentError marks a failure that retrying cannot fix.
+type permanentError struct{ err error }
+
+func (p *permanentError) Error() string { return p.err.Error() }
+func (p *permanentError) Unwrap() error { return p.err }
+
+// isPermanent tells errors that retrying cannot fix (credentials, ACL,
+// scripting disabled or broken, wrong key types, a closed client) from
+// transient ones (network, timeouts, a server loading or failing over).
+func isPermanent(err error) bool {
+	var p *permanentError
+	switch {
+	case err == nil:
+		return false
+	case errors.As(err, &p), errors.Is(err, redis.ErrClosed):
+		return true
+	case redis.IsAuthError(err), redis.IsPermissionError(err):
+		return true
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	}
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false // network and timeout errors
+	}
+	for _, prefix := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "OOM", "NOREPLICAS", "MOVED", "ASK", "max number of clients"} {
+		if redis.HasErrorPrefix(err, prefix) {
+			return false
+		}
+	}
+	return true
+}
+
+// explain wraps a permanent error with what the operator should check.
+func explain(err error) error {
+	switch {
+	case redis.IsAuthError(err):
+		return fmt.Errorf("redis refused the credentials (check the user and password in the store URL): %w", err)
+	case redis.IsPermissionError(err), strings.Contains(err.Error(), "NOPERM"), strings.Contains(err.Error(), "can't run this command"):
+		return fmt.Errorf("redis ACL denies a command the election needs (EVALSHA/EVAL, SUBSCRIBE, PING, and inside the scripts TIME, INFO, GET, SET, INCR, PUBLISH and sorted-set and hash commands on keys electd:{NAME}:*): %w", err)
+	case errors.Is(err, redis.ErrClosed):
+		return fmt.Errorf("redis client closed: %w", err)
+	default:
+		return fmt.Errorf("redis refused the election script (is scripting enabled and are the electd:{NAME}:* keys free for electd?): %w", err)
+	}
+}

@@ -1,0 +1,206 @@
+package redis
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/electd/electd/elector"
+	"github.com/electd/electd/internal/testenv"
+)
+
+// Short leases keep the suite fast: TTL 1 s, renewals every 200 ms.
+const testTTL = time.Second
+
+func testTiming() elector.Timing { return elector.Timing{TTL: testTTL} }
+
+// testLogger logs to stderr when ELECTD_TEST_LOG is set, else discards.
+func testLogger() *slog.Logger {
+	if os.Getenv("ELECTD_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// newClient dials addr the way electd should: with context deadlines honoured.
+func newClient(t testing.TB, addr string) *redis.Client {
+	t.Helper()
+	cli := redis.NewClient(&redis.Options{
+		Addr:                  addr,
+		ContextTimeoutEnabled: true,
+		DialTimeout:           time.Second,
+	})
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// countingInstrument counts store errors by op.
+type countingInstrument struct{ n atomic.Int64 }
+
+func (c *countingInstrument) StoreError(string, error) { c.n.Add(1) }
+
+// newElector makes a candidate of election dialing addr, closed at cleanup.
+func newElector(t testing.TB, addr, election, id string) *Elector {
+	t.Helper()
+	return newElectorWith(t, Config{Client: newClient(t, addr), Election: election, ID: id, Address: "http://" + id + ".test", Timing: testTiming()})
+}
+
+func newElectorWith(t testing.TB, cfg Config) *Elector {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger()
+	}
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return e
+}
+
+// result is a finished Campaign and when it returned.
+type result struct {
+	term *elector.Term
+	err  error
+	at   time.Time
+}
+
+func campaign(ctx context.Context, e *Elector) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		term, err := e.Campaign(ctx)
+		ch <- result{term, err, time.Now()}
+	}()
+	return ch
+}
+
+func mustLead(t testing.TB, ch <-chan result, within time.Duration, who string) result {
+	t.Helper()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("%s: campaign: %v", who, r.err)
+		}
+		return r
+	case <-time.After(within):
+		t.Fatalf("%s: did not lead within %s", who, within)
+	}
+	return result{}
+}
+
+func stillWaiting(t testing.TB, ch <-chan result, who string) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Fatalf("%s: campaign returned (term %v, err %v) while another leads", who, r.term != nil, r.err)
+	default:
+	}
+}
+
+func resign(t testing.TB, term *elector.Term) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := term.Resign(ctx); err != nil {
+		t.Fatalf("resign: %v", err)
+	}
+}
+
+// eventually polls cond until it holds, failing the test after within.
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(2 * time.Millisecond) // polling a condition, not synchronising on time
+	}
+}
+
+// queued counts the live candidates of election by the server's clock.
+func queued(t testing.TB, cli redis.UniversalClient, election string) int {
+	t.Helper()
+	k := keysFor(election)
+	n, err := cli.Eval(context.Background(), `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')`, []string{k.expiry}).Int()
+	if err != nil {
+		t.Fatalf("count candidates: %v", err)
+	}
+	return n
+}
+
+func waitQueued(t testing.TB, cli redis.UniversalClient, election string, n int) {
+	t.Helper()
+	eventually(t, 10*time.Second, strconv.Itoa(n)+" queued candidates", func() bool { return queued(t, cli, election) == n })
+}
+
+// electionKeys lists the election's keys and every member or field that
+// names a candidate entry.
+func electionKeys(t testing.TB, cli *redis.Client, election string) (keyNames []string, entries []string) {
+	t.Helper()
+	ctx := context.Background()
+	iter := cli.Scan(ctx, 0, "electd:{"+election+"}:*", 100).Iterator()
+	for iter.Next(ctx) {
+		keyNames = append(keyNames, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatalf("scan: %v", err)
+	}
+	k := keysFor(election)
+	for _, key := range []string{k.queue, k.expiry} {
+		m, err := cli.ZRange(ctx, key, 0, -1).Result()
+		if err != nil {
+			t.Fatalf("zrange %s: %v", key, err)
+		}
+		entries = append(entries, m...)
+	}
+	f, err := cli.HKeys(ctx, k.cand).Result()
+	if err != nil {
+		t.Fatalf("hkeys: %v", err)
+	}
+	entries = append(entries, f...)
+	if h, err := cli.HGet(ctx, k.term, "entry").Result(); err == nil {
+		entries = append(entries, h)
+	}
+	return keyNames, entries
+}
+
+// commandStats returns INFO commandstats as command → calls.
+func commandStats(t testing.TB, cli *redis.Client) map[string]int {
+	t.Helper()
+	info, err := cli.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("info commandstats: %v", err)
+	}
+	stats := map[string]int{}
+	for line := range strings.SplitSeq(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		n, _ := strconv.Atoi(calls)
+		stats[strings.TrimPrefix(name, "cmdstat_")] = n
+	}
+	return stats
+}
+
+func startRedis(t testing.TB) (*testenv.Redis, *redis.Client) {
+	t.Helper()
+	srv := testenv.StartRedis(t)
+	return srv, newClient(t, srv.Addr())
+}

@@ -1,0 +1,228 @@
+package redis
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Times inside the scripts are server microseconds from redis.call('TIME');
+// numbers too large for Lua's "%.14g" conversion are written with fmt().
+
+// prelude is shared by the scripts: the server's clock, and number formatting.
+const prelude = `
+if redis.replicate_commands then redis.replicate_commands() end
+local function fmt(n) return string.format('%.0f', n) end
+local tm = redis.call('TIME')
+local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+`
+
+// stepScript joins, renews, grants, leaves and prunes.
+//
+// KEYS: queue expiry cand term seq token born
+// ARGV: mode (join|wait|hold|leave), entry, ttl ms, id, address, channel,
+// token (hold), an older entry of this candidate to drop first (may be empty).
+//
+// Reply: {status, wake ms, token, since µs, head} where status is
+// leader|wait|gone|lost|left and wake is how long until whatever keeps this
+// waiter from leading may lapse by the server's clock (-1: nothing to wait for).
+var stepScript = redis.NewScript(prelude + `
+local Q, X, C, T, S, K, B = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local mode, me, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]) * 1000
+local changed = false
+
+-- The state's epoch: a missing record or another server run (restart, failover)
+-- means whatever this state says may be incomplete, so no term is granted
+-- until one TTL after it began.
+local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
+local b = redis.call('HMGET', B, 'at', 'run')
+local born = tonumber(b[1])
+if not born or b[2] ~= run then
+  born = now
+  redis.call('HSET', B, 'at', fmt(now), 'run', run)
+end
+
+local function drop(e)
+  if redis.call('ZREM', Q, e) == 1 then changed = true end
+  redis.call('ZREM', X, e)
+  redis.call('HDEL', C, e)
+  if redis.call('HGET', T, 'entry') == e then
+    redis.call('DEL', T)
+    changed = true
+  end
+end
+
+local function head()
+  while true do
+    local h = redis.call('ZRANGE', Q, 0, 0)[1]
+    if not h then return '' end
+    if redis.call('ZSCORE', X, h) then return h end
+    drop(h)
+  end
+end
+
+-- promote grants the term to the head when nobody holds it and the state
+-- is older than one TTL; whichever script runs first does it.
+local function promote()
+  if redis.call('EXISTS', T) == 1 or now < born + ttl then return end
+  local h = head()
+  if h == '' then return end
+  local id, addr = string.match(redis.call('HGET', C, h) or '', '^([^\n]*)\n(.*)$')
+  local tok = (tonumber(redis.call('GET', K) or '0') or 0) + 1
+  if now > tok then tok = now end
+  redis.call('SET', K, fmt(tok))
+  redis.call('HSET', T, 'entry', h, 'id', id or h, 'address', addr or '', 'token', fmt(tok), 'since', fmt(now))
+  changed = true
+end
+
+local function finish(status, wake, tok, since)
+  local h = head()
+  if changed then redis.call('PUBLISH', ARGV[6], mode .. ' ' .. h) end
+  return {status, wake, tok or '', since or '', h}
+end
+
+-- Prune the dead: every candidate whose deadline has passed by this clock.
+for _, e in ipairs(redis.call('ZRANGEBYSCORE', X, '-inf', fmt(now))) do drop(e) end
+local holder = redis.call('HGET', T, 'entry')
+if holder and not (redis.call('ZSCORE', X, holder) and redis.call('ZSCORE', Q, holder)) then
+  drop(holder)
+end
+if ARGV[8] ~= '' then drop(ARGV[8]) end
+
+if mode == 'leave' then
+  drop(me)
+  promote()
+  return finish('left', -1)
+end
+
+if not redis.call('ZSCORE', Q, me) then
+  if mode ~= 'join' then
+    redis.call('ZREM', X, me)
+    redis.call('HDEL', C, me)
+    promote()
+    return finish('gone', -1)
+  end
+  redis.call('ZADD', Q, redis.call('INCR', S), me)
+  redis.call('HSET', C, me, ARGV[4] .. '\n' .. ARGV[5])
+end
+
+if mode == 'hold' then
+  local t = redis.call('HMGET', T, 'entry', 'token')
+  if t[1] ~= me or t[2] ~= ARGV[7] then return finish('lost', -1) end
+  redis.call('ZADD', X, fmt(now + ttl), me)
+  return finish('leader', -1, t[2])
+end
+
+redis.call('ZADD', X, fmt(now + ttl), me)
+promote()
+local t = redis.call('HMGET', T, 'entry', 'token', 'since')
+if t[1] == me then return finish('leader', -1, t[2], t[3]) end
+
+-- Waiting: until the candidate ahead of us lapses, or, at the head, the
+-- holder's lease or the state's first TTL.
+local h = head()
+local deadline = born + ttl
+if h ~= me then
+  local r = redis.call('ZRANK', Q, me)
+  local ahead = redis.call('ZRANGE', Q, r - 1, r - 1)[1]
+  deadline = tonumber(redis.call('ZSCORE', X, ahead) or fmt(now + ttl))
+elseif t[1] then
+  deadline = tonumber(redis.call('ZSCORE', X, t[1]) or fmt(now + ttl))
+end
+return finish('wait', math.ceil((deadline - now) / 1000))
+`)
+
+// viewScript reads the live term holder, read-only.
+//
+// KEYS: queue expiry term
+// Reply: {} or {id, address, token, since µs, remaining ms}.
+var viewScript = redis.NewScript(prelude + `
+local t = redis.call('HMGET', KEYS[3], 'entry', 'id', 'address', 'token', 'since')
+if not t[1] then return {} end
+local d = redis.call('ZSCORE', KEYS[2], t[1])
+if not d or tonumber(d) <= now or not redis.call('ZSCORE', KEYS[1], t[1]) then return {} end
+return {t[2], t[3], t[4], t[5], math.ceil((tonumber(d) - now) / 1000)}
+`)
+
+// stepReply is a decoded stepScript reply.
+type stepReply struct {
+	status string
+	wake   time.Duration // < 0: none
+	token  uint64
+	since  time.Time
+	head   string
+}
+
+func parseStep(v any) (stepReply, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 5 {
+		return stepReply{}, fmt.Errorf("unexpected script reply %#v", v)
+	}
+	var r stepReply
+	var err error
+	r.status, _ = a[0].(string)
+	w, ok := a[1].(int64)
+	if r.status == "" || !ok {
+		return r, fmt.Errorf("unexpected script reply %#v", v)
+	}
+	r.wake = time.Duration(w) * time.Millisecond
+	r.head, _ = a[4].(string)
+	if r.status != "leader" {
+		return r, nil
+	}
+	if r.token, err = parseUint(a[2]); err != nil {
+		return r, fmt.Errorf("bad token in script reply: %w", err)
+	}
+	if s, ok := a[3].(string); ok && s != "" {
+		us, err := parseUint(s)
+		if err != nil {
+			return r, fmt.Errorf("bad since in script reply: %w", err)
+		}
+		r.since = time.UnixMicro(int64(us))
+	}
+	return r, nil
+}
+
+// viewReply is a decoded viewScript reply; zero leader when none.
+type viewReply struct {
+	id, address string
+	token       uint64
+	since       time.Time
+	remaining   time.Duration
+}
+
+func parseView(v any) (viewReply, bool, error) {
+	a, ok := v.([]any)
+	if !ok || (len(a) != 0 && len(a) != 5) {
+		return viewReply{}, false, fmt.Errorf("unexpected script reply %#v", v)
+	}
+	if len(a) == 0 {
+		return viewReply{}, false, nil
+	}
+	var r viewReply
+	r.id, _ = a[0].(string)
+	r.address, _ = a[1].(string)
+	tok, err := parseUint(a[2])
+	if err != nil {
+		return r, false, fmt.Errorf("bad token in script reply: %w", err)
+	}
+	r.token = tok
+	us, err := parseUint(a[3])
+	if err != nil {
+		return r, false, fmt.Errorf("bad since in script reply: %w", err)
+	}
+	r.since = time.UnixMicro(int64(us))
+	ms, _ := a[4].(int64)
+	r.remaining = time.Duration(ms) * time.Millisecond
+	return r, true, nil
+}
+
+func parseUint(v any) (uint64, error) {
+	s, ok := v.(string)
+	if !ok {
+		return 0, fmt.Errorf("not a string: %#v", v)
+	}
+	return strconv.ParseUint(s, 10, 64)
+}
