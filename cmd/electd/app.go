@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/urfave/cli/v2"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = ""
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// run is electd's whole command line; main only maps its error to an exit code.
+func run(ctx context.Context, args []string) error {
+	app := &cli.App{
+		Name:    "electd",
+		Usage:   "leader-election sidecar: run a command on exactly one copy at a time",
+		Version: buildVersion(),
+		Description: "Copies of electd campaign in etcd or Redis. The leader runs COMMAND (or reports ready),\n" +
+			"and stops it before its lease can lapse, so at most one copy of COMMAND runs at any instant.",
+		Commands: []*cli.Command{
+			runCommand(),
+			leaderCommand(),
+			demoCommand(),
+			devCommand(),
+			versionCommand(),
+			demoJobCommand(),
+		},
+		HideVersion:          false,
+		EnableBashCompletion: false,
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return &usageError{err: err}
+		},
+		ExitErrHandler: func(*cli.Context, error) {}, // exit codes are mapped in exitCode only
+		CommandNotFound: func(c *cli.Context, name string) {
+			fmt.Fprintf(c.App.ErrWriter, "electd: unknown command %q; see electd --help\n", name)
+		},
+	}
+	for _, cmd := range app.Commands {
+		cmd.OnUsageError = app.OnUsageError
+	}
+	if err := app.RunContext(ctx, args); err != nil {
+		return err
+	}
+	if len(args) > 1 && app.Command(args[1]) == nil && args[1][0] != '-' {
+		return usagef("unknown command %q", args[1])
+	}
+	return nil
+}
+
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print the version",
+		Action: func(c *cli.Context) error {
+			bi, _ := debug.ReadBuildInfo()
+			goVersion := ""
+			if bi != nil {
+				goVersion = bi.GoVersion
+			}
+			_, err := fmt.Fprintf(c.App.Writer, "electd %s %s\n", buildVersion(), goVersion)
+			return err
+		},
+	}
+}

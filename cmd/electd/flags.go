@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/electd/electd/elector"
+)
+
+func env(name string) []string { return []string{"ELECTD_" + name} }
+
+// storeFlags say where the election lives and who this candidate is.
+func storeFlags() []cli.Flag {
+	host, _ := os.Hostname()
+	return []cli.Flag{
+		&cli.StringFlag{Name: "store", EnvVars: env("STORE"), Value: "etcd://127.0.0.1:2379",
+			Usage: "store URL: etcd://h1:2379,h2:2379, etcds://… (TLS), redis://[user:pass@]host:port[/db], rediss://…"},
+		&cli.StringFlag{Name: "store-password-file", EnvVars: env("STORE_PASSWORD_FILE"),
+			Usage: "read the store password from this file (also: $ELECTD_STORE_PASSWORD, or the URL)"},
+		&cli.StringFlag{Name: "election", EnvVars: env("ELECTION"), Usage: "election name (required)"},
+		&cli.StringFlag{Name: "id", EnvVars: env("ID"), Value: host, Usage: "this candidate's id"},
+		&cli.DurationFlag{Name: "ttl", EnvVars: env("TTL"), Value: elector.DefaultTTL, Usage: "lease TTL; renewals every ttl/5"},
+		&cli.DurationFlag{Name: "renew-interval", EnvVars: env("RENEW_INTERVAL"), Usage: "time between lease renewals (default ttl/5)"},
+		&cli.StringFlag{Name: "log-format", EnvVars: env("LOG_FORMAT"), Value: "text", Usage: "text or json"},
+		&cli.StringFlag{Name: "log-level", EnvVars: env("LOG_LEVEL"), Value: "info", Usage: "debug, info, warn or error"},
+	}
+}
+
+func runFlags() []cli.Flag {
+	return append(storeFlags(),
+		&cli.StringFlag{Name: "advertise", EnvVars: env("ADVERTISE"), Usage: "URL published with leadership (e.g. this service's address)"},
+		&cli.StringFlag{Name: "listen", EnvVars: env("LISTEN"), Value: ":4040", Usage: "HTTP address for /leader, /readyz, /metrics…; \"off\" disables"},
+		&cli.StringFlag{Name: "stop-signal", EnvVars: env("STOP_SIGNAL"), Value: "SIGTERM", Usage: "signal that asks the child to stop"},
+		&cli.DurationFlag{Name: "stop-timeout", EnvVars: env("STOP_TIMEOUT"),
+			Usage: "grace after stop-signal before SIGKILL (default 5s, less when the ttl requires)"},
+		&cli.StringFlag{Name: "on-exit", EnvVars: env("ON_EXIT"), Value: "resign", Usage: "when the child exits while leading: resign, restart or exit"},
+		&cli.DurationFlag{Name: "cool-down", EnvVars: env("COOL_DOWN"), Value: time.Second, Usage: "wait before rejoining the queue after resigning"},
+		&cli.BoolFlag{Name: "shell", EnvVars: env("SHELL"), Usage: "run COMMAND with /bin/sh -c"},
+		&cli.StringFlag{Name: "admin-token", EnvVars: env("ADMIN_TOKEN"), Usage: "bearer token allowing POST /resign from non-loopback addresses"},
+		&cli.IntFlag{Name: "ready-code", EnvVars: env("READY_CODE"), Value: 200, Usage: "HTTP status of /readyz when ready"},
+		&cli.IntFlag{Name: "not-ready-code", EnvVars: env("NOT_READY_CODE"), Value: 503, Usage: "HTTP status of /readyz when not ready"},
+	)
+}
+
+// timingOf reads --ttl and --renew-interval and checks them.
+func timingOf(c *cli.Context) (elector.Timing, error) {
+	t := elector.Timing{TTL: c.Duration("ttl"), RenewInterval: c.Duration("renew-interval")}
+	if t.TTL <= 0 {
+		return t, elector.Configf("ttl", "must be positive, got %s", t.TTL)
+	}
+	if c.IsSet("renew-interval") && t.RenewInterval <= 0 {
+		return t, elector.Configf("renew-interval", "must be positive, got %s", t.RenewInterval)
+	}
+	t = t.WithDefaults()
+	return t, t.Validate()
+}
+
+func requireElection(c *cli.Context) (string, error) {
+	el := c.String("election")
+	if el == "" {
+		return "", elector.Configf("election", "is required (--election or $ELECTD_ELECTION)")
+	}
+	return el, nil
+}
+
+// newLogger builds the process logger from --log-format and --log-level.
+func newLogger(c *cli.Context) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return nil, elector.Configf("log-level", "%q is not one of debug, info, warn, error", c.String("log-level"))
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch c.String("log-format") {
+	case "text":
+		return slog.New(slog.NewTextHandler(c.App.ErrWriter, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(c.App.ErrWriter, opts)), nil
+	default:
+		return nil, elector.Configf("log-format", "%q is not one of text, json", c.String("log-format"))
+	}
+}
+
+// parseSignal accepts TERM, SIGTERM, sigterm or a number.
+func parseSignal(s string) (syscall.Signal, error) {
+	name := strings.ToUpper(strings.TrimSpace(s))
+	name = strings.TrimPrefix(name, "SIG")
+	if sig, ok := signals[name]; ok {
+		return sig, nil
+	}
+	var n int
+	if _, err := fmt.Sscanf(s, "%d", &n); err == nil && n > 0 && n < 65 && fmt.Sprint(n) == strings.TrimSpace(s) {
+		return syscall.Signal(n), nil
+	}
+	return 0, elector.Configf("stop-signal", "%q is not a signal name (e.g. SIGTERM, INT) or number", s)
+}
+
+var signals = map[string]syscall.Signal{
+	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL,
+	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "TERM": syscall.SIGTERM, "ALRM": syscall.SIGALRM,
+	"WINCH": syscall.SIGWINCH, "PWR": syscall.SIGPWR, "STOP": syscall.SIGSTOP, "CONT": syscall.SIGCONT,
+}

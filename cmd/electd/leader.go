@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/electd/electd/elector"
+)
+
+func leaderCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "leader",
+		Usage: "print who leads (asks the store; does not campaign)",
+		Description: "Prints the current leader of --election. Exit status 0 when there is one, 3 when there is none.\n" +
+			"With --watch, prints every change until interrupted.",
+		Flags: append(storeFlags(),
+			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "print every leader change until interrupted"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json"},
+			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, Usage: "how long to wait for the store (without --watch)"},
+		),
+		Action: leaderAction,
+	}
+}
+
+type leaderOut struct {
+	Election string          `json:"election"`
+	Leader   *elector.Leader `json:"leader"`
+}
+
+func leaderAction(c *cli.Context) error {
+	election, err := requireElection(c)
+	if err != nil {
+		return err
+	}
+	format := c.String("output")
+	if format != "text" && format != "json" {
+		return elector.Configf("output", "%q is not one of text, json", format)
+	}
+	if c.Args().Present() {
+		return usagef("leader takes no arguments, got %q", c.Args().Slice())
+	}
+	timing, err := timingOf(c)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(c)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(c)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = st.close() }()
+	host, _ := os.Hostname()
+	el, err := st.newElector(candidate{election: election, id: "observer-" + sanitizeID(host), timing: timing, log: log})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = el.Close() }()
+	print := func(w io.Writer, l elector.Leader) error {
+		if format == "json" {
+			out := leaderOut{Election: election}
+			if !l.IsZero() {
+				out.Leader = &l
+			}
+			return json.NewEncoder(w).Encode(out)
+		}
+		if l.IsZero() {
+			_, err := fmt.Fprintf(w, "%s: no leader\n", election)
+			return err
+		}
+		_, err := fmt.Fprintf(w, "%s: %s token=%d address=%s since=%s\n", election, l.ID, l.Token,
+			orDash(l.Address), l.Since.UTC().Format(time.RFC3339))
+		return err
+	}
+
+	if c.Bool("watch") {
+		ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		for l := range el.Observe(ctx) {
+			if err := print(c.App.Writer, l); err != nil {
+				return fmt.Errorf("write: %w", err)
+			}
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+	defer cancel()
+	l, err := el.Leader(ctx)
+	switch {
+	case errors.Is(err, elector.ErrNoLeader):
+		if err := print(c.App.Writer, elector.Leader{}); err != nil {
+			return err
+		}
+		return errNoLeader
+	case err != nil:
+		return fmt.Errorf("ask %s for the leader: %w", st.url.redacted, err)
+	}
+	return print(c.App.Writer, l)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// sanitizeID makes a hostname usable as a candidate id.
+func sanitizeID(s string) string {
+	out := []rune{}
+	for _, r := range s {
+		if r > ' ' && r != '/' && r != '{' && r != '}' && r < 0x7f {
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		return "unknown"
+	}
+	return string(out)
+}

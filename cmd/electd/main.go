@@ -1,0 +1,13 @@
+// Command electd is a leader-election sidecar and process supervisor: the
+// copy that wins an election in etcd or Redis runs the wrapped command (or
+// reports ready), and stops it before its lease can lapse.
+package main
+
+import (
+	"context"
+	"os"
+)
+
+func main() {
+	os.Exit(exitCode(run(context.Background(), os.Args), os.Stderr))
+}

@@ -1,0 +1,155 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"syscall"
+	"time"
+
+	"github.com/electd/electd/clock"
+	"github.com/electd/electd/elector"
+)
+
+// Campaigner is what the leadership loop needs of an elector.
+type Campaigner interface {
+	Campaign(ctx context.Context) (*elector.Term, error)
+}
+
+// Events receives what the loop does, for metrics. health.Metrics
+// implements it; the methods must not block.
+type Events interface {
+	Acquired(token uint64, waited time.Duration)
+	CampaignFailed(err error)
+	Lost(reason string)
+	ChildStarted()
+	ChildExited(outcome string)
+}
+
+// OnExit says what the leader does when its child exits on its own.
+type OnExit string
+
+// On-exit policies.
+const (
+	// OnExitResign releases leadership and rejoins the queue after CoolDown.
+	OnExitResign OnExit = "resign"
+	// OnExitRestart restarts the child in place, with exponential backoff,
+	// while still leading.
+	OnExitRestart OnExit = "restart"
+	// OnExitExit releases leadership and makes Run return an *ExitError
+	// carrying the child's exit code (or 128+signal).
+	OnExitExit OnExit = "exit"
+)
+
+// ParseOnExit checks an --on-exit value.
+func ParseOnExit(s string) (OnExit, error) {
+	switch o := OnExit(s); o {
+	case OnExitResign, OnExitRestart, OnExitExit:
+		return o, nil
+	}
+	return "", elector.Configf("on-exit", "%q is not one of resign, restart, exit", s)
+}
+
+// StopMargin is the time, beyond StopTimeout, reserved before the lease
+// deadline for SIGKILL, reaping and scheduling delays.
+const StopMargin = 200 * time.Millisecond
+
+// Config configures the leadership loop.
+type Config struct {
+	Elector  Campaigner
+	Timing   elector.Timing // the elector's timing, to check StopTimeout against
+	Election string
+	ID       string
+
+	// Command to run while leading; empty = readiness-only mode.
+	Command []string
+	Shell   bool
+	// Env is the child's base environment; ELECTD_ELECTION, ELECTD_ID,
+	// ELECTD_FENCING_TOKEN and ELECTD_LEADER_SINCE are added to it.
+	Env            []string
+	Stdout, Stderr io.Writer
+
+	StopSignal  syscall.Signal // default SIGTERM
+	StopTimeout time.Duration
+	OnExit      OnExit        // default OnExitResign
+	CoolDown    time.Duration // before rejoining after a resignation; default 1s
+	// RestartBackoff is the first delay of OnExitRestart, doubling up to
+	// RestartBackoffMax; defaults 100ms and 30s.
+	RestartBackoff, RestartBackoffMax time.Duration
+
+	Events Events
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+func (c *Config) validate() error {
+	if c.Elector == nil {
+		return fmt.Errorf("supervisor: no elector")
+	}
+	if c.OnExit == "" {
+		c.OnExit = OnExitResign
+	}
+	if _, err := ParseOnExit(string(c.OnExit)); err != nil {
+		return err
+	}
+	if c.StopSignal == 0 {
+		c.StopSignal = syscall.SIGTERM
+	}
+	if c.CoolDown == 0 {
+		c.CoolDown = time.Second
+	}
+	if c.CoolDown < 0 {
+		return elector.Configf("cool-down", "must not be negative, got %s", c.CoolDown)
+	}
+	if c.RestartBackoff <= 0 {
+		c.RestartBackoff = 100 * time.Millisecond
+	}
+	if c.RestartBackoffMax <= 0 {
+		c.RestartBackoffMax = 30 * time.Second
+	}
+	if c.RestartBackoffMax < c.RestartBackoff {
+		return elector.Configf("restart-backoff-max", "%s is shorter than the first backoff %s", c.RestartBackoffMax, c.RestartBackoff)
+	}
+	c.Timing = c.Timing.WithDefaults()
+	if err := c.Timing.Validate(); err != nil {
+		return err
+	}
+	if err := c.Timing.ValidateStop(c.StopTimeout, StopMargin); err != nil {
+		return err
+	}
+	if c.Events == nil {
+		c.Events = nopEvents{}
+	}
+	c.Clock = clock.OrReal(c.Clock)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return nil
+}
+
+// DefaultStopTimeout picks a stop timeout for t when the operator set none:
+// 5 s, or half of what the timing allows when that is less.
+func DefaultStopTimeout(t elector.Timing) time.Duration {
+	t = t.WithDefaults()
+	budget := t.Window() - 2*t.RenewInterval - StopMargin
+	return max(0, min(5*time.Second, budget/2)).Round(time.Millisecond)
+}
+
+type nopEvents struct{}
+
+func (nopEvents) Acquired(uint64, time.Duration) {}
+func (nopEvents) CampaignFailed(error)           {}
+func (nopEvents) Lost(string)                    {}
+func (nopEvents) ChildStarted()                  {}
+func (nopEvents) ChildExited(string)             {}
+
+// ExitError is returned by Run when the child exited under OnExitExit.
+type ExitError struct{ Status ExitStatus }
+
+func (e *ExitError) Error() string {
+	return fmt.Sprintf("child exited with code %d (%s)", e.Status.ExitCode(), e.Status.Outcome())
+}
+
+// Code is the exit code electd should exit with.
+func (e *ExitError) Code() int { return e.Status.ExitCode() }
