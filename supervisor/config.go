@@ -129,11 +129,14 @@ func (c *Config) validate() error {
 }
 
 // DefaultStopTimeout picks a stop timeout for t when the operator set none:
-// 5 s, or half of what the timing allows when that is less.
+// 5 s when the timing allows it, else half of what it allows.
 func DefaultStopTimeout(t elector.Timing) time.Duration {
 	t = t.WithDefaults()
+	if t.ValidateStop(5*time.Second, StopMargin) == nil {
+		return 5 * time.Second
+	}
 	budget := t.Window() - 2*t.RenewInterval - StopMargin
-	return max(0, min(5*time.Second, budget/2)).Round(time.Millisecond)
+	return max(0, budget/2).Round(time.Millisecond)
 }
 
 type nopEvents struct{}

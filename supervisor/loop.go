@@ -179,7 +179,7 @@ func (s *Supervisor) lead(ctx context.Context, term *elector.Term) (outcome, err
 		err     error
 		backoff = s.cfg.RestartBackoff
 		restart clock.Timer // armed while a restart is pending
-		reply   chan error       // a /resign caller waiting
+		reply   chan error  // a /resign caller waiting
 		reason  string
 		result  = outRecampaign
 		exitErr error

@@ -43,9 +43,7 @@ func run(ctx context.Context, args []string) error {
 			return &usageError{err: err}
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // exit codes are mapped in exitCode only
-		CommandNotFound: func(c *cli.Context, name string) {
-			fmt.Fprintf(c.App.ErrWriter, "electd: unknown command %q; see electd --help\n", name)
-		},
+		CommandNotFound: func(*cli.Context, string) {}, // reported below, once
 	}
 	for _, cmd := range app.Commands {
 		cmd.OnUsageError = app.OnUsageError
@@ -54,7 +52,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(args) > 1 && app.Command(args[1]) == nil && args[1][0] != '-' {
-		return usagef("unknown command %q", args[1])
+		return usagef("unknown command %q; see electd --help", args[1])
 	}
 	return nil
 }

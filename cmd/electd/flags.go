@@ -26,7 +26,7 @@ func storeFlags() []cli.Flag {
 		&cli.StringFlag{Name: "election", EnvVars: env("ELECTION"), Usage: "election name (required)"},
 		&cli.StringFlag{Name: "id", EnvVars: env("ID"), Value: host, Usage: "this candidate's id"},
 		&cli.DurationFlag{Name: "ttl", EnvVars: env("TTL"), Value: elector.DefaultTTL, Usage: "lease TTL; renewals every ttl/5"},
-		&cli.DurationFlag{Name: "renew-interval", EnvVars: env("RENEW_INTERVAL"), Usage: "time between lease renewals (default ttl/5)"},
+		&cli.DurationFlag{Name: "renew-interval", EnvVars: env("RENEW_INTERVAL"), DefaultText: "ttl/5", Usage: "time between lease renewals"},
 		&cli.StringFlag{Name: "log-format", EnvVars: env("LOG_FORMAT"), Value: "text", Usage: "text or json"},
 		&cli.StringFlag{Name: "log-level", EnvVars: env("LOG_LEVEL"), Value: "info", Usage: "debug, info, warn or error"},
 	}
@@ -38,7 +38,7 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "listen", EnvVars: env("LISTEN"), Value: ":4040", Usage: "HTTP address for /leader, /readyz, /metrics…; \"off\" disables"},
 		&cli.StringFlag{Name: "stop-signal", EnvVars: env("STOP_SIGNAL"), Value: "SIGTERM", Usage: "signal that asks the child to stop"},
 		&cli.DurationFlag{Name: "stop-timeout", EnvVars: env("STOP_TIMEOUT"),
-			Usage: "grace after stop-signal before SIGKILL (default 5s, less when the ttl requires)"},
+			DefaultText: "5s, or less when --ttl requires", Usage: "grace after --stop-signal before SIGKILL to the child's process group"},
 		&cli.StringFlag{Name: "on-exit", EnvVars: env("ON_EXIT"), Value: "resign", Usage: "when the child exits while leading: resign, restart or exit"},
 		&cli.DurationFlag{Name: "cool-down", EnvVars: env("COOL_DOWN"), Value: time.Second, Usage: "wait before rejoining the queue after resigning"},
 		&cli.BoolFlag{Name: "shell", EnvVars: env("SHELL"), Usage: "run COMMAND with /bin/sh -c"},
