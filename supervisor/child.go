@@ -1,0 +1,371 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ChildSpec describes the command that StartChild runs.
+type ChildSpec struct {
+	// Path is the program to run and Args its arguments (without argv[0];
+	// argv[0] is Path as given). The program is exec'd directly, without a
+	// shell. A Path without a slash is looked up in electd's own PATH, as
+	// os/exec does.
+	Path string
+	Args []string
+
+	// Shell runs the command line "Path Args..." (words joined by single
+	// spaces; Path may be empty) with /bin/sh -c instead.
+	Shell bool
+
+	// Env is the child's complete environment, exactly as given. Nil means
+	// an empty environment: electd's own environment (which may hold store
+	// credentials) is never inherited implicitly.
+	Env []string
+
+	// Dir is the working directory; empty means electd's.
+	Dir string
+
+	// Stdout and Stderr receive the child's output untouched. Nil means
+	// os.Stdout / os.Stderr, which the child then writes to directly. An
+	// *os.File is also handed to the child directly; any other writer is fed
+	// from a pipe. Stdin is always /dev/null: the child runs in its own
+	// process group, which may not read from electd's terminal anyway.
+	Stdout, Stderr io.Writer
+
+	// StopSignal is what Stop sends to the process group first; 0 means
+	// SIGTERM.
+	StopSignal syscall.Signal
+
+	// StopTimeout is how long Stop waits after StopSignal before it sends
+	// SIGKILL to the whole group. Zero (or negative) means StopSignal is sent
+	// and SIGKILL follows at once, without a grace period.
+	StopTimeout time.Duration
+}
+
+func (s ChildSpec) stopSignal() syscall.Signal {
+	if s.StopSignal == 0 {
+		return syscall.SIGTERM
+	}
+	return s.StopSignal
+}
+
+// command returns the executable and argv to start.
+func (s ChildSpec) command() (string, []string, error) {
+	if s.Shell {
+		words := s.Args
+		if s.Path != "" {
+			words = append([]string{s.Path}, s.Args...)
+		}
+		line := strings.Join(words, " ")
+		if strings.TrimSpace(line) == "" {
+			return "", nil, errors.New("empty shell command")
+		}
+		return "/bin/sh", []string{"/bin/sh", "-c", line}, nil
+	}
+	if s.Path == "" {
+		return "", nil, errors.New("empty command path")
+	}
+	path := s.Path
+	if filepath.Base(path) == path {
+		lp, err := exec.LookPath(path)
+		if err != nil {
+			return "", nil, err
+		}
+		path = lp
+	}
+	return path, append([]string{s.Path}, s.Args...), nil
+}
+
+// ExitStatus says how a child ended.
+type ExitStatus struct {
+	// Code is the exit status (0..255) if the child exited normally, and -1
+	// if it was killed by a signal (or its status is unknown).
+	Code int
+	// Signal is the signal that killed the child, or 0.
+	Signal syscall.Signal
+	// Killed is true if Stop escalated to SIGKILL and that SIGKILL is what
+	// ended the child.
+	Killed bool
+	// Started and Exited are when the child was started and reaped.
+	Started, Exited time.Time
+}
+
+// ExitCode is the shell convention: Code, or 128+N if signal N killed the
+// child (SIGKILL gives 137).
+func (e ExitStatus) ExitCode() int {
+	if e.Signal != 0 {
+		return 128 + int(e.Signal)
+	}
+	return e.Code
+}
+
+// Outcome classifies the exit for child_exits_total{outcome}: "killed" (Stop
+// had to SIGKILL it), "signaled" (any other signal, including a graceful
+// StopSignal), "success" (code 0) or "failure" (any other code).
+func (e ExitStatus) Outcome() string {
+	switch {
+	case e.Killed:
+		return "killed"
+	case e.Signal != 0:
+		return "signaled"
+	case e.Code == 0:
+		return "success"
+	default:
+		return "failure"
+	}
+}
+
+// Child is a running (or finished) command started by StartChild. It leads
+// its own process group, whose id is its pid.
+type Child struct {
+	spec    ChildSpec
+	log     *slog.Logger
+	pid     int
+	started time.Time
+
+	done chan struct{} // closed once the child is reaped and exit is set
+	exit ExitStatus
+
+	escalated atomic.Bool // Stop sent SIGKILL before the child was reaped
+	outputs   []*copier
+
+	stopOnce sync.Once
+	stopDone chan struct{} // closed when the first Stop has finished
+	stopErr  error
+	killOnce sync.Once
+	killNow  chan struct{} // closed by a Stop whose ctx ended: skip the grace
+}
+
+// StartChild starts spec in a new process group and returns at once; Done
+// tells when the child has exited. log may be nil; records go under the
+// group "child".
+//
+// The child gets Pdeathsig = SIGKILL, so it dies when electd dies, even by
+// kill -9. The kernel delivers the parent-death signal when the *thread*
+// that forked the child exits, not the process, and the Go runtime may
+// retire threads. So the child is forked from a goroutine that has called
+// runtime.LockOSThread; that goroutine then stays on its thread, blocked in
+// wait for the child, and unlocks only after the child has been reaped. The
+// thread therefore lives exactly as long as the child does. (Pdeathsig
+// reaches only the direct child, not its descendants.)
+//
+// The child starts with the default action for every signal, even those
+// electd inherited as ignored (see defaultDispositions), and with stdin on
+// /dev/null.
+func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	path, argv, err := spec.command()
+	if err != nil {
+		return nil, fmt.Errorf("start child: %w", err)
+	}
+	c := &Child{
+		spec:     spec,
+		log:      log.WithGroup("child"),
+		done:     make(chan struct{}),
+		stopDone: make(chan struct{}),
+		killNow:  make(chan struct{}),
+	}
+	files, closeAfterStart, err := c.childFiles()
+	if err != nil {
+		return nil, fmt.Errorf("start child: %w", err)
+	}
+	env := spec.Env
+	if env == nil {
+		env = []string{}
+	}
+	attr := &os.ProcAttr{
+		Dir:   spec.Dir,
+		Env:   env,
+		Files: files,
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	}
+	defaultDispositions()
+	started := make(chan error, 1)
+	go c.run(path, argv, attr, started)
+	err = <-started
+	for _, f := range closeAfterStart {
+		f.Close()
+	}
+	if err != nil {
+		for _, o := range c.outputs {
+			o.r.Close()
+		}
+		return nil, fmt.Errorf("start child: %w", err)
+	}
+	for _, o := range c.outputs {
+		go o.run()
+	}
+	c.log.Info("started", "pid", c.pid, "path", path, "args", argv[1:])
+	return c, nil
+}
+
+// run forks the child on a locked OS thread (see StartChild), reports the
+// result on started, then waits for the child on that same thread.
+func (c *Child) run(path string, argv []string, attr *os.ProcAttr, started chan<- error) {
+	runtime.LockOSThread()
+	proc, err := startOwned(path, argv, attr)
+	if err != nil {
+		runtime.UnlockOSThread()
+		started <- err
+		return
+	}
+	c.pid = proc.Pid
+	c.started = time.Now()
+	started <- nil
+
+	state, err := proc.Wait()
+	exited := time.Now()
+	disown(c.pid)
+	// The child is reaped: the forking thread may now go back to the pool.
+	runtime.UnlockOSThread()
+
+	st := ExitStatus{Code: -1, Started: c.started, Exited: exited}
+	if err != nil {
+		c.log.Error("wait failed; exit status unknown", "pid", c.pid, "err", err)
+	} else if ws, ok := state.Sys().(syscall.WaitStatus); ok {
+		switch {
+		case ws.Exited():
+			st.Code = ws.ExitStatus()
+		case ws.Signaled():
+			st.Signal = ws.Signal()
+			st.Killed = st.Signal == syscall.SIGKILL && c.escalated.Load()
+		}
+	}
+	c.exit = st
+	attrs := []any{"pid", c.pid, "code", st.ExitCode(), "outcome", st.Outcome(), "runtime", exited.Sub(c.started)}
+	if st.Signal != 0 {
+		attrs = append(attrs, "signal", signalName(st.Signal))
+	}
+	c.log.Info("exited", attrs...)
+	close(c.done)
+}
+
+// Pid is the child's process id, which is also its process group id.
+func (c *Child) Pid() int { return c.pid }
+
+// Done is closed when the child has exited and been reaped. Other members of
+// its process group may still run; Stop ends them.
+func (c *Child) Done() <-chan struct{} { return c.done }
+
+// Exit is the child's exit status. It is meaningful only once Done is closed;
+// before that it has only Started set and Code -1.
+func (c *Child) Exit() ExitStatus {
+	select {
+	case <-c.done:
+		return c.exit
+	default:
+		return ExitStatus{Code: -1, Started: c.started}
+	}
+}
+
+// Signal sends sig to the child's whole process group. Once the child has
+// been reaped it returns an error wrapping os.ErrProcessDone and sends
+// nothing (the group id might be recycled); Stop still cleans up the group.
+func (c *Child) Signal(sig syscall.Signal) error {
+	select {
+	case <-c.done:
+		return fmt.Errorf("signal child %d: %w", c.pid, os.ErrProcessDone)
+	default:
+	}
+	if err := syscall.Kill(-c.pid, sig); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("signal child %d: %w", c.pid, os.ErrProcessDone)
+		}
+		return fmt.Errorf("signal child %d: %w", c.pid, err)
+	}
+	c.log.Debug("signaled", "pid", c.pid, "signal", signalName(sig))
+	return nil
+}
+
+// childFiles builds the child's stdin, stdout and stderr. closeAfterStart are
+// the parent's copies of descriptors that only the child must keep.
+func (c *Child) childFiles() (files, closeAfterStart []*os.File, err error) {
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, nil, err
+	}
+	files = []*os.File{devnull, nil, nil}
+	closeAfterStart = []*os.File{devnull}
+	fail := func(err error) ([]*os.File, []*os.File, error) {
+		for _, f := range closeAfterStart {
+			f.Close()
+		}
+		for _, o := range c.outputs {
+			o.r.Close()
+		}
+		c.outputs = nil
+		return nil, nil, err
+	}
+	stdout, stderr := c.spec.Stdout, c.spec.Stderr
+	if stdout == nil {
+		stdout = os.Stdout
+	}
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	for i, w := range []io.Writer{stdout, stderr} {
+		if f, ok := w.(*os.File); ok {
+			files[i+1] = f
+			continue
+		}
+		if i == 1 && sameWriter(stdout, stderr) {
+			files[2] = files[1] // one pipe keeps writes to a shared writer serial
+			continue
+		}
+		r, pw, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		files[i+1] = pw
+		closeAfterStart = append(closeAfterStart, pw)
+		c.outputs = append(c.outputs, &copier{r: r, w: w, done: make(chan struct{})})
+	}
+	return files, closeAfterStart, nil
+}
+
+// sameWriter reports whether a and b are the same writer; writers of
+// uncomparable types are never the same.
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() { _ = recover() }()
+	return a == b
+}
+
+// copier feeds one output pipe to a writer until every write end is closed
+// (the child and the rest of its group are gone) or Stop closes r.
+type copier struct {
+	r    *os.File
+	w    io.Writer
+	done chan struct{}
+}
+
+func (o *copier) run() {
+	defer close(o.done)
+	defer o.r.Close()
+	_, _ = io.Copy(o.w, o.r)
+}
+
+func signalName(sig syscall.Signal) string {
+	if sig == 0 {
+		return ""
+	}
+	if name := unix.SignalName(sig); name != "" {
+		return name
+	}
+	return fmt.Sprintf("signal %d", int(sig))
+}

@@ -1,0 +1,209 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Reaping design.
+//
+// As PID 1 or as a child subreaper, electd inherits every orphaned
+// descendant and must reap it, or it stays a zombie. The classic way,
+// wait4(-1) on SIGCHLD, races with the goroutine that waits for a child
+// started by StartChild: whichever calls first gets the exit status, and a
+// stolen status would make electd report a wrong exit code (and os.Process
+// would fail with ECHILD).
+//
+// So the orphan reaper never calls wait4(-1). Instead:
+//
+//   - StartChild records the pid of each child it forks in owned, and drops it
+//     only after its own waiter has reaped it. The fork and the recording
+//     happen under reaperMu, so a child can never be seen without its mark,
+//     however fast it exits.
+//   - The reaper, holding reaperMu, lists our children (from
+//     /proc/self/task/*/children, or by scanning /proc for our ppid where the
+//     kernel lacks that file) and calls wait4(pid, WNOHANG) on each pid that is
+//     not owned. Pids that have not exited are left alone; owned pids are
+//     never touched, so the waiters in StartChild always get their own status.
+//
+// This keeps the ordinary os.Process.Wait (pidfd based) for our children
+// instead of routing every status through one central wait loop, and it
+// survives lost or coalesced SIGCHLDs: every pass looks at all children. The
+// one limit: children that other code in this process starts by other means
+// (os/exec) are not marked, and an unmarked child that has exited is
+// reaped here; so while ReapOrphans runs, start children only with
+// StartChild. Stop separately reaps the leftovers of a child's own process
+// group with wait4(-pgid), which is safe for the same reason.
+var (
+	reaperMu sync.Mutex
+	owned    = map[int]struct{}{}
+)
+
+// startOwned forks the process and marks it owned, atomically with respect
+// to the orphan reaper.
+func startOwned(path string, argv []string, attr *os.ProcAttr) (*os.Process, error) {
+	reaperMu.Lock()
+	defer reaperMu.Unlock()
+	p, err := os.StartProcess(path, argv, attr)
+	if err != nil {
+		return nil, err
+	}
+	owned[p.Pid] = struct{}{}
+	return p, nil
+}
+
+// disown drops the mark of a child that its waiter has reaped.
+func disown(pid int) {
+	reaperMu.Lock()
+	delete(owned, pid)
+	reaperMu.Unlock()
+}
+
+// BecomeSubreaper makes electd a child subreaper (PR_SET_CHILD_SUBREAPER):
+// orphaned descendants, such as grandchildren whose parent (the child)
+// exited, are reparented to electd instead of to PID 1, so Stop can reap
+// them and ReapOrphans must run to reap the rest.
+func BecomeSubreaper() error {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("become child subreaper: %w", err)
+	}
+	return nil
+}
+
+// isSubreaper reports whether this process is a child subreaper.
+func isSubreaper() (bool, error) {
+	v := new(int32)
+	if _, _, errno := syscall.Syscall(syscall.SYS_PRCTL, unix.PR_GET_CHILD_SUBREAPER,
+		uintptr(unsafe.Pointer(v)), 0); errno != 0 {
+		return false, fmt.Errorf("get child subreaper: %w", errno)
+	}
+	return *v != 0, nil
+}
+
+// reapBackstop is how often ReapOrphans looks even without a SIGCHLD.
+const reapBackstop = 2 * time.Second
+
+// ReapOrphans reaps orphaned descendants that were reparented to electd,
+// until ctx ends. It acts only when electd is PID 1 or a child subreaper
+// (call BecomeSubreaper first); otherwise orphans go to another reaper and
+// it returns at once. It never takes the exit status of a child started by
+// StartChild (see the reaping design above), and it never calls
+// wait4(-1). It looks on every SIGCHLD, and every few seconds in case a
+// signal was missed.
+func ReapOrphans(ctx context.Context, log *slog.Logger) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.WithGroup("child")
+	if os.Getpid() != 1 {
+		sub, err := isSubreaper()
+		if err != nil || !sub {
+			log.Debug("neither PID 1 nor a child subreaper; not reaping orphans", "err", err)
+			return
+		}
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGCHLD)
+	defer signal.Stop(sigs)
+	tick := time.NewTicker(reapBackstop)
+	defer tick.Stop()
+	for {
+		reapUnowned(log)
+		select {
+		case <-ctx.Done():
+			return
+		case <-sigs:
+		case <-tick.C:
+		}
+	}
+}
+
+// reapUnowned reaps every exited child that StartChild does not own.
+func reapUnowned(log *slog.Logger) {
+	reaperMu.Lock()
+	defer reaperMu.Unlock()
+	pids, err := childPids()
+	if err != nil {
+		log.Warn("list children failed", "err", err)
+		return
+	}
+	for _, pid := range pids {
+		if _, ok := owned[pid]; ok {
+			continue
+		}
+		for {
+			var ws unix.WaitStatus
+			got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err == nil && got == pid {
+				log.Debug("reaped orphan", "pid", pid, "code", exitCodeOf(ws))
+			}
+			break
+		}
+	}
+}
+
+// childPids lists the pids of this process's children, zombies included.
+func childPids() ([]int, error) {
+	files, err := filepath.Glob("/proc/self/task/*/children")
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return childPidsByScan()
+	}
+	var pids []int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // the thread exited meanwhile
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EINVAL) {
+				return childPidsByScan()
+			}
+			return nil, err
+		}
+		for _, w := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(w); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids, nil
+}
+
+// childPidsByScan is the fallback for kernels without CONFIG_PROC_CHILDREN.
+func childPidsByScan() ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list children: %w", err)
+	}
+	self := os.Getpid()
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := readStat(pid); err == nil && st.ppid == self {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
