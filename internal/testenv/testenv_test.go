@@ -73,6 +73,7 @@ func runFake(fn func(testing.TB)) *fakeTB {
 func TestMissingBinary(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	t.Setenv("ELECTD_REDIS_SERVER", "")
+	t.Setenv("ELECTD_ETCD_BIN", "") // `make test` sets it
 
 	t.Setenv("CI", "")
 	f := runFake(func(tb testing.TB) { binary(tb, "ELECTD_REDIS_SERVER", "redis-server", nil, redisHow) })
