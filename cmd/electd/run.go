@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -72,6 +73,11 @@ func parseRunConfig(c *cli.Context) (*runConfig, error) {
 	command := c.Args().Slice()
 	if c.Bool("shell") && len(command) == 0 {
 		return nil, elector.Configf("shell", "needs a COMMAND after --")
+	}
+	if len(command) > 0 && !c.Bool("shell") {
+		if _, err := exec.LookPath(command[0]); err != nil {
+			return nil, elector.Configf("COMMAND", "%q cannot be run: %v", command[0], errors.Unwrap(err))
+		}
 	}
 	id := c.String("id")
 	if id == "" {
