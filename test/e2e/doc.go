@@ -1,0 +1,44 @@
+// Package e2e holds the end-to-end tests of the electd binary against real
+// stores: a real etcd and a real redis-server (started by internal/testenv
+// on free loopback ports), several `electd run` processes, and
+// test/recorder as the wrapped child.
+//
+// What the suite proves, for each backend with the same test code
+// (TestBackends/etcd/... and TestBackends/redis/...):
+//
+//   - safety: every child writes its start, heartbeats and stop to one
+//     shared log; package test/record proves from it that no two children
+//     ever ran at the same time and that fencing tokens only grew, after
+//     every fault: SIGTERM, kill -9 and a network cut of the leader, a
+//     resignation over HTTP, a store restart (etcd on its data, Redis
+//     empty), children that exit on their own, ignore SIGTERM or leave
+//     grandchildren behind;
+//   - timing: after kill -9 the next child does not start before the old
+//     lease could have lapsed on the store (TTL − renew interval after the
+//     kill), the killed leader's child dies with it within a second, a
+//     cut-off leader's child is gone before any lease deadline, a child that
+//     ignores SIGTERM gets the whole --stop-timeout before SIGKILL;
+//   - the contract's surface: exit codes (0 after SIGTERM, the child's code
+//     or 128+signal with --on-exit=exit), --on-exit=restart keeps the term
+//     and its token, /leader agrees on every copy, exactly one /readyz is
+//     200, POST /resign hands over, the child's environment carries
+//     ELECTD_ELECTION, ELECTD_ID, ELECTD_FENCING_TOKEN and
+//     ELECTD_LEADER_SINCE (the same instant as "since" of /leader on every
+//     copy) and none of electd's own ELECTD_* settings (which may hold
+//     secrets), and a grandchild dies with the child, even when electd is
+//     killed with -9 ("no orphan keeps running");
+//   - `electd demo` runs its scripted failovers without an overlap.
+//
+// Handover and failover times are measured and logged (go test -v), never
+// asserted beyond what the contract implies: the assertions are lower bounds
+// that follow from the safety rule, and upper bounds that only catch hangs.
+// Tests wait by polling conditions (HTTP endpoints, the record log, /proc)
+// against deadlines, never by sleeping a guessed time.
+//
+// TestMain builds electd and the recorder once, into a temporary directory.
+// Set E2E_ELECTD_RACE=1 to build electd with the race detector (slower), or
+// E2E_ELECTD_BIN to test a prebuilt electd instead (a release build, or a
+// deliberately broken one to see the suite catch it). A missing etcd or
+// redis-server binary skips that backend loudly, or fails it when $CI is
+// set, as internal/testenv does.
+package e2e

@@ -1,0 +1,410 @@
+package lock
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/test/record"
+)
+
+const (
+	ttl         = 2 * time.Second
+	stopTimeout = 500 * time.Millisecond
+
+	pollEvery    = 10 * time.Millisecond
+	runTimeout   = 15 * time.Second // a command starts, from any state
+	exitTimeout  = 20 * time.Second // an electd exits, from any state
+	goneTimeout  = 2 * time.Second  // a killed electd's child disappears
+	logTailLines = 60               // of an electd's output, on failure
+)
+
+// harness is one scenario: a lock of its own, a record log shared by all
+// its commands, and the processes it started.
+type harness struct {
+	t       *testing.T
+	s       *store
+	name    string // the lock's NAME
+	dir     string
+	logPath string
+	procs   []*proc
+}
+
+// newHarness prepares a scenario on s. At cleanup it kills every process it
+// started, checks that their commands died with them, and on failure
+// prints their output and the record log.
+func newHarness(t *testing.T, s *store) *harness {
+	dir := t.TempDir()
+	h := &harness{
+		t: t, s: s, dir: dir,
+		name:    "lock-" + strings.NewReplacer("/", "-", " ", "_").Replace(t.Name()),
+		logPath: filepath.Join(dir, "record.log"),
+	}
+	t.Cleanup(h.cleanup)
+	return h
+}
+
+func (h *harness) cleanup() {
+	t := h.t
+	for _, p := range h.procs {
+		p.kill()
+		for _, bad := range []string{"WARNING: DATA RACE", "panic: ", "fatal error: "} {
+			if strings.Contains(p.output(), bad) {
+				t.Errorf("%s's output contains %q", p.id, bad)
+			}
+		}
+	}
+	runs, err := record.ReadFile(h.logPath)
+	if err != nil {
+		t.Errorf("record log: %v", err)
+	}
+	for _, r := range runs {
+		if !waitGone(r.Pid, goneTimeout) && isOurs(r.Pid, recorderBin) {
+			t.Errorf("command %s outlived its electd by %s; killing it", r, goneTimeout)
+			_ = syscall.Kill(r.Pid, syscall.SIGKILL)
+		}
+	}
+	if t.Failed() {
+		for _, p := range h.procs {
+			t.Log(p.tail())
+		}
+		t.Logf("runs in %s:\n%s", h.logPath, describe(runs))
+	}
+}
+
+// opts are the differences between `electd lock` processes.
+type opts struct {
+	store   string   // --store host:port; empty: the server itself
+	args    []string // flags before NAME
+	env     []string // RECORD_* knobs and the like
+	command []string // empty: the recorder
+}
+
+// lock starts `electd lock [flags] NAME -- COMMAND` as node id.
+func (h *harness) lock(id string, o opts) *proc {
+	h.t.Helper()
+	addr := o.store
+	if addr == "" {
+		addr = h.s.addr
+	}
+	args := []string{"lock", "--store", h.s.url(addr), "--id", id, "--ttl", ttl.String(),
+		"--stop-timeout", stopTimeout.String(), "--log-format", "json", "--log-level", "debug"}
+	args = append(append(args, o.args...), h.name, "--")
+	if len(o.command) == 0 {
+		o.command = []string{recorderBin}
+	}
+	return h.start(id, append(args, o.command...), o.env)
+}
+
+// start runs electd with args and the test's environment less ELECTD_* and
+// RECORD_* settings, plus RECORD_LOG and env. It is killed at cleanup.
+func (h *harness) start(id string, args, env []string) *proc {
+	h.t.Helper()
+	p := &proc{t: h.t, id: id, logPath: filepath.Join(h.dir, fmt.Sprintf("%s-%d.log", id, len(h.procs))),
+		done: make(chan struct{})}
+	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer logf.Close()
+	p.cmd = exec.Command(electdBin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	p.cmd.Env = append(baseEnv("RECORD_LOG="+h.logPath), env...)
+	// SIGKILL when the starting thread dies: the goroutine below keeps its
+	// thread locked until electd is reaped, so only the test's death does it.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := p.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = p.cmd.Wait()
+		p.state = p.cmd.ProcessState
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		h.t.Fatalf("start %s: %v", id, err)
+	}
+	h.procs = append(h.procs, p)
+	return p
+}
+
+// baseEnv is the test's environment without ELECTD_* and RECORD_* settings,
+// plus extra.
+func baseEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ELECTD_") && !strings.HasPrefix(kv, "RECORD_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// proc is one electd process.
+type proc struct {
+	t       *testing.T
+	id      string
+	logPath string // its stdout and stderr (and its command's)
+	cmd     *exec.Cmd
+	done    chan struct{} // closed once reaped
+	state   *os.ProcessState
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait waits for electd to exit and returns its exit code (128+signal if a
+// signal killed it).
+func (p *proc) wait(within time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		p.t.Fatalf("%s (pid %d) has not exited after %s\n%s", p.id, p.cmd.Process.Pid, within, p.tail())
+	}
+	if ws, ok := p.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return p.state.ExitCode()
+}
+
+// mustExit waits for electd's exit and fails the test unless its code is want.
+func (p *proc) mustExit(want int) {
+	p.t.Helper()
+	if code := p.wait(exitTimeout); code != want {
+		p.t.Fatalf("%s exited with %d, want %d\n%s", p.id, code, want, p.tail())
+	}
+}
+
+func (p *proc) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("signal %s to %s: %v", sig, p.id, err)
+	}
+}
+
+// kill SIGKILLs electd (if still running) and waits until it is reaped.
+func (p *proc) kill() {
+	if !p.exited() {
+		_ = p.cmd.Process.Kill()
+	}
+	<-p.done
+}
+
+func (p *proc) output() string {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
+}
+
+// allLines are all of the process's output lines.
+func (p *proc) allLines() []string {
+	out := strings.TrimRight(p.output(), "\n")
+	if out == "" {
+		return nil
+	}
+	return strings.Split(out, "\n")
+}
+
+// lines are electd's output lines that are not JSON logs: its own
+// one-line messages (errors, "already run") and its command's output.
+func (p *proc) lines() []string {
+	var out []string
+	for l := range strings.SplitSeq(strings.TrimRight(p.output(), "\n"), "\n") {
+		if !strings.HasPrefix(l, "{") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// said fails the test unless one of electd's own lines contains every part.
+func (p *proc) said(parts ...string) {
+	p.t.Helper()
+	for _, l := range p.lines() {
+		if !strings.HasPrefix(l, "electd: ") {
+			continue
+		}
+		if !slices.ContainsFunc(parts, func(s string) bool { return !strings.Contains(l, s) }) {
+			return
+		}
+	}
+	p.t.Fatalf("%s did not say %q:\n%s", p.id, parts, strings.Join(p.lines(), "\n"))
+}
+
+// tail is the end of the process's output, for failure messages.
+func (p *proc) tail() string {
+	lines := strings.Split(strings.TrimRight(p.output(), "\n"), "\n")
+	if len(lines) > logTailLines {
+		lines = lines[len(lines)-logTailLines:]
+	}
+	return fmt.Sprintf("--- last lines of %s (%s):\n%s", p.id, p.logPath, strings.Join(lines, "\n"))
+}
+
+// runs reads the record log, failing the test if it does not parse.
+func (h *harness) runs() []record.Run {
+	h.t.Helper()
+	runs, err := record.ReadFile(h.logPath)
+	if err != nil {
+		h.t.Fatalf("record log: %v", err)
+	}
+	return runs
+}
+
+// check proves the record log safe: no overlap, growing tokens.
+func (h *harness) check() []record.Run {
+	h.t.Helper()
+	runs := h.runs()
+	if err := record.Check(runs, record.Options{}); err != nil {
+		h.t.Fatalf("record log:\n%v\nruns:\n%s", err, describe(runs))
+	}
+	return runs
+}
+
+// poll calls cond every pollEvery until it reports done, and fails the test
+// with cond's last status after within.
+func (h *harness) poll(within time.Duration, what string, cond func() (bool, string)) {
+	h.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, status := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s: not within %s; last: %s", what, within, status)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// waitRun waits for a run of node's command and returns it.
+func (h *harness) waitRun(node string) record.Run {
+	h.t.Helper()
+	var found record.Run
+	h.poll(runTimeout, node+"'s command running", func() (bool, string) {
+		runs := h.runs()
+		for _, r := range runs {
+			if r.Node == node {
+				found = r
+				return true, ""
+			}
+		}
+		return false, "runs:\n" + describe(runs)
+	})
+	return found
+}
+
+// runOf returns the current state of the run with pid.
+func (h *harness) runOf(pid int) record.Run {
+	h.t.Helper()
+	for _, r := range h.runs() {
+		if r.Pid == pid {
+			return r
+		}
+	}
+	h.t.Fatalf("no run with pid %d", pid)
+	return record.Run{}
+}
+
+// waitQueued waits until the store holds n candidates for the lock.
+func (h *harness) waitQueued(n int) {
+	h.t.Helper()
+	h.poll(runTimeout, fmt.Sprintf("%d candidates in the store", n), func() (bool, string) {
+		got := h.s.queued(h.t, h.name)
+		return got == n, fmt.Sprintf("%d candidates", got)
+	})
+}
+
+func describe(runs []record.Run) string {
+	var b strings.Builder
+	for _, r := range runs {
+		fmt.Fprintf(&b, "  %s\n", r)
+	}
+	return b.String()
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || len(s) < i+3 {
+		return false
+	}
+	return s[i+2] != 'Z' && s[i+2] != 'X'
+}
+
+// waitGone waits until pid is gone (or a zombie) and reports whether it is.
+func waitGone(pid int, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}
+
+// isOurs reports whether pid runs the program prog (by argv[0]'s base name),
+// so that a leftover pid reused by another process is never killed.
+func isOurs(pid int, prog string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	argv0, _, _ := strings.Cut(string(b), "\x00")
+	return filepath.Base(argv0) == filepath.Base(prog)
+}
+
+// ms renders a duration in milliseconds for logs.
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+
+// maxConcurrent is the largest number of runs alive at one instant.
+func maxConcurrent(runs []record.Run) int {
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	var edges []edge
+	for _, r := range runs {
+		edges = append(edges, edge{r.Start, +1}, edge{r.End(), -1})
+	}
+	slices.SortFunc(edges, func(a, b edge) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return a.delta - b.delta // an end before a start at the same instant
+	})
+	cur, most := 0, 0
+	for _, e := range edges {
+		cur += e.delta
+		most = max(most, cur)
+	}
+	return most
+}

@@ -1,0 +1,392 @@
+package lock
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/internal/faultproxy"
+)
+
+// testMutualExclusion: ten concurrent holders each read a shared counter,
+// run a while and write counter+1: no update is lost, and no two commands
+// overlap.
+func testMutualExclusion(t *testing.T, s *store) {
+	const n = 10
+	h := newHarness(t, s)
+	counter := filepath.Join(h.dir, "counter")
+	if err := os.WriteFile(counter, []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(h.dir, "increment.sh")
+	body := "#!/bin/sh\nset -e\nn=$(cat \"$COUNTER\")\n\"$RECORDER\"\necho $((n + 1)) > \"$COUNTER\"\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"COUNTER=" + counter, "RECORDER=" + recorderBin, "RECORD_EXIT_AFTER=30ms"}
+	procs := make([]*proc, n)
+	for i := range n {
+		procs[i] = h.lock(fmt.Sprintf("p%02d", i), opts{env: env, command: []string{script}})
+	}
+	for _, p := range procs {
+		p.mustExit(0)
+	}
+	b, err := os.ReadFile(counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(b)); got != strconv.Itoa(n) {
+		t.Fatalf("counter is %s after %d increments under the lock", got, n)
+	}
+	runs := h.check()
+	nodes := map[string]bool{}
+	for _, r := range runs {
+		nodes[r.Node] = true
+	}
+	if len(runs) != n || len(nodes) != n {
+		t.Fatalf("%d runs on %d nodes, want %d on %d:\n%s", len(runs), len(nodes), n, n, describe(runs))
+	}
+	h.waitQueued(0)
+}
+
+// testHandover measures, among six queued holders, the time from one
+// command's end to the next one's start.
+func testHandover(t *testing.T, s *store) {
+	const n = 6
+	h := newHarness(t, s)
+	var procs []*proc
+	for i := range n {
+		procs = append(procs, h.lock(fmt.Sprintf("h%d", i), opts{env: []string{"RECORD_EXIT_AFTER=50ms"}}))
+	}
+	for _, p := range procs {
+		p.mustExit(0)
+	}
+	runs := h.check()
+	if len(runs) != n {
+		t.Fatalf("%d runs, want %d", len(runs), n)
+	}
+	var gaps []time.Duration
+	for i := 1; i < len(runs); i++ {
+		gaps = append(gaps, runs[i].Start.Sub(runs[i-1].End()))
+	}
+	slices.Sort(gaps)
+	t.Logf("%s: command end to next command start over %d handovers: min %s, median %s, max %s",
+		s.name, len(gaps), ms(gaps[0]), ms(gaps[len(gaps)/2]), ms(gaps[len(gaps)-1]))
+}
+
+// testBusy: while the lock is held, --wait 0 and --wait D exit 75 naming
+// the holder and leave nothing in the store.
+func testBusy(t *testing.T, s *store) {
+	h := newHarness(t, s)
+	holder := h.lock("holder", opts{})
+	run := h.waitRun("holder")
+	tests := []struct {
+		name string
+		wait string
+	}{
+		{"try once", "0"},
+		{"wait a while", "300ms"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			p := h.lock("other", opts{args: []string{"--wait", tt.wait}})
+			p.mustExit(75)
+			p.said("lock "+h.name, "not acquired", "held by holder (token "+strconv.FormatUint(run.Token, 10)+")")
+			t.Logf("--wait %s: exit 75 after %s", tt.wait, ms(time.Since(start)))
+			if n := h.s.queued(t, h.name); n != 1 {
+				t.Fatalf("after exit 75 the store holds %d candidates, want 1", n)
+			}
+		})
+	}
+	for _, r := range h.runs() {
+		if r.Node != "holder" {
+			t.Fatalf("a command ran while the lock was held: %s", r)
+		}
+	}
+	holder.signal(syscall.SIGTERM)
+	holder.mustExit(128 + int(syscall.SIGTERM))
+	holder.said("stopped by SIGTERM", "lock released")
+	if r := h.runOf(run.Pid); r.Stop.IsZero() {
+		t.Fatalf("the holder's command was not stopped with SIGTERM: %s", r)
+	}
+	h.waitQueued(0)
+	after := h.lock("after", opts{args: []string{"--wait", "0"}, env: []string{"RECORD_EXIT_AFTER=10ms"}})
+	after.mustExit(0)
+	h.check()
+}
+
+// testSignals: SIGTERM to a waiter and SIGINT to a holder exit 128+signal
+// and leave nothing held in the store.
+func testSignals(t *testing.T, s *store) {
+	h := newHarness(t, s)
+	holder := h.lock("holder", opts{})
+	run := h.waitRun("holder")
+	waiter := h.lock("waiter", opts{})
+	h.waitQueued(2)
+	waiter.signal(syscall.SIGTERM)
+	waiter.mustExit(128 + int(syscall.SIGTERM))
+	waiter.said("stopped by SIGTERM", "nothing held")
+	if n := h.s.queued(t, h.name); n != 1 {
+		t.Fatalf("after the waiter's exit the store holds %d candidates, want 1", n)
+	}
+	holder.signal(syscall.SIGINT)
+	holder.mustExit(128 + int(syscall.SIGINT))
+	if r := h.runOf(run.Pid); r.Stop.IsZero() {
+		t.Fatalf("the holder's command was not stopped: %s", r)
+	}
+	if n := h.s.queued(t, h.name); n != 0 {
+		t.Fatalf("after the holder's exit the store holds %d candidates, want 0", n)
+	}
+	if runs := h.check(); len(runs) != 1 {
+		t.Fatalf("%d runs, want only the holder's:\n%s", len(runs), describe(runs))
+	}
+}
+
+// testExitCodes: the command's exit code passes through, 128+N for a
+// command killed by signal N.
+func testExitCodes(t *testing.T, s *store) {
+	tests := []struct {
+		name string
+		code string // RECORD_EXIT_CODE
+		want int
+	}{
+		{"success", "0", 0},
+		{"failure", "3", 3},
+		{"sigkill", "-9", 137},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, s)
+			p := h.lock("x", opts{env: []string{"RECORD_EXIT_AFTER=20ms", "RECORD_EXIT_CODE=" + tt.code}})
+			p.mustExit(tt.want)
+			runs := h.check()
+			if len(runs) != 1 || runs[0].Exit.IsZero() {
+				t.Fatalf("runs:\n%s", describe(runs))
+			}
+			h.waitQueued(0)
+		})
+	}
+}
+
+// testLostLock: a holder cut off from the store stops its command by its
+// own deadline, before the next holder's command starts, and exits 76.
+func testLostLock(t *testing.T, s *store) {
+	h := newHarness(t, s)
+	px, err := faultproxy.New(s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = px.Close() })
+	a := h.lock("a", opts{store: px.Addr()})
+	old := h.waitRun("a")
+	b := h.lock("b", opts{})
+	h.waitQueued(2)
+
+	cut := time.Now()
+	px.Cut()
+	next := h.waitRun("b")
+	a.mustExit(76)
+	a.said("lock "+h.name+" lost while the command ran", "stopped")
+	old = h.runOf(old.Pid)
+	if old.Stop.IsZero() {
+		t.Errorf("the cut-off holder's command was not stopped with SIGTERM: %s", old)
+	}
+	if end := old.End(); !end.Before(cut.Add(ttl)) {
+		t.Errorf("the cut-off holder's command ran until %s after the cut, past any lease deadline", end.Sub(cut))
+	}
+	margin := next.Start.Sub(old.End())
+	if margin <= 0 {
+		t.Fatalf("b's command started %s before a's ended", -margin)
+	}
+	t.Logf("cut at 0: a's command stopped at %s, b's started at %s (margin %s)",
+		ms(old.End().Sub(cut)), ms(next.Start.Sub(cut)), ms(margin))
+	px.Heal()
+	b.signal(syscall.SIGTERM)
+	b.mustExit(128 + int(syscall.SIGTERM))
+	h.check()
+	h.waitQueued(0)
+}
+
+// testSlots: six contenders for three slots; never more than three
+// commands at once, each holder with its own token.
+func testSlots(t *testing.T, s *store) {
+	const contenders, slots = 6, 3
+	h := newHarness(t, s)
+	var procs []*proc
+	for i := range contenders {
+		procs = append(procs, h.lock(fmt.Sprintf("s%d", i), opts{args: []string{"--slots", strconv.Itoa(slots)},
+			env: []string{"RECORD_EXIT_AFTER=1s"}}))
+	}
+	for _, p := range procs {
+		p.mustExit(0)
+	}
+	runs := h.runs()
+	if len(runs) != contenders {
+		t.Fatalf("%d runs, want %d:\n%s", len(runs), contenders, describe(runs))
+	}
+	tokens := map[uint64]bool{}
+	for _, r := range runs {
+		if tokens[r.Token] {
+			t.Fatalf("token %d given twice:\n%s", r.Token, describe(runs))
+		}
+		tokens[r.Token] = true
+	}
+	most := maxConcurrent(runs)
+	if most > slots {
+		t.Fatalf("%d commands ran at once with --slots %d:\n%s", most, slots, describe(runs))
+	}
+	if most < slots {
+		t.Errorf("at most %d commands ran at once; %d slots were never all used:\n%s", most, slots, describe(runs))
+	}
+	h.waitQueued(0)
+}
+
+// testSlotsMismatch: a candidate whose --slots differs from the holder's is
+// refused with both numbers (exit 2), and changes nothing.
+func testSlotsMismatch(t *testing.T, s *store) {
+	h := newHarness(t, s)
+	holder := h.lock("holder", opts{args: []string{"--slots", "2"}})
+	h.waitRun("holder")
+	tests := []struct {
+		name  string
+		slots string
+	}{
+		{"more", "3"},
+		{"plain lock", "1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := h.lock("other", opts{args: []string{"--slots", tt.slots, "--wait", "5s"}})
+			p.mustExit(2)
+			p.said("has "+tt.slots+" slot(s)", "have 2", "--slots")
+			if n := h.s.queued(t, h.name); n != 1 {
+				t.Fatalf("after the refusal the store holds %d candidates, want 1", n)
+			}
+		})
+	}
+	holder.signal(syscall.SIGTERM)
+	holder.mustExit(128 + int(syscall.SIGTERM))
+	if runs := h.runs(); len(runs) != 1 {
+		t.Fatalf("%d runs, want only the holder's:\n%s", len(runs), describe(runs))
+	}
+}
+
+// testOncePer: five hosts start the same job at once with --once-per; it
+// runs exactly once, and the others say who ran it.
+func testOncePer(t *testing.T, s *store) {
+	const hosts = 5
+	h := newHarness(t, s)
+	var procs []*proc
+	for i := range hosts {
+		procs = append(procs, h.lock(fmt.Sprintf("host%d", i), opts{args: []string{"--once-per", "1m"},
+			env: []string{"RECORD_EXIT_AFTER=300ms"}}))
+	}
+	for _, p := range procs {
+		p.mustExit(0)
+	}
+	runs := h.runs()
+	if len(runs) != 1 {
+		t.Fatalf("%d runs, want exactly 1:\n%s", len(runs), describe(runs))
+	}
+	for _, p := range procs {
+		if p.id != runs[0].Node {
+			p.said("already run by "+runs[0].Node, "token "+strconv.FormatUint(runs[0].Token, 10))
+		}
+	}
+	h.waitQueued(0)
+}
+
+// testOncePerRetry: a failed run records nothing, so the next host in line
+// runs the job; once it succeeded, a later host skips it.
+func testOncePerRetry(t *testing.T, s *store) {
+	h := newHarness(t, s)
+	once := []string{"--once-per", "1m"}
+	a := h.lock("a", opts{args: once, env: []string{"RECORD_EXIT_AFTER=300ms", "RECORD_EXIT_CODE=3"}})
+	h.waitRun("a")
+	b := h.lock("b", opts{args: once, env: []string{"RECORD_EXIT_AFTER=50ms"}})
+	a.mustExit(3)
+	b.mustExit(0)
+	runs := h.check()
+	if len(runs) != 2 || runs[0].Node != "a" || runs[1].Node != "b" {
+		t.Fatalf("runs, want a's then b's:\n%s", describe(runs))
+	}
+	c := h.lock("c", opts{args: once, env: []string{"RECORD_EXIT_AFTER=50ms"}})
+	c.mustExit(0)
+	c.said("already run by b")
+	if runs := h.runs(); len(runs) != 2 {
+		t.Fatalf("the job ran again within --once-per:\n%s", describe(runs))
+	}
+	h.waitQueued(0)
+}
+
+// testLeaderWatch: `electd leader --watch` streams every change of the
+// lock's holder, as text or JSON lines, until SIGINT, then exits 0.
+func testLeaderWatch(t *testing.T, s *store) {
+	tests := []struct {
+		name   string
+		format string
+		held   func(line string) bool
+		free   func(line string) bool
+	}{
+		{"text", "text",
+			func(l string) bool { return strings.Contains(l, ": holder token=") },
+			func(l string) bool { return strings.HasSuffix(l, ": no leader") }},
+		{"json", "json", jsonLeader("holder"), jsonLeader("")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, s)
+			w := h.start("watch", []string{"leader", "--store", s.url(s.addr), "--election", h.name, "--ttl", ttl.String(),
+				"--watch", "-o", tt.format, "--log-level", "warn"}, nil)
+			seen := func(match func(string) bool, after int) func() (bool, string) {
+				return func() (bool, string) {
+					lines := w.allLines()
+					for _, l := range lines[min(after, len(lines)):] {
+						if match(l) {
+							return true, ""
+						}
+					}
+					return false, strings.Join(lines, "\n")
+				}
+			}
+			h.poll(runTimeout, "no holder at first", seen(tt.free, 0))
+			holder := h.lock("holder", opts{args: []string{"--log-level", "warn"}})
+			h.poll(runTimeout, "the holder", seen(tt.held, 0))
+			n := len(w.allLines())
+			holder.signal(syscall.SIGTERM)
+			holder.mustExit(128 + int(syscall.SIGTERM))
+			h.poll(runTimeout, "no holder after its release", seen(tt.free, n))
+			w.signal(syscall.SIGINT)
+			w.mustExit(0)
+		})
+	}
+}
+
+// jsonLeader matches a JSON line of `electd leader -o json` naming id as
+// leader, or no leader when id is empty.
+func jsonLeader(id string) func(string) bool {
+	return func(l string) bool {
+		var d struct {
+			Election string `json:"election"`
+			Leader   *struct {
+				ID    string `json:"id"`
+				Token uint64 `json:"fencing_token"`
+			} `json:"leader"`
+		}
+		if json.Unmarshal([]byte(l), &d) != nil || d.Election == "" {
+			return false
+		}
+		if id == "" {
+			return d.Leader == nil
+		}
+		return d.Leader != nil && d.Leader.ID == id && d.Leader.Token != 0
+	}
+}

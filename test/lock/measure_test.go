@@ -1,0 +1,158 @@
+package lock
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestMeasureIdleWaiter measures the store requests that one `electd lock`
+// sends per minute while it waits behind a holder, at the default --ttl
+// (15s): the store's own counters (etcd: grpc_server_started_total from
+// /metrics; Redis: INFO commandstats) over a window with the holder alone,
+// then over one with the holder and the waiter; the difference is the
+// waiter's. Set ELECTD_LOCK_MEASURE=1 to run it (two 30 s windows per
+// backend; ELECTD_LOCK_MEASURE_WINDOW changes their length).
+func TestMeasureIdleWaiter(t *testing.T) {
+	if os.Getenv("ELECTD_LOCK_MEASURE") != "1" {
+		t.Skip("a measurement, not a test: set ELECTD_LOCK_MEASURE=1")
+	}
+	window := 30 * time.Second
+	if s := os.Getenv("ELECTD_LOCK_MEASURE_WINDOW"); s != "" {
+		var err error
+		if window, err = time.ParseDuration(s); err != nil {
+			t.Fatalf("ELECTD_LOCK_MEASURE_WINDOW: %v", err)
+		}
+	}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s := b.start(t)
+			count := etcdCounts(s.addr)
+			if b.name == "redis" {
+				cli := redis.NewClient(&redis.Options{Addr: s.addr})
+				t.Cleanup(func() { _ = cli.Close() })
+				count = redisCounts(cli)
+			}
+			h := newHarness(t, s)
+			slow := opts{args: []string{"--ttl", "15s", "--log-level", "warn"}}
+			h.lock("holder", slow)
+			h.waitRun("holder")
+			alone := measure(t, count, window)
+			h.lock("waiter", slow)
+			h.waitQueued(2)
+			both := measure(t, count, window)
+			perMin := func(n int) float64 { return float64(n) * float64(time.Minute) / float64(window) }
+			var parts []string
+			total := 0
+			for _, m := range sortedKeys(both, alone) {
+				if d := both[m] - alone[m]; d != 0 {
+					parts = append(parts, fmt.Sprintf("%s %.1f", m, perMin(d)))
+					total += d
+				}
+			}
+			t.Logf("%s, --ttl 15s: a waiting electd lock sends %.1f requests/min (%s); the holder alone %.1f/min",
+				s.name, perMin(total), strings.Join(parts, ", "), perMin(sum(alone)))
+		})
+	}
+}
+
+// measure returns what count grew by over window, per key.
+func measure(t *testing.T, count func() (map[string]int, error), window time.Duration) map[string]int {
+	t.Helper()
+	before, err := count()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(window) // a measurement window, not a synchronisation
+	after, err := count()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := map[string]int{}
+	for k, v := range after {
+		if v -= before[k]; v != 0 {
+			d[k] = v
+		}
+	}
+	return d
+}
+
+// etcdCounts reads grpc_server_started_total by method from etcd's /metrics.
+func etcdCounts(addr string) func() (map[string]int, error) {
+	return func() (map[string]int, error) {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		out := map[string]int{}
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			line := sc.Text()
+			if !strings.HasPrefix(line, "grpc_server_started_total{") {
+				continue
+			}
+			_, rest, _ := strings.Cut(line, `grpc_method="`)
+			method, _, _ := strings.Cut(rest, `"`)
+			f := strings.Fields(line)
+			n, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				return nil, fmt.Errorf("metrics line %q: %w", line, err)
+			}
+			out[method] += int(n)
+		}
+		return out, sc.Err()
+	}
+}
+
+// redisCounts reads INFO commandstats (less INFO itself).
+func redisCounts(cli *redis.Client) func() (map[string]int, error) {
+	return func() (map[string]int, error) {
+		info, err := cli.Info(context.Background(), "commandstats").Result()
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]int{}
+		for line := range strings.SplitSeq(info, "\n") {
+			name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+			if !ok || name == "cmdstat_info" {
+				continue
+			}
+			calls, _, _ := strings.Cut(rest, ",")
+			n, _ := strconv.Atoi(calls)
+			out[strings.TrimPrefix(name, "cmdstat_")] = n
+		}
+		return out, nil
+	}
+}
+
+func sortedKeys(ms ...map[string]int) []string {
+	var keys []string
+	for _, m := range ms {
+		for k := range m {
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
