@@ -17,6 +17,8 @@ type Elector interface {
 	// Observe sends the current leader and then every change (a zero Leader
 	// meaning "none") until ctx ends or the Elector is closed, then closes
 	// the channel. It is driven by the store's notifications, never a poll.
+	// The same term may be sent again when its Since becomes known exactly
+	// (the leader's own timestamp replacing the observer's first reading).
 	Observe(ctx context.Context) <-chan Leader
 	// Close ends any term and candidacy, releases store resources and stops
 	// every goroutine the Elector started.

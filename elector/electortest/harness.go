@@ -155,15 +155,21 @@ func observe(ctx context.Context, e elector.Elector) *observer {
 	return o
 }
 
+// ids lists the leaders seen, in order; a repeat of the same term (sent
+// again with a refined Since) is one entry.
 func (o *observer) ids() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	ids := make([]string, len(o.seen))
+	var ids []string
 	for i, l := range o.seen {
-		ids[i] = l.ID
-		if l.IsZero() {
-			ids[i] = "<none>"
+		if i > 0 && o.seen[i-1].ID == l.ID && o.seen[i-1].Token == l.Token {
+			continue
 		}
+		id := l.ID
+		if l.IsZero() {
+			id = "<none>"
+		}
+		ids = append(ids, id)
 	}
 	return ids
 }

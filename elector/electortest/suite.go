@@ -146,6 +146,12 @@ func testObserve(t *testing.T, h Harness) {
 	if l, _ := o.last(); l.Token != ra.term.Token {
 		t.Fatalf("observed token %d, term token %d", l.Token, ra.term.Token)
 	}
+	// Every copy reports the same start of the term as its holder.
+	eventually(t, 5*time.Second, "observed since = the term's since", func() bool {
+		l, _ := o.last()
+		d := l.Since.Sub(ra.term.Leader.Since)
+		return d < time.Millisecond && d > -time.Millisecond
+	})
 	cb := campaign(ctx, b)
 	waitQueued(t, h, el, 2)
 	resign(t, ra.term)

@@ -20,9 +20,21 @@ import (
 // it leaves no key behind (or, if the store is unreachable, one that expires
 // with the lease).
 func (e *Elector) Campaign(ctx context.Context) (*elector.Term, error) {
+	return e.campaign(ctx, false)
+}
+
+// TryCampaign joins the queue and returns a term if this candidate holds at
+// once (first in line, or among the first Slots); otherwise it revokes its
+// lease, which removes its key, and returns elector.ErrBusy. Transient store
+// failures are retried until ctx ends, as in Campaign.
+func (e *Elector) TryCampaign(ctx context.Context) (*elector.Term, error) {
+	return e.campaign(ctx, true)
+}
+
+func (e *Elector) campaign(ctx context.Context, try bool) (*elector.Term, error) {
 	backoff := 50 * time.Millisecond
 	for {
-		term, err := e.campaignOnce(ctx)
+		term, err := e.campaignOnce(ctx, try)
 		if err == nil {
 			return term, nil
 		}
@@ -34,6 +46,12 @@ func (e *Elector) Campaign(ctx context.Context) (*elector.Term, error) {
 		}
 		if se := (*elector.StoreError)(nil); errors.As(err, &se) && se.Permanent {
 			return nil, fmt.Errorf("campaign: %w", err)
+		}
+		if errors.Is(err, elector.ErrBusy) {
+			return nil, err
+		}
+		if me := (*elector.SlotsError)(nil); errors.As(err, &me) {
+			return nil, err
 		}
 		e.log.Warn("campaign attempt failed; retrying", "err", err, "backoff", backoff)
 		if err := e.wait(ctx, backoff); err != nil {
@@ -48,7 +66,12 @@ func (e *Elector) Campaign(ctx context.Context) (*elector.Term, error) {
 // lease if absent, wait for the deletion of the candidate just ahead of us
 // (only that one: a leader's exit wakes only its successor), then confirm
 // that our key is first and our lease still guaranteed.
-func (e *Elector) campaignOnce(ctx context.Context) (_ *elector.Term, err error) {
+//
+// With Slots > 1 the candidate holds once fewer than Slots keys were
+// created before its own; it waits for the deletion of any of the Slots
+// keys just ahead of it (see waitSlots). With try, it gives up (ErrBusy)
+// instead of waiting.
+func (e *Elector) campaignOnce(ctx context.Context, try bool) (_ *elector.Term, err error) {
 	s, err := e.newSession(ctx)
 	if err != nil {
 		return nil, err
@@ -83,30 +106,71 @@ func (e *Elector) campaignOnce(ctx context.Context) (_ *elector.Term, err error)
 	s.key, s.rev = key, resp.Header.Revision
 	e.log.Debug("queued", "key", key, "rev", s.rev)
 
-	if err := e.waitPredecessors(cctx, s.rev-1); err != nil {
+	slots := e.Slots()
+	if slots == 1 {
+		err = e.waitPredecessors(cctx, s.rev-1, try)
+	} else {
+		err = e.waitSlots(cctx, s.rev-1, slots, try)
+	}
+	if err != nil {
 		return nil, e.sessionErr(s, ctx, "campaign", err)
 	}
 
 	// etcd's Election would return here even if our own key had gone with
-	// an expired lease (a "zombie" leader). Check we really are first.
+	// an expired lease (a "zombie" leader). Check we really are first (or
+	// among the first Slots).
 	gctx, gcancel := context.WithTimeout(cctx, e.opTimeout())
-	g, err := e.client.Get(gctx, e.pfx, clientv3.WithFirstCreate()...)
+	var g *clientv3.GetResponse
+	if slots == 1 {
+		g, err = e.client.Get(gctx, e.pfx, clientv3.WithFirstCreate()...)
+	} else {
+		g, err = e.client.Get(gctx, e.pfx, clientv3.WithPrefix(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(int64(slots)))
+	}
 	gcancel()
 	if err != nil {
 		return nil, e.sessionErr(s, ctx, "campaign", err)
 	}
-	if len(g.Kvs) == 0 || string(g.Kvs[0].Key) != key || g.Kvs[0].CreateRevision != s.rev {
+	if !holds(g.Kvs, key, s.rev) {
 		return nil, errNotHead
+	}
+	if err := e.checkSlots(g.Kvs, key); err != nil {
+		return nil, err
 	}
 	if err := s.dl.Err(); err != nil {
 		return nil, err
 	}
 
 	self := elector.Leader{ID: e.id, Address: e.addr, Token: uint64(s.rev), Since: e.clk.Now()}
+	if err := e.proclaimSince(cctx, s, self.Since); err != nil {
+		return nil, err
+	}
 	e.wg.Add(1)
 	go e.watchOwnKey(s, g.Header.Revision+1)
 	e.log.Info("elected", "token", self.Token, "valid_until", s.dl.ValidUntil())
 	return elector.NewTerm(self, s.dl, s.release), nil
+}
+
+// proclaimSince writes the term's start into our key, so that observers
+// report the leader's own timestamp rather than when they noticed. A store
+// error is not fatal (observers then use their own reading); a key that is
+// gone is.
+func (e *Elector) proclaimSince(ctx context.Context, s *session, since time.Time) error {
+	pctx, cancel := context.WithTimeout(ctx, e.opTimeout())
+	defer cancel()
+	resp, err := e.client.Txn(pctx).
+		If(clientv3.Compare(clientv3.CreateRevision(s.key), "=", s.rev)).
+		Then(clientv3.OpPut(s.key, e.valueSince(since), clientv3.WithLease(s.lease))).
+		Commit()
+	switch {
+	case err != nil:
+		e.ins.StoreError("campaign", err)
+		e.log.Warn("could not record when the term began; observers will use their own clocks", "err", err)
+		return nil
+	case !resp.Succeeded:
+		return errNotHead
+	}
+	return nil
 }
 
 // sessionErr explains why a campaign step failed: the caller's context, the
@@ -117,7 +181,9 @@ func (e *Elector) sessionErr(s *session, ctx context.Context, op string, err err
 		return ctx.Err()
 	case s.dl.Err() != nil:
 		return fmt.Errorf("%s: session ended while waiting: %w", op, s.dl.Err())
-	case errors.Is(err, errNotHead):
+	case errors.Is(err, errNotHead), errors.Is(err, elector.ErrBusy):
+		return err
+	case errors.As(err, new(*elector.SlotsError)):
 		return err
 	default:
 		var se *elector.StoreError
@@ -129,8 +195,9 @@ func (e *Elector) sessionErr(s *session, ctx context.Context, op string, err err
 }
 
 // waitPredecessors waits until no key created at or before maxRev remains,
-// watching only the newest such key each time.
-func (e *Elector) waitPredecessors(ctx context.Context, maxRev int64) error {
+// watching only the newest such key each time. With try it returns ErrBusy
+// instead of waiting.
+func (e *Elector) waitPredecessors(ctx context.Context, maxRev int64, try bool) error {
 	opts := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(maxRev))
 	for {
 		gctx, cancel := context.WithTimeout(ctx, e.opTimeout())
@@ -141,6 +208,12 @@ func (e *Elector) waitPredecessors(ctx context.Context, maxRev int64) error {
 		}
 		if len(resp.Kvs) == 0 {
 			return nil
+		}
+		if err := e.checkSlots(resp.Kvs, ""); err != nil {
+			return err
+		}
+		if try {
+			return elector.ErrBusy
 		}
 		if err := e.waitDelete(ctx, string(resp.Kvs[0].Key), resp.Header.Revision+1); err != nil {
 			if ctx.Err() != nil {

@@ -42,4 +42,25 @@
 // successor may already be elected by then; fencing tokens cover that case.
 //
 // Tokens are create revisions of the leader keys, which strictly increase.
+//
+// # Locks and semaphores
+//
+// TryCampaign (`electd lock --wait 0`) queues like Campaign but, if a key
+// is ahead of ours, revokes the lease (deleting the key) and returns
+// elector.ErrBusy instead of waiting.
+//
+// With Slots N > 1 (SetSlots, or Config.Slots) the election is a semaphore:
+// a candidate holds once fewer than N keys were created before its own.
+// Each waiter watches the N keys just ahead of it (a deletion further ahead
+// does not change that set), so a release wakes at most the N waiters
+// within N places behind it; one of them holds, the others look once and
+// watch again. The final check is that our key is among the first N by
+// create revision. Every key's value carries its N ("slots", omitted for 1,
+// so plain election keys are unchanged); a candidate that reads another N
+// in the keys it looks at (its predecessors, the first N) leaves and returns
+// an *elector.SlotsError. Tokens are still create revisions: distinct, and
+// growing in grant order, since slots are granted in queue order.
+//
+// RecordRun and LastRun keep a once-per-period run record in
+// RUNPREFIX/ELECTION (default /electd/runs/), on a lease of the period.
 package etcd

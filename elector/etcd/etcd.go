@@ -45,7 +45,16 @@ type Config struct {
 	Logger *slog.Logger
 	// Instrument counts store errors; none when nil.
 	Instrument elector.Instrument
+	// Slots lets up to Slots candidates hold at once (a semaphore); 0 or 1
+	// is a plain election. Every candidate of an election must agree.
+	Slots int
+	// RunPrefix is where once-per-period run records live, one key per
+	// election; DefaultRunPrefix when empty. It must not lie under Prefix.
+	RunPrefix string
 }
+
+// DefaultRunPrefix is where once-per-period run records live.
+const DefaultRunPrefix = "/electd/runs/"
 
 // Elector is an etcd-backed candidate. Its methods are safe for concurrent use.
 type Elector struct {
@@ -63,6 +72,9 @@ type Elector struct {
 	wg     sync.WaitGroup // every goroutine the Elector starts
 
 	wakeups atomic.Uint64
+	slots   atomic.Int64
+	runKey  string
+	name    string // the election
 
 	mu       sync.Mutex
 	closed   bool
@@ -75,6 +87,9 @@ type Elector struct {
 var (
 	_ elector.Elector       = (*Elector)(nil)
 	_ elector.WakeupCounter = (*Elector)(nil)
+	_ elector.Slotted       = (*Elector)(nil)
+	_ elector.TryCampaigner = (*Elector)(nil)
+	_ elector.RunRecorder   = (*Elector)(nil)
 )
 
 // New validates cfg and returns a candidate. It does not contact the store.
@@ -99,12 +114,29 @@ func New(cfg Config) (*Elector, error) {
 	if !strings.HasSuffix(pfx, "/") {
 		pfx += "/"
 	}
+	slots := cfg.Slots
+	if slots == 0 {
+		slots = 1
+	}
+	if err := elector.ValidateSlots(slots); err != nil {
+		return nil, err
+	}
+	runPfx := cfg.RunPrefix
+	if runPfx == "" {
+		runPfx = DefaultRunPrefix
+	}
+	if !strings.HasSuffix(runPfx, "/") {
+		runPfx += "/"
+	}
+	if strings.HasPrefix(runPfx, pfx) || strings.HasPrefix(pfx, runPfx) {
+		return nil, elector.Configf("store", "run-record prefix %q and election prefix %q must not contain each other", runPfx, pfx)
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Elector{
+	e := &Elector{
 		client:   cfg.Client,
 		id:       cfg.ID,
 		addr:     cfg.Address,
@@ -118,8 +150,25 @@ func New(cfg Config) (*Elector, error) {
 		cancel:   cancel,
 		sessions: map[*session]struct{}{},
 		hub:      elector.NewHub(),
-	}, nil
+		runKey:   runPfx + cfg.Election,
+		name:     cfg.Election,
+	}
+	e.slots.Store(int64(slots))
+	return e, nil
 }
+
+// SetSlots makes the election a semaphore of n slots (1: a plain election).
+// Call it before Campaign; every candidate of the election must agree.
+func (e *Elector) SetSlots(n int) error {
+	if err := elector.ValidateSlots(n); err != nil {
+		return err
+	}
+	e.slots.Store(int64(n))
+	return nil
+}
+
+// Slots is the number of candidates that may hold at once.
+func (e *Elector) Slots() int { return int(e.slots.Load()) }
 
 // ValidateName refuses names that are empty, too long, or could escape
 // their place in the key space.
@@ -169,14 +218,28 @@ func (e *Elector) Close() error {
 	return nil
 }
 
-// value is what a candidate's key holds.
+// value is what a candidate's key holds. Slots is omitted for a plain
+// election (1), so such keys read as before.
 type value struct {
 	ID      string `json:"id"`
 	Address string `json:"address,omitempty"`
+	Slots   int    `json:"slots,omitempty"`
+	// Since is set by the candidate once it leads (its own clock), so that
+	// every copy reports the same start of the term.
+	Since time.Time `json:"since,omitzero"`
 }
 
-func (e *Elector) value() string {
-	b, err := json.Marshal(value{ID: e.id, Address: e.addr})
+// slots is the slot count the candidate was queued with (absent: 1).
+func (v value) slots() int { return max(v.Slots, 1) }
+
+func (e *Elector) value() string { return e.valueSince(time.Time{}) }
+
+func (e *Elector) valueSince(since time.Time) string {
+	v := value{ID: e.id, Address: e.addr, Since: since.UTC().Round(0)}
+	if n := e.Slots(); n > 1 {
+		v.Slots = n
+	}
+	b, err := json.Marshal(v)
 	if err != nil { // cannot happen for two strings
 		panic(fmt.Sprintf("marshal candidate value: %v", err))
 	}

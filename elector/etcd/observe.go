@@ -74,16 +74,20 @@ func (e *Elector) followView() error {
 	}
 	publish := func() {
 		next := elector.Leader{}
-		var best int64
+		var best candidate
 		for _, c := range cands {
-			if best == 0 || c.rev < best {
-				best = c.rev
+			if best.rev == 0 || c.rev < best.rev {
+				best = c
 				next = elector.Leader{ID: c.val.ID, Address: c.val.Address, Token: uint64(c.rev)}
 			}
 		}
-		if prev, ok := e.hub.Current(); ok && prev.Token == next.Token && prev.ID == next.ID && prev.Address == next.Address {
+		switch prev, ok := e.hub.Current(); {
+		case next.IsZero():
+		case !best.val.Since.IsZero():
+			next.Since = best.val.Since // the leader's own timestamp
+		case ok && prev.Token == next.Token && prev.ID == next.ID:
 			next.Since = prev.Since // unchanged leader: keep when we first saw it
-		} else if !next.IsZero() {
+		default:
 			next.Since = e.clk.Now()
 		}
 		e.hub.Publish(next) // the hub drops repeats

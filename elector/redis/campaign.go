@@ -15,6 +15,19 @@ import (
 // its entry (best effort). If this candidate's own lease lapses while it
 // waits, it rejoins at the back of the queue with a new entry.
 func (e *Elector) Campaign(ctx context.Context) (*elector.Term, error) {
+	return e.campaign(ctx, false)
+}
+
+// TryCampaign joins the queue and returns a term if this candidate holds at
+// once; if others hold the election (every slot), the same script removes
+// its entry again and TryCampaign returns elector.ErrBusy. A free election
+// whose state is younger than one TTL (first use, or after a Redis restart)
+// is waited for, at most that TTL: nobody else holds it.
+func (e *Elector) TryCampaign(ctx context.Context) (*elector.Term, error) {
+	return e.campaign(ctx, true)
+}
+
+func (e *Elector) campaign(ctx context.Context, try bool) (*elector.Term, error) {
 	e.mu.Lock()
 	switch {
 	case e.closed:
@@ -45,7 +58,7 @@ func (e *Elector) Campaign(ctx context.Context) (*elector.Term, error) {
 	start := e.cfg.Clock.Now()
 	stale := ""
 	for {
-		term, next, err := e.candidacy(ctx, stale, start)
+		term, next, err := e.candidacy(ctx, stale, start, try)
 		switch {
 		case term != nil:
 			return term, nil
@@ -65,7 +78,7 @@ var errAbandoned = errors.New("candidacy abandoned")
 // candidacy is one entry's life in the queue, until it leads (term), must
 // be replaced by a new entry (err nil; stale is the entry to drop when
 // rejoining), or the campaign ends (err).
-func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time) (term *elector.Term, restale string, err error) {
+func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, try bool) (term *elector.Term, restale string, err error) {
 	clk, timing := e.cfg.Clock, e.cfg.Timing
 	entry := e.newEntry()
 	log := e.log.With("entry", entry)
@@ -73,7 +86,10 @@ func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time) 
 	defer e.bus.remove(l)
 
 	b := e.newBackoff()
-	mode := "join"
+	mode, join := "join", "join"
+	if try {
+		mode, join = "try", "try"
+	}
 	var (
 		dl       *elector.Deadline
 		dlDone   <-chan struct{}
@@ -90,7 +106,7 @@ func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time) 
 		send := clk.Now()
 		cctx, ccancel := context.WithTimeout(ctx, e.callTimeout())
 		dropArg := ""
-		if mode == "join" {
+		if mode == join {
 			dropArg = stale
 		}
 		r, err := e.step(cctx, mode, entry, 0, dropArg)
@@ -101,7 +117,7 @@ func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time) 
 				return nil, "", campaignEnded(ctx, lastErr)
 			}
 			op := "renew"
-			if mode == "join" {
+			if mode == join {
 				op = "join"
 			}
 			e.inst.StoreError(op, err)
@@ -136,6 +152,11 @@ func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time) 
 			log.Info("entry gone from the store (expired or state lost); rejoining")
 			return nil, "", nil
 		case "wait", "leader":
+		case "busy": // the script removed the entry
+			log.Debug("held by others; left at once", "head", r.head)
+			return nil, "", elector.ErrBusy
+		case "slots": // the script did not add the entry
+			return nil, "", &elector.SlotsError{Election: e.cfg.Election, Mine: e.Slots(), Theirs: r.theirSlots}
 		default:
 			err := &permanentError{fmt.Errorf("unexpected status %q", r.status)}
 			e.cleanup(entry, stale)
@@ -230,7 +251,13 @@ func (e *Elector) keep(entry string, token uint64, dl *elector.Deadline, lastSen
 	log := e.log.With("entry", entry, "token", token)
 	// Any message naming another head, or a re-subscription (state may have
 	// changed unseen), triggers an immediate check.
-	l := e.bus.add(func(head string) bool { return head != entry })
+	match := func(head string) bool { return head != entry }
+	if e.Slots() > 1 {
+		// Other holders and grants are named all the time; only a
+		// re-subscription (state may have changed unseen) triggers a check.
+		match = func(string) bool { return false }
+	}
+	l := e.bus.add(match)
 	defer e.bus.remove(l)
 	b := e.newBackoff()
 	next := lastSend.Add(timing.RenewInterval)

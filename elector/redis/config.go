@@ -37,6 +37,9 @@ type Config struct {
 	// Instrument receives store errors that are retried rather than returned;
 	// nil discards them.
 	Instrument elector.Instrument
+	// Slots lets up to Slots candidates hold at once (a semaphore); 0 or 1
+	// is a plain election. Every candidate of an election must agree.
+	Slots int
 }
 
 const (
@@ -65,6 +68,12 @@ func (cfg Config) validate() (Config, error) {
 		if unicode.IsControl(r) {
 			return cfg, elector.Configf("advertise", "contains the control character %U", r)
 		}
+	}
+	if cfg.Slots == 0 {
+		cfg.Slots = 1
+	}
+	if err := elector.ValidateSlots(cfg.Slots); err != nil {
+		return cfg, err
 	}
 	cfg.Timing = cfg.Timing.WithDefaults()
 	if err := cfg.Timing.Validate(); err != nil {
@@ -113,6 +122,9 @@ type keys struct {
 	seq     string // STRING arrival counter
 	token   string // STRING last fencing token
 	born    string // HASH at (server µs), run (run_id): when this state began
+	slots   string // HASH entry → slot count, for entries of semaphores (> 1)
+	holders string // HASH entry → "token since", the holders of a semaphore
+	lastRun string // STRING once-per-period run record, with an expiry
 	channel string // pub/sub channel (not a key)
 }
 
@@ -126,13 +138,16 @@ func keysFor(election string) keys {
 		seq:     p + "seq",
 		token:   p + "token",
 		born:    p + "born",
+		slots:   p + "slots",
+		holders: p + "holders",
+		lastRun: p + "lastrun",
 		channel: p + "events",
 	}
 }
 
 // all lists the keys in the order the scripts expect them.
 func (k keys) all() []string {
-	return []string{k.queue, k.expiry, k.cand, k.term, k.seq, k.token, k.born}
+	return []string{k.queue, k.expiry, k.cand, k.term, k.seq, k.token, k.born, k.slots, k.holders}
 }
 
 // ttlMillis is the TTL the server enforces, rounded up to its 1 ms

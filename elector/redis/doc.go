@@ -67,12 +67,39 @@
 //	electd:{NAME}:seq     STRING arrival counter
 //	electd:{NAME}:token   STRING last fencing token
 //	electd:{NAME}:born    HASH  at (server µs), run (server run_id)
+//	electd:{NAME}:slots   HASH  entry → slot count (semaphores only)
+//	electd:{NAME}:holders HASH  entry → "token since" (semaphores only)
+//	electd:{NAME}:lastrun STRING once-per-period run record, with PX
 //	electd:{NAME}:events  pub/sub channel
 //
-// An idle election keeps only seq, token and born. The ACL user needs
+// An idle election keeps only seq, token and born (and a live lastrun). The ACL user needs
 // EVALSHA and EVAL, SUBSCRIBE and PING on the channel, and inside the
 // scripts TIME, INFO, PUBLISH, and string, hash and sorted-set commands on
 // these keys.
+//
+// # Locks and semaphores
+//
+// TryCampaign runs the script in mode "try": a join that, unless the entry
+// is granted at once, removes it again in the same script and answers
+// "busy" (elector.ErrBusy), so a failed try leaves nothing behind. Only
+// when the entry is first in line and nothing but the state's first TTL
+// (below) keeps it back does it wait, as a normal candidate.
+//
+// With Slots N > 1 the election is a semaphore: the holders are the HASH
+// holders instead of term, each with its own token (the same counter), and
+// the script grants free slots to the first entries of the queue in order,
+// so holders are always among the first N entries. A grant to another entry
+// publishes "grant <entry>", which wakes that entry alone: a release wakes
+// one waiter, as with one slot. The first waiter sleeps until the earliest
+// holder's deadline, every other waiter until that of the entry just ahead
+// of it, so a crashed holder is replaced in about one TTL by the first
+// waiter alone. Each entry of a semaphore records its N in slots (absent:
+// 1); a join whose N differs from the head's is refused with status "slots"
+// (an *elector.SlotsError) before it is added. Leader and Observe report
+// the holder first in line.
+//
+// RecordRun and LastRun keep a once-per-period run record in lastrun, set
+// with PX: Redis deletes it when the period lapses.
 //
 // # Lost state, and why a first start waits one TTL
 //

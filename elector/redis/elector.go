@@ -21,6 +21,9 @@ import (
 var (
 	_ elector.Elector       = (*Elector)(nil)
 	_ elector.WakeupCounter = (*Elector)(nil)
+	_ elector.Slotted       = (*Elector)(nil)
+	_ elector.TryCampaigner = (*Elector)(nil)
+	_ elector.RunRecorder   = (*Elector)(nil)
 )
 
 // errBusy refuses a second campaign on an Elector that is campaigning or leading.
@@ -48,6 +51,7 @@ type Elector struct {
 	view *view
 
 	wakeups atomic.Uint64
+	slots   atomic.Int64
 }
 
 // New validates cfg and returns an Elector. It does not contact Redis.
@@ -64,6 +68,7 @@ func New(cfg Config) (*Elector, error) {
 		inst:  cfg.Instrument,
 		done:  make(chan struct{}),
 	}
+	e.slots.Store(int64(cfg.Slots))
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.bus = newBus(e)
 	e.view = newView(e)
@@ -137,14 +142,31 @@ func (e *Elector) goroutine(f func()) bool {
 	return true
 }
 
+// SetSlots makes the election a semaphore of n slots (1: a plain election).
+// Call it before Campaign; every candidate of the election must agree.
+func (e *Elector) SetSlots(n int) error {
+	if err := elector.ValidateSlots(n); err != nil {
+		return err
+	}
+	e.slots.Store(int64(n))
+	return nil
+}
+
+// Slots is the number of candidates that may hold at once.
+func (e *Elector) Slots() int { return int(e.slots.Load()) }
+
 // step runs stepScript once. stale is an entry of ours to drop first.
 func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, stale string) (stepReply, error) {
 	tok := ""
 	if token != 0 {
 		tok = fmt.Sprint(token)
 	}
+	slots := ""
+	if n := e.Slots(); n > 1 {
+		slots = fmt.Sprint(n)
+	}
 	v, err := stepScript.Run(ctx, e.cfg.Client, e.keys.all(),
-		mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, tok, stale).Result()
+		mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, tok, stale, slots).Result()
 	if err != nil {
 		return stepReply{}, err
 	}

@@ -21,17 +21,30 @@ local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 
 // stepScript joins, renews, grants, leaves and prunes.
 //
-// KEYS: queue expiry cand term seq token born
-// ARGV: mode (join|wait|hold|leave), entry, ttl ms, id, address, channel,
-// token (hold), an older entry of this candidate to drop first (may be empty).
+// KEYS: queue expiry cand term seq token born slots holders
+// ARGV: mode (join|try|wait|hold|leave), entry, ttl ms, id, address, channel,
+// token (hold), an older entry of this candidate to drop first (may be empty),
+// slots (empty: 1).
 //
 // Reply: {status, wake ms, token, since µs, head} where status is
-// leader|wait|gone|lost|left and wake is how long until whatever keeps this
-// waiter from leading may lapse by the server's clock (-1: nothing to wait for).
+// leader|wait|gone|lost|left|busy|slots and wake is how long until whatever
+// keeps this waiter from leading may lapse by the server's clock (-1: nothing
+// to wait for). "try" is "join" that leaves again at once (busy) unless the
+// entry can hold, or is kept waiting only by the state's first TTL. "slots"
+// refuses a join whose slot count differs from the queue's (returned in the
+// token field).
+//
+// With one slot the term is the HASH term. With N > 1 slots, the holders are
+// the HASH holders (entry → "token since"); they are always among the first
+// N entries of the queue, since grants go in queue order and entries only
+// leave from in front of a holder. Every grant to another entry publishes
+// "grant <entry>", which wakes that entry alone.
 var stepScript = redis.NewScript(prelude + `
-local Q, X, C, T, S, K, B = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local Q, X, C, T, S, K, B, NS, H = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local mode, me, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]) * 1000
+local N = tonumber(ARGV[9]) or 1
 local changed = false
+local granted = {}
 
 -- The state's epoch: a missing record or another server run (restart, failover)
 -- means whatever this state says may be incomplete, so no term is granted
@@ -48,6 +61,8 @@ local function drop(e)
   if redis.call('ZREM', Q, e) == 1 then changed = true end
   redis.call('ZREM', X, e)
   redis.call('HDEL', C, e)
+  redis.call('HDEL', NS, e)
+  if redis.call('HDEL', H, e) == 1 then changed = true end
   if redis.call('HGET', T, 'entry') == e then
     redis.call('DEL', T)
     changed = true
@@ -63,9 +78,35 @@ local function head()
   end
 end
 
+local function nextToken()
+  local tok = (tonumber(redis.call('GET', K) or '0') or 0) + 1
+  if now > tok then tok = now end
+  redis.call('SET', K, fmt(tok))
+  return tok
+end
+
+-- promoteSlots grants free slots to the first entries of the queue that do
+-- not hold one, once the state is older than one TTL.
+local function promoteSlots()
+  if now < born + ttl then return end
+  local n = redis.call('HLEN', H)
+  if n >= N then return end
+  head()
+  for _, e in ipairs(redis.call('ZRANGE', Q, 0, N - 1)) do
+    if n >= N then break end
+    if redis.call('HEXISTS', H, e) == 0 and redis.call('ZSCORE', X, e) then
+      redis.call('HSET', H, e, fmt(nextToken()) .. ' ' .. fmt(now))
+      n = n + 1
+      changed = true
+      if e ~= me then table.insert(granted, e) end
+    end
+  end
+end
+
 -- promote grants the term to the head when nobody holds it and the state
 -- is older than one TTL; whichever script runs first does it.
 local function promote()
+  if N > 1 then return promoteSlots() end
   if redis.call('EXISTS', T) == 1 or now < born + ttl then return end
   local h = head()
   if h == '' then return end
@@ -80,6 +121,7 @@ end
 local function finish(status, wake, tok, since)
   local h = head()
   if changed then redis.call('PUBLISH', ARGV[6], mode .. ' ' .. h) end
+  for _, e in ipairs(granted) do redis.call('PUBLISH', ARGV[6], 'grant ' .. e) end
   return {status, wake, tok or '', since or '', h}
 end
 
@@ -88,6 +130,11 @@ for _, e in ipairs(redis.call('ZRANGEBYSCORE', X, '-inf', fmt(now))) do drop(e) 
 local holder = redis.call('HGET', T, 'entry')
 if holder and not (redis.call('ZSCORE', X, holder) and redis.call('ZSCORE', Q, holder)) then
   drop(holder)
+end
+if N > 1 then
+  for _, e in ipairs(redis.call('HKEYS', H)) do
+    if not (redis.call('ZSCORE', X, e) and redis.call('ZSCORE', Q, e)) then drop(e) end
+  end
 end
 if ARGV[8] ~= '' then drop(ARGV[8]) end
 
@@ -98,14 +145,56 @@ if mode == 'leave' then
 end
 
 if not redis.call('ZSCORE', Q, me) then
-  if mode ~= 'join' then
+  if mode ~= 'join' and mode ~= 'try' then
     redis.call('ZREM', X, me)
     redis.call('HDEL', C, me)
     promote()
     return finish('gone', -1)
   end
+  -- Every entry of the queue was checked against the head when it joined,
+  -- so the head's slot count is the queue's.
+  local h = head()
+  if h ~= '' then
+    local theirs = tonumber(redis.call('HGET', NS, h) or '1') or 1
+    if theirs ~= N then return finish('slots', -1, fmt(theirs)) end
+  end
   redis.call('ZADD', Q, redis.call('INCR', S), me)
   redis.call('HSET', C, me, ARGV[4] .. '\n' .. ARGV[5])
+  if N > 1 then redis.call('HSET', NS, me, fmt(N)) end
+end
+
+if N > 1 then
+  if mode == 'hold' then
+    local tok = string.match(redis.call('HGET', H, me) or '', '^(%d+) ')
+    if tok ~= ARGV[7] then return finish('lost', -1) end
+    redis.call('ZADD', X, fmt(now + ttl), me)
+    return finish('leader', -1, tok)
+  end
+  redis.call('ZADD', X, fmt(now + ttl), me)
+  promote()
+  local tok, since = string.match(redis.call('HGET', H, me) or '', '^(%d+) (%d+)$')
+  if tok then return finish('leader', -1, tok, since) end
+  -- Waiting. Within the first N entries only the state's first TTL keeps us
+  -- back. The first waiter waits for the earliest holder's deadline; the
+  -- others for that of the entry just ahead (which, if it lapses, makes
+  -- them first waiter), so a crash wakes one waiter.
+  local r = redis.call('ZRANK', Q, me)
+  if r < N then return finish('wait', math.ceil((born + ttl - now) / 1000)) end
+  if mode == 'try' then
+    drop(me)
+    return finish('busy', -1)
+  end
+  local deadline
+  if r == N then
+    for _, e in ipairs(redis.call('ZRANGE', Q, 0, N - 1)) do
+      local d = tonumber(redis.call('ZSCORE', X, e) or fmt(now + ttl))
+      if not deadline or d < deadline then deadline = d end
+    end
+  else
+    local ahead = redis.call('ZRANGE', Q, r - 1, r - 1)[1]
+    deadline = tonumber(redis.call('ZSCORE', X, ahead) or fmt(now + ttl))
+  end
+  return finish('wait', math.ceil((deadline - now) / 1000))
 end
 
 if mode == 'hold' then
@@ -123,6 +212,10 @@ if t[1] == me then return finish('leader', -1, t[2], t[3]) end
 -- Waiting: until the candidate ahead of us lapses, or, at the head, the
 -- holder's lease or the state's first TTL.
 local h = head()
+if mode == 'try' and (h ~= me or t[1]) then
+  drop(me)
+  return finish('busy', -1)
+end
 local deadline = born + ttl
 if h ~= me then
   local r = redis.call('ZRANK', Q, me)
@@ -134,13 +227,27 @@ end
 return finish('wait', math.ceil((deadline - now) / 1000))
 `)
 
-// viewScript reads the live term holder, read-only.
+// viewScript reads the live term holder, read-only; for a semaphore, the
+// holder first in line.
 //
-// KEYS: queue expiry term
+// KEYS: queue expiry term cand holders
 // Reply: {} or {id, address, token, since µs, remaining ms}.
 var viewScript = redis.NewScript(prelude + `
 local t = redis.call('HMGET', KEYS[3], 'entry', 'id', 'address', 'token', 'since')
-if not t[1] then return {} end
+if not t[1] then
+  local n = redis.call('HLEN', KEYS[5])
+  if n == 0 then return {} end
+  for _, e in ipairs(redis.call('ZRANGE', KEYS[1], 0, n - 1)) do
+    local v = redis.call('HGET', KEYS[5], e)
+    local d = redis.call('ZSCORE', KEYS[2], e)
+    if v and d and tonumber(d) > now then
+      local tok, since = string.match(v, '^(%d+) (%d+)$')
+      local id, addr = string.match(redis.call('HGET', KEYS[4], e) or '', '^([^\n]*)\n(.*)$')
+      return {id or e, addr or '', tok, since, math.ceil((tonumber(d) - now) / 1000)}
+    end
+  end
+  return {}
+end
 local d = redis.call('ZSCORE', KEYS[2], t[1])
 if not d or tonumber(d) <= now or not redis.call('ZSCORE', KEYS[1], t[1]) then return {} end
 return {t[2], t[3], t[4], t[5], math.ceil((tonumber(d) - now) / 1000)}
@@ -153,6 +260,8 @@ type stepReply struct {
 	token  uint64
 	since  time.Time
 	head   string
+	// theirSlots is the queue's slot count, for status "slots".
+	theirSlots int
 }
 
 func parseStep(v any) (stepReply, error) {
@@ -169,6 +278,14 @@ func parseStep(v any) (stepReply, error) {
 	}
 	r.wake = time.Duration(w) * time.Millisecond
 	r.head, _ = a[4].(string)
+	if r.status == "slots" {
+		n, err := parseUint(a[2])
+		if err != nil {
+			return r, fmt.Errorf("bad slot count in script reply: %w", err)
+		}
+		r.theirSlots = int(n)
+		return r, nil
+	}
 	if r.status != "leader" {
 		return r, nil
 	}

@@ -141,7 +141,7 @@ func (e *Elector) Observe(ctx context.Context) <-chan elector.Leader {
 // readLeader asks Redis for the live term holder and how long its lease has
 // left by the server's clock.
 func (e *Elector) readLeader(ctx context.Context) (elector.Leader, time.Duration, error) {
-	v, err := viewScript.Run(ctx, e.cfg.Client, []string{e.keys.queue, e.keys.expiry, e.keys.term}).Result()
+	v, err := viewScript.Run(ctx, e.cfg.Client, []string{e.keys.queue, e.keys.expiry, e.keys.term, e.keys.cand, e.keys.holders}).Result()
 	if err != nil {
 		return elector.Leader{}, 0, err
 	}

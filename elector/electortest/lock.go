@@ -1,0 +1,368 @@
+package electortest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/elector"
+)
+
+// RunLock runs the suite of the lock features (try once, semaphores, run
+// records) against h. A backend that lacks a feature skips its tests.
+func RunLock(t *testing.T, h Harness) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, Harness)
+	}{
+		{"TryWhenFree", testTryFree},
+		{"TryWhenHeldLeavesNothing", testTryBusy},
+		{"SemaphoreHoldsNInOrder", testSemaphore},
+		{"SemaphoreTry", testSemaphoreTry},
+		{"SlotsMismatchRefused", testSlotsMismatch},
+		{"SemaphoreCutOffHolderEndsFirst", testSemaphoreCutOff},
+		{"SemaphoreWakesFew", testSemaphoreWakeups},
+		{"RunRecordExpires", testRunRecord},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
+	}
+}
+
+func tryer(t testing.TB, e elector.Elector) elector.TryCampaigner {
+	t.Helper()
+	tc, ok := e.(elector.TryCampaigner)
+	if !ok {
+		t.Skip("backend cannot try once")
+	}
+	return tc
+}
+
+// slotted makes a candidate of a semaphore of n slots.
+func slotted(t testing.TB, h Harness, election, id string, n int) elector.Elector {
+	t.Helper()
+	e := candidate(t, h, election, id, 2*time.Second)
+	s, ok := e.(elector.Slotted)
+	if !ok {
+		t.Skip("backend has no semaphores")
+	}
+	if err := s.SetSlots(n); err != nil {
+		t.Fatalf("SetSlots(%d): %v", n, err)
+	}
+	return e
+}
+
+func try(ctx context.Context, e elector.TryCampaigner) (*elector.Term, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return e.TryCampaign(ctx)
+}
+
+func testTryFree(t *testing.T, h Harness) {
+	el := uniqueElection(t)
+	a := candidate(t, h, el, "a", 2*time.Second)
+	term, err := try(context.Background(), tryer(t, a))
+	if err != nil {
+		t.Fatalf("try on a free election: %v", err)
+	}
+	if term.Token == 0 || term.Leader.ID != "a" {
+		t.Fatalf("term = %+v", term.Leader)
+	}
+	if n := h.Queued(t, el); n != 1 {
+		t.Fatalf("store holds %d candidates, want 1", n)
+	}
+	resign(t, term)
+	waitQueued(t, h, el, 0)
+}
+
+func testTryBusy(t *testing.T, h Harness) {
+	el := uniqueElection(t)
+	ctx := context.Background()
+	a, b := candidate(t, h, el, "a", 2*time.Second), candidate(t, h, el, "b", 2*time.Second)
+	ra := mustWin(t, campaign(ctx, a), 10*time.Second, "a")
+	start := time.Now()
+	term, err := try(ctx, tryer(t, b))
+	if !errors.Is(err, elector.ErrBusy) {
+		t.Fatalf("try while a holds: term %v, err %v; want ErrBusy", term != nil, err)
+	}
+	t.Logf("busy answer in %s", time.Since(start).Round(time.Millisecond))
+	if n := h.Queued(t, el); n != 1 {
+		t.Fatalf("after a busy try the store holds %d candidates, want 1 (the holder)", n)
+	}
+	if l, err := a.Leader(ctx); err != nil || l.ID != "a" {
+		t.Fatalf("Leader() = %+v, %v; want a", l, err)
+	}
+	resign(t, ra.term)
+	rb, err := try(ctx, tryer(t, b))
+	if err != nil {
+		t.Fatalf("try after a resigned: %v", err)
+	}
+	if rb.Token <= ra.term.Token {
+		t.Fatalf("token %d after %d", rb.Token, ra.term.Token)
+	}
+	resign(t, rb)
+}
+
+// testSemaphore: of five candidates of a 3-slot semaphore the first three
+// hold at once, the others wait, and each release lets exactly the next in
+// line in, with a token greater than every earlier one.
+func testSemaphore(t *testing.T, h Harness) {
+	const slots = 3
+	el := uniqueElection(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ids := []string{"a", "b", "c", "d", "e"}
+	chans := make([]<-chan result, len(ids))
+	for i, id := range ids {
+		chans[i] = campaign(ctx, slotted(t, h, el, id, slots))
+		waitQueued(t, h, el, i+1)
+	}
+	terms := make([]*elector.Term, len(ids))
+	var last uint64
+	for i := range slots {
+		r := mustWin(t, chans[i], 10*time.Second, ids[i])
+		terms[i] = r.term
+		if r.term.Token <= last {
+			t.Fatalf("%s: token %d not greater than %d", ids[i], r.term.Token, last)
+		}
+		last = r.term.Token
+	}
+	mustWait(t, chans[3], "d")
+	mustWait(t, chans[4], "e")
+	// Releasing the second holder lets d in (not e); then the first lets e in.
+	for k, pair := range [][2]int{{1, 3}, {0, 4}} {
+		resign(t, terms[pair[0]])
+		r := mustWin(t, chans[pair[1]], 10*time.Second, ids[pair[1]])
+		terms[pair[1]] = r.term
+		if r.term.Token <= last {
+			t.Fatalf("%s: token %d not greater than %d", ids[pair[1]], r.term.Token, last)
+		}
+		last = r.term.Token
+		if k == 0 {
+			mustWait(t, chans[4], "e")
+		}
+	}
+	for _, i := range []int{2, 3, 4} {
+		if err := terms[i].Err(); err != nil {
+			t.Fatalf("%s's term ended: %v", ids[i], err)
+		}
+		resign(t, terms[i])
+	}
+	waitQueued(t, h, el, 0)
+}
+
+func testSemaphoreTry(t *testing.T, h Harness) {
+	el := uniqueElection(t)
+	ctx := context.Background()
+	a, b, c := slotted(t, h, el, "a", 2), slotted(t, h, el, "b", 2), slotted(t, h, el, "c", 2)
+	ra, err := try(ctx, tryer(t, a))
+	if err != nil {
+		t.Fatalf("a: %v", err)
+	}
+	rb, err := try(ctx, tryer(t, b))
+	if err != nil {
+		t.Fatalf("b (second slot): %v", err)
+	}
+	if _, err := try(ctx, tryer(t, c)); !errors.Is(err, elector.ErrBusy) {
+		t.Fatalf("c with both slots held: %v, want ErrBusy", err)
+	}
+	if n := h.Queued(t, el); n != 2 {
+		t.Fatalf("store holds %d candidates, want 2", n)
+	}
+	resign(t, ra)
+	rc, err := try(ctx, tryer(t, c))
+	if err != nil {
+		t.Fatalf("c after a released: %v", err)
+	}
+	resign(t, rb)
+	resign(t, rc)
+	waitQueued(t, h, el, 0)
+}
+
+func testSlotsMismatch(t *testing.T, h Harness) {
+	tests := []struct {
+		name         string
+		first, later int
+	}{
+		{"semaphore then more slots", 2, 3},
+		{"semaphore then lock", 2, 1},
+		{"lock then semaphore", 1, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			el := uniqueElection(t)
+			ctx := context.Background()
+			a := slotted(t, h, el, "a", tt.first)
+			ra := mustWin(t, campaign(ctx, a), 10*time.Second, "a")
+			b := slotted(t, h, el, "b", tt.later)
+			for _, mode := range []string{"campaign", "try"} {
+				var r result
+				if mode == "try" {
+					term, err := try(ctx, tryer(t, b))
+					r = result{term: term, err: err}
+				} else {
+					select {
+					case r = <-campaign(ctx, b):
+					case <-time.After(10 * time.Second):
+						t.Fatalf("%s with %d slots against %d: still waiting", mode, tt.later, tt.first)
+					}
+				}
+				var se *elector.SlotsError
+				if !errors.As(r.err, &se) || se.Mine != tt.later || se.Theirs != tt.first {
+					t.Fatalf("%s with %d slots against %d: term %v, err %v; want a SlotsError", mode, tt.later, tt.first, r.term != nil, r.err)
+				}
+				if n := h.Queued(t, el); n != 1 {
+					t.Fatalf("after the refusal the store holds %d candidates, want 1", n)
+				}
+			}
+			resign(t, ra.term)
+		})
+	}
+}
+
+// testSemaphoreCutOff: a holder cut off from the store ends its term, by its
+// own deadline, before a waiter is granted its slot.
+func testSemaphoreCutOff(t *testing.T, h Harness) {
+	const ttl = 2 * time.Second
+	el := uniqueElection(t)
+	ctx := context.Background()
+	a, pa := proxied(t, h, el, "a", ttl)
+	if s, ok := a.(elector.Slotted); !ok {
+		t.Skip("backend has no semaphores")
+	} else if err := s.SetSlots(2); err != nil {
+		t.Fatal(err)
+	}
+	ra := mustWin(t, campaign(ctx, a), 10*time.Second, "a")
+	b := slotted(t, h, el, "b", 2)
+	rb := mustWin(t, campaign(ctx, b), 10*time.Second, "b")
+	c := slotted(t, h, el, "c", 2)
+	cc := campaign(ctx, c)
+	waitQueued(t, h, el, 3)
+	mustWait(t, cc, "c")
+
+	doneAt := make(chan time.Time, 1)
+	go func() { <-ra.term.Done(); doneAt <- time.Now() }()
+	cutAt := time.Now()
+	pa.Cut()
+	rc := mustWin(t, cc, 4*ttl, "c")
+	select {
+	case aDone := <-doneAt:
+		if !aDone.Before(rc.at) || !ra.term.ValidUntil().Before(rc.at) {
+			t.Fatalf("a done at %s, valid until %s, c granted at %s", aDone.Sub(cutAt), ra.term.ValidUntil().Sub(cutAt), rc.at.Sub(cutAt))
+		}
+	default:
+		t.Fatalf("c was granted a's slot at %s after the cut while a's term is still open", rc.at.Sub(cutAt))
+	}
+	if err := rb.term.Err(); err != nil {
+		t.Fatalf("b's term ended: %v", err)
+	}
+	t.Logf("cut at 0; a's slot went to c at %s", rc.at.Sub(cutAt).Round(time.Millisecond))
+	pa.Heal()
+	resign(t, rb.term)
+	resign(t, rc.term)
+}
+
+// testSemaphoreWakeups: releases in a 2-slot semaphore never wake a
+// candidate far back in the queue.
+func testSemaphoreWakeups(t *testing.T, h Harness) {
+	const slots, n, releases = 2, 12, 3
+	el := uniqueElection(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cands := make([]elector.Elector, n)
+	won := make(chan *elector.Term, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		cands[i] = slotted(t, h, el, fmt.Sprintf("c%02d", i), slots)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			term, err := cands[i].Campaign(ctx)
+			if err == nil {
+				won <- term
+			}
+		}()
+		waitQueued(t, h, el, i+1)
+	}
+	next := func(what string) *elector.Term {
+		t.Helper()
+		select {
+		case term := <-won:
+			return term
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no new holder", what)
+			return nil
+		}
+	}
+	var holders []*elector.Term
+	for range slots {
+		holders = append(holders, next("first holders"))
+	}
+	for k := range releases {
+		// Release the newest holder: the waiters just behind it watch it.
+		newest := 0
+		for i, term := range holders {
+			if term.Token > holders[newest].Token {
+				newest = i
+			}
+		}
+		resign(t, holders[newest])
+		holders[newest] = next(fmt.Sprintf("release %d", k))
+	}
+	cancel()
+	wg.Wait()
+	if _, ok := cands[0].(elector.WakeupCounter); !ok {
+		t.Skip("backend does not count wakeups")
+	}
+	// A release wakes at most the slots waiters just behind the released
+	// key: candidates further back were never near one.
+	far := 2*slots + releases
+	total := uint64(0)
+	for i, c := range cands {
+		w := c.(elector.WakeupCounter).Wakeups()
+		total += w
+		if i >= far && w != 0 {
+			t.Errorf("candidate %d, far back in the queue, was woken %d times", i, w)
+		}
+	}
+	t.Logf("%d releases among %d candidates of %d slots: %d wakeups in all", releases, n, slots, total)
+}
+
+func testRunRecord(t *testing.T, h Harness) {
+	el := uniqueElection(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a := candidate(t, h, el, "a", 2*time.Second)
+	rec, ok := a.(elector.RunRecorder)
+	if !ok {
+		t.Skip("backend keeps no run records")
+	}
+	if _, err := rec.LastRun(ctx); !errors.Is(err, elector.ErrNoRun) {
+		t.Fatalf("LastRun on a fresh election: %v, want ErrNoRun", err)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	want := elector.RunRecord{ID: "a", Token: 42, Started: now.Add(-time.Second), Finished: now, Expires: now.Add(2 * time.Second)}
+	if err := rec.RecordRun(ctx, want, 2*time.Second); err != nil {
+		t.Fatalf("RecordRun: %v", err)
+	}
+	// Another candidate of the election sees it; the election's queue does not.
+	b := candidate(t, h, el, "b", 2*time.Second).(elector.RunRecorder)
+	got, err := b.LastRun(ctx)
+	if err != nil || got.ID != want.ID || got.Token != want.Token || !got.Finished.Equal(want.Finished) || !got.Started.Equal(want.Started) {
+		t.Fatalf("LastRun = %+v, %v; want %+v", got, err, want)
+	}
+	if n := h.Queued(t, el); n != 0 {
+		t.Fatalf("the record shows as %d queued candidates", n)
+	}
+	// etcd rounds a lease up to whole seconds and may keep it a little longer.
+	eventually(t, 8*time.Second, "the record to lapse", func() bool {
+		_, err := b.LastRun(ctx)
+		return errors.Is(err, elector.ErrNoRun)
+	})
+	if err := rec.RecordRun(ctx, want, 0); err == nil {
+		t.Fatal("RecordRun with period 0 succeeded")
+	}
+}

@@ -1,0 +1,48 @@
+package redis
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/electd/electd/elector"
+)
+
+// RecordRun stores r in the election's lastrun key with SET PX period:
+// Redis deletes it when the period lapses.
+func (e *Elector) RecordRun(ctx context.Context, r elector.RunRecord, period time.Duration) error {
+	if period <= 0 {
+		return elector.Configf("once-per", "must be positive, got %s", period)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode run record: %w", err)
+	}
+	if err := e.cfg.Client.Set(ctx, e.keys.lastRun, b, period).Err(); err != nil {
+		e.inst.StoreError("record", err)
+		return &elector.StoreError{Op: "record", Err: err, Permanent: isPermanent(err)}
+	}
+	return nil
+}
+
+// LastRun returns the election's live run record, or ErrNoRun.
+func (e *Elector) LastRun(ctx context.Context) (elector.RunRecord, error) {
+	b, err := e.cfg.Client.Get(ctx, e.keys.lastRun).Bytes()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return elector.RunRecord{}, elector.ErrNoRun
+	case err != nil:
+		e.inst.StoreError("last-run", err)
+		return elector.RunRecord{}, &elector.StoreError{Op: "last-run", Err: err, Permanent: isPermanent(err)}
+	}
+	var r elector.RunRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		// Not ours, but a record all the same: the period has not lapsed.
+		return elector.RunRecord{ID: string(b)}, nil
+	}
+	return r, nil
+}
