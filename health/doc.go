@@ -40,6 +40,22 @@
 //     resigning failed; 501 when the copy cannot resign; 403 when the caller
 //     is not allowed (below).
 //
+// # Separate admin listener
+//
+// With Config.SeparateAdmin (electd run --admin-listen), /metrics and
+// POST /resign are served by AdminHandler (ServeAdmin) and no longer by
+// Handler (Serve), which then answers 404 for them: bind the admin listener
+// to loopback or a management network, and expose the main one to probes
+// and load balancers.
+//
+// # Limits
+//
+// Both listeners read request headers within 5 s and at most 16 KiB, bodies
+// of at most 4 KiB (no endpoint reads one), a whole request within 10 s, and
+// write an answer within 30 s (streams excepted); idle connections close
+// after 2 minutes. At most 8 /metrics scrapes run at once; beyond that the
+// answer is 503.
+//
 // # Security of /resign
 //
 // POST /resign is allowed when the TCP peer (the connection's remote

@@ -35,6 +35,8 @@ const (
 	writeTimeout           = 30 * time.Second
 	idleTimeout            = 2 * time.Minute
 	maxHeaderBytes         = 16 << 10
+	maxScrapes             = 8 // concurrent /metrics requests; beyond: 503
+	maxBodyBytes           = 4 << 10
 )
 
 // Config configures a Server. Election and View are required; every func may
@@ -67,6 +69,10 @@ type Config struct {
 	ReadyCode, NotReadyCode int
 	// Gatherer is served on /metrics. nil: prometheus.DefaultGatherer.
 	Gatherer prometheus.Gatherer
+	// SeparateAdmin moves POST /resign and GET /metrics off Handler and
+	// Serve onto AdminHandler and ServeAdmin (electd's --admin-listen), so
+	// that the public listener offers only read-only status.
+	SeparateAdmin bool
 	// Logger receives request-level events, in the group "http". nil: discard.
 	Logger *slog.Logger
 }
@@ -76,6 +82,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	handler http.Handler
+	admin   http.Handler  // /resign and /metrics; nil unless SeparateAdmin
 	streams chan struct{} // one token per open /leader/watch stream
 
 	// Tunables; tests shorten them.
@@ -140,6 +147,9 @@ func NewServer(cfg Config) (*Server, error) {
 		writeTimeout:    writeTimeout,
 	}
 	s.handler = s.routes()
+	if cfg.SeparateAdmin {
+		s.admin = s.adminRoutes()
+	}
 	return s, nil
 }
 
@@ -164,9 +174,26 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /readyz", s.handleReady)
 	mux.HandleFunc("GET /livez", s.handleLive)
 	mux.HandleFunc("GET /healthz", s.handleHealth)
+	if !s.cfg.SeparateAdmin {
+		s.adminOn(mux)
+	}
+	return mux
+}
+
+// adminRoutes is the handler of the separate admin listener.
+func (s *Server) adminRoutes() http.Handler {
+	mux := http.NewServeMux()
+	s.adminOn(mux)
+	return mux
+}
+
+// adminOn registers /metrics and /resign on mux.
+func (s *Server) adminOn(mux *http.ServeMux) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		ErrorHandling: promhttp.ContinueOnError,
+		// A scrape is cheap; more at once is a client misbehaving.
+		MaxRequestsInFlight: maxScrapes,
 	}))
 	// Browsers attach ambient access (a page on this host reaching
 	// localhost) to cross-site requests; refuse those on the one mutating
@@ -177,12 +204,16 @@ func (s *Server) routes() http.Handler {
 		writeError(w, http.StatusForbidden, "cross-origin browser requests may not resign")
 	}))
 	mux.Handle("POST /resign", cop.Handler(http.HandlerFunc(s.handleResign)))
-	return mux
 }
 
-// Handler returns the HTTP handler of every endpoint. /leader/watch streams
-// served through it (outside Serve) end when their client disconnects.
+// Handler returns the HTTP handler of every endpoint (without /resign and
+// /metrics under SeparateAdmin). /leader/watch streams served through it
+// (outside Serve) end when their client disconnects.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// AdminHandler returns the handler of /resign and /metrics under
+// SeparateAdmin, else nil.
+func (s *Server) AdminHandler() http.Handler { return s.admin }
 
 type stopKey struct{}
 
@@ -197,15 +228,31 @@ func stopping(ctx context.Context) <-chan struct{} {
 // accepting, ends /leader/watch streams, and waits (bounded) for requests in
 // flight. It returns nil after a clean shutdown. ln is closed on return.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	return s.serve(ctx, ln, s.handler, "api")
+}
+
+// ServeAdmin serves AdminHandler on ln as Serve does; it needs
+// SeparateAdmin.
+func (s *Server) ServeAdmin(ctx context.Context, ln net.Listener) error {
+	if s.admin == nil {
+		_ = ln.Close()
+		return errors.New("health server: ServeAdmin without SeparateAdmin")
+	}
+	return s.serve(ctx, ln, s.admin, "admin")
+}
+
+func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler, name string) error {
 	stop := make(chan struct{})
+	log := s.log.With("listener", name)
 	srv := &http.Server{
-		Handler:           s.handler,
+		// No endpoint reads a request body: refuse large ones early.
+		Handler:           http.MaxBytesHandler(h, maxBodyBytes),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       s.readTimeout,
 		WriteTimeout:      s.writeTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext: func(net.Listener) context.Context {
 			return context.WithValue(context.Background(), stopKey{}, stop)
 		},
@@ -216,7 +263,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	s.log.Info("listening", "addr", ln.Addr().String())
+	log.Info("listening", "addr", ln.Addr().String())
 
 	select {
 	case err := <-errc:
@@ -234,6 +281,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("http serve on %s: %w", ln.Addr(), err)
 	}
-	s.log.Info("stopped")
+	log.Info("stopped")
 	return nil
 }

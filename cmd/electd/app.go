@@ -31,6 +31,7 @@ func run(ctx context.Context, args []string) error {
 			"and stops it before its lease can lapse, so at most one copy of COMMAND runs at any instant.",
 		Commands: []*cli.Command{
 			runCommand(),
+			lockCommand(),
 			leaderCommand(),
 			demoCommand(),
 			devCommand(),
@@ -42,7 +43,7 @@ func run(ctx context.Context, args []string) error {
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return &usageError{err: err}
 		},
-		ExitErrHandler: func(*cli.Context, error) {}, // exit codes are mapped in exitCode only
+		ExitErrHandler:  func(*cli.Context, error) {},  // exit codes are mapped in exitCode only
 		CommandNotFound: func(*cli.Context, string) {}, // reported below, once
 	}
 	for _, cmd := range app.Commands {

@@ -18,18 +18,18 @@ func env(name string) []string { return []string{"ELECTD_" + name} }
 // storeFlags say where the election lives and who this candidate is.
 func storeFlags() []cli.Flag {
 	host, _ := os.Hostname()
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "store", EnvVars: env("STORE"), Value: "etcd://127.0.0.1:2379",
-			Usage: "store URL: etcd://h1:2379,h2:2379, etcds://… (TLS), redis://[user:pass@]host:port[/db], rediss://…"},
+			Usage: "store URL: etcd://h1:2379,h2:2379, etcds://[user@]… (TLS), redis://[user[:pass]@]host:port[/db], rediss://…; prefer a password file or $ELECTD_STORE_PASSWORD to one in the URL"},
 		&cli.StringFlag{Name: "store-password-file", EnvVars: env("STORE_PASSWORD_FILE"),
-			Usage: "read the store password from this file (also: $ELECTD_STORE_PASSWORD, or the URL)"},
+			Usage: "read the store password from this file (or: $ELECTD_STORE_PASSWORD, or the URL; one of them)"},
 		&cli.StringFlag{Name: "election", EnvVars: env("ELECTION"), Usage: "election name (required)"},
 		&cli.StringFlag{Name: "id", EnvVars: env("ID"), Value: host, Usage: "this candidate's id"},
 		&cli.DurationFlag{Name: "ttl", EnvVars: env("TTL"), Value: elector.DefaultTTL, Usage: "lease TTL; renewals every ttl/5"},
 		&cli.DurationFlag{Name: "renew-interval", EnvVars: env("RENEW_INTERVAL"), DefaultText: "ttl/5", Usage: "time between lease renewals"},
 		&cli.StringFlag{Name: "log-format", EnvVars: env("LOG_FORMAT"), Value: "text", Usage: "text or json"},
 		&cli.StringFlag{Name: "log-level", EnvVars: env("LOG_LEVEL"), Value: "info", Usage: "debug, info, warn or error"},
-	}
+	}, tlsFlags()...)
 }
 
 func runFlags() []cli.Flag {
@@ -45,6 +45,9 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "admin-token", EnvVars: env("ADMIN_TOKEN"), Usage: "bearer token allowing POST /resign from non-loopback addresses"},
 		&cli.IntFlag{Name: "ready-code", EnvVars: env("READY_CODE"), Value: 200, Usage: "HTTP status of /readyz when ready"},
 		&cli.IntFlag{Name: "not-ready-code", EnvVars: env("NOT_READY_CODE"), Value: 503, Usage: "HTTP status of /readyz when not ready"},
+		slotsFlag(),
+		&cli.StringFlag{Name: "admin-listen", EnvVars: env("ADMIN_LISTEN"),
+			Usage: "separate HTTP address for /resign and /metrics (then not served on --listen); e.g. 127.0.0.1:4041"},
 	)
 }
 

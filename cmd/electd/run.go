@@ -142,6 +142,9 @@ func runAction(c *cli.Context) error {
 			log.Warn("closing the elector", "err", err)
 		}
 	}()
+	if err := setSlots(el, c.Int("slots")); err != nil {
+		return err
+	}
 	rc.sup.Elector, rc.sup.Events, rc.sup.Logger = el, metrics, log
 	if sup, err = supervisor.New(rc.sup); err != nil {
 		return err
@@ -155,16 +158,29 @@ func runAction(c *cli.Context) error {
 			return fmt.Errorf("listen on --listen %s: %w", rc.listen, err)
 		}
 	}
+	// --admin-listen (issue 8): /resign and /metrics on their own listener.
+	var adminLn net.Listener
+	if a := c.String("admin-listen"); a != "" && a != "off" {
+		if adminLn, err = net.Listen("tcp", a); err != nil {
+			if ln != nil {
+				_ = ln.Close()
+			}
+			return fmt.Errorf("listen on --admin-listen %s: %w", a, err)
+		}
+	}
+	// --- end --admin-listen
 	srv, err := health.NewServer(health.Config{
 		Election: rc.election, SelfID: rc.id, View: view,
 		Leading: sup.Leading, Ready: sup.Ready, Live: sup.Live, Resign: sup.Resign,
 		Healthy:    st.ping,
 		AdminToken: rc.adminToken, ReadyCode: rc.readyCode, NotReadyCode: rc.notReadyCode,
-		Gatherer: reg, Logger: log,
+		Gatherer: reg, Logger: log, SeparateAdmin: adminLn != nil,
 	})
 	if err != nil {
-		if ln != nil {
-			_ = ln.Close()
+		for _, l := range []net.Listener{ln, adminLn} {
+			if l != nil {
+				_ = l.Close()
+			}
 		}
 		return err
 	}
@@ -173,12 +189,12 @@ func runAction(c *cli.Context) error {
 	}
 	log.Info("starting", "election", rc.election, "id", rc.id, "store", st.url.redacted,
 		"timing", rc.timing.String(), "stop_timeout", rc.sup.StopTimeout, "command", rc.sup.Command)
-	return runGroup(c.Context, log, sup, view, srv, ln)
+	return runGroup(c.Context, log, sup, view, srv, ln, adminLn)
 }
 
 // runGroup runs every part of `electd run` as one actor group: when one
 // returns, all are interrupted, and runGroup returns after all have.
-func runGroup(parent context.Context, log *slog.Logger, sup *supervisor.Supervisor, view *health.View, srv *health.Server, ln net.Listener) error {
+func runGroup(parent context.Context, log *slog.Logger, sup *supervisor.Supervisor, view *health.View, srv *health.Server, ln, adminLn net.Listener) error {
 	sigCtx, stopSignals := signal.NotifyContext(parent, syscall.SIGTERM, syscall.SIGINT)
 	defer stopSignals()
 	ctx, cancel := context.WithCancel(sigCtx)
@@ -196,6 +212,9 @@ func runGroup(parent context.Context, log *slog.Logger, sup *supervisor.Supervis
 	g.Add(func() error { return view.Run(ctx) }, interrupt)
 	if ln != nil {
 		g.Add(func() error { return srv.Serve(ctx, ln) }, interrupt)
+	}
+	if adminLn != nil { // --admin-listen
+		g.Add(func() error { return srv.ServeAdmin(ctx, adminLn) }, interrupt)
 	}
 	g.Add(func() error {
 		supervisor.ForwardSignals(ctx, sup.Child, log)

@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/electd/electd/elector"
 	etcdel "github.com/electd/electd/elector/etcd"
@@ -24,25 +25,33 @@ import (
 
 // storeURL is a parsed --store value.
 type storeURL struct {
-	kind      string // "etcd" or "redis"
-	tls       bool
-	hosts     []string
-	user      string
-	password  string
-	db        int
-	raw       string
-	redacted  string
-	hasSecret bool
+	kind     string // "etcd" or "redis"
+	scheme   string // as given: etcd, etcds, redis, rediss
+	tls      bool
+	hosts    []string
+	user     string
+	password string
+	// passwordFrom names where the password came from, as the Field of
+	// errors about it: "store", "$ELECTD_STORE_PASSWORD" or
+	// "store-password-file"; empty when there is none.
+	passwordFrom string
+	db           int
+	redacted     string
+	secrets      secrets
 }
 
 // parseStoreURL checks a --store URL. Errors name the flag and never echo
 // a password.
 func parseStoreURL(raw string) (*storeURL, error) {
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme == "" || u.Host == "" {
-		return nil, elector.Configf("store", "%q is not a URL like etcd://host:2379 or redis://host:6379", redact(raw))
+	// net/url takes one host; a list such as h1:2379,[::1]:2379 is split
+	// here and a placeholder parsed in its place.
+	hostList, placeheld := splitHostList(raw)
+	u, err := url.Parse(placeheld)
+	if err != nil || u.Scheme == "" || u.Host == "" || u.Opaque != "" {
+		return nil, elector.Configf("store", "%q is not a URL like etcd://host:2379 or redis://host:6379 "+
+			"(percent-encode '/', '?', '#' and '@' in a password)", redact(raw))
 	}
-	s := &storeURL{raw: raw}
+	s := &storeURL{scheme: u.Scheme, redacted: redact(raw)}
 	switch u.Scheme {
 	case "etcd", "etcds":
 		s.kind, s.tls = "etcd", u.Scheme == "etcds"
@@ -51,11 +60,23 @@ func parseStoreURL(raw string) (*storeURL, error) {
 	default:
 		return nil, elector.Configf("store", "scheme %q is not one of etcd, etcds, redis, rediss", u.Scheme)
 	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return nil, elector.Configf("store", "%s takes no query string or fragment (TLS files and passwords have their own flags; "+
+			"percent-encode '?' and '#' in a password)", s.redacted)
+	}
+	if strings.Contains(hostList+u.Path, "@") {
+		return nil, elector.Configf("store", "%s has a stray '@' (percent-encode '@', '/', '?' and '#' in a password)", s.redacted)
+	}
 	if u.User != nil {
 		s.user = u.User.Username()
-		s.password, s.hasSecret = u.User.Password()
+		if p, ok := u.User.Password(); ok && p != "" {
+			s.password, s.passwordFrom = p, "store"
+		}
 	}
-	for _, h := range strings.Split(u.Host, ",") {
+	for _, h := range strings.Split(hostList, ",") {
+		if h == "" {
+			return nil, elector.Configf("store", "empty host in the list %q", hostList)
+		}
 		host, port, err := net.SplitHostPort(h)
 		if err != nil {
 			return nil, elector.Configf("store", "host %q needs a port (e.g. %s:%s)", h, h, map[string]string{"etcd": "2379", "redis": "6379"}[s.kind])
@@ -80,36 +101,20 @@ func parseStoreURL(raw string) (*storeURL, error) {
 		}
 		if path != "" {
 			db, err := strconv.Atoi(path)
-			if err != nil || db < 0 {
-				return nil, elector.Configf("store", "redis database %q is not a number >= 0", path)
+			if err != nil || db < 0 || db > 65535 {
+				return nil, elector.Configf("store", "redis database %q is not a number in 0..65535", path)
 			}
 			s.db = db
 		}
 	}
-	s.redacted = redact(raw)
+	s.secrets = newSecrets(s.password)
 	return s, nil
-}
-
-// redact hides the password of a URL for logs and errors.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		if i := strings.LastIndex(raw, "@"); i >= 0 {
-			if j := strings.Index(raw, "://"); j >= 0 && j < i {
-				return raw[:j+3] + "REDACTED" + raw[i:]
-			}
-		}
-		return raw
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "REDACTED")
-	}
-	return u.String()
 }
 
 // store is an opened store: it makes candidates and says whether it answers.
 type store struct {
 	url        *storeURL
+	tls        *tls.Config // nil: plain
 	newElector func(c candidate) (elector.Elector, error)
 	ping       func(ctx context.Context) error
 	close      func() error
@@ -122,8 +127,39 @@ type candidate struct {
 	ins                   elector.Instrument
 }
 
-// openStore connects to --store. Connections are lazy: an unreachable
-// store is not an error here; campaigns retry until it answers.
+// hostPlaceholder stands for the host list while net/url parses the rest.
+const hostPlaceholder = "electd-hosts.invalid:1"
+
+// splitHostList returns the host list of a URL (what follows "://" and the
+// user info, up to '/', '?' or '#') and the URL with hostPlaceholder in its
+// place. Without "://" it returns "" and raw.
+func splitHostList(raw string) (hosts, placeheld string) {
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		return "", raw
+	}
+	start := i + 3
+	end := len(raw)
+	if j := strings.IndexAny(raw[start:], "/?#"); j >= 0 {
+		end = start + j
+	}
+	if at := strings.LastIndex(raw[start:end], "@"); at >= 0 {
+		start += at + 1
+	}
+	if start == end {
+		return "", raw
+	}
+	return raw[start:end], raw[:start] + hostPlaceholder + raw[end:]
+}
+
+// preflightTimeout bounds the first request to the store at start.
+const preflightTimeout = 2 * time.Second
+
+// openStore connects to --store. Connections are lazy: an unreachable store
+// is not an error here; campaigns retry until it answers. But a store that
+// answers and refuses electd's certificate or credentials is a
+// configuration error (*elector.ConfigError: exit 2), found by one request
+// at start.
 func openStore(c *cli.Context) (*store, error) {
 	su, err := parseStoreURL(c.String("store"))
 	if err != nil {
@@ -132,59 +168,160 @@ func openStore(c *cli.Context) (*store, error) {
 	if err := storePassword(c, su); err != nil {
 		return nil, err
 	}
-	if su.kind == "etcd" {
-		return openEtcd(su)
+	tlsCfg, err := storeTLS(c, su)
+	if err != nil {
+		return nil, err
 	}
-	return openRedis(su)
+	log, err := newLogger(c)
+	if err != nil {
+		return nil, err
+	}
+	log = su.secrets.logger(log)
+	log.Debug("opening the store", "store", su.redacted, "tls", describeTLS(tlsCfg),
+		"user", su.user, "password_from", orDash(su.passwordFrom))
+	var st *store
+	if su.kind == "etcd" {
+		st, err = openEtcd(c.Context, su, tlsCfg, log)
+	} else {
+		st, err = openRedis(su, tlsCfg, log)
+	}
+	if err != nil {
+		return nil, su.secrets.err(err)
+	}
+	if err := st.preflight(c.Context, log); err != nil {
+		_ = st.close()
+		return nil, su.secrets.err(err)
+	}
+	return st, nil
+}
+
+// preflight makes one request. A refusal that retrying cannot fix is
+// returned; an unreachable store is only logged.
+func (st *store) preflight(parent context.Context, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(parent, preflightTimeout)
+	defer cancel()
+	err := st.ping(ctx)
+	if err == nil {
+		return nil
+	}
+	if cerr := refusal(st.url, err); cerr != nil {
+		return cerr
+	}
+	// A fresh deadline (the first one is spent), short: a store that is
+	// down or black-holed delays the start by preflightTimeout plus this.
+	dctx, dcancel := context.WithTimeout(parent, 1500*time.Millisecond)
+	defer dcancel()
+	if cerr := diagnoseTLS(dctx, st.url, st.tls); cerr != nil {
+		return cerr
+	}
+	log.Warn("the store does not answer yet; electd keeps trying", "store", st.url.redacted, "err", err)
+	return nil
 }
 
 // storePassword fills in the password from $ELECTD_STORE_PASSWORD or
-// --store-password-file when the URL has none.
+// --store-password-file. A password may come from one place only, and
+// needs a user name for etcd; a user name needs a password.
 func storePassword(c *cli.Context, su *storeURL) error {
 	if f := c.String("store-password-file"); f != "" {
+		if su.passwordFrom != "" {
+			return elector.Configf("store-password-file", "the store URL has a password already; give it in one place only")
+		}
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return elector.Configf("store-password-file", "cannot read %s: %v", f, err)
+			return elector.Configf("store-password-file", "cannot read it: %v", err)
 		}
-		su.password, su.hasSecret = strings.TrimRight(string(b), "\r\n"), true
-	} else if p, ok := os.LookupEnv("ELECTD_STORE_PASSWORD"); ok && !su.hasSecret {
-		su.password, su.hasSecret = p, true
+		p := strings.TrimRight(string(b), "\r\n")
+		if p == "" {
+			return elector.Configf("store-password-file", "%s is empty", f)
+		}
+		su.password, su.passwordFrom = p, "store-password-file"
+	}
+	if p, ok := os.LookupEnv("ELECTD_STORE_PASSWORD"); ok && p != "" {
+		if su.passwordFrom != "" {
+			return elector.Configf("$ELECTD_STORE_PASSWORD", "is set and the password is also given by --%s; give it in one place only", su.passwordFrom)
+		}
+		su.password, su.passwordFrom = p, "$ELECTD_STORE_PASSWORD"
+	}
+	su.secrets = newSecrets(su.password)
+	switch {
+	case su.user != "" && su.password == "":
+		return elector.Configf("store", "the URL names a user but no password is given (in the URL, $ELECTD_STORE_PASSWORD or --store-password-file)")
+	case su.kind == "etcd" && su.password != "" && su.user == "":
+		return elector.Configf(su.passwordFrom, "etcd needs a user name with a password: %s://USER@host:2379", su.scheme)
 	}
 	return nil
 }
 
-func openEtcd(su *storeURL) (*store, error) {
+func openEtcd(ctx context.Context, su *storeURL, tlsCfg *tls.Config, log *slog.Logger) (*store, error) {
 	cfg := clientv3.Config{
 		Endpoints:            su.hosts,
-		DialTimeout:          5 * time.Second,
+		DialTimeout:          preflightTimeout,
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
 		Username:             su.user,
 		Password:             su.password,
+		TLS:                  tlsCfg,
 		Logger:               zap.NewNop(),
 	}
-	if su.tls {
-		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	if tlsCfg != nil && tlsCfg.ServerName != "" {
+		// gRPC verifies the certificate against the connection's
+		// authority, not tls.Config.ServerName.
+		cfg.DialOptions = append(cfg.DialOptions, grpc.WithAuthority(tlsCfg.ServerName))
 	}
-	cli, err := clientv3.New(cfg)
+	cli, err := newEtcdClient(ctx, su, cfg, log)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", su.redacted, err)
+		return nil, err
 	}
 	return &store{
 		url: su,
+		tls: tlsCfg,
 		newElector: func(c candidate) (elector.Elector, error) {
-			return etcdel.New(etcdel.Config{Client: cli, Election: c.election, ID: c.id, Address: c.address,
-				Timing: c.timing, Logger: c.log, Instrument: c.ins})
+			el, err := etcdel.New(etcdel.Config{Client: cli, Election: c.election, ID: c.id, Address: c.address,
+				Timing: c.timing, Logger: su.secrets.logger(c.log), Instrument: c.ins})
+			if err != nil {
+				return nil, err
+			}
+			// Not wrapped: callers look for optional interfaces
+			// (elector.Slotted, …). The backends' errors carry no
+			// credentials; their logs are scrubbed above.
+			return el, nil
 		},
 		ping: func(ctx context.Context) error {
 			_, err := cli.Get(ctx, "/electd/health", clientv3.WithCountOnly())
-			return err
+			return su.secrets.err(err)
 		},
 		close: cli.Close,
 	}, nil
 }
 
-func openRedis(su *storeURL) (*store, error) {
+// newEtcdClient makes the etcd client. With a user name, clientv3.New logs
+// in before it returns: while etcd does not answer, it is retried (a store
+// that is down at start is not a configuration error); a refused login or
+// certificate is returned at once.
+func newEtcdClient(ctx context.Context, su *storeURL, cfg clientv3.Config, log *slog.Logger) (*clientv3.Client, error) {
+	backoff := 500 * time.Millisecond
+	for {
+		cli, err := clientv3.New(cfg)
+		if err == nil {
+			return cli, nil
+		}
+		if cerr := refusal(su, err); cerr != nil {
+			return nil, cerr
+		}
+		if su.user == "" {
+			return nil, fmt.Errorf("connect to %s: %w", su.redacted, err)
+		}
+		log.Warn("etcd does not answer the login yet; retrying", "store", su.redacted, "err", su.secrets.err(err), "in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("log in to %s: %w", su.redacted, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+func openRedis(su *storeURL, tlsCfg *tls.Config, log *slog.Logger) (*store, error) {
 	opts := &goredis.Options{
 		Addr:                  su.hosts[0],
 		Username:              su.user,
@@ -193,18 +330,29 @@ func openRedis(su *storeURL) (*store, error) {
 		DialTimeout:           2 * time.Second,
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1, // the elector retries on its own clock
+		TLSConfig:             tlsCfg,
 	}
-	if su.tls {
-		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: strings.Split(su.hosts[0], ":")[0]}
+	if tlsCfg != nil && tlsCfg.ServerName == "" {
+		host, _, _ := net.SplitHostPort(su.hosts[0])
+		opts.TLSConfig.ServerName = host
 	}
+	goredis.SetLogger(redisLogger{log: log})
 	cli := goredis.NewClient(opts)
 	return &store{
 		url: su,
+		tls: tlsCfg,
 		newElector: func(c candidate) (elector.Elector, error) {
-			return redisel.New(redisel.Config{Client: cli, Election: c.election, ID: c.id, Address: c.address,
-				Timing: c.timing, Logger: c.log, Instrument: c.ins})
+			el, err := redisel.New(redisel.Config{Client: cli, Election: c.election, ID: c.id, Address: c.address,
+				Timing: c.timing, Logger: su.secrets.logger(c.log), Instrument: c.ins})
+			if err != nil {
+				return nil, err
+			}
+			// Not wrapped: callers look for optional interfaces
+			// (elector.Slotted, …). The backends' errors carry no
+			// credentials; their logs are scrubbed above.
+			return el, nil
 		},
-		ping:  func(ctx context.Context) error { return cli.Ping(ctx).Err() },
+		ping:  func(ctx context.Context) error { return su.secrets.err(cli.Ping(ctx).Err()) },
 		close: cli.Close,
 	}, nil
 }

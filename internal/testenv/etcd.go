@@ -1,12 +1,14 @@
 package testenv
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,12 +28,22 @@ type Etcd struct {
 	dataDir    string
 	clientPort int
 	peerPort   int
+
+	tls *etcdTLS // nil: plain HTTP on the client port
+
+	mu       sync.Mutex
+	rootPass string // set by EnableAuth: Client then logs in as root
 }
 
 // StartEtcd starts etcd on free loopback ports with a fresh data dir and
 // waits until it is healthy. It is killed in t.Cleanup. A missing binary
 // skips the test (fails it when $CI is set).
 func StartEtcd(t testing.TB) *Etcd {
+	t.Helper()
+	return startEtcd(t, nil)
+}
+
+func startEtcd(t testing.TB, tc *etcdTLS) *Etcd {
 	t.Helper()
 	var candidates []string
 	if root, err := ModuleRoot(); err == nil {
@@ -42,6 +54,7 @@ func StartEtcd(t testing.TB) *Etcd {
 	e := &Etcd{
 		name:    fmt.Sprintf("testenv-%d-%d", os.Getpid(), etcdSeq.Add(1)),
 		dataDir: filepath.Join(dir, "data"),
+		tls:     tc,
 	}
 	e.srv = server{
 		name:    "etcd",
@@ -62,7 +75,8 @@ func StartEtcd(t testing.TB) *Etcd {
 	return e
 }
 
-// Endpoint returns the client address, "127.0.0.1:PORT".
+// Endpoint returns the client address, "127.0.0.1:PORT" (HTTPS when the
+// server was started by StartEtcdTLS).
 func (e *Etcd) Endpoint() string { return "127.0.0.1:" + strconv.Itoa(e.clientPort) }
 
 // DataDir returns the server's data directory, kept across restarts.
@@ -79,11 +93,18 @@ func (e *Etcd) Pid() int { return e.srv.pid() }
 // server is stopped.
 func (e *Etcd) Client(t testing.TB) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{
+	cfg := clientv3.Config{
 		Endpoints:   []string{e.Endpoint()},
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
-	})
+	}
+	if e.tls != nil {
+		cfg.TLS = e.tls.client.Clone()
+	}
+	if pw := e.rootPassword(); pw != "" {
+		cfg.Username, cfg.Password = "root", pw
+	}
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		t.Fatalf("testenv: etcd client: %v", err)
 	}
@@ -113,9 +134,9 @@ func (e *Etcd) Restart(t testing.TB) {
 }
 
 func (e *Etcd) args() []string {
-	client := "http://" + e.Endpoint()
+	client := e.scheme() + "://" + e.Endpoint()
 	peer := "http://127.0.0.1:" + strconv.Itoa(e.peerPort)
-	return []string{
+	args := []string{
 		"--name", e.name,
 		"--data-dir", e.dataDir,
 		"--listen-client-urls", client,
@@ -127,13 +148,36 @@ func (e *Etcd) args() []string {
 		"--election-timeout", "100",
 		"--log-level", "warn",
 	}
+	if e.tls != nil {
+		args = append(args,
+			"--cert-file", e.tls.server.CertFile,
+			"--key-file", e.tls.server.KeyFile,
+			"--trusted-ca-file", e.tls.ca.CertFile,
+			"--client-cert-auth",
+		)
+	}
+	return args
+}
+
+func (e *Etcd) scheme() string {
+	if e.tls != nil {
+		return "https"
+	}
+	return "http"
+}
+
+func (e *Etcd) probeTLS() *tls.Config {
+	if e.tls == nil {
+		return nil
+	}
+	return e.tls.client
 }
 
 // probe succeeds when /health says true and the member list shows that the
 // server answering is ours (not another process that got the port).
 func (e *Etcd) probe(int) error {
-	base := "http://" + e.Endpoint()
-	body, err := httpDo("GET", base+"/health", "")
+	base := e.scheme() + "://" + e.Endpoint()
+	body, err := httpDo(e.probeTLS(), "GET", base+"/health", "")
 	if err != nil {
 		return fmt.Errorf("etcd health: %w", err)
 	}
@@ -141,7 +185,7 @@ func (e *Etcd) probe(int) error {
 	if err := json.Unmarshal([]byte(body), &health); err != nil || health.Health != "true" {
 		return fmt.Errorf("etcd health: %s", strings.TrimSpace(body))
 	}
-	body, err = httpDo("POST", base+"/v3/cluster/member/list", "{}")
+	body, err = httpDo(e.probeTLS(), "POST", base+"/v3/cluster/member/list", "{}")
 	if err != nil {
 		return fmt.Errorf("etcd member list: %w", err)
 	}

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -12,14 +13,15 @@ import (
 )
 
 // httpDo makes one HTTP/1.1 request on a fresh connection, closed before it
-// returns (no transport, so no goroutine outlives the call).
-func httpDo(method, url, body string) (string, error) {
+// returns (no transport, so no goroutine outlives the call). With tlsCfg not
+// nil the connection is TLS (for https:// URLs).
+func httpDo(tlsCfg *tls.Config, method, url, body string) (string, error) {
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		return "", fmt.Errorf("%s %s: %w", method, url, err)
 	}
 	req.Close = true
-	conn, err := net.DialTimeout("tcp", req.URL.Host, probeTimeout)
+	conn, err := dial(tlsCfg, req.URL.Host)
 	if err != nil {
 		return "", fmt.Errorf("%s %s: %w", method, url, err)
 	}
@@ -43,19 +45,44 @@ func httpDo(method, url, body string) (string, error) {
 	return string(b), nil
 }
 
-// redisInfoPID sends PING and INFO server to a Redis server and returns the
-// process_id it reports.
-func redisInfoPID(addr string) (int, error) {
-	conn, err := net.DialTimeout("tcp", addr, probeTimeout)
+// dial connects to addr, over TLS when tlsCfg is not nil, within probeTimeout.
+func dial(tlsCfg *tls.Config, addr string) (net.Conn, error) {
+	d := &net.Dialer{Timeout: probeTimeout}
+	if tlsCfg == nil {
+		return d.Dial("tcp", addr)
+	}
+	return tls.DialWithDialer(d, "tcp", addr, tlsCfg)
+}
+
+// redisAuth is the AUTH a probe sends first; an empty user means none.
+type redisAuth struct{ user, password string }
+
+// redisInfoPID sends PING and INFO server to a Redis server (after AUTH when
+// auth.user is set, over TLS when tlsCfg is set) and returns the process_id
+// it reports.
+func redisInfoPID(tlsCfg *tls.Config, auth redisAuth, addr string) (int, error) {
+	conn, err := dial(tlsCfg, addr)
 	if err != nil {
 		return 0, fmt.Errorf("ping redis: %w", err)
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(probeTimeout))
+	r := bufio.NewReader(conn)
+	if auth.user != "" {
+		if _, err := io.WriteString(conn, respCommand("AUTH", auth.user, auth.password)); err != nil {
+			return 0, fmt.Errorf("redis auth: %w", err)
+		}
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return 0, fmt.Errorf("redis auth: %w", err)
+		}
+		if strings.TrimSpace(line) != "+OK" {
+			return 0, fmt.Errorf("redis auth: answer %q", strings.TrimSpace(line))
+		}
+	}
 	if _, err := io.WriteString(conn, "PING\r\nINFO server\r\n"); err != nil {
 		return 0, fmt.Errorf("ping redis: %w", err)
 	}
-	r := bufio.NewReader(conn)
 	line, err := r.ReadString('\n')
 	if err != nil {
 		return 0, fmt.Errorf("ping redis: %w", err)
@@ -85,4 +112,14 @@ func redisInfoPID(addr string) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("redis info: no process_id")
+}
+
+// respCommand encodes a command as a RESP array of bulk strings.
+func respCommand(args ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	return b.String()
 }

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"crypto/tls"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -16,6 +17,12 @@ type Redis struct {
 	srv  server
 	dir  string
 	port int
+	opts RedisOptions
+	// admin is testenv's own ACL user when opts.Users is set (probe, Client).
+	admin redisAuth
+	// With opts.CA: the server's certificate, and testenv's client set-up.
+	serverCert KeyPair
+	testenvTLS *tls.Config
 }
 
 // StartRedis starts redis-server on a free loopback port, without
@@ -23,7 +30,13 @@ type Redis struct {
 // A missing binary skips the test (fails it when $CI is set).
 func StartRedis(t testing.TB) *Redis {
 	t.Helper()
-	return startRedis(t, func() (int, error) {
+	return StartRedisWith(t, RedisOptions{})
+}
+
+// StartRedisWith is StartRedis with TLS and ACL users (see RedisOptions).
+func StartRedisWith(t testing.TB, opts RedisOptions) *Redis {
+	t.Helper()
+	return startRedis(t, opts, func() (int, error) {
 		ports, err := freePorts(1)
 		if err != nil {
 			return 0, err
@@ -34,11 +47,20 @@ func StartRedis(t testing.TB) *Redis {
 
 // startRedis is StartRedis with the port chooser given (tests use it to
 // force a collision).
-func startRedis(t testing.TB, pick func() (int, error)) *Redis {
+func startRedis(t testing.TB, opts RedisOptions, pick func() (int, error)) *Redis {
 	t.Helper()
 	bin := binary(t, "ELECTD_REDIS_SERVER", "redis-server", nil, redisHow)
 	dir := t.TempDir()
-	r := &Redis{dir: dir}
+	r := &Redis{dir: dir, opts: opts.withDefaults(t)}
+	if len(opts.Users) > 0 {
+		r.admin = redisAuth{user: "testenv-admin", password: randomPassword(t)}
+	}
+	if opts.CA != nil {
+		r.serverCert = opts.CA.Server(t, "redis-server")
+		own := opts.CA.Client(t, "testenv")
+		r.testenvTLS = opts.CA.ClientTLS(t, &own)
+		r.testenvTLS.ServerName = "127.0.0.1"
+	}
 	r.srv = server{
 		name:    "redis-server",
 		bin:     bin,
@@ -66,7 +88,8 @@ func (r *Redis) Pid() int { return r.srv.pid() }
 // Client returns a go-redis client of this server, closed in t.Cleanup.
 func (r *Redis) Client(t testing.TB) *redis.Client {
 	t.Helper()
-	cli := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	cli := redis.NewClient(&redis.Options{Addr: r.Addr(), TLSConfig: r.clientTLS(),
+		Username: r.admin.user, Password: r.admin.password})
 	t.Cleanup(func() { _ = cli.Close() })
 	return cli
 }
@@ -91,20 +114,19 @@ func (r *Redis) Restart(t testing.TB) {
 }
 
 func (r *Redis) args() []string {
-	return []string{
-		"--port", strconv.Itoa(r.port),
+	return append([]string{
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
 		"--dir", r.dir,
 		"--protected-mode", "no",
 		"--loglevel", "warning",
-	}
+	}, r.securityArgs()...)
 }
 
 // probe succeeds when PING answers and the server answering is ours.
 func (r *Redis) probe(pid int) error {
-	got, err := redisInfoPID(r.Addr())
+	got, err := redisInfoPID(r.clientTLS(), r.admin, r.Addr())
 	if err != nil {
 		return err
 	}

@@ -59,7 +59,7 @@ func TestRedisRetriesTakenPort(t *testing.T) {
 	defer ln.Close()
 	taken := ln.Addr().(*net.TCPAddr).Port
 	tries := 0
-	r := startRedis(t, func() (int, error) {
+	r := startRedis(t, RedisOptions{}, func() (int, error) {
 		tries++
 		if tries == 1 {
 			return taken, nil

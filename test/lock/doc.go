@@ -16,8 +16,10 @@
 //   - the command's exit code passes through (0, 3, and 137 for SIGKILL);
 //   - a holder cut off from the store by a black-holing proxy stops its
 //     command before the next holder's command starts, and exits 76;
-//   - `--slots 3` with six contenders never runs more than three at once,
-//     and a holder with another --slots is refused (exit 2);
+//   - `--slots 3` with six contenders: three commands run at once while
+//     three wait, each release lets exactly one more in, the record log
+//     never shows more than three at once, and each holder has its own
+//     token; a candidate with another --slots is refused (exit 2);
 //   - `--once-per` runs a job exactly once across five concurrent hosts, a
 //     failed run records nothing so that the next host in line retries;
 //   - `electd leader --watch` streams changes as text or JSON lines until

@@ -302,8 +302,13 @@ func (h *harness) poll(within time.Duration, what string, cond func() (bool, str
 // waitRun waits for a run of node's command and returns it.
 func (h *harness) waitRun(node string) record.Run {
 	h.t.Helper()
+	return h.waitRunWithin(node, runTimeout)
+}
+
+func (h *harness) waitRunWithin(node string, within time.Duration) record.Run {
+	h.t.Helper()
 	var found record.Run
-	h.poll(runTimeout, node+"'s command running", func() (bool, string) {
+	h.poll(within, node+"'s command running", func() (bool, string) {
 		runs := h.runs()
 		for _, r := range runs {
 			if r.Node == node {

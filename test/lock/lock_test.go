@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/internal/faultproxy"
+	"github.com/electd/electd/test/record"
 )
 
 // testMutualExclusion: ten concurrent holders each read a shared counter,
@@ -215,18 +216,51 @@ func testLostLock(t *testing.T, s *store) {
 	h.waitQueued(0)
 }
 
-// testSlots: six contenders for three slots; never more than three
-// commands at once, each holder with its own token.
+// testSlots: six contenders for three slots. Three commands run at once
+// while the other three wait; each release lets exactly one more in; never
+// more than three commands run at once, each holder with its own token.
 func testSlots(t *testing.T, s *store) {
 	const contenders, slots = 6, 3
 	h := newHarness(t, s)
-	var procs []*proc
+	procs := map[string]*proc{}
 	for i := range contenders {
-		procs = append(procs, h.lock(fmt.Sprintf("s%d", i), opts{args: []string{"--slots", strconv.Itoa(slots)},
-			env: []string{"RECORD_EXIT_AFTER=1s"}}))
+		id := fmt.Sprintf("s%d", i)
+		procs[id] = h.lock(id, opts{args: []string{"--slots", strconv.Itoa(slots)}})
+	}
+	running := func() []record.Run {
+		var out []record.Run
+		for _, r := range h.runs() {
+			if !r.Ended() && alive(r.Pid) {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	h.poll(runTimeout, "three commands running, six candidates queued", func() (bool, string) {
+		n, q := len(running()), h.s.queued(t, h.name)
+		return n == slots && q == contenders, fmt.Sprintf("%d running, %d queued", n, q)
+	})
+	// Release the holders one at a time, oldest first: each release lets
+	// the next contender in, until all six have run.
+	for started := slots; started <= contenders; started++ {
+		if n := len(h.runs()); n != started {
+			t.Fatalf("%d commands started, want %d:\n%s", n, started, describe(h.runs()))
+		}
+		run := running()[0]
+		p := procs[run.Node]
+		p.signal(syscall.SIGTERM)
+		p.mustExit(128 + int(syscall.SIGTERM))
+		want := min(started+1, contenders)
+		h.poll(runTimeout, fmt.Sprintf("%d commands started", want), func() (bool, string) {
+			n := len(h.runs())
+			return n == want, fmt.Sprintf("%d started", n)
+		})
 	}
 	for _, p := range procs {
-		p.mustExit(0)
+		if !p.exited() {
+			p.signal(syscall.SIGTERM)
+			p.mustExit(128 + int(syscall.SIGTERM))
+		}
 	}
 	runs := h.runs()
 	if len(runs) != contenders {
@@ -238,13 +272,12 @@ func testSlots(t *testing.T, s *store) {
 			t.Fatalf("token %d given twice:\n%s", r.Token, describe(runs))
 		}
 		tokens[r.Token] = true
+		if r.Stop.IsZero() {
+			t.Fatalf("a command was not stopped with SIGTERM: %s", r)
+		}
 	}
-	most := maxConcurrent(runs)
-	if most > slots {
-		t.Fatalf("%d commands ran at once with --slots %d:\n%s", most, slots, describe(runs))
-	}
-	if most < slots {
-		t.Errorf("at most %d commands ran at once; %d slots were never all used:\n%s", most, slots, describe(runs))
+	if most := maxConcurrent(runs); most != slots {
+		t.Fatalf("at most %d commands ran at once with --slots %d, want exactly %d:\n%s", most, slots, slots, describe(runs))
 	}
 	h.waitQueued(0)
 }

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"github.com/urfave/cli/v2"
+
+	"github.com/electd/electd/elector"
+)
+
+// slotsFlag is --slots, shared by run and lock.
+func slotsFlag() cli.Flag {
+	return &cli.IntFlag{Name: "slots", EnvVars: env("SLOTS"), Value: 1,
+		Usage: "let up to N copies hold at once (a semaphore); every copy of the election must use the same N"}
+}
+
+// lockFlags are the store flags (less --election: the lock's name is NAME)
+// and the lock's own.
+func lockFlags() []cli.Flag {
+	var flags []cli.Flag
+	for _, f := range storeFlags() {
+		if f.Names()[0] != "election" {
+			flags = append(flags, f)
+		}
+	}
+	return append(flags,
+		&cli.DurationFlag{Name: "wait", EnvVars: env("WAIT"), DefaultText: "forever",
+			Usage: "how long to wait for the lock; 0 tries once (join, and leave at once unless free); then exit 75"},
+		slotsFlag(),
+		&cli.DurationFlag{Name: "once-per", EnvVars: env("ONCE_PER"), DefaultText: "off",
+			Usage: "record a successful run (exit 0) for this long; while the record lives, exit 0 at once without running"},
+		&cli.StringFlag{Name: "stop-signal", EnvVars: env("STOP_SIGNAL"), Value: "SIGTERM", Usage: "signal that asks the child to stop"},
+		&cli.DurationFlag{Name: "stop-timeout", EnvVars: env("STOP_TIMEOUT"),
+			DefaultText: "5s, or less when --ttl requires", Usage: "grace after --stop-signal before SIGKILL to the child's process group"},
+		&cli.BoolFlag{Name: "shell", EnvVars: env("SHELL"), Usage: "run COMMAND with /bin/sh -c"},
+	)
+}
+
+// setSlots makes el a semaphore of n slots; 1 needs no support from the
+// backend.
+func setSlots(el elector.Elector, n int) error {
+	if err := elector.ValidateSlots(n); err != nil {
+		return err
+	}
+	s, ok := el.(elector.Slotted)
+	if !ok {
+		if n == 1 {
+			return nil
+		}
+		return elector.Configf("slots", "this store backend has no semaphores")
+	}
+	return s.SetSlots(n)
+}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/electd/electd/elector"
+	"github.com/electd/electd/supervisor"
+)
+
+// parseLock parses `electd lock ARGS...` with the real flags.
+func parseLock(t *testing.T, args ...string) (*lockConfig, error) {
+	t.Helper()
+	var (
+		lc  *lockConfig
+		err error
+	)
+	onUsage := func(_ *cli.Context, uerr error, _ bool) error { return &usageError{err: uerr} }
+	app := &cli.App{
+		Writer: io.Discard, ErrWriter: io.Discard,
+		Commands: []*cli.Command{{
+			Name: "lock", Flags: lockFlags(), OnUsageError: onUsage,
+			Action: func(c *cli.Context) error {
+				lc, err = parseLockConfig(c)
+				return nil
+			},
+		}},
+		OnUsageError: onUsage,
+	}
+	if rerr := app.Run(append([]string{"electd", "lock"}, args...)); rerr != nil {
+		return nil, rerr
+	}
+	return lc, err
+}
+
+func TestParseLockConfig(t *testing.T) {
+	noexec := filepath.Join(t.TempDir(), "script.sh")
+	if err := os.WriteFile(noexec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		check   func(t *testing.T, lc *lockConfig)
+		usage   bool   // a *usageError
+		field   string // a *elector.ConfigError on this field
+		cmdCode int    // a *commandError with this code
+	}{
+		{name: "defaults", args: []string{"job", "--", "true"}, check: func(t *testing.T, lc *lockConfig) {
+			if lc.name != "job" || !slices.Equal(lc.command, []string{"true"}) || lc.wait >= 0 || lc.slots != 1 || lc.oncePer != 0 {
+				t.Fatalf("config %+v", lc)
+			}
+			if lc.timing.TTL != elector.DefaultTTL || lc.stopTimeout != 5*time.Second || lc.stopSignal != syscall.SIGTERM {
+				t.Fatalf("timing %s, stop %s %s", lc.timing, lc.stopTimeout, lc.stopSignal)
+			}
+		}},
+		{name: "command with arguments", args: []string{"--wait", "0", "job", "--", "sh", "-c", "exit 3"}, check: func(t *testing.T, lc *lockConfig) {
+			if lc.wait != 0 || !slices.Equal(lc.command, []string{"sh", "-c", "exit 3"}) {
+				t.Fatalf("config %+v", lc)
+			}
+		}},
+		{name: "without --", args: []string{"job", "true"}, check: func(t *testing.T, lc *lockConfig) {
+			if !slices.Equal(lc.command, []string{"true"}) {
+				t.Fatalf("command %q", lc.command)
+			}
+		}},
+		{name: "semaphore and once-per", args: []string{"--slots", "4", "--wait", "1m", "job", "--", "true"}, check: func(t *testing.T, lc *lockConfig) {
+			if lc.slots != 4 || lc.wait != time.Minute {
+				t.Fatalf("config %+v", lc)
+			}
+		}},
+		{name: "no name", args: nil, usage: true},
+		{name: "no command", args: []string{"job", "--"}, usage: true},
+		{name: "flag after name", args: []string{"job", "--wait", "0", "--", "true"}, usage: true},
+		{name: "unknown flag", args: []string{"--election", "x", "job", "--", "true"}, usage: true},
+		{name: "negative wait", args: []string{"--wait", "-1s", "job", "--", "true"}, field: "wait"},
+		{name: "zero slots", args: []string{"--slots", "0", "job", "--", "true"}, field: "slots"},
+		{name: "zero once-per", args: []string{"--once-per", "0s", "job", "--", "true"}, field: "once-per"},
+		{name: "once-per with slots", args: []string{"--once-per", "1h", "--slots", "2", "job", "--", "true"}, field: "once-per"},
+		{name: "stop-timeout too long", args: []string{"--ttl", "2s", "--stop-timeout", "5s", "job", "--", "true"}, field: "stop-timeout"},
+		{name: "command not found", args: []string{"job", "--", "/nonexistent/electd-lock-test"}, cmdCode: 127},
+		{name: "command not executable", args: []string{"job", "--", noexec}, cmdCode: 126},
+		{name: "shell skips the lookup", args: []string{"--shell", "job", "--", "nonexistent-command"}, check: func(t *testing.T, lc *lockConfig) {
+			if !lc.shell {
+				t.Fatal("shell not set")
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lc, err := parseLock(t, tt.args...)
+			var (
+				ue *usageError
+				ce *elector.ConfigError
+				me *commandError
+			)
+			switch {
+			case tt.usage:
+				if !errors.As(err, &ue) {
+					t.Fatalf("err = %v, want a usage error", err)
+				}
+			case tt.field != "":
+				if !errors.As(err, &ce) || ce.Field != tt.field {
+					t.Fatalf("err = %v, want a ConfigError on %s", err, tt.field)
+				}
+			case tt.cmdCode != 0:
+				if !errors.As(err, &me) || me.code != tt.cmdCode {
+					t.Fatalf("err = %v, want a commandError %d", err, tt.cmdCode)
+				}
+			default:
+				if err != nil {
+					t.Fatalf("err = %v", err)
+				}
+				tt.check(t, lc)
+			}
+		})
+	}
+}
+
+func TestLockExitCodes(t *testing.T) {
+	lost := &supervisor.TermEndedError{Reason: "deadline", Status: supervisor.ExitStatus{Signal: syscall.SIGTERM}}
+	tests := []struct {
+		name string
+		err  error
+		code int
+		says string // in the printed line; empty: nothing printed
+	}{
+		{"command's code", &supervisor.ExitError{Status: supervisor.ExitStatus{Code: 3}}, 3, ""},
+		{"command killed", &supervisor.ExitError{Status: supervisor.ExitStatus{Code: -1, Signal: syscall.SIGKILL}}, 137, ""},
+		{"busy", &lockBusyError{name: "job", wait: 0, slots: 1, holder: "h1 (token 7)"}, 75, "lock job: not acquired at once (--wait 0); held by h1 (token 7)"},
+		{"busy within wait", &lockBusyError{name: "job", wait: time.Second, slots: 3}, 75, "all 3 slots of job: not acquired within --wait 1s"},
+		{"store silent", &lockBusyError{name: "job", wait: time.Second, slots: 1, storeErr: errors.New("connection refused")}, 75, "the store does not answer: connection refused"},
+		{"lost", &lockLostError{name: "job", err: lost}, 76, "lock job lost while the command ran (deadline); the command was stopped (code 143)"},
+		{"SIGTERM", &signalError{sig: syscall.SIGTERM, while: "lock released"}, 143, "stopped by SIGTERM: lock released"},
+		{"SIGINT", &signalError{sig: syscall.SIGINT}, 130, "stopped by SIGINT"},
+		{"not found", &commandError{code: exitNotFound, err: errors.New("exec: \"x\": not found")}, 127, "not found"},
+		{"slots mismatch", fmt.Errorf("campaign: %w", &elector.SlotsError{Election: "job", Mine: 3, Theirs: 2}), 2, "has 3 slot(s) but the candidates already queued have 2"},
+		{"store failure", fmt.Errorf("lock job: read the run record: %w", &elector.StoreError{Op: "last-run", Err: context.DeadlineExceeded}), 1, "read the run record"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			if code := exitCode(tt.err, &out); code != tt.code {
+				t.Fatalf("exitCode(%v) = %d, want %d", tt.err, code, tt.code)
+			}
+			if tt.says == "" && out.Len() != 0 || !strings.Contains(out.String(), tt.says) {
+				t.Fatalf("printed %q, want %q", out.String(), tt.says)
+			}
+			if strings.Count(out.String(), "\n") > 1 {
+				t.Fatalf("printed more than one line: %q", out.String())
+			}
+		})
+	}
+}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/electd/electd/elector"
+	"github.com/electd/electd/internal/testenv"
+)
+
+func TestParseStoreURL(t *testing.T) {
+	tests := []struct {
+		name, raw string
+		kind      string // "" = refused
+		tls       bool
+		hosts     []string
+		user, pw  string
+		db        int
+		redacted  string
+		reason    string // part of the refusal
+	}{
+		{name: "etcd one host", raw: "etcd://h1:2379", kind: "etcd", hosts: []string{"h1:2379"}, redacted: "etcd://h1:2379"},
+		{name: "etcd cluster", raw: "etcd://h1:2379,h2:2379,[::1]:2379", kind: "etcd", hosts: []string{"h1:2379", "h2:2379", "[::1]:2379"}, redacted: "etcd://h1:2379,h2:2379,[::1]:2379"},
+		{name: "etcds with user", raw: "etcds://u:p%2Fw@h:2379", kind: "etcd", tls: true, hosts: []string{"h:2379"}, user: "u", pw: "p/w", redacted: "etcds://u:REDACTED@h:2379"},
+		{name: "redis db", raw: "redis://h:6379/3", kind: "redis", hosts: []string{"h:6379"}, db: 3, redacted: "redis://h:6379/3"},
+		{name: "rediss password only", raw: "rediss://:pw@h:6380", kind: "redis", tls: true, hosts: []string{"h:6380"}, pw: "pw", redacted: "rediss://:REDACTED@h:6380"},
+		{name: "empty password is none", raw: "redis://u:@h:6379", kind: "redis", hosts: []string{"h:6379"}, user: "u", redacted: "redis://u:REDACTED@h:6379"},
+		{name: "not a URL", raw: "h:2379", reason: "is not a URL"},
+		{name: "unknown scheme", raw: "zk://h:2181", reason: "scheme \"zk\""},
+		{name: "no port", raw: "etcd://h1", reason: "needs a port"},
+		{name: "bad port", raw: "etcd://h1:99999", reason: "1..65535"},
+		{name: "empty host in list", raw: "etcd://h1:2379,,h2:2379", reason: "empty host"},
+		{name: "etcd path", raw: "etcd://h:2379/x", reason: "no path"},
+		{name: "two redis hosts", raw: "redis://a:1,b:2", reason: "one host"},
+		{name: "redis db not a number", raw: "redis://h:6379/x", reason: "not a number"},
+		{name: "query", raw: "redis://h:6379?password=pw", reason: "no query"},
+		{name: "fragment", raw: "redis://h:6379#x", reason: "no query"},
+		{name: "unescaped slash in password", raw: "redis://u:12/x@h:6379", reason: "stray '@'"},
+		{name: "unescaped hash in password", raw: "redis://u:p#w@h:6379", reason: "percent-encode"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			su, err := parseStoreURL(tc.raw)
+			if tc.kind == "" {
+				var ce *elector.ConfigError
+				if !errors.As(err, &ce) || ce.Field != "store" || !strings.Contains(ce.Reason, tc.reason) {
+					t.Fatalf("parseStoreURL(%q) = %v, want a store error containing %q", tc.raw, err, tc.reason)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parseStoreURL(%q): %v", tc.raw, err)
+			}
+			got := []any{su.kind, su.tls, strings.Join(su.hosts, " "), su.user, su.password, su.db, su.redacted}
+			want := []any{tc.kind, tc.tls, strings.Join(tc.hosts, " "), tc.user, tc.pw, tc.db, tc.redacted}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("parseStoreURL(%q) = %v, want %v", tc.raw, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestRedact(t *testing.T) {
+	tests := []struct{ raw, want string }{
+		{"etcd://h:2379", "etcd://h:2379"},
+		{"redis://u:secret@h:6379/0", "redis://u:REDACTED@h:6379/0"},
+		{"redis://u@h:6379", "redis://u@h:6379"},
+		{"redis://u:se/cret@h:6379", "redis://REDACTED@h:6379"},
+		{"redis://u:12/se@cret@h:6379", "redis://REDACTED@h:6379"},
+		{"redis://u:s#e@h:6379", "redis://REDACTED@h:6379"},
+		{"u:secret@h:6379", "REDACTED@h:6379"},
+		{"redis://h:6379?password=secret", "redis://h:6379?REDACTED"},
+		{"redis://h:6379#secret", "redis://h:6379#REDACTED"},
+		{"%zz://u:secret@h", "%zz://REDACTED@h"},
+		{"etcds://u:secret@h1:2379,[::1]:2379", "etcds://u:REDACTED@h1:2379,[::1]:2379"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.raw, func(t *testing.T) {
+			if got := redact(tc.raw); got != tc.want {
+				t.Fatalf("redact(%q) = %q, want %q", tc.raw, got, tc.want)
+			}
+		})
+	}
+}
+
+// withContext runs fn with the *cli.Context of `electd leader args...`.
+func withContext(t *testing.T, args []string, fn func(c *cli.Context)) {
+	t.Helper()
+	var ran bool
+	app := &cli.App{Name: "electd", Commands: []*cli.Command{{Name: "x", Flags: storeFlags(),
+		Action: func(c *cli.Context) error { ran = true; fn(c); return nil }}}}
+	if err := app.Run(append([]string{"electd", "x"}, args...)); err != nil || !ran {
+		t.Fatalf("flags %q: %v", args, err)
+	}
+}
+
+func TestStorePassword(t *testing.T) {
+	pw := writeFile(t, "pw", "from-file\r\n")
+	empty := writeFile(t, "empty", "\n")
+	tests := []struct {
+		name  string
+		args  []string
+		env   string // $ELECTD_STORE_PASSWORD; "" = unset
+		want  string // password; "" with field set = refused
+		from  string
+		field string
+	}{
+		{name: "url", args: []string{"--store", "redis://u:p@h:1"}, want: "p", from: "store"},
+		{name: "env", args: []string{"--store", "redis://u@h:1"}, env: "e", want: "e", from: "$ELECTD_STORE_PASSWORD"},
+		{name: "file", args: []string{"--store", "etcd://u@h:1", "--store-password-file", pw}, want: "from-file", from: "store-password-file"},
+		{name: "redis default user", args: []string{"--store", "redis://h:1"}, env: "e", want: "e", from: "$ELECTD_STORE_PASSWORD"},
+		{name: "none", args: []string{"--store", "redis://h:1"}},
+		{name: "url and file", args: []string{"--store", "redis://u:p@h:1", "--store-password-file", pw}, field: "store-password-file"},
+		{name: "file and env", args: []string{"--store", "redis://u@h:1", "--store-password-file", pw}, env: "e", field: "$ELECTD_STORE_PASSWORD"},
+		{name: "empty file", args: []string{"--store", "redis://u@h:1", "--store-password-file", empty}, field: "store-password-file"},
+		{name: "missing file", args: []string{"--store", "redis://u@h:1", "--store-password-file", pw + ".nope"}, field: "store-password-file"},
+		{name: "user without password", args: []string{"--store", "redis://u@h:1"}, field: "store"},
+		{name: "etcd password without user", args: []string{"--store", "etcd://h:1"}, env: "e", field: "$ELECTD_STORE_PASSWORD"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("ELECTD_STORE_PASSWORD", tc.env)
+			}
+			withContext(t, tc.args, func(c *cli.Context) {
+				su, err := parseStoreURL(c.String("store"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = storePassword(c, su)
+				if tc.field != "" {
+					var ce *elector.ConfigError
+					if !errors.As(err, &ce) || ce.Field != tc.field {
+						t.Fatalf("storePassword = %v, want a refusal of %s", err, tc.field)
+					}
+					if strings.Contains(err.Error(), "from-file") || strings.Contains(err.Error(), ":p@") {
+						t.Fatalf("the refusal shows the password: %v", err)
+					}
+					return
+				}
+				if err != nil || su.password != tc.want || su.passwordFrom != tc.from {
+					t.Fatalf("storePassword = %v, password %q from %q; want %q from %q", err, su.password, su.passwordFrom, tc.want, tc.from)
+				}
+			})
+		})
+	}
+}
+
+func TestStoreTLSFlags(t *testing.T) {
+	ca := testenv.NewCA(t, "ca")
+	kp := ca.Client(t, "c")
+	tests := []struct {
+		name  string
+		args  []string
+		field string // "" = accepted
+		certs int
+	}{
+		{name: "plain", args: []string{"--store", "etcd://h:1"}},
+		{name: "tls, system roots", args: []string{"--store", "etcds://h:1"}},
+		{name: "tls, CA and certificate", args: []string{"--store", "rediss://h:1", "--ca-file", ca.CertFile, "--cert-file", kp.CertFile, "--key-file", kp.KeyFile}, certs: 1},
+		{name: "CA with a plain URL", args: []string{"--store", "redis://h:1", "--ca-file", ca.CertFile}, field: "ca-file"},
+		{name: "server name with a plain URL", args: []string{"--store", "redis://h:1", "--tls-server-name", "x"}, field: "tls-server-name"},
+		{name: "missing CA", args: []string{"--store", "etcds://h:1", "--ca-file", ca.CertFile + ".nope"}, field: "ca-file"},
+		{name: "CA not PEM", args: []string{"--store", "etcds://h:1", "--ca-file", kp.KeyFile}, field: "ca-file"},
+		{name: "key without certificate", args: []string{"--store", "etcds://h:1", "--key-file", kp.KeyFile}, field: "cert-file"},
+		{name: "mismatched pair", args: []string{"--store", "etcds://h:1", "--cert-file", kp.CertFile, "--key-file", kp.CertFile}, field: "cert-file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			withContext(t, tc.args, func(c *cli.Context) {
+				su, err := parseStoreURL(c.String("store"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg, err := storeTLS(c, su)
+				if tc.field != "" {
+					var ce *elector.ConfigError
+					if !errors.As(err, &ce) || ce.Field != tc.field {
+						t.Fatalf("storeTLS = %v, want a refusal of %s", err, tc.field)
+					}
+					return
+				}
+				if err != nil || (cfg != nil) != su.tls || (cfg != nil && len(cfg.Certificates) != tc.certs) {
+					t.Fatalf("storeTLS = %v, %v", cfg, err)
+				}
+			})
+		})
+	}
+}
+
+func TestScrubbedLogger(t *testing.T) {
+	var buf bytes.Buffer
+	ss := newSecrets("s3cr/et")
+	log := ss.logger(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	log = log.With("url", "redis://u:s3cr%2Fet@h").WithGroup("g")
+	log.Debug("saw s3cr/et", "err", errors.New("auth s3cr/et failed"), "n", 1,
+		slog.Group("sub", "v", "x s3cr/et"), "any", []string{"s3cr/et"})
+	out := buf.String()
+	if ss.leaks(out) || strings.Contains(out, "s3cr") {
+		t.Fatalf("secret in log: %s", out)
+	}
+	for _, want := range []string{`"n":1`, `"msg":"saw REDACTED"`, "REDACTED@h"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log %s lacks %s", out, want)
+		}
+	}
+	err := ss.err(&elector.ConfigError{Field: "store", Reason: "bad s3cr/et"})
+	var ce *elector.ConfigError
+	if !errors.As(err, &ce) || strings.Contains(err.Error(), "s3cr") {
+		t.Fatalf("scrubbed error %v: want no secret and the ConfigError kept", err)
+	}
+}

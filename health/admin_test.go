@@ -1,0 +1,126 @@
+package health
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+func TestSeparateAdmin(t *testing.T) {
+	resigned := 0
+	s, _ := newTestServer(t, func(c *Config) {
+		c.SeparateAdmin = true
+		c.Leading = func() bool { return true }
+		c.Resign = func(context.Context) error { resigned++; return nil }
+	})
+	if s.AdminHandler() == nil {
+		t.Fatal("AdminHandler() = nil with SeparateAdmin")
+	}
+	const loop, remote = "127.0.0.1:5000", "192.0.2.1:5000"
+	tests := []struct {
+		name         string
+		admin        bool // through AdminHandler, else Handler
+		method, path string
+		remote       string
+		code         int
+	}{
+		{"main has no metrics", false, "GET", "/metrics", loop, http.StatusNotFound},
+		{"main has no resign", false, "POST", "/resign", loop, http.StatusNotFound},
+		{"main keeps leader", false, "GET", "/leader", loop, http.StatusServiceUnavailable},
+		{"main keeps readyz", false, "GET", "/readyz", loop, http.StatusOK},
+		{"admin has metrics", true, "GET", "/metrics", remote, http.StatusOK},
+		{"admin resign from afar needs the token", true, "POST", "/resign", remote, http.StatusForbidden},
+		{"admin resign from loopback", true, "POST", "/resign", loop, http.StatusOK},
+		{"admin has no leader", true, "GET", "/leader", loop, http.StatusNotFound},
+		{"admin has no readyz", true, "GET", "/readyz", loop, http.StatusNotFound},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(tc.method, tc.path, nil)
+			r.RemoteAddr = tc.remote
+			w := httptest.NewRecorder()
+			h := s.Handler()
+			if tc.admin {
+				h = s.AdminHandler()
+			}
+			h.ServeHTTP(w, r)
+			if w.Code != tc.code {
+				t.Fatalf("%s %s = %d, want %d: %s", tc.method, tc.path, w.Code, tc.code, w.Body)
+			}
+		})
+	}
+	if resigned != 1 {
+		t.Fatalf("Resign called %d times, want 1", resigned)
+	}
+}
+
+func TestAdminOnMainByDefault(t *testing.T) {
+	s, _ := newTestServer(t, nil)
+	if s.AdminHandler() != nil {
+		t.Fatal("AdminHandler() != nil without SeparateAdmin")
+	}
+	w := do(t, s, "GET", "/metrics", "127.0.0.1:1", nil)
+	if w.Code != http.StatusOK {
+		t.Fatalf("GET /metrics = %d, want 200", w.Code)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ServeAdmin(context.Background(), ln); err == nil {
+		t.Fatal("ServeAdmin without SeparateAdmin: want an error")
+	}
+}
+
+// TestServeBothListeners serves the two handlers on real listeners and
+// shuts both down.
+func TestServeBothListeners(t *testing.T) {
+	s, _ := newTestServer(t, func(c *Config) { c.SeparateAdmin = true })
+	ctx, cancel := context.WithCancel(context.Background())
+	lnMain, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lnAdmin, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 2)
+	go func() { done <- s.Serve(ctx, lnMain) }()
+	go func() { done <- s.ServeAdmin(ctx, lnAdmin) }()
+
+	get := func(addr, path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatalf("GET %s%s: %v", addr, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get(lnMain.Addr().String(), "/metrics"); code != http.StatusNotFound {
+		t.Errorf("main /metrics = %d, want 404", code)
+	}
+	if code, body := get(lnAdmin.Addr().String(), "/metrics"); code != http.StatusOK {
+		t.Errorf("admin /metrics = %d, want 200: %s", code, body)
+	}
+	if code, _ := get(lnMain.Addr().String(), "/livez"); code != http.StatusOK {
+		t.Errorf("main /livez = %d, want 200", code)
+	}
+	cancel()
+	for range 2 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("servers did not stop")
+		}
+	}
+}

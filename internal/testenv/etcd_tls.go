@@ -1,0 +1,97 @@
+package testenv
+
+import (
+	"context"
+	"crypto/tls"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// etcdTLS is the TLS set-up of an etcd started by StartEtcdTLS.
+type etcdTLS struct {
+	ca     *CA
+	server KeyPair
+	client *tls.Config // presents testenv's own client certificate
+}
+
+// StartEtcdTLS starts etcd as StartEtcd does, but its client port speaks
+// only TLS with a certificate issued by ca for 127.0.0.1 and localhost, and
+// requires a client certificate signed by ca (--client-cert-auth
+// --trusted-ca-file). Issue one with ca.Client. The probe and Client use a
+// client certificate of their own, with an empty common name.
+func StartEtcdTLS(t testing.TB, ca *CA) *Etcd {
+	t.Helper()
+	own := ca.anonymousClient(t, "testenv-etcd")
+	tc := &etcdTLS{ca: ca, server: ca.Server(t, "etcd-server"), client: ca.ClientTLS(t, &own)}
+	return startEtcd(t, tc)
+}
+
+// URL returns the --store URL of this server: etcd://127.0.0.1:PORT, or
+// etcds://… when it was started by StartEtcdTLS.
+func (e *Etcd) URL() string {
+	if e.tls != nil {
+		return "etcds://" + e.Endpoint()
+	}
+	return "etcd://" + e.Endpoint()
+}
+
+func (e *Etcd) rootPassword() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.rootPass
+}
+
+// EnableAuth creates the user root with rootPassword and the root role, and
+// turns authentication on. Clients made by Client afterwards log in as root.
+func (e *Etcd) EnableAuth(t testing.TB, rootPassword string) {
+	t.Helper()
+	cli := e.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	steps := []struct {
+		what string
+		do   func() error
+	}{
+		{"add user root", func() error { _, err := cli.UserAdd(ctx, "root", rootPassword); return err }},
+		{"grant role root", func() error { _, err := cli.UserGrantRole(ctx, "root", "root"); return err }},
+		{"enable auth", func() error { _, err := cli.AuthEnable(ctx); return err }},
+	}
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			t.Fatalf("testenv: etcd %s: %v", s.what, err)
+		}
+	}
+	e.mu.Lock()
+	e.rootPass = rootPassword
+	e.mu.Unlock()
+}
+
+// AddUser creates user with password and a role of the same name allowed
+// to read and write every key under prefix (and nothing else). Call it
+// after EnableAuth.
+func (e *Etcd) AddUser(t testing.TB, user, password, prefix string) {
+	t.Helper()
+	cli := e.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	steps := []struct {
+		what string
+		do   func() error
+	}{
+		{"add role", func() error { _, err := cli.RoleAdd(ctx, user); return err }},
+		{"grant permission", func() error {
+			_, err := cli.RoleGrantPermission(ctx, user, prefix, clientv3.GetPrefixRangeEnd(prefix),
+				clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		}},
+		{"add user", func() error { _, err := cli.UserAdd(ctx, user, password); return err }},
+		{"grant role", func() error { _, err := cli.UserGrantRole(ctx, user, user); return err }},
+	}
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			t.Fatalf("testenv: etcd %s for %s: %v", s.what, user, err)
+		}
+	}
+}
