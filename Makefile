@@ -39,3 +39,24 @@ demo:
 
 clean:
 	rm -rf $(BIN)
+
+## torture: the long fault-injection run of test/torture on etcd and Redis:
+## TORTURE_FAULTS faults per backend (default 200), TORTURE_SEED to replay a
+## schedule. Prints every fault and the figures, and writes the figures as
+## Markdown to bin/torture-report.md. (`make test` runs its short version.)
+TORTURE_FAULTS ?= 200
+.PHONY: torture
+torture: deps
+	@mkdir -p $(BIN)
+	@rm -f $(BIN)/torture-report.md
+	ELECTD_ETCD_BIN=$(ETCD) TORTURE_FAULTS=$(TORTURE_FAULTS) TORTURE_REPORT=$(BIN)/torture-report.md \
+	  $(GO) test -count=1 -timeout 240m -v -run '^TestTorture$$' ./test/torture/
+	@cat $(BIN)/torture-report.md
+
+## bench: measure handover, failover, store cost, /leader and footprint against real
+## etcd and redis-server, beside etcdctl lock/elect and a naive Redis lock (~10 min);
+## prints a table and writes it as Markdown to bin/bench-results.md (see docs/BENCHMARKS.md).
+.PHONY: bench
+bench: redis-server
+	@mkdir -p $(BIN)
+	$(GO) run ./test/bench -md $(BIN)/bench-results.md $(BENCHFLAGS)

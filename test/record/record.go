@@ -157,58 +157,85 @@ func Parse(r io.Reader) ([]Run, error) {
 }
 
 func parseLine(text string, open map[int]*Run, runs *[]*Run) error {
-	f := strings.Fields(text)
-	if len(f) < 5 || len(f) > 6 {
-		return errors.New("want KIND NODE TOKEN PID UNIXNANOS [EXTRA]")
-	}
-	kind, node := f[0], f[1]
-	token, err := strconv.ParseUint(f[2], 10, 64)
+	l, err := ParseLine(text)
 	if err != nil {
-		return fmt.Errorf("token: %w", err)
+		return err
 	}
-	pid, err := strconv.Atoi(f[3])
-	if err != nil {
-		return fmt.Errorf("pid: %w", err)
-	}
-	ns, err := strconv.ParseInt(f[4], 10, 64)
-	if err != nil {
-		return fmt.Errorf("time: %w", err)
-	}
-	at := time.Unix(0, ns)
-	extra := ""
-	if len(f) == 6 {
-		extra = f[5]
-	}
-	if kind == KindStart {
-		r := &Run{Node: node, Token: token, Pid: pid, Start: at}
-		open[pid] = r
+	if l.Kind == KindStart {
+		r := &Run{Node: l.Node, Token: l.Token, Pid: l.Pid, Start: l.At}
+		open[l.Pid] = r
 		*runs = append(*runs, r)
 		return nil
 	}
-	r := open[pid]
-	if r == nil || r.Node != node || r.Token != token {
-		return fmt.Errorf("no start line for pid %d (%s, token %d) before it", pid, node, token)
+	return open[l.Pid].Add(l)
+}
+
+// Line is one parsed line of the log.
+type Line struct {
+	Kind  string
+	Node  string
+	Token uint64
+	Pid   int
+	At    time.Time
+	Extra string // empty when the line has none
+}
+
+// ParseLine parses one line of the log, without its newline. It checks the
+// fields, not the kind: see Run.Add.
+func ParseLine(text string) (Line, error) {
+	f := strings.Fields(text)
+	if len(f) < 5 || len(f) > 6 {
+		return Line{}, errors.New("want KIND NODE TOKEN PID UNIXNANOS [EXTRA]")
 	}
-	r.LastBeat = at
-	switch kind {
+	l := Line{Kind: f[0], Node: f[1]}
+	var err error
+	if l.Token, err = strconv.ParseUint(f[2], 10, 64); err != nil {
+		return Line{}, fmt.Errorf("token: %w", err)
+	}
+	if l.Pid, err = strconv.Atoi(f[3]); err != nil {
+		return Line{}, fmt.Errorf("pid: %w", err)
+	}
+	ns, err := strconv.ParseInt(f[4], 10, 64)
+	if err != nil {
+		return Line{}, fmt.Errorf("time: %w", err)
+	}
+	l.At = time.Unix(0, ns)
+	if len(f) == 6 {
+		l.Extra = f[5]
+	}
+	return l, nil
+}
+
+// Add applies a line other than a start line to the run it belongs to (the
+// latest run of its pid; r may be nil when there is none), as Parse does. It
+// is for readers that follow a growing log line by line.
+func (r *Run) Add(l Line) error {
+	if r == nil || r.Pid != l.Pid || r.Node != l.Node || r.Token != l.Token {
+		return fmt.Errorf("no start line for pid %d (%s, token %d) before it", l.Pid, l.Node, l.Token)
+	}
+	r.LastBeat = l.At
+	var err error
+	switch l.Kind {
 	case KindBeat:
 	case KindStop:
-		r.Stop = at
+		r.Stop = l.At
 	case KindTerm:
-		r.Terms = append(r.Terms, at)
+		r.Terms = append(r.Terms, l.At)
 	case KindExit:
-		if r.ExitCode, err = strconv.Atoi(extra); err != nil {
+		if r.ExitCode, err = strconv.Atoi(l.Extra); err != nil {
 			return fmt.Errorf("exit code: %w", err)
 		}
-		r.Exit = at
+		r.Exit = l.At
 	case KindGrandchild:
-		gc, err := strconv.Atoi(extra)
+		gc, err := strconv.Atoi(l.Extra)
 		if err != nil {
 			return fmt.Errorf("grandchild pid: %w", err)
 		}
 		r.Grandchildren = append(r.Grandchildren, gc)
+	case KindStart:
+		return errors.New("a start line begins a new run")
 	default:
-		return fmt.Errorf("unknown kind %q", kind)
+		return fmt.Errorf("unknown kind %q", l.Kind)
 	}
 	return nil
 }

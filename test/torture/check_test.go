@@ -1,0 +1,186 @@
+package torture
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/electd/electd/supervisor"
+	"github.com/electd/electd/test/record"
+)
+
+// staleBound bounds a resumed child's stale window: its electd, resumed
+// with it, finds its deadline passed and stops it at once (SIGKILL, as no
+// grace is left). Generous: the machine is small and shared.
+func (c *cluster) staleBound() time.Duration { return c.cfg.stopTimeout + 2*time.Second }
+
+// verify checks the record so far (sync the journal first):
+//
+//   - no two children's intervals overlap, a paused child's interval ending
+//     at its last line before it was resumed, and tokens strictly increase
+//     in start order (record.Check, exact);
+//   - the fenced resource rejected no write of a child that was never
+//     paused (that would be two terms writing interleaved), and rejected
+//     every write a resumed child made after a newer term had written;
+//   - a resumed child was gone within staleBound;
+//   - no child outlived its electd: every run ended within goneBound of
+//     its electd's SIGKILL (or exit).
+func (c *cluster) verify() []error {
+	var errs []error
+	if err := record.Check(c.j.adjusted(), record.Options{}); err != nil {
+		errs = append(errs, err)
+	}
+	if n := c.j.fence.wrongful; n > 0 {
+		errs = append(errs, fmt.Errorf("the fenced resource rejected %d writes of children that were never paused (two terms wrote interleaved), e.g. %s",
+			n, strings.Join(c.j.fence.examples, "; ")))
+	}
+	now := time.Now()
+	for _, p := range c.j.pauses {
+		if p.rejected != p.afterNewer {
+			errs = append(errs, fmt.Errorf("paused child %s: %d of its %d writes after a newer term's were accepted",
+				p.run, p.afterNewer-p.rejected, p.afterNewer))
+		}
+		window := p.window()
+		if !p.run.Ended() && alive(p.run.Pid) {
+			window = now.Sub(p.resumed)
+		}
+		if window > c.staleBound() {
+			errs = append(errs, fmt.Errorf("paused child %s ran %s after it was resumed, more than %s", p.run, window, c.staleBound()))
+		}
+	}
+	for _, l := range c.lives {
+		if !l.exited() {
+			continue
+		}
+		end := l.end()
+		for _, r := range c.j.runs {
+			if r.Node != l.node.id || r.Start.Before(l.started) || r.Start.After(end) {
+				continue
+			}
+			if over := r.End().Sub(end); over > goneBound {
+				errs = append(errs, fmt.Errorf("child %s outlived its electd %s (pid %d, gone at %s) by %s",
+					r, l.node.id, l.pid(), end.Format("15:04:05.000000"), over))
+			}
+			if !r.Ended() && now.Sub(end) > goneBound && alive(r.Pid) && isOurs(r.Pid, recorderBin) {
+				errs = append(errs, fmt.Errorf("child %s is still alive %s after its electd %s was gone; killing it",
+					r, now.Sub(end), l.node.id))
+				_ = syscall.Kill(r.Pid, syscall.SIGKILL)
+			}
+		}
+	}
+	return errs
+}
+
+// oldEnd is the end of the fault's old child: for a paused one, its last
+// line before it was resumed.
+func (f *fault) oldEnd(j *journal) time.Time {
+	if f.pause != nil {
+		return f.pause.preEnd
+	}
+	return j.run(f.old.Pid).End()
+}
+
+// gapName names the old end → new start figure: a handover when electd
+// stopped the child on purpose, a step-down margin when it had to give up
+// its lease (the new term could start only after the old lease lapsed on
+// the store, so this is how long before that the old child was gone).
+func gapName(k kind) string {
+	switch k {
+	case sigtermElectd, resign, kill9Child:
+		return "handover gap (old end → new start)"
+	}
+	return "step-down margin (old end → new start)"
+}
+
+// minAhead is how long before the latest possible ValidUntil a cut-off
+// leader's child must be gone. electd SIGTERMs it at ValidUntil −
+// stop-timeout − StopMargin and SIGKILLs it at ValidUntil − StopMargin at
+// the latest; half the margin is left to scheduling delays on a busy host.
+const minAhead = supervisor.StopMargin / 2
+
+// stoppedLate reports a leader cut off from the store (cut-leader,
+// store-restart) whose child was gone less than minAhead before the latest
+// possible deadline: every renewal acknowledged to it was sent before
+// f.lost, so its ValidUntil was at most f.lost + window.
+func (f *fault) stoppedLate(j *journal) error {
+	if f.window == 0 || f.ahead >= minAhead { // not measured, or in time
+		return nil
+	}
+	return fmt.Errorf("the cut-off leader's child %s was gone only %s before its latest possible deadline (store link lost at %s, + %s), less than %s",
+		j.run(f.old.Pid), f.ahead, f.lost.Format("15:04:05.000000"), f.window, minAhead)
+}
+
+// measure computes f's figures once the cluster has settled after it.
+func (c *cluster) measure(f *fault) {
+	add := func(name string, d time.Duration) { f.figs = append(f.figs, figure{name, d}) }
+	if f.old != nil {
+		f.next = c.j.next(f.old)
+	}
+	if f.next != nil {
+		end := f.oldEnd(c.j)
+		add(figFailover, f.next.Start.Sub(f.at))
+		add(gapName(f.kind), f.next.Start.Sub(end))
+		switch f.kind {
+		case cutLeader, slowLeader, storeRestart, resetLeader:
+			add(figStopped, end.Sub(f.at))
+		}
+		if !f.lost.IsZero() && end.Before(f.healed) {
+			f.window = c.cfg.window
+			f.ahead = f.lost.Add(f.window).Sub(end)
+			add(figAhead, f.ahead)
+		}
+	}
+	if f.kind == kill9Electd {
+		add(figChildGone, f.childGone)
+	}
+	if f.pause != nil {
+		add(figStale, f.pause.window())
+	}
+	add(figRecovery, f.recovery)
+}
+
+// Figure names.
+const (
+	figFailover  = "failover (fault → new child starts)"
+	figStopped   = "old child gone after the fault"
+	figChildGone = "child gone after kill -9 of electd"
+	figStale     = "stale window after resume"
+	figRecovery  = "recovery (heal → a child runs)"
+	figAhead     = "old child gone before its latest possible deadline"
+)
+
+// figure is one measured duration of a fault.
+type figure struct {
+	name string
+	d    time.Duration
+}
+
+// describe is the one-line account of f, for the test log.
+func (f *fault) describe() string {
+	s := fmt.Sprintf("#%d %s", f.seq, f.kind)
+	if f.target != "" {
+		s += " " + f.target
+	}
+	if f.note != "" {
+		s += " (" + f.note + ")"
+	}
+	if f.old != nil {
+		s += fmt.Sprintf(": leader %s token %d", f.old.Node, f.old.Token)
+	}
+	if f.next != nil {
+		s += fmt.Sprintf("; next %s token %d", f.next.Node, f.next.Token)
+	} else if f.old != nil {
+		s += "; same term"
+	}
+	if p := f.pause; p != nil {
+		s += fmt.Sprintf("; %d writes after resume, %d after a newer term's, %d rejected by the fence",
+			p.staleLines, p.afterNewer, p.rejected)
+	}
+	for _, g := range f.figs {
+		s += fmt.Sprintf("; %s %s", g.name, ms(g.d))
+	}
+	return s
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }

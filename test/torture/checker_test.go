@@ -1,0 +1,147 @@
+package torture
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/test/record"
+)
+
+// These tests run the checker on hand-written logs: no servers, no
+// processes (pids are far beyond pid_max, so never alive).
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func at(msec int) time.Time { return t0.Add(time.Duration(msec) * time.Millisecond) }
+
+// lines renders record lines: each entry is kind, node, token, pid, ms.
+type ln struct {
+	kind, node, token string
+	pid, ms           int
+}
+
+func appendLines(t *testing.T, path string, ls ...ln) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, l := range ls {
+		if _, err := f.WriteString(record.Format(l.kind, l.node, l.token, l.pid, at(l.ms), "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func testCluster(t *testing.T) *cluster {
+	path := filepath.Join(t.TempDir(), "record.log")
+	return &cluster{t: t, cfg: config{stopTimeout: 500 * time.Millisecond}, logPath: path, j: newJournal(path)}
+}
+
+func (c *cluster) mustSync() {
+	c.t.Helper()
+	if err := c.j.sync(); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+const pidA, pidB = 1 << 30, 1<<30 + 1 // beyond any pid_max
+
+func wantErrs(t *testing.T, errs []error, want ...string) {
+	t.Helper()
+	got := joinErrs(errs)
+	if len(want) == 0 && len(errs) > 0 {
+		t.Fatalf("unexpected violations:\n%s", got)
+	}
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("violations %q do not mention %q", got, w)
+		}
+	}
+}
+
+func TestCheckerHandover(t *testing.T) {
+	c := testCluster(t)
+	appendLines(t, c.logPath,
+		ln{"start", "a", "5", pidA, 0}, ln{"beat", "a", "5", pidA, 5}, ln{"stop", "a", "5", pidA, 9},
+		ln{"start", "b", "7", pidB, 20}, ln{"beat", "b", "7", pidB, 25})
+	// A line still being written is not read yet.
+	if err := os.WriteFile(c.logPath+".partial", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.OpenFile(c.logPath, os.O_WRONLY|os.O_APPEND, 0)
+	_, _ = f.WriteString("beat b 7 ")
+	_ = f.Close()
+	c.mustSync()
+	wantErrs(t, c.verify())
+	if n := c.j.next(c.j.runs[0]); n == nil || n.Node != "b" {
+		t.Errorf("next after a = %v, want b's run", n)
+	}
+	if c.j.fence.accepted != 5 || c.j.fence.rejected != 0 || c.j.lines != 5 {
+		t.Errorf("fence %+v after %d lines", c.j.fence, c.j.lines)
+	}
+}
+
+func TestCheckerOverlapAndTokens(t *testing.T) {
+	c := testCluster(t)
+	appendLines(t, c.logPath,
+		ln{"start", "a", "5", pidA, 0}, ln{"beat", "a", "5", pidA, 5},
+		ln{"start", "b", "4", pidB, 8}, // a lower token, while a still runs
+		ln{"beat", "a", "5", pidA, 10}, ln{"beat", "b", "4", pidB, 12})
+	c.mustSync()
+	wantErrs(t, c.verify(), "overlap", "token order", "rejected 2 writes of children that were never paused")
+}
+
+// A paused child that resumes after the next term began: its stale window
+// is exempt from the overlap check, and the fence rejects its writes.
+func TestCheckerPausedChild(t *testing.T) {
+	c := testCluster(t)
+	appendLines(t, c.logPath, ln{"start", "a", "5", pidA, 0}, ln{"beat", "a", "5", pidA, 5})
+	c.mustSync()
+	// Paused at 6 ms; the next term starts at 2000 ms; resumed at 4000 ms.
+	p := c.j.paused(c.j.run(pidA), at(6), at(4000))
+	appendLines(t, c.logPath,
+		ln{"start", "b", "7", pidB, 2000}, ln{"beat", "b", "7", pidB, 2005},
+		ln{"beat", "a", "5", pidA, 3}, // stamped before the pause, written after the resume
+		ln{"beat", "a", "5", pidA, 4001}, ln{"stop", "a", "5", pidA, 4002},
+		ln{"beat", "b", "7", pidB, 4005})
+	c.mustSync()
+	wantErrs(t, c.verify())
+	if p.staleLines != 2 || p.afterNewer != 3 || p.rejected != 3 || p.window() != 2*time.Millisecond {
+		t.Errorf("pause %+v, window %s", *p, p.window())
+	}
+	if got := c.j.adjusted()[0].End(); !got.Equal(at(5)) {
+		t.Errorf("the paused run ends at %s for the overlap check, want its last line before the resume", got)
+	}
+}
+
+// A paused child whose pre-pause life overlaps the next term is still an
+// overlap; one that runs on long after its resume is a violation too.
+func TestCheckerPausedChildViolations(t *testing.T) {
+	c := testCluster(t)
+	appendLines(t, c.logPath, ln{"start", "a", "5", pidA, 0}, ln{"beat", "a", "5", pidA, 100})
+	c.mustSync()
+	c.j.paused(c.j.run(pidA), at(101), at(4000))
+	appendLines(t, c.logPath,
+		ln{"start", "b", "7", pidB, 50}, // began before a was even paused
+		ln{"beat", "a", "5", pidA, 4001}, ln{"beat", "a", "5", pidA, 9000})
+	c.mustSync()
+	wantErrs(t, c.verify(), "overlap", "ran 5s after it was resumed")
+}
+
+func TestQuantile(t *testing.T) {
+	s := []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	if q := quantile(s, 0.5); q != 5 {
+		t.Errorf("median %d", q)
+	}
+	if q := quantile(s, 0.99); q != 10 {
+		t.Errorf("p99 %d", q)
+	}
+	if q := quantile(s[:1], 0.99); q != 1 {
+		t.Errorf("p99 of one %d", q)
+	}
+}

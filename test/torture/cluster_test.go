@@ -1,0 +1,377 @@
+package torture
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/internal/faultproxy"
+	"github.com/electd/electd/internal/testenv"
+)
+
+const (
+	pollEvery    = 5 * time.Millisecond
+	startTimeout = 15 * time.Second // electd start to /livez
+	exitTimeout  = 10 * time.Second // SIGTERM to exit
+	goneBound    = time.Second      // a kill -9'd electd's child is gone
+	logTail      = 60               // lines of an electd's log shown on failure
+)
+
+// cluster is one backend under attack: its store server, N candidates,
+// each behind its own fault proxy, and the record log of all children.
+type cluster struct {
+	t        *testing.T
+	cfg      config
+	be       backend
+	srv      server
+	dir      string
+	logPath  string
+	election string
+	nodes    []*node
+	lives    []*life // every electd process ever started, in start order
+	j        *journal
+	history  *[]*fault // for failure messages
+}
+
+// node is one candidate host: an id, its proxy to the store, and the
+// electd process currently running as it (nil while it is down).
+type node struct {
+	id    string
+	proxy *faultproxy.Proxy
+	cur   *life
+}
+
+// life is one electd process.
+type life struct {
+	node    *node
+	cmd     *exec.Cmd
+	http    string
+	logPath string
+	client  *http.Client
+	started time.Time
+	// killed is when the harness sent SIGKILL (zero: it did not); reaped
+	// when the process had been reaped (read only after done).
+	killed, reaped time.Time
+	done           chan struct{}
+	state          *os.ProcessState
+}
+
+func newCluster(t *testing.T, cfg config, be backend) *cluster {
+	c := &cluster{t: t, cfg: cfg, be: be, dir: t.TempDir(), election: "torture-" + be.name}
+	c.logPath = filepath.Join(c.dir, "record.log")
+	c.j = newJournal(c.logPath)
+	var addr string
+	c.srv, addr = be.start(t)
+	t.Cleanup(c.cleanup) // runs before the store's cleanup (LIFO)
+	for i := 1; i <= cfg.nodes; i++ {
+		px, err := faultproxy.New(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.nodes = append(c.nodes, &node{id: "n" + strconv.Itoa(i), proxy: px})
+	}
+	for _, n := range c.nodes {
+		c.start(n)
+	}
+	return c
+}
+
+// cleanup kills every electd, and proves that no child outlived it.
+func (c *cluster) cleanup() {
+	for _, n := range c.nodes {
+		if l := n.cur; l != nil {
+			l.kill9()
+			n.cur = nil
+		}
+	}
+	if err := c.j.sync(); err != nil {
+		c.t.Errorf("record log: %v", err)
+	}
+	for _, r := range c.j.runs {
+		if !waitGone(r.Pid, goneBound) && isOurs(r.Pid, recorderBin) {
+			c.t.Errorf("child %s outlived its electd (SIGKILLed) by %s; killing it", r, goneBound)
+			_ = syscall.Kill(r.Pid, syscall.SIGKILL)
+		}
+	}
+	for _, n := range c.nodes {
+		_ = n.proxy.Close()
+	}
+	for _, l := range c.lives {
+		if b, err := os.ReadFile(l.logPath); err == nil {
+			for _, bad := range []string{"WARNING: DATA RACE", "panic: ", "fatal error: "} {
+				if strings.Contains(string(b), bad) {
+					c.t.Errorf("%s's output contains %q:\n%s", l.node.id, bad, l.tail())
+				}
+			}
+		}
+	}
+}
+
+// start starts `electd run` as n (a new life) and waits for /livez.
+func (c *cluster) start(n *node) *life {
+	c.t.Helper()
+	for try := 1; ; try++ {
+		l, err := c.tryStart(n)
+		if err == nil {
+			n.cur = l
+			return l
+		}
+		if !strings.Contains(err.Error(), "address already in use") || try == 3 {
+			c.t.Fatalf("start %s: %v", n.id, err)
+		}
+	}
+}
+
+func (c *cluster) tryStart(n *node) (*life, error) {
+	l := &life{
+		node:    n,
+		http:    "127.0.0.1:" + strconv.Itoa(testenv.FreePort(c.t)),
+		logPath: filepath.Join(c.dir, n.id+".log"),
+		done:    make(chan struct{}),
+		client:  &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
+	}
+	args := []string{"run", "--election", c.election, "--id", n.id,
+		"--store", c.be.scheme + "://" + n.proxy.Addr(),
+		"--ttl", c.cfg.ttl.String(), "--stop-timeout", c.cfg.stopTimeout.String(),
+		"--cool-down", c.cfg.coolDown.String(), "--listen", l.http,
+		"--log-format", "json", "--log-level", "debug", "--", recorderBin}
+	logf, err := os.OpenFile(l.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	fmt.Fprintf(logf, "=== torture: starting %s at %s\n", n.id, time.Now().Format(time.RFC3339Nano))
+	l.cmd = exec.Command(electdBin, args...)
+	l.cmd.Stdout, l.cmd.Stderr = logf, logf
+	l.cmd.Env = baseEnv("RECORD_LOG=" + c.logPath)
+	// electd dies with the test (its starting thread stays locked until
+	// electd is reaped, so only the test's death triggers this).
+	l.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := l.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = l.cmd.Wait()
+		l.state, l.reaped = l.cmd.ProcessState, time.Now()
+		close(l.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	l.started = time.Now()
+	c.lives = append(c.lives, l)
+	deadline := time.Now().Add(startTimeout)
+	for {
+		if code, _, err := l.get("/livez"); err == nil && code == http.StatusOK {
+			return l, nil
+		}
+		select {
+		case <-l.done:
+			return nil, fmt.Errorf("electd exited with %d before /livez answered:\n%s", l.exitCode(), l.tail())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			l.kill9()
+			return nil, fmt.Errorf("/livez not 200 after %s:\n%s", startTimeout, l.tail())
+		}
+	}
+}
+
+// baseEnv is the test's environment without ELECTD_* and RECORD_*
+// settings, plus extra.
+func baseEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ELECTD_") && !strings.HasPrefix(kv, "RECORD_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// up are the nodes whose electd runs.
+func (c *cluster) up() []*node {
+	var out []*node
+	for _, n := range c.nodes {
+		if n.cur != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// down are the nodes whose electd is not running.
+func (c *cluster) down() []*node {
+	var out []*node
+	for _, n := range c.nodes {
+		if n.cur == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (c *cluster) node(id string) *node {
+	for _, n := range c.nodes {
+		if n.id == id {
+			return n
+		}
+	}
+	return nil
+}
+
+func (l *life) pid() int { return l.cmd.Process.Pid }
+
+// end is when the process was known to be gone: the SIGKILL, else the
+// reap. Only after done.
+func (l *life) end() time.Time {
+	if !l.killed.IsZero() {
+		return l.killed
+	}
+	return l.reaped
+}
+
+func (l *life) exited() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// exitCode is the shell's view: the code, or 128+signal. Only after done.
+func (l *life) exitCode() int {
+	if l.state == nil {
+		return -1
+	}
+	if ws, ok := l.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return l.state.ExitCode()
+}
+
+// wait waits up to within for the process to exit and reports whether it did.
+func (l *life) wait(within time.Duration) bool {
+	select {
+	case <-l.done:
+		return true
+	case <-time.After(within):
+		return false
+	}
+}
+
+// kill9 SIGKILLs electd (if still running) and waits until it is reaped.
+func (l *life) kill9() {
+	if !l.exited() {
+		l.killed = time.Now()
+		_ = l.cmd.Process.Kill()
+	}
+	l.wait(time.Hour)
+}
+
+func (l *life) signal(sig syscall.Signal) error { return syscall.Kill(l.pid(), sig) }
+
+func (l *life) tail() string {
+	b, err := os.ReadFile(l.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > logTail {
+		lines = lines[len(lines)-logTail:]
+	}
+	return fmt.Sprintf("--- last lines of %s (%s):\n%s", l.node.id, l.logPath, strings.Join(lines, "\n"))
+}
+
+func (l *life) do(method, path string) (int, []byte, error) {
+	req, err := http.NewRequest(method, "http://"+l.http+path, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, body, err
+}
+
+func (l *life) get(path string) (int, []byte, error) { return l.do(http.MethodGet, path) }
+
+// leaderDoc is the body of GET /leader.
+type leaderDoc struct {
+	Leader *struct {
+		ID           string `json:"id"`
+		FencingToken uint64 `json:"fencing_token"`
+	} `json:"leader"`
+	Self struct {
+		Leader bool `json:"leader"`
+	} `json:"self"`
+}
+
+// leader asks the process's /leader.
+func (l *life) leader() (leaderDoc, error) {
+	var d leaderDoc
+	code, body, err := l.get("/leader")
+	if err != nil {
+		return d, err
+	}
+	if err := json.Unmarshal(body, &d); err != nil {
+		return d, fmt.Errorf("/leader %d: %w: %s", code, err, body)
+	}
+	return d, nil
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || len(s) < i+3 {
+		return false
+	}
+	return s[i+2] != 'Z' && s[i+2] != 'X'
+}
+
+// waitGone waits until pid is gone (or a zombie) and reports whether it is.
+func waitGone(pid int, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}
+
+// isOurs reports whether pid runs prog (by argv[0]'s base name), so that a
+// reused pid is never killed.
+func isOurs(pid int, prog string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	argv0, _, _ := strings.Cut(string(b), "\x00")
+	return filepath.Base(argv0) == filepath.Base(prog)
+}

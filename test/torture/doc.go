@@ -1,0 +1,76 @@
+// Package torture attacks a cluster of real electd processes on real stores
+// with randomly interleaved faults and proves, from the children's own
+// record, that electd kept its promise: at most one child ran at any
+// instant.
+//
+// TestTorture builds electd and test/recorder, and for each backend (etcd
+// and Redis, in parallel) starts the store as its own process
+// (internal/testenv), N electd processes (default 5) that each reach the
+// store through their own internal/faultproxy, and lets every child append
+// to one shared record log (test/record). It then injects faults, drawn by
+// a seeded generator (the seed is printed; -torture.seed replays the
+// schedule, though not the exact timing):
+//
+//	sigterm-electd   SIGTERM to the leader's electd (it must exit 0)
+//	kill9-electd     kill -9 of the leader's electd (its child must die within 1 s)
+//	kill9-child      kill -9 of the leader's child
+//	resign           POST /resign to the leader
+//	cut-follower     black-hole one follower's store link for 0.5–1.5 TTL
+//	cut-leader       black-hole the leader's store link for 1.5–2.5 TTL
+//	slow-leader      delay the leader's store link by 1.2–2.5 renew intervals each way
+//	reset-leader     RST every connection between the leader and the store
+//	sigstop-leader   SIGSTOP the leader's electd and child for 1.5–2.5 TTL, then SIGCONT
+//	store-restart    kill -9 the store, start it again after 0–1.5 TTL
+//	                 (etcd on the same data dir, Redis empty)
+//	restart-node     start a candidate that died again (forced when fewer
+//	                 than max(2, N−2) are up)
+//
+// Every kind is drawn once per round, in random order, so that a short run
+// covers all of them. Each fault is healed before the next; then the
+// harness waits until a child runs again (within TTL plus
+// -torture.recovery of the heal), every copy's /leader agrees on it, and
+// that holds for 800 ms.
+//
+// After every fault it checks the whole record so far and fails at once
+// with the seed, the recent faults and the electd logs if:
+//
+//   - two children's intervals (start to stop, or to the last beat)
+//     overlap, or tokens do not strictly increase in start order — except
+//     that a SIGSTOPped child's interval ends at its last line before it
+//     was resumed: a paused process resumes for a moment after its lease
+//     has lapsed, which no sidecar can prevent;
+//   - the fenced resource — every record line is a write carrying its
+//     writer's token, applied in the order the lines reached the file, and
+//     accepted only with a token at least the highest seen — rejects a
+//     write of a child that was never paused, or accepts a write that a
+//     resumed child made after a newer term had written;
+//   - a resumed child runs longer than stop-timeout + 2 s;
+//   - a child outlives its electd by more than 1 s;
+//   - a leader cut off from the store (cut-leader, store-restart) keeps its
+//     child until less than 100 ms (half the stop margin) before the latest
+//     deadline its last acknowledged renewal could have earned (the harness
+//     cuts just after the store answered, so that bound is tight).
+//
+// It also fails if a copy exits on its own, if no child runs within TTL
+// plus -torture.recovery of a heal, or if the copies' /leader do not agree
+// within 30 s after that.
+//
+// It measures, per fault: the failover time (fault → first child of a new
+// term), the handover gap (old child's end → new child's start, for
+// SIGTERM, resign and kill -9 of the child), the step-down margin (the same
+// for faults that make the leader give its lease up: cut, slow link, reset,
+// kill -9, store restart, pause), how long after a store fault the old
+// child was gone, the stale window after a resume, and the recovery time
+// after the heal; at the end it prints, per fault kind, min, median, p99
+// and max of each.
+//
+// `go test ./test/torture/` runs 16 faults per backend with TTL 2 s (a few
+// minutes at most). `make torture` runs the long version: TORTURE_FAULTS
+// (default 200) per backend, writing the table to a report file. Knobs:
+// -torture.seed, -torture.faults, -torture.nodes, -torture.ttl,
+// -torture.backends, -torture.recovery, -torture.report, or the
+// environment variables TORTURE_SEED, TORTURE_FAULTS, TORTURE_NODES,
+// TORTURE_TTL, TORTURE_BACKENDS, TORTURE_RECOVERY, TORTURE_REPORT;
+// TORTURE_ELECTD_BIN tests a prebuilt electd, TORTURE_ELECTD_RACE=1 builds
+// it with the race detector.
+package torture

@@ -1,0 +1,276 @@
+package torture
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"syscall"
+	"time"
+
+	"github.com/electd/electd/test/record"
+)
+
+// kind is a kind of fault.
+type kind string
+
+// The faults. Each is healed before the next one starts, at once or after
+// a bounded, randomly drawn duration.
+const (
+	sigtermElectd kind = "sigterm-electd" // SIGTERM to the leader's electd
+	kill9Electd   kind = "kill9-electd"   // kill -9 of the leader's electd
+	kill9Child    kind = "kill9-child"    // kill -9 of the leader's child
+	resign        kind = "resign"         // POST /resign to the leader
+	cutFollower   kind = "cut-follower"   // black-hole one follower's store link
+	cutLeader     kind = "cut-leader"     // black-hole the leader's store link
+	slowLeader    kind = "slow-leader"    // delay the leader's store link past the renew interval
+	resetLeader   kind = "reset-leader"   // RST every connection of the leader to the store
+	pauseLeader   kind = "sigstop-leader" // SIGSTOP electd and child for longer than the TTL
+	storeRestart  kind = "store-restart"  // kill -9 the store, start it again (etcd: same data; Redis: empty)
+	restartNode   kind = "restart-node"   // start a candidate that died again
+)
+
+var allKinds = []kind{sigtermElectd, kill9Electd, kill9Child, resign, cutFollower, cutLeader,
+	slowLeader, resetLeader, pauseLeader, storeRestart, restartNode}
+
+// fault is one injected fault and what followed it.
+type fault struct {
+	seq    int
+	kind   kind
+	target string      // the node it hit ("" for the store)
+	old    *record.Run // the leader's child when it began
+	at     time.Time   // when it was applied
+	lost   time.Time   // cut-leader, store-restart: every renewal acknowledged to the leader was sent before this
+	healed time.Time   // when it was healed (at, for instant faults)
+	note   string      // its parameters
+	pause  *pause      // sigstop-leader only
+
+	next      *record.Run   // the first child of a later term, if one started
+	recovery  time.Duration // healed → a child running again (0: one ran throughout)
+	childGone time.Duration // kill9-electd: the kill → its child gone from /proc
+	ahead     time.Duration // see stoppedLate
+	window    time.Duration // the guaranteed window, when ahead was measured
+	figs      []figure      // see measure
+}
+
+// scheduler draws faults: every kind once per round, in a random order,
+// skipping kinds that do not apply in the cluster's state; a restart when
+// too few candidates are up.
+type scheduler struct {
+	rng   *rand.Rand
+	deck  []kind
+	minUp int
+}
+
+func newScheduler(rng *rand.Rand, nodes int) *scheduler {
+	return &scheduler{rng: rng, minUp: max(2, nodes-2)}
+}
+
+func (s *scheduler) next(up, down int) kind {
+	if up < s.minUp && down > 0 {
+		return restartNode
+	}
+	for refill := 0; refill < 2; refill++ {
+		for i, k := range s.deck {
+			if applies(k, up, down) {
+				s.deck = append(s.deck[:i:i], s.deck[i+1:]...)
+				return k
+			}
+		}
+		s.deck = s.deck[:0]
+		for _, i := range s.rng.Perm(len(allKinds)) {
+			s.deck = append(s.deck, allKinds[i])
+		}
+	}
+	return resign
+}
+
+func applies(k kind, up, down int) bool {
+	switch k {
+	case restartNode:
+		return down > 0
+	case sigtermElectd, kill9Electd, cutFollower, cutLeader, pauseLeader:
+		return up >= 2 // someone must be able to take over (or be cut)
+	}
+	return true
+}
+
+// between draws a duration uniformly in [lo, hi]·unit.
+func between(rng *rand.Rand, unit time.Duration, lo, hi float64) time.Duration {
+	return time.Duration((lo + rng.Float64()*(hi-lo)) * float64(unit)).Round(time.Millisecond)
+}
+
+// inject applies f (its kind, on the settled leader lead whose child is
+// old) and heals it.
+func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
+	t, ttl := c.t, c.cfg.ttl
+	f.target = lead.id
+	switch f.kind {
+	case sigtermElectd:
+		l := lead.cur
+		f.at = time.Now()
+		c.must(l.signal(syscall.SIGTERM))
+		if !l.wait(exitTimeout) {
+			c.fatalf(f, "electd %s did not exit within %s of SIGTERM", lead.id, exitTimeout)
+		}
+		lead.cur = nil
+		if code := l.exitCode(); code != 0 {
+			c.fatalf(f, "electd %s exited with %d after SIGTERM, want 0", lead.id, code)
+		}
+		f.healed = f.at
+
+	case kill9Electd:
+		l := lead.cur
+		f.at = time.Now()
+		l.kill9()
+		lead.cur = nil
+		if !waitGone(f.old.Pid, goneBound) {
+			c.fatalf(f, "child %s still alive %s after kill -9 of its electd", f.old, goneBound)
+		}
+		f.childGone = time.Since(f.at)
+		if code := l.exitCode(); code != 128+int(syscall.SIGKILL) {
+			t.Errorf("electd %s exit code %d after kill -9, want 137", lead.id, code)
+		}
+		f.healed = f.at
+
+	case kill9Child:
+		f.at = time.Now()
+		if err := syscall.Kill(f.old.Pid, syscall.SIGKILL); err != nil {
+			f.note = fmt.Sprintf("child already gone: %v", err)
+		}
+		f.healed = f.at
+
+	case resign:
+		f.at = time.Now()
+		code, body, err := lead.cur.do(http.MethodPost, "/resign")
+		switch {
+		case err != nil:
+			c.fatalf(f, "POST /resign to %s: %v", lead.id, err)
+		case code == http.StatusConflict: // lost the lead a moment ago: not a fault of ours
+			f.note = "409: no longer the leader"
+		case code != http.StatusOK:
+			c.fatalf(f, "POST /resign to %s: %d %s", lead.id, code, body)
+		}
+		f.healed = f.at
+
+	case cutFollower, cutLeader:
+		target, lo, hi := lead, 1.5, 2.5
+		if f.kind == cutFollower {
+			var followers []*node
+			for _, n := range c.up() {
+				if n != lead {
+					followers = append(followers, n)
+				}
+			}
+			target, lo, hi = followers[rng.IntN(len(followers))], 0.5, 1.5
+			f.target = target.id
+		}
+		d, reset := between(rng, ttl, lo, hi), rng.IntN(2) == 0
+		f.note = fmt.Sprintf("cut %s", d)
+		if f.kind == cutLeader {
+			c.awaitReply(target) // cut just after an acknowledgement: the tightest case
+		}
+		f.at = time.Now()
+		target.proxy.Cut()
+		if f.kind == cutLeader {
+			f.lost = time.Now()
+		}
+		time.Sleep(d) // the fault's length is the experiment
+		target.proxy.Heal()
+		if reset {
+			target.proxy.Reset() // the connections died during the partition
+			f.note += ", then reset"
+		}
+		f.healed = time.Now()
+
+	case slowLeader:
+		delay, d := between(rng, c.cfg.renew, 1.2, 2.5), between(rng, ttl, 1.5, 2.5)
+		f.note = fmt.Sprintf("one-way delay %s (renew every %s) for %s", delay, c.cfg.renew, d)
+		f.at = time.Now()
+		lead.proxy.SetDelay(delay)
+		time.Sleep(d)
+		lead.proxy.SetDelay(0)
+		f.healed = time.Now()
+
+	case resetLeader:
+		f.at = time.Now()
+		lead.proxy.Reset()
+		f.healed = f.at
+
+	case pauseLeader:
+		l, d := lead.cur, between(rng, ttl, 1.5, 2.5)
+		// A host resuming runs child and electd again at the same moment,
+		// or, when its CPUs are busy, schedules electd a little later.
+		var lag time.Duration
+		if rng.IntN(2) == 0 {
+			lag = between(rng, time.Millisecond, 1, 50)
+		}
+		f.note = fmt.Sprintf("paused %s, resumed together", d)
+		if lag > 0 {
+			f.note = fmt.Sprintf("paused %s, electd resumed %s after its child", d, lag)
+		}
+		f.at = time.Now()
+		c.must(l.signal(syscall.SIGSTOP))
+		c.must(ignoreGone(syscall.Kill(-f.old.Pid, syscall.SIGSTOP))) // the child's process group
+		time.Sleep(d)
+		if err := c.j.sync(); err != nil {
+			c.fatalf(f, "record log: %v", err)
+		}
+		resumed := time.Now()
+		f.pause = c.j.paused(c.j.run(f.old.Pid), f.at, resumed)
+		c.must(ignoreGone(syscall.Kill(-f.old.Pid, syscall.SIGCONT)))
+		if lag > 0 {
+			time.Sleep(lag)
+		}
+		c.must(l.signal(syscall.SIGCONT))
+		f.healed = resumed
+
+	case storeRestart:
+		d := between(rng, ttl, 0, 1.5)
+		f.target, f.note = "", fmt.Sprintf("down %s", d)
+		c.awaitReply(lead)
+		f.at = time.Now()
+		c.srv.Kill(t)
+		f.lost = time.Now() // killed and reaped: it acknowledges nothing more
+		time.Sleep(d)
+		c.srv.Start(t)
+		f.healed = time.Now()
+
+	case restartNode:
+		down := c.down()
+		n := down[rng.IntN(len(down))]
+		f.target = n.id
+		f.at = time.Now()
+		c.start(n)
+		f.healed = time.Now()
+	}
+}
+
+// awaitReply waits (at most two renew intervals) until the store sends
+// n something, most likely the acknowledgement of a renewal.
+func (c *cluster) awaitReply(n *node) {
+	before := n.proxy.Stats().BytesDown
+	for end := time.Now().Add(2 * c.cfg.renew); time.Now().Before(end); {
+		if n.proxy.Stats().BytesDown != before {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// ignoreGone maps "no such process" to nil: a child may have exited
+// between the settle and the fault.
+func ignoreGone(err error) error {
+	if errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return err
+}
+
+// must fails the test on a signalling error.
+func (c *cluster) must(err error) {
+	c.t.Helper()
+	if err != nil {
+		c.t.Fatalf("torture: %v", err)
+	}
+}

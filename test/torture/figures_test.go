@@ -1,0 +1,121 @@
+package torture
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// table is the summary of a run: per fault kind, how often it was injected
+// and how often a new term followed, and the distribution of each figure.
+type table struct {
+	rows   []row
+	counts map[kind][2]int // injected, followed by a new term
+	stale  [3]int          // stale writes after resume, after a newer term's, rejected
+	pauses int
+	wrote  int // pauses after which the child wrote again
+}
+
+type row struct {
+	kind                     kind
+	figure                   string
+	n                        int
+	min, median, p99, maxVal time.Duration
+}
+
+func newTable(c *cluster, faults []*fault) *table {
+	tab := &table{counts: map[kind][2]int{}}
+	samples := map[kind]map[string][]time.Duration{}
+	order := map[kind][]string{}
+	for _, f := range faults {
+		n := tab.counts[f.kind]
+		n[0]++
+		if f.next != nil {
+			n[1]++
+		}
+		tab.counts[f.kind] = n
+		if samples[f.kind] == nil {
+			samples[f.kind] = map[string][]time.Duration{}
+		}
+		for _, g := range f.figs {
+			if _, seen := samples[f.kind][g.name]; !seen {
+				order[f.kind] = append(order[f.kind], g.name)
+			}
+			samples[f.kind][g.name] = append(samples[f.kind][g.name], g.d)
+		}
+	}
+	for _, p := range c.j.pauses {
+		tab.pauses++
+		if p.staleLines > 0 {
+			tab.wrote++
+		}
+		tab.stale[0] += p.staleLines
+		tab.stale[1] += p.afterNewer
+		tab.stale[2] += p.rejected
+	}
+	for _, k := range allKinds {
+		for _, name := range order[k] {
+			s := samples[k][name]
+			slices.Sort(s)
+			tab.rows = append(tab.rows, row{kind: k, figure: name, n: len(s),
+				min: s[0], median: quantile(s, 0.5), p99: quantile(s, 0.99), maxVal: s[len(s)-1]})
+		}
+	}
+	return tab
+}
+
+// quantile is the nearest-rank q-quantile of sorted s.
+func quantile(s []time.Duration, q float64) time.Duration {
+	i := int(float64(len(s))*q+0.999999) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+func (tab *table) lines() [][]string {
+	out := [][]string{{"fault", "injected", "new term", "figure (ms)", "n", "min", "median", "p99", "max"}}
+	var last kind
+	for _, r := range tab.rows {
+		k, inj, moved := "", "", ""
+		if r.kind != last {
+			n := tab.counts[r.kind]
+			k, inj, moved = string(r.kind), fmt.Sprint(n[0]), fmt.Sprint(n[1])
+			last = r.kind
+		}
+		out = append(out, []string{k, inj, moved, r.figure, fmt.Sprint(r.n),
+			msec(r.min), msec(r.median), msec(r.p99), msec(r.maxVal)})
+	}
+	return out
+}
+
+func (tab *table) footer() string {
+	return fmt.Sprintf("SIGSTOP pauses: %d, after %d of which the resumed child wrote again before its electd stopped it; "+
+		"writes of resumed children: %d, of which %d came after a newer term had written and %d of those were rejected by the fence",
+		tab.pauses, tab.wrote, tab.stale[0], tab.stale[1], tab.stale[2])
+}
+
+// text renders the table for the test log.
+func (tab *table) text() string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, l := range tab.lines() {
+		fmt.Fprintln(w, strings.Join(l, "\t"))
+	}
+	_ = w.Flush()
+	return b.String() + tab.footer() + "\n"
+}
+
+// markdown renders the table for docs/SAFETY.md.
+func (tab *table) markdown() string {
+	var b strings.Builder
+	for i, l := range tab.lines() {
+		fmt.Fprintf(&b, "| %s |\n", strings.Join(l, " | "))
+		if i == 0 {
+			fmt.Fprintf(&b, "|%s\n", strings.Repeat(" --- |", len(l)))
+		}
+	}
+	return b.String() + "\n" + tab.footer() + "\n"
+}
+
+// msec renders d in milliseconds.
+func msec(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }

@@ -1,0 +1,212 @@
+package torture
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/elector"
+	"github.com/electd/electd/internal/testenv"
+)
+
+// Flags of the test binary. Each defaults to an environment variable, so
+// that `make torture` (and CI) can set them without -args.
+var (
+	flagSeed     = flag.Uint64("torture.seed", envUint("TORTURE_SEED", 0), "seed of the fault schedule (0: pick one and print it); $TORTURE_SEED")
+	flagFaults   = flag.Int("torture.faults", int(envUint("TORTURE_FAULTS", 16)), "faults per backend; $TORTURE_FAULTS")
+	flagNodes    = flag.Int("torture.nodes", int(envUint("TORTURE_NODES", 5)), "electd processes per backend; $TORTURE_NODES")
+	flagTTL      = flag.Duration("torture.ttl", envDuration("TORTURE_TTL", 2*time.Second), "--ttl of every electd; $TORTURE_TTL")
+	flagBackends = flag.String("torture.backends", envString("TORTURE_BACKENDS", "etcd,redis"), "comma-separated backends to attack; $TORTURE_BACKENDS")
+	flagBound    = flag.Duration("torture.recovery", envDuration("TORTURE_RECOVERY", 8*time.Second), "a leader must run again within ttl plus this after a fault heals; $TORTURE_RECOVERY")
+	flagReport   = flag.String("torture.report", envString("TORTURE_REPORT", ""), "append the figures, as a Markdown table, to this file; $TORTURE_REPORT")
+)
+
+// config is one run's settings, fixed before the first fault.
+type config struct {
+	seed          uint64
+	faults, nodes int
+	ttl           time.Duration
+	renew         time.Duration // electd's default, ttl/5
+	window        time.Duration // a renewal guarantees the lease locally for this long after it was sent
+	stopTimeout   time.Duration
+	coolDown      time.Duration
+	recoveryBound time.Duration
+}
+
+func newConfig(t *testing.T) config {
+	c := config{
+		seed:          *flagSeed,
+		faults:        *flagFaults,
+		nodes:         *flagNodes,
+		ttl:           *flagTTL,
+		recoveryBound: *flagBound,
+		coolDown:      200 * time.Millisecond,
+	}
+	if c.seed == 0 {
+		c.seed = rand.Uint64() >> 1 // fits an int64 for `go test -torture.seed`
+	}
+	if c.nodes < 2 || c.faults < 0 || c.ttl < time.Second {
+		t.Fatalf("torture: need at least 2 nodes, 0 faults and a ttl of 1s (got %d, %d, %s)", c.nodes, c.faults, c.ttl)
+	}
+	c.renew = c.ttl / 5
+	c.window = elector.Timing{TTL: c.ttl}.WithDefaults().Window()
+	c.stopTimeout = c.ttl / 4
+	return c
+}
+
+// rng is the fault schedule's source for one backend: the same seed gives
+// the same sequence of choices on each backend.
+func (c config) rng(backend string) *rand.Rand {
+	var h uint64 = 14695981039346656037
+	for _, b := range []byte(backend) {
+		h = (h ^ uint64(b)) * 1099511628211
+	}
+	return rand.New(rand.NewPCG(c.seed, h))
+}
+
+// Paths of the binaries built by TestMain.
+var (
+	electdBin   string
+	recorderBin string
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(buildAndRun(m))
+}
+
+// buildAndRun builds electd (or takes $TORTURE_ELECTD_BIN) and the
+// recorder into a temporary directory, then runs the tests.
+func buildAndRun(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "electd-torture-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "torture:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "torture:", err)
+		return 1
+	}
+	electdBin, recorderBin = filepath.Join(dir, "electd"), filepath.Join(dir, "recorder")
+	var electdFlags []string
+	if os.Getenv("TORTURE_ELECTD_RACE") == "1" {
+		electdFlags = append(electdFlags, "-race")
+	}
+	builds := []struct {
+		out, pkg string
+		flags    []string
+	}{
+		{electdBin, "./cmd/electd", electdFlags},
+		{recorderBin, "./test/recorder", nil},
+	}
+	if bin := os.Getenv("TORTURE_ELECTD_BIN"); bin != "" {
+		if electdBin, err = filepath.Abs(bin); err != nil {
+			fmt.Fprintln(os.Stderr, "torture: $TORTURE_ELECTD_BIN:", err)
+			return 1
+		}
+		builds = builds[1:]
+	}
+	for _, b := range builds {
+		args := append(append([]string{"build"}, b.flags...), "-o", b.out, b.pkg)
+		cmd := exec.Command(goTool(), args...)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "torture: go %v: %v\n%s", args, err, out)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// goTool is the go command: from PATH, else from GOROOT.
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	if root := os.Getenv("GOROOT"); root != "" {
+		return filepath.Join(root, "bin", "go")
+	}
+	return "go"
+}
+
+// backend is a store kind: how to start a server and how electd names it.
+type backend struct {
+	name   string
+	scheme string
+	start  func(t *testing.T) (server, string)
+}
+
+// server is a running store server (testenv.Etcd, testenv.Redis).
+type server interface {
+	Kill(t testing.TB)
+	Start(t testing.TB)
+}
+
+var backends = []backend{
+	{name: "etcd", scheme: "etcd", start: func(t *testing.T) (server, string) {
+		e := testenv.StartEtcd(t)
+		return e, e.Endpoint()
+	}},
+	{name: "redis", scheme: "redis", start: func(t *testing.T) (server, string) {
+		r := testenv.StartRedis(t)
+		return r, r.Addr()
+	}},
+}
+
+// selected are the backends named by -torture.backends.
+func selected(t *testing.T) []backend {
+	var out []backend
+	for _, name := range strings.Split(*flagBackends, ",") {
+		name = strings.TrimSpace(name)
+		found := false
+		for _, b := range backends {
+			if b.name == name {
+				out, found = append(out, b), true
+			}
+		}
+		if !found && name != "" {
+			t.Fatalf("torture: unknown backend %q (want etcd, redis)", name)
+		}
+	}
+	return out
+}
+
+func envString(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envUint(name string, def uint64) uint64 {
+	if v := os.Getenv(name); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "torture: $%s=%q is not a number\n", name, v)
+			os.Exit(2)
+		}
+		return n
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v := os.Getenv(name); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "torture: $%s=%q is not a duration\n", name, v)
+			os.Exit(2)
+		}
+		return d
+	}
+	return def
+}
