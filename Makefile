@@ -54,7 +54,7 @@ torture: deps
 	@cat $(BIN)/torture-report.md
 
 ## bench: measure handover, failover, store cost, /leader and footprint against real
-## etcd and redis-server, beside etcdctl lock/elect and a naive Redis lock (~10 min);
+## etcd and redis-server, beside etcdctl lock/elect and a naive Redis lock (~5 min);
 ## prints a table and writes it as Markdown to bin/bench-results.md (see docs/BENCHMARKS.md).
 .PHONY: bench
 bench: redis-server

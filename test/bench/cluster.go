@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// cluster is one election of electd processes whose children (the
+// recorder) write one record log.
+type cluster struct {
+	e        *env
+	b        *backend
+	election string
+	ttl      time.Duration
+	args     []string // more electd flags
+	env      []string // more environment (RECORD_*)
+	store    func(id string) string
+	rec      *recLog
+	nodes    map[string]*node
+	order    []*node
+	seq      int
+}
+
+func (e *env) newCluster(b *backend, election string, ttl time.Duration, args, envs []string) *cluster {
+	return &cluster{
+		e: e, b: b, election: election, ttl: ttl, args: args, env: envs,
+		store: func(string) string { return b.url },
+		rec:   newRecLog(filepath.Join(e.dir, "record-"+b.name+"-"+election+".log")),
+		nodes: map[string]*node{},
+	}
+}
+
+// add starts one more copy running the recorder.
+func (c *cluster) add(ctx context.Context) (*node, error) {
+	c.seq++
+	id := fmt.Sprintf("n%d", c.seq)
+	n, err := c.e.startNode(ctx, nodeSpec{
+		election: c.election, id: id, store: c.store(id), ttl: c.ttl,
+		args:    append([]string{"--cool-down", "100ms"}, c.args...),
+		env:     append([]string{"RECORD_LOG=" + c.rec.path}, c.env...),
+		command: []string{c.e.recorder},
+		dir:     c.e.dir,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.nodes[id] = n
+	c.order = append(c.order, n)
+	return n, nil
+}
+
+// waitLeading waits until a child runs and returns it and its node.
+func (c *cluster) waitLeading(ctx context.Context, within time.Duration) (*node, run, error) {
+	var (
+		n *node
+		r run
+	)
+	err := waitUntil(ctx, within, func() bool {
+		cur, ok := c.rec.current()
+		if !ok {
+			return false
+		}
+		n, r = c.nodes[cur.node], cur
+		return n != nil && !n.p.exited()
+	})
+	if err != nil {
+		return nil, r, fmt.Errorf("%s: no leader with a running child: %w", c.election, err)
+	}
+	return n, r, nil
+}
+
+// waitQueued waits until the store holds want candidates.
+func (c *cluster) waitQueued(ctx context.Context, want int, within time.Duration) error {
+	var got int
+	var qerr error
+	err := waitUntil(ctx, within, func() bool {
+		got, qerr = c.b.queued(ctx, c.election)
+		return qerr == nil && got == want
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %d candidates queued, want %d (%v): %w", c.election, got, want, qerr, err)
+	}
+	return nil
+}
+
+// nextRun waits for the first run that started after prev on another node.
+func (c *cluster) nextRun(ctx context.Context, prev run, within time.Duration) (run, error) {
+	return c.rec.waitRun(ctx, within, "the child after "+prev.String(), func(r run) bool {
+		return r.start.After(prev.start) && r.node != prev.node
+	})
+}
+
+// waitEnd waits until the child with pid has ended: its stop or exit line
+// (graceful), or the process gone (killed: the time it was seen gone,
+// polled every millisecond).
+func (c *cluster) waitEnd(ctx context.Context, pid int, within time.Duration) (end time.Time, graceful bool, err error) {
+	deadline := time.Now().Add(within)
+	for {
+		gone := !alive(pid)
+		seen := time.Now()
+		if r, ok := c.rec.get(pid); ok && r.ended() {
+			return r.end(), true, nil
+		}
+		if gone {
+			return seen, false, nil
+		}
+		if ctx.Err() != nil || seen.After(deadline) {
+			return time.Time{}, false, fmt.Errorf("%s: child %d still running after %s: %v", c.election, pid, within, ctx.Err())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// checkOverlaps records a violation for every pair of overlapping children.
+func (c *cluster) checkOverlaps(rep *report) {
+	for _, o := range c.rec.overlaps() {
+		rep.violation("%s on %s: two children at once: %s", c.election, c.b.name, o)
+	}
+}
+
+// close kills every copy and any child left behind.
+func (c *cluster) close() {
+	for _, n := range c.order {
+		n.kill()
+	}
+	_ = c.rec.poll()
+	for _, r := range c.rec.snapshot() {
+		killIfOurs(r.pid, c.e.recorder)
+	}
+}
+
+// describeErr adds the tail of every copy's log to err.
+func (c *cluster) describeErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v", err)
+	for _, n := range c.order {
+		fmt.Fprintf(&b, "\n--- %s (%s):\n%s", n.id, n.log, tailFile(n.log, 8))
+	}
+	return fmt.Errorf("%s", b.String())
+}

@@ -1,0 +1,311 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+const (
+	shortTTL      = 2 * time.Second
+	defaultTTL    = 15 * time.Second
+	electTTL      = 60 * time.Second // etcdctl elect's session TTL (no flag)
+	failoverSlack = 250 * time.Millisecond
+)
+
+// shortFailover: kill -9 at --ttl 2s, electd on both backends and
+// etcdctl lock --ttl 2, all in parallel (each in elections of its own).
+func (e *env) shortFailover(ctx context.Context) error {
+	e.parallel(ctx,
+		func(ctx context.Context) { e.crashElectd(ctx, e.etcd, shortTTL, e.cfg.trials, e.cfg.groups) },
+		func(ctx context.Context) { e.crashElectd(ctx, e.redis, shortTTL, e.cfg.trials, e.cfg.groups) },
+		func(ctx context.Context) { e.crashLock(ctx, shortTTL, e.cfg.trials, e.cfg.groups) },
+	)
+	return nil
+}
+
+// longFailover: the same at the default TTL (15 s), and etcdctl elect with
+// its fixed 60 s session TTL.
+func (e *env) longFailover(ctx context.Context) error {
+	g := max(1, min(10, e.cfg.longTrials))
+	e.parallel(ctx,
+		func(ctx context.Context) { e.crashElectd(ctx, e.etcd, defaultTTL, e.cfg.longTrials, g) },
+		func(ctx context.Context) { e.crashElectd(ctx, e.redis, defaultTTL, e.cfg.longTrials, g) },
+		func(ctx context.Context) { e.crashLock(ctx, defaultTTL, e.cfg.longTrials, g) },
+		func(ctx context.Context) { e.crashElect(ctx, e.cfg.electTrials) },
+	)
+	return nil
+}
+
+// crashElectd: two copies per election, kill -9 of the leader's electd,
+// time until the other's child starts; then a new copy joins.
+func (e *env) crashElectd(ctx context.Context, b *backend, ttl time.Duration, trials, ngroups int) {
+	const sec = "Crash failover"
+	col := newCollector()
+	var failures atomic.Int64
+	err := groups(ngroups, func(g int) (err error) {
+		n := split(trials, ngroups)[g]
+		if n == 0 {
+			return nil
+		}
+		c := e.newCluster(b, fmt.Sprintf("crash-%s-%d", ttl, g), ttl, nil, nil)
+		defer c.close()
+		defer func() { err = c.describeErr(err) }()
+		if _, err := c.add(ctx); err != nil {
+			return err
+		}
+		if _, _, err := c.waitLeading(ctx, 3*ttl+5*time.Second); err != nil {
+			return err
+		}
+		if _, err := c.add(ctx); err != nil {
+			return err
+		}
+		if err := c.waitQueued(ctx, 2, 10*time.Second); err != nil {
+			return err
+		}
+		for range n {
+			lead, cur, err := c.waitLeading(ctx, 5*time.Second)
+			if err != nil {
+				return err
+			}
+			vu, err := lead.validUntil()
+			if err != nil {
+				return err
+			}
+			killed := time.Now()
+			if err := lead.signal(syscall.SIGKILL); err != nil {
+				return err
+			}
+			var storeDeadline time.Time
+			if b.redis != nil { // exact: the entry's deadline on Redis's clock
+				if storeDeadline, err = redisDeadline(ctx, b, c.election, lead.id); err != nil {
+					return err
+				}
+			}
+			if gone, ok := waitGone(cur.pid, 2*time.Second); ok {
+				col.add("childGone", gone.Sub(killed))
+			} else {
+				failures.Add(1)
+				e.rep.violation("%s: the child %s outlived its electd (kill -9) by 2s", c.election, &cur)
+			}
+			next, err := c.nextRun(ctx, cur, ttl+10*time.Second)
+			if err != nil {
+				return err
+			}
+			// The last renewal electd had acknowledged was sent at
+			// vu − window; the store received it later, and the lease
+			// lasts TTL from then: no new term before lastSend + TTL.
+			bound := vu.Add(-window(ttl)).Add(ttl)
+			if next.start.Before(bound) {
+				e.rep.violation("%s on %s: new child started %s after kill -9, %s BEFORE the old lease could lapse",
+					c.election, b.name, ms(next.start.Sub(killed)), ms(bound.Sub(next.start)))
+			}
+			if !storeDeadline.IsZero() {
+				if next.start.Before(storeDeadline) {
+					e.rep.violation("%s on redis: new child started %s before the old lease's deadline on Redis", c.election, ms(storeDeadline.Sub(next.start)))
+				}
+				col.add("overStore", next.start.Sub(storeDeadline))
+			}
+			col.add("failover", next.start.Sub(killed))
+			col.add("overBound", next.start.Sub(bound))
+			col.add("boundFromKill", bound.Sub(killed))
+			lead.p.wait(5 * time.Second)
+			if _, err := c.add(ctx); err != nil {
+				return err
+			}
+			if err := c.waitQueued(ctx, 2, ttl+10*time.Second); err != nil {
+				return err
+			}
+		}
+		c.checkOverlaps(e.rep)
+		return nil
+	})
+	if err != nil {
+		e.rep.failed(fmt.Sprintf("crash failover electd %s ttl %s", b.name, ttl), err)
+	}
+	f := summarize(col.get("failover"))
+	if f.n == 0 {
+		return
+	}
+	over := summarize(col.get("overBound"))
+	gone := summarize(col.get("childGone"))
+	target := fmt.Sprintf("≤ TTL+250ms (%s), ≥ lease bound", ms(ttl+failoverSlack))
+	ok := f.p99 <= ttl+failoverSlack && over.min >= 0
+	if st := summarize(col.get("overStore")); st.n > 0 && st.min < 0 {
+		ok = false
+	}
+	e.rep.add(sec, fmt.Sprintf("electd, %s, --ttl %s", b.name, ttl), "kill -9 of the leader's electd → new child's start",
+		f.short(), target, verdict(ok))
+	e.rep.add(sec, fmt.Sprintf("electd, %s, --ttl %s", b.name, ttl), "new child's start − (last acknowledged renewal + TTL), min",
+		ms(over.min), "≥ 0", verdict(over.min >= 0))
+	if st := summarize(col.get("overStore")); st.n > 0 {
+		e.rep.add(sec, fmt.Sprintf("electd, %s, --ttl %s", b.name, ttl), "new child's start − old lease's deadline read from Redis, min",
+			ms(st.min), "≥ 0", verdict(st.min >= 0))
+		e.rep.note(sec, "electd on redis, --ttl %s: new child's start after the old lease's deadline on Redis: %s.", ttl, st)
+	}
+	if ttl == shortTTL {
+		e.rep.add(lostSec, fmt.Sprintf("electd, %s, --ttl %s", b.name, ttl), "kill -9 of electd",
+			fmt.Sprintf("child gone after %s (Pdeathsig), successor's child %s after the kill (%d trials)", gone.short(), ms(f.min)+" or more", f.n),
+			"stops before the successor?", yesno(gone.n == f.n))
+	}
+	e.rep.note(sec, "electd on %s, --ttl %s, %d trials (%d elections in parallel): failover %s; over the lease bound %s; the killed electd's child was gone after %s (Pdeathsig).",
+		b.name, ttl, f.n, ngroups, f, over, gone)
+}
+
+// crashLock: etcdctl lock --ttl T, kill -9 of the holder's etcdctl.
+func (e *env) crashLock(ctx context.Context, ttl time.Duration, trials, ngroups int) {
+	const sec = "Crash failover"
+	col := newCollector()
+	var orphans, total atomic.Int64
+	err := groups(ngroups, func(g int) error {
+		n := split(trials, ngroups)[g]
+		if n == 0 {
+			return nil
+		}
+		name := fmt.Sprintf("bench-lock-crash-%s-%d", ttl, g)
+		rec := newRecLog(e.dir + "/record-" + name + ".log")
+		var mu sync.Mutex
+		var all []*ctlProc
+		defer func() {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, p := range all {
+				p.p.killGroup()
+			}
+			_ = rec.poll()
+			for _, r := range rec.snapshot() {
+				killIfOurs(r.pid, e.recorder)
+			}
+		}()
+		seq := 0
+		spawn := func() (*ctlProc, error) {
+			seq++
+			p, err := e.startLock(e.etcd.etcd.addr, name, ttl, fmt.Sprintf("l%d", seq), seq, rec.path)
+			if err == nil {
+				mu.Lock()
+				all = append(all, p)
+				mu.Unlock()
+			}
+			return p, err
+		}
+		byLabel := map[string]*ctlProc{}
+		p, err := spawn()
+		if err != nil {
+			return err
+		}
+		byLabel[p.label] = p
+		if _, err := rec.waitRun(ctx, 10*time.Second, "first etcdctl lock command", func(run) bool { return true }); err != nil {
+			return err
+		}
+		if p, err = spawn(); err != nil {
+			return err
+		}
+		byLabel[p.label] = p
+		if err := waitKeys(ctx, e.etcd.etcd.cli, name+"/", 2, 10*time.Second); err != nil {
+			return err
+		}
+		for range n {
+			cur, ok := rec.current()
+			if !ok {
+				return fmt.Errorf("%s: no command running", name)
+			}
+			holder := byLabel[cur.node]
+			killed := time.Now()
+			if err := holder.p.signal(syscall.SIGKILL); err != nil {
+				return err
+			}
+			next, err := rec.waitRun(ctx, ttl+10*time.Second, "the next etcdctl lock command", func(r run) bool {
+				return r.start.After(cur.start) && r.node != cur.node
+			})
+			if err != nil {
+				return err
+			}
+			total.Add(1)
+			if alive(cur.pid) {
+				orphans.Add(1) // the killed etcdctl's command still runs beside the new one
+			}
+			procs.stray(cur.pid, e.recorder)
+			killIfOurs(cur.pid, e.recorder)
+			col.add("failover", next.start.Sub(killed))
+			holder.p.killGroup()
+			if p, err = spawn(); err != nil {
+				return err
+			}
+			byLabel[p.label] = p
+			if err := waitKeys(ctx, e.etcd.etcd.cli, name+"/", 2, ttl+10*time.Second); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		e.rep.failed(fmt.Sprintf("crash failover etcdctl lock ttl %s", ttl), err)
+	}
+	f := summarize(col.get("failover"))
+	if f.n == 0 {
+		return
+	}
+	e.rep.add(sec, fmt.Sprintf("etcdctl lock, etcd, --ttl %d", int(ttl/time.Second)), "kill -9 of the holder's etcdctl → next command's start",
+		f.short(), "(peer)", "")
+	e.rep.add(sec, fmt.Sprintf("etcdctl lock, etcd, --ttl %d", int(ttl/time.Second)), "killed holder's command still running when the next started",
+		fmt.Sprintf("%d of %d", orphans.Load(), total.Load()), "(peer)", "")
+	if ttl == shortTTL {
+		e.rep.add(lostSec, "etcdctl lock --ttl 2", "kill -9 of etcdctl",
+			fmt.Sprintf("command kept running (orphaned) when the successor's started: %d of %d", orphans.Load(), total.Load()),
+			"stops before the successor?", yesno(orphans.Load() == 0))
+	}
+	e.rep.note(sec, "etcdctl lock --ttl %d, %d trials: failover %s. Its session renews every TTL/3, so the earliest lapse is TTL·2/3 after the kill. etcdctl does not tie its command's life to its own: after kill -9 the command keeps running (orphaned) next to its successor's — %d of %d times here (the benchmark then kills it).",
+		int(ttl/time.Second), f.n, f, orphans.Load(), total.Load())
+}
+
+// crashElect: etcdctl elect (60 s session TTL, not settable), kill -9 of
+// the leader, time until the next prints its key. One trial per election,
+// all in parallel.
+func (e *env) crashElect(ctx context.Context, trials int) {
+	const sec = "Crash failover"
+	if trials <= 0 {
+		return
+	}
+	col := newCollector()
+	err := groups(trials, func(g int) error {
+		name := fmt.Sprintf("bench-elect-crash-%d", g)
+		a, err := e.startElect(e.etcd.etcd.addr, name, "a")
+		if err != nil {
+			return err
+		}
+		defer a.p.killGroup()
+		if _, err := a.waitWon(ctx, 10*time.Second); err != nil {
+			return err
+		}
+		b, err := e.startElect(e.etcd.etcd.addr, name, "b")
+		if err != nil {
+			return err
+		}
+		defer b.p.killGroup()
+		if err := waitKeys(ctx, e.etcd.etcd.cli, name+"/", 2, 10*time.Second); err != nil {
+			return err
+		}
+		killed := time.Now()
+		if err := a.p.signal(syscall.SIGKILL); err != nil {
+			return err
+		}
+		won, err := b.waitWon(ctx, electTTL+15*time.Second)
+		if err != nil {
+			return err
+		}
+		col.add("failover", won.Sub(killed))
+		return nil
+	})
+	if err != nil {
+		e.rep.failed("crash failover etcdctl elect", err)
+	}
+	f := summarize(col.get("failover"))
+	if f.n == 0 {
+		return
+	}
+	e.rep.add(sec, "etcdctl elect, etcd (60 s session)", "kill -9 of the leader → successor prints its key", f.short(), "(peer)", "")
+	e.rep.note(sec, "etcdctl elect has no --ttl: its session TTL is the 60 s default; %d trials (in parallel elections): %s. Its keepalive runs every 20 s, so the lease lapses 40–60 s after a kill.", f.n, f)
+}

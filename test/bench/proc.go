@@ -1,0 +1,278 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// proc is one process the benchmark started. Each runs in its own process
+// group (so that a kill of the group also reaches anything it forked that
+// did not make a group of its own, such as etcdctl lock's command) and gets
+// SIGKILL if the benchmark dies (Pdeathsig, from a thread kept locked until
+// the process is reaped).
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{} // closed once reaped
+	st   *os.ProcessState
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// exitCode is the shell's view of the exit (128+signal when signalled);
+// only after done.
+func (p *proc) exitCode() int {
+	if p.st == nil {
+		return -1
+	}
+	if ws, ok := p.st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return p.st.ExitCode()
+}
+
+func (p *proc) signal(sig syscall.Signal) error {
+	if p.exited() {
+		return fmt.Errorf("%s (pid %d) has already exited", p.name, p.pid())
+	}
+	return syscall.Kill(p.pid(), sig)
+}
+
+// wait waits for the process to be reaped, at most d.
+func (p *proc) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// killGroup SIGKILLs the process's whole group and waits until it is reaped.
+func (p *proc) killGroup() {
+	_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+	if !p.wait(5 * time.Second) {
+		_ = p.cmd.Process.Kill()
+		p.wait(5 * time.Second)
+	}
+}
+
+// registry tracks every process started, and stray pids (orphaned children
+// of killed peers), so that cleanup stops all of them.
+type registry struct {
+	mu     sync.Mutex
+	procs  []*proc
+	strays map[int]string // pid -> program it must be running
+	closed bool
+}
+
+var procs = &registry{strays: map[int]string{}}
+
+type startOpts struct {
+	env    []string  // full environment; nil: ours
+	stdout io.Writer // nil: the log file
+	log    string    // file for stdout and stderr
+}
+
+// start runs bin with args. Output goes to o.log (appended).
+func (r *registry) start(name, bin string, args []string, o startOpts) (*proc, error) {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return nil, errors.New("shutting down")
+	}
+	var logf *os.File
+	if o.log != "" {
+		f, err := os.OpenFile(o.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		logf = f
+		defer logf.Close()
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = o.env
+	if logf != nil {
+		cmd.Stdout, cmd.Stderr = logf, logf
+	}
+	if o.stdout != nil {
+		cmd.Stdout = o.stdout
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		// Pdeathsig fires when the starting thread exits: keep it locked
+		// (and alive) until the process is reaped.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		p.st = cmd.ProcessState
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	r.mu.Lock()
+	r.procs = append(r.procs, p)
+	r.mu.Unlock()
+	return p, nil
+}
+
+// stray registers a pid that must be killed at cleanup if it still runs prog.
+func (r *registry) stray(pid int, prog string) {
+	r.mu.Lock()
+	r.strays[pid] = prog
+	r.mu.Unlock()
+}
+
+// killAll kills every process group started and every stray, and waits.
+func (r *registry) killAll() {
+	r.mu.Lock()
+	r.closed = true
+	ps := append([]*proc(nil), r.procs...)
+	strays := r.strays
+	r.strays = map[int]string{}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		if p.exited() {
+			// The group may still hold children (etcdctl lock's command).
+			_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); p.killGroup() }()
+	}
+	wg.Wait()
+	for pid, prog := range strays {
+		if isOurs(pid, prog) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || len(s) < i+3 {
+		return false
+	}
+	return s[i+2] != 'Z' && s[i+2] != 'X'
+}
+
+// isOurs reports whether pid runs prog (by argv[0]'s base name), so that a
+// reused pid is never killed.
+func isOurs(pid int, prog string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	argv0, _, _ := strings.Cut(string(b), "\x00")
+	return filepath.Base(argv0) == filepath.Base(prog)
+}
+
+// killIfOurs SIGKILLs pid if it still runs prog.
+func killIfOurs(pid int, prog string) {
+	if alive(pid) && isOurs(pid, prog) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// waitGone waits until pid is gone, at most d; it returns when it went.
+func waitGone(pid int, d time.Duration) (time.Time, bool) {
+	deadline := time.Now().Add(d)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			return time.Time{}, false
+		}
+		time.Sleep(500 * time.Microsecond)
+	}
+	return time.Now(), true
+}
+
+// procStat reads a process's CPU time (user+system) and resident memory.
+func procStat(pid int) (cpu time.Duration, rss, hwm int64, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	f := strings.Fields(s[i+2:])
+	// Fields after ")": state(0) ... utime(11) stime(12).
+	if len(f) < 13 {
+		return 0, 0, 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	const hz = 100 // USER_HZ on Linux
+	cpu = time.Duration(ut+st) * time.Second / hz
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			rss = parseKB(v)
+		}
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			hwm = parseKB(v)
+		}
+	}
+	return cpu, rss, hwm, nil
+}
+
+func parseKB(v string) int64 {
+	f := strings.Fields(v)
+	if len(f) == 0 {
+		return 0
+	}
+	n, _ := strconv.ParseInt(f[0], 10, 64)
+	return n * 1024
+}
+
+// baseEnv is our environment without ELECTD_*, RECORD_* and ETCDCTL_*
+// settings, plus extra.
+func baseEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "ELECTD_") || strings.HasPrefix(kv, "RECORD_") || strings.HasPrefix(kv, "ETCDCTL_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, extra...)
+}
