@@ -35,7 +35,12 @@ func newView(e *Elector) *view {
 func (v *view) start() {
 	v.once.Do(func() {
 		v.trig = v.e.bus.add(func(string) bool { return true })
-		v.trig.ch <- struct{}{} // read at once
+		// Read at once. The bus, already running for a campaign, may have
+		// queued a wake-up between add and here: one pending is enough.
+		select {
+		case v.trig.ch <- struct{}{}:
+		default:
+		}
 		v.e.bus.start()
 		v.e.goroutine(v.run)
 	})
