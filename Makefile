@@ -4,7 +4,7 @@ BIN       := $(CURDIR)/bin
 ETCD      := $(BIN)/etcd
 GOTESTFLAGS ?=
 
-.PHONY: test deps etcd redis-server build vet fmt demo clean
+.PHONY: test deps etcd redis-server build vet fmt demo clean fuzz
 
 ## test: install what the tests need (redis-server, etcd), then run every test with -race.
 test: deps
@@ -60,3 +60,11 @@ torture: deps
 bench: redis-server
 	@mkdir -p $(BIN)
 	$(GO) run ./test/bench -md $(BIN)/bench-results.md $(BENCHFLAGS)
+
+## fuzz: a short, bounded run of every fuzz target (CI runs it after `make test`;
+## their seed corpora already run as tests). FUZZTIME=60s for a longer look.
+FUZZTIME ?= 3000x
+fuzz:
+	@for f in FuzzParseSignal FuzzRunDurations FuzzNames FuzzStoreURLSecret FuzzParseStoreURL; do \
+	  $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./cmd/electd || exit 1; done
+	$(GO) test -run '^$$' -fuzz '^FuzzHandlers$$' -fuzztime $(FUZZTIME) ./health
