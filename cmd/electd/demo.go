@@ -58,7 +58,7 @@ func demoAction(c *cli.Context) error {
 
 	d := &demo{out: c.App.Writer, start: time.Now(), self: self, ttl: c.Duration("ttl"), verbose: c.Bool("verbose"),
 		jobs: map[string]*jobSpan{}, leaders: make(chan elector.Leader, 64)}
-	etcd, err := startEmbeddedEtcd(dir, "127.0.0.1:0")
+	etcd, err := startEmbeddedEtcd(dir, "127.0.0.1:0", "fatal") // its shutdown noise is not the demo's
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,12 @@ func demoAction(c *cli.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		var last elector.Leader
 		for l := range obs.Observe(octx) {
+			if l.ID == last.ID && l.Token == last.Token {
+				continue // the same term again, with the leader's own start time
+			}
+			last = l
 			if l.IsZero() {
 				d.say("leader: none")
 			} else {

@@ -27,7 +27,7 @@ func devCommand() *cli.Command {
 				defer os.RemoveAll(tmp)
 				dir = tmp
 			}
-			m, err := startEmbeddedEtcd(dir, c.String("listen-client"))
+			m, err := startEmbeddedEtcd(dir, c.String("listen-client"), "error")
 			if err != nil {
 				return err
 			}

@@ -15,12 +15,12 @@ type embeddedEtcd struct {
 }
 
 // startEmbeddedEtcd starts etcd with its data in dir, serving clients on
-// clientAddr (host:port; port 0 picks a free one).
-func startEmbeddedEtcd(dir, clientAddr string) (*embeddedEtcd, error) {
+// clientAddr (host:port; port 0 picks a free one), logging at logLevel.
+func startEmbeddedEtcd(dir, clientAddr, logLevel string) (*embeddedEtcd, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = "electd-embedded"
 	cfg.Dir = dir
-	cfg.LogLevel = "error"
+	cfg.LogLevel = logLevel
 	cfg.LogOutputs = []string{"stderr"}
 	cfg.TickMs, cfg.ElectionMs = 10, 100
 	cu, err := url.Parse("http://" + clientAddr)
