@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	pidwatch "github.com/electd/electd/test/proc"
 	"path/filepath"
 	"strings"
 	"time"
@@ -99,7 +100,7 @@ func (c *cluster) nextRun(ctx context.Context, prev run, within time.Duration) (
 func (c *cluster) waitEnd(ctx context.Context, pid int, within time.Duration) (end time.Time, graceful bool, err error) {
 	deadline := time.Now().Add(within)
 	for {
-		gone := !alive(pid)
+		gone := !pidwatch.Alive(pid)
 		seen := time.Now()
 		if r, ok := c.rec.get(pid); ok && r.ended() {
 			return r.end(), true, nil

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	pidwatch "github.com/electd/electd/test/proc"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -85,7 +86,7 @@ func (e *env) crashElectd(ctx context.Context, b *backend, ttl time.Duration, tr
 					return err
 				}
 			}
-			if gone, ok := waitGone(cur.pid, 2*time.Second); ok {
+			if gone, ok := pidwatch.GoneAt(cur.pid, 2*time.Second, 500*time.Microsecond); ok {
 				col.add("childGone", gone.Sub(killed))
 			} else {
 				failures.Add(1)
@@ -224,7 +225,7 @@ func (e *env) crashLock(ctx context.Context, ttl time.Duration, trials, ngroups 
 				return err
 			}
 			total.Add(1)
-			if alive(cur.pid) {
+			if pidwatch.Alive(cur.pid) {
 				orphans.Add(1) // the killed etcdctl's command still runs beside the new one
 			}
 			procs.stray(cur.pid, e.recorder)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	pidwatch "github.com/electd/electd/test/proc"
 	"os"
 	"sort"
 	"strconv"
@@ -282,7 +283,7 @@ func countProcs(path string) int {
 	}
 	n := 0
 	for _, d := range ents {
-		if pid, err := strconv.Atoi(d.Name()); err == nil && isOurs(pid, path) {
+		if pid, err := strconv.Atoi(d.Name()); err == nil && pidwatch.IsOurs(pid, path) {
 			if exe, err := os.Readlink("/proc/" + d.Name() + "/exe"); err == nil && exe == path {
 				n++
 			}

@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/internal/faultproxy"
+	pidwatch "github.com/electd/electd/test/proc"
 )
 
 const lostSec = "Lost lock: what the holder's command does"
@@ -95,7 +96,7 @@ func (e *env) lockLost(ctx context.Context, how string) error {
 	}
 	sleepCtx(ctx, time.Second)
 	now, _ := rec.get(hr.pid)
-	keeps := alive(hr.pid) && !now.ended()
+	keeps := pidwatch.Alive(hr.pid) && !now.ended()
 	res := fmt.Sprintf("successor's command started %s after; the old one was still running %s later", ms(wr.start.Sub(t0)), ms(time.Since(wr.start)))
 	if !keeps {
 		res = fmt.Sprintf("successor's command started %s after; the old one had exited", ms(wr.start.Sub(t0)))
@@ -121,7 +122,7 @@ func (e *env) lockSIGTERM(ctx context.Context) error {
 		return err
 	}
 	sleepCtx(ctx, time.Second)
-	cmdAlive, ctlAlive := alive(hr.pid), !h.p.exited()
+	cmdAlive, ctlAlive := pidwatch.Alive(hr.pid), !h.p.exited()
 	e.rep.add(lostSec, "etcdctl lock --ttl 2", "SIGTERM to etcdctl while its command runs",
 		fmt.Sprintf("1 s later: etcdctl running %v, command running %v", ctlAlive, cmdAlive), "(peer)", "")
 	return nil

@@ -3,10 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	pidwatch "github.com/electd/electd/test/proc"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -173,54 +173,17 @@ func (r *registry) killAll() {
 	}
 	wg.Wait()
 	for pid, prog := range strays {
-		if isOurs(pid, prog) {
+		if pidwatch.IsOurs(pid, prog) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
 }
 
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || len(s) < i+3 {
-		return false
-	}
-	return s[i+2] != 'Z' && s[i+2] != 'X'
-}
-
-// isOurs reports whether pid runs prog (by argv[0]'s base name), so that a
-// reused pid is never killed.
-func isOurs(pid int, prog string) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil {
-		return false
-	}
-	argv0, _, _ := strings.Cut(string(b), "\x00")
-	return filepath.Base(argv0) == filepath.Base(prog)
-}
-
 // killIfOurs SIGKILLs pid if it still runs prog.
 func killIfOurs(pid int, prog string) {
-	if alive(pid) && isOurs(pid, prog) {
+	if pidwatch.Alive(pid) && pidwatch.IsOurs(pid, prog) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-}
-
-// waitGone waits until pid is gone, at most d; it returns when it went.
-func waitGone(pid int, d time.Duration) (time.Time, bool) {
-	deadline := time.Now().Add(d)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			return time.Time{}, false
-		}
-		time.Sleep(500 * time.Microsecond)
-	}
-	return time.Now(), true
 }
 
 // procStat reads a process's CPU time (user+system) and resident memory.

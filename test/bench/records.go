@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	pidwatch "github.com/electd/electd/test/proc"
 	"io"
 	"os"
 	"sort"
@@ -171,7 +172,7 @@ func (l *recLog) current() (run, bool) {
 	_ = l.poll()
 	runs := l.snapshot()
 	for i := len(runs) - 1; i >= 0; i-- {
-		if !runs[i].ended() && alive(runs[i].pid) {
+		if !runs[i].ended() && pidwatch.Alive(runs[i].pid) {
 			return runs[i], true
 		}
 	}

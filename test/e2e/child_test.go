@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
 )
 
@@ -105,7 +106,7 @@ func testStopTimeout(t *testing.T, s *store) {
 	_, run := h.waitLeader(n)
 	sent := time.Now()
 	n.signal(syscall.SIGTERM)
-	if !waitGone(run.Pid, 2*time.Second) {
+	if !proc.WaitGone(run.Pid, 2*time.Second) {
 		t.Fatalf("child %d still alive 2s after SIGTERM to electd (stop timeout %s)", run.Pid, stopTimeout)
 	}
 	gone := time.Since(sent)
@@ -155,7 +156,7 @@ func testGrandchildren(t *testing.T, s *store) {
 				return r.Pid == run.Pid && len(r.Grandchildren) > 0
 			})
 			gc := run.Grandchildren[0]
-			if !alive(gc) {
+			if !proc.Alive(gc) {
 				t.Fatalf("grandchild %d is not running", gc)
 			}
 			if ignores, want := ignoresTerm(t, gc), tt.env != nil; ignores != want {
@@ -164,10 +165,10 @@ func testGrandchildren(t *testing.T, s *store) {
 			if tt.kill9 {
 				n.signal(syscall.SIGKILL)
 				n.wait(exitTimeout)
-				if !waitGone(run.Pid, goneTimeout) {
+				if !proc.WaitGone(run.Pid, goneTimeout) {
 					t.Fatalf("child %d still alive %s after kill -9 of electd", run.Pid, goneTimeout)
 				}
-				if !waitGone(gc, goneTimeout) {
+				if !proc.WaitGone(gc, goneTimeout) {
 					t.Fatalf("grandchild %d (same process group as the child) still alive %s after kill -9 of electd: an orphan keeps running",
 						gc, goneTimeout)
 				}
@@ -177,7 +178,7 @@ func testGrandchildren(t *testing.T, s *store) {
 			if code := n.wait(exitTimeout); code != 0 {
 				t.Fatalf("electd exited with %d, want 0", code)
 			}
-			if alive(gc) {
+			if proc.Alive(gc) {
 				t.Fatalf("grandchild %d still alive after electd exited", gc)
 			}
 			if r := h.runOf(run.Pid); r.Stop.IsZero() {

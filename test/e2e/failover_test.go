@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/internal/faultproxy"
+	"github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
 )
 
@@ -24,14 +25,14 @@ func testThreeCopies(t *testing.T, s *store) {
 	state := func() (bool, string) {
 		running := 0
 		for _, r := range h.runs() {
-			if !r.Ended() && alive(r.Pid) {
+			if !r.Ended() && proc.Alive(r.Pid) {
 				running++
 			}
 		}
 		if running != 1 {
 			return false, fmt.Sprintf("%d children running", running)
 		}
-		if !alive(run.Pid) {
+		if !proc.Alive(run.Pid) {
 			return false, fmt.Sprintf("the leader's child %d is gone", run.Pid)
 		}
 		ready := 0
@@ -99,7 +100,7 @@ func testKill9Leader(t *testing.T, s *store) {
 	lead, follower, run := h.leaderAndFollower(h.direct())
 	killed := time.Now()
 	lead.signal(syscall.SIGKILL)
-	if !waitGone(run.Pid, goneTimeout) {
+	if !proc.WaitGone(run.Pid, goneTimeout) {
 		t.Fatalf("child %d still alive %s after kill -9 of its electd", run.Pid, goneTimeout)
 	}
 	childGone := time.Since(killed)
@@ -195,7 +196,7 @@ func testResignEndpoint(t *testing.T, s *store) {
 			}
 			// /resign answers once the term is given up: the child has stopped.
 			old := h.runOf(run.Pid)
-			if old.Stop.IsZero() || alive(old.Pid) {
+			if old.Stop.IsZero() || proc.Alive(old.Pid) {
 				t.Fatalf("/resign answered 200 while the child still runs: %s", old)
 			}
 			next := h.nextRun(old, leaderTimeout)
@@ -246,7 +247,7 @@ func testStoreRestart(t *testing.T, s *store) {
 			h.hold(2*ttl, "at most one child running", func() (bool, string) {
 				var running []string
 				for _, r := range h.runs() {
-					if !r.Ended() && alive(r.Pid) {
+					if !r.Ended() && proc.Alive(r.Pid) {
 						running = append(running, r.String())
 					}
 				}

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
 )
 
@@ -61,12 +61,12 @@ func (h *harness) cleanup() {
 		t.Errorf("record log: %v", err)
 	}
 	for _, r := range runs {
-		if !waitGone(r.Pid, goneTimeout) && isOurs(r.Pid, recorderBin) {
+		if !proc.WaitGone(r.Pid, goneTimeout) && proc.IsOurs(r.Pid, recorderBin) {
 			t.Errorf("child %s outlived its electd (SIGKILLed) by %s; killing it", r, goneTimeout)
 			_ = syscall.Kill(r.Pid, syscall.SIGKILL)
 		}
 		for _, gc := range r.Grandchildren {
-			if alive(gc) && isOurs(gc, "sleep") {
+			if proc.Alive(gc) && proc.IsOurs(gc, "sleep") {
 				t.Logf("grandchild %d of %s is still alive after its electd was SIGKILLed; killing it", gc, r)
 				_ = syscall.Kill(gc, syscall.SIGKILL)
 			}
@@ -187,7 +187,7 @@ func (h *harness) waitLeader(nodes ...*node) (*node, record.Run) {
 			return false, fmt.Sprintf("leader %s: /readyz %d", id, code)
 		}
 		for _, r := range h.runs() {
-			if r.Node == id && r.Token == token && !r.Ended() && alive(r.Pid) {
+			if r.Node == id && r.Token == token && !r.Ended() && proc.Alive(r.Pid) {
 				run = r
 				return true, ""
 			}
@@ -229,43 +229,6 @@ func (h *harness) runOf(pid int) record.Run {
 	}
 	h.t.Fatalf("no run with pid %d", pid)
 	return record.Run{}
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || len(s) < i+3 {
-		return false
-	}
-	return s[i+2] != 'Z' && s[i+2] != 'X'
-}
-
-// waitGone waits until pid is gone (or a zombie) and reports whether it is.
-func waitGone(pid int, within time.Duration) bool {
-	deadline := time.Now().Add(within)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return true
-}
-
-// isOurs reports whether pid runs the program prog (by argv[0]'s base name),
-// so that a leftover pid reused by another process is never killed.
-func isOurs(pid int, prog string) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil {
-		return false
-	}
-	argv0, _, _ := strings.Cut(string(b), "\x00")
-	return filepath.Base(argv0) == filepath.Base(prog)
 }
 
 // ms renders a duration in milliseconds for logs.

@@ -7,12 +7,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	pidwatch "github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
 )
 
@@ -67,7 +67,7 @@ func (h *harness) cleanup() {
 		t.Errorf("record log: %v", err)
 	}
 	for _, r := range runs {
-		if !waitGone(r.Pid, goneTimeout) && isOurs(r.Pid, recorderBin) {
+		if !pidwatch.WaitGone(r.Pid, goneTimeout) && pidwatch.IsOurs(r.Pid, recorderBin) {
 			t.Errorf("command %s outlived its electd by %s; killing it", r, goneTimeout)
 			_ = syscall.Kill(r.Pid, syscall.SIGKILL)
 		}
@@ -348,43 +348,6 @@ func describe(runs []record.Run) string {
 		fmt.Fprintf(&b, "  %s\n", r)
 	}
 	return b.String()
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || len(s) < i+3 {
-		return false
-	}
-	return s[i+2] != 'Z' && s[i+2] != 'X'
-}
-
-// waitGone waits until pid is gone (or a zombie) and reports whether it is.
-func waitGone(pid int, within time.Duration) bool {
-	deadline := time.Now().Add(within)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return true
-}
-
-// isOurs reports whether pid runs the program prog (by argv[0]'s base name),
-// so that a leftover pid reused by another process is never killed.
-func isOurs(pid int, prog string) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil {
-		return false
-	}
-	argv0, _, _ := strings.Cut(string(b), "\x00")
-	return filepath.Base(argv0) == filepath.Base(prog)
 }
 
 // ms renders a duration in milliseconds for logs.

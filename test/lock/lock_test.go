@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/internal/faultproxy"
+	pidwatch "github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
 )
 
@@ -230,7 +231,7 @@ func testSlots(t *testing.T, s *store) {
 	running := func() []record.Run {
 		var out []record.Run
 		for _, r := range h.runs() {
-			if !r.Ended() && alive(r.Pid) {
+			if !r.Ended() && pidwatch.Alive(r.Pid) {
 				out = append(out, r)
 			}
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/electd/electd/internal/faultproxy"
 	"github.com/electd/electd/internal/testenv"
+	"github.com/electd/electd/test/proc"
 )
 
 const (
@@ -98,7 +99,7 @@ func (c *cluster) cleanup() {
 		c.t.Errorf("record log: %v", err)
 	}
 	for _, r := range c.j.runs {
-		if !waitGone(r.Pid, goneBound) && isOurs(r.Pid, recorderBin) {
+		if !proc.WaitGone(r.Pid, goneBound) && proc.IsOurs(r.Pid, recorderBin) {
 			c.t.Errorf("child %s outlived its electd (SIGKILLed) by %s; killing it", r, goneBound)
 			_ = syscall.Kill(r.Pid, syscall.SIGKILL)
 		}
@@ -337,41 +338,4 @@ func (l *life) leader() (leaderDoc, error) {
 		return d, fmt.Errorf("/leader %d: %w: %s", code, err, body)
 	}
 	return d, nil
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || len(s) < i+3 {
-		return false
-	}
-	return s[i+2] != 'Z' && s[i+2] != 'X'
-}
-
-// waitGone waits until pid is gone (or a zombie) and reports whether it is.
-func waitGone(pid int, within time.Duration) bool {
-	deadline := time.Now().Add(within)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return true
-}
-
-// isOurs reports whether pid runs prog (by argv[0]'s base name), so that a
-// reused pid is never killed.
-func isOurs(pid int, prog string) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil {
-		return false
-	}
-	argv0, _, _ := strings.Cut(string(b), "\x00")
-	return filepath.Base(argv0) == filepath.Base(prog)
 }

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
 )
 
@@ -124,7 +125,7 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 		f.at = time.Now()
 		l.kill9()
 		lead.cur = nil
-		if !waitGone(f.old.Pid, goneBound) {
+		if !proc.WaitGone(f.old.Pid, goneBound) {
 			c.fatalf(f, "child %s still alive %s after kill -9 of its electd", f.old, goneBound)
 		}
 		f.childGone = time.Since(f.at)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
 )
 
@@ -147,7 +148,7 @@ func (c *cluster) recoveredAfter(healed time.Time, old *record.Run) (time.Durati
 			continue
 		}
 		a := adj[i]
-		running := !a.Ended() && alive(r.Pid) && c.j.pauses[r] == nil
+		running := !a.Ended() && proc.Alive(r.Pid) && c.j.pauses[r] == nil
 		if a.Start.Before(healed) && (!a.End().Before(healed) || running) {
 			return 0, true
 		}
@@ -167,7 +168,7 @@ func (c *cluster) recoveredAfter(healed time.Time, old *record.Run) (time.Durati
 func (c *cluster) agreed(status *string) (*record.Run, bool) {
 	var run *record.Run
 	for _, r := range c.j.runs {
-		if !r.Ended() && alive(r.Pid) && (run == nil || r.Token > run.Token) {
+		if !r.Ended() && proc.Alive(r.Pid) && (run == nil || r.Token > run.Token) {
 			run = r
 		}
 	}

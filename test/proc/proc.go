@@ -1,0 +1,56 @@
+// Package proc has the /proc helpers the end-to-end, lock, torture and
+// benchmark harnesses share to watch the processes they start.
+package proc
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Alive reports whether pid exists and is not a zombie.
+func Alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || len(s) < i+3 {
+		return false
+	}
+	return s[i+2] != 'Z' && s[i+2] != 'X'
+}
+
+// GoneAt waits, polling every poll and at most within, until pid is gone
+// (or a zombie); it returns when it saw it gone, and whether it did.
+func GoneAt(pid int, within, poll time.Duration) (time.Time, bool) {
+	deadline := time.Now().Add(within)
+	for Alive(pid) {
+		if time.Now().After(deadline) {
+			return time.Time{}, false
+		}
+		time.Sleep(poll) // polling a condition with a deadline
+	}
+	return time.Now(), true
+}
+
+// WaitGone waits at most within until pid is gone (or a zombie) and
+// reports whether it is.
+func WaitGone(pid int, within time.Duration) bool {
+	_, ok := GoneAt(pid, within, time.Millisecond)
+	return ok
+}
+
+// IsOurs reports whether pid runs the program prog (by argv[0]'s base
+// name), so that a leftover pid reused by another process is never killed.
+func IsOurs(pid int, prog string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	argv0, _, _ := strings.Cut(string(b), "\x00")
+	return filepath.Base(argv0) == filepath.Base(prog)
+}
