@@ -3,11 +3,10 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/electd/electd/internal/testenv"
+	"github.com/electd/electd/test/proc"
 )
 
 // Paths of the binaries built by TestMain.
@@ -21,57 +20,14 @@ func TestMain(m *testing.M) {
 }
 
 func buildAndRun(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "electd-e2e-bin-")
+	b, err := proc.Build("e2e", "E2E")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
-	electdBin, recorderBin = filepath.Join(dir, "electd"), filepath.Join(dir, "recorder")
-	var electdFlags []string
-	if os.Getenv("E2E_ELECTD_RACE") == "1" {
-		electdFlags = append(electdFlags, "-race")
-	}
-	builds := []struct {
-		out, pkg string
-		flags    []string
-	}{
-		{electdBin, "./cmd/electd", electdFlags},
-		{recorderBin, "./test/recorder", nil},
-	}
-	if bin := os.Getenv("E2E_ELECTD_BIN"); bin != "" {
-		if electdBin, err = filepath.Abs(bin); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: $E2E_ELECTD_BIN:", err)
-			return 1
-		}
-		builds = builds[1:]
-	}
-	for _, b := range builds {
-		args := append(append([]string{"build"}, b.flags...), "-o", b.out, b.pkg)
-		cmd := exec.Command(goTool(), args...)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: go %v: %v\n%s", args, err, out)
-			return 1
-		}
-	}
+	defer b.Remove()
+	electdBin, recorderBin = b.Electd, b.Recorder
 	return m.Run()
-}
-
-// goTool is the go command: from PATH, else from GOROOT.
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	if root := os.Getenv("GOROOT"); root != "" {
-		return filepath.Join(root, "bin", "go")
-	}
-	return "go"
 }
 
 // backend is a store kind: how to start a server and how electd names it.

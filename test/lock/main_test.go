@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electd/electd/internal/testenv"
+	pidwatch "github.com/electd/electd/test/proc"
 )
 
 // Paths of the binaries built by TestMain.
@@ -25,50 +24,14 @@ func TestMain(m *testing.M) {
 }
 
 func buildAndRun(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "electd-lock-bin-")
+	b, err := pidwatch.Build("lock", "E2E")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lock:", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "lock:", err)
-		return 1
-	}
-	electdBin, recorderBin = filepath.Join(dir, "electd"), filepath.Join(dir, "recorder")
-	builds := []struct{ out, pkg string }{
-		{electdBin, "./cmd/electd"},
-		{recorderBin, "./test/recorder"},
-	}
-	if bin := os.Getenv("E2E_ELECTD_BIN"); bin != "" {
-		if electdBin, err = filepath.Abs(bin); err != nil {
-			fmt.Fprintln(os.Stderr, "lock: $E2E_ELECTD_BIN:", err)
-			return 1
-		}
-		builds = builds[1:]
-	}
-	for _, b := range builds {
-		args := []string{"build", "-o", b.out, b.pkg}
-		cmd := exec.Command(goTool(), args...)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "lock: go %v: %v\n%s", args, err, out)
-			return 1
-		}
-	}
+	defer b.Remove()
+	electdBin, recorderBin = b.Electd, b.Recorder
 	return m.Run()
-}
-
-// goTool is the go command: from PATH, else from GOROOT.
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	if root := os.Getenv("GOROOT"); root != "" {
-		return filepath.Join(root, "bin", "go")
-	}
-	return "go"
 }
 
 // store is one running server of a backend.

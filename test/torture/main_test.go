@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/internal/testenv"
+	"github.com/electd/electd/test/proc"
 )
 
 // Flags of the test binary. Each defaults to an environment variable, so
@@ -82,60 +81,15 @@ func TestMain(m *testing.M) {
 	os.Exit(buildAndRun(m))
 }
 
-// buildAndRun builds electd (or takes $TORTURE_ELECTD_BIN) and the
-// recorder into a temporary directory, then runs the tests.
 func buildAndRun(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "electd-torture-bin-")
+	b, err := proc.Build("torture", "TORTURE")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "torture:", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "torture:", err)
-		return 1
-	}
-	electdBin, recorderBin = filepath.Join(dir, "electd"), filepath.Join(dir, "recorder")
-	var electdFlags []string
-	if os.Getenv("TORTURE_ELECTD_RACE") == "1" {
-		electdFlags = append(electdFlags, "-race")
-	}
-	builds := []struct {
-		out, pkg string
-		flags    []string
-	}{
-		{electdBin, "./cmd/electd", electdFlags},
-		{recorderBin, "./test/recorder", nil},
-	}
-	if bin := os.Getenv("TORTURE_ELECTD_BIN"); bin != "" {
-		if electdBin, err = filepath.Abs(bin); err != nil {
-			fmt.Fprintln(os.Stderr, "torture: $TORTURE_ELECTD_BIN:", err)
-			return 1
-		}
-		builds = builds[1:]
-	}
-	for _, b := range builds {
-		args := append(append([]string{"build"}, b.flags...), "-o", b.out, b.pkg)
-		cmd := exec.Command(goTool(), args...)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "torture: go %v: %v\n%s", args, err, out)
-			return 1
-		}
-	}
+	defer b.Remove()
+	electdBin, recorderBin = b.Electd, b.Recorder
 	return m.Run()
-}
-
-// goTool is the go command: from PATH, else from GOROOT.
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	if root := os.Getenv("GOROOT"); root != "" {
-		return filepath.Join(root, "bin", "go")
-	}
-	return "go"
 }
 
 // backend is a store kind: how to start a server and how electd names it.
