@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"github.com/electd/electd/test/proc"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -18,7 +19,7 @@ func TestDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, electdBin, "demo", "--duration", "10s")
-	cmd.Env = baseEnv()
+	cmd.Env = proc.BaseEnv()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/electd/electd/test/proc"
 	"io"
 	"net/http"
 	"os"
@@ -91,7 +92,7 @@ func (h *harness) tryStart(id string, o nodeOpts) (*node, error) {
 	defer logf.Close()
 	n.cmd = exec.Command(electdBin, args...)
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
-	n.cmd.Env = append(baseEnv("RECORD_LOG="+h.logPath), o.env...)
+	n.cmd.Env = append(proc.BaseEnv("RECORD_LOG="+h.logPath), o.env...)
 	// SIGKILL when the starting thread dies: the goroutine below keeps its
 	// thread locked until electd is reaped, so only the test's death does it.
 	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -129,18 +130,6 @@ func (h *harness) tryStart(id string, o nodeOpts) (*node, error) {
 			return nil, fmt.Errorf("/livez not 200 after %s:\n%s", startTimeout, n.tail())
 		}
 	}
-}
-
-// baseEnv is the test's environment without ELECTD_* and RECORD_* settings
-// (which would change electd's flags or the recorder), plus extra.
-func baseEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ELECTD_") && !strings.HasPrefix(kv, "RECORD_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
 }
 
 func (n *node) exited() bool {

@@ -117,7 +117,7 @@ func (h *harness) start(id string, args, env []string) *proc {
 	defer logf.Close()
 	p.cmd = exec.Command(electdBin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	p.cmd.Env = append(baseEnv("RECORD_LOG="+h.logPath), env...)
+	p.cmd.Env = append(pidwatch.BaseEnv("RECORD_LOG="+h.logPath), env...)
 	// SIGKILL when the starting thread dies: the goroutine below keeps its
 	// thread locked until electd is reaped, so only the test's death does it.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -139,18 +139,6 @@ func (h *harness) start(id string, args, env []string) *proc {
 	}
 	h.procs = append(h.procs, p)
 	return p
-}
-
-// baseEnv is the test's environment without ELECTD_* and RECORD_* settings,
-// plus extra.
-func baseEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ELECTD_") && !strings.HasPrefix(kv, "RECORD_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
 }
 
 // proc is one electd process.

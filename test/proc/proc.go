@@ -54,3 +54,15 @@ func IsOurs(pid int, prog string) bool {
 	argv0, _, _ := strings.Cut(string(b), "\x00")
 	return filepath.Base(argv0) == filepath.Base(prog)
 }
+
+// BaseEnv is the test's environment without ELECTD_* and RECORD_* settings
+// (which would change electd's flags or the recorder), plus extra.
+func BaseEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ELECTD_") && !strings.HasPrefix(kv, "RECORD_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}

@@ -154,7 +154,7 @@ func (c *cluster) tryStart(n *node) (*life, error) {
 	fmt.Fprintf(logf, "=== torture: starting %s at %s\n", n.id, time.Now().Format(time.RFC3339Nano))
 	l.cmd = exec.Command(electdBin, args...)
 	l.cmd.Stdout, l.cmd.Stderr = logf, logf
-	l.cmd.Env = baseEnv("RECORD_LOG=" + c.logPath)
+	l.cmd.Env = proc.BaseEnv("RECORD_LOG=" + c.logPath)
 	// electd dies with the test (its starting thread stays locked until
 	// electd is reaped, so only the test's death triggers this).
 	l.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -191,18 +191,6 @@ func (c *cluster) tryStart(n *node) (*life, error) {
 			return nil, fmt.Errorf("/livez not 200 after %s:\n%s", startTimeout, l.tail())
 		}
 	}
-}
-
-// baseEnv is the test's environment without ELECTD_* and RECORD_*
-// settings, plus extra.
-func baseEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ELECTD_") && !strings.HasPrefix(kv, "RECORD_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
 }
 
 // up are the nodes whose electd runs.
