@@ -32,8 +32,16 @@ type bus struct {
 // matches, and by every (re)subscription, after which it must re-read the state.
 type listener struct {
 	match func(head string) bool
-	ch    chan struct{}
+	ch    chan cause
 }
+
+// cause says why a listener was woken.
+type cause uint8
+
+const (
+	byMessage cause = iota + 1 // a message naming a head the listener matches
+	byResync                   // a (re)subscription: messages may have been missed
+)
 
 func newBus(e *Elector) *bus {
 	return &bus{e: e, liveCh: make(chan struct{}), listeners: map[*listener]struct{}{}}
@@ -43,7 +51,7 @@ func newBus(e *Elector) *bus {
 func (h *bus) start() { h.once.Do(func() { h.e.goroutine(h.run) }) }
 
 func (h *bus) add(match func(head string) bool) *listener {
-	l := &listener{match: match, ch: make(chan struct{}, 1)}
+	l := &listener{match: match, ch: make(chan cause, 1)}
 	h.mu.Lock()
 	h.listeners[l] = struct{}{}
 	h.mu.Unlock()
@@ -172,12 +180,16 @@ func (h *bus) setLive(live bool) {
 }
 
 func (h *bus) notify(head string, all bool) {
+	why := byMessage
+	if all {
+		why = byResync
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for l := range h.listeners {
 		if all || l.match(head) {
 			select {
-			case l.ch <- struct{}{}:
+			case l.ch <- why:
 			default:
 			}
 		}

@@ -198,8 +198,10 @@ func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, 
 			if woken {
 				e.wakeups.Add(1)
 			}
-		case <-l.ch:
-			e.wakeups.Add(1)
+		case why := <-l.ch:
+			if why == byMessage {
+				e.wakeups.Add(1)
+			}
 		case <-dlDone:
 			t.Stop()
 			log.Info("lease lapsed while waiting; rejoining with a new entry")

@@ -98,7 +98,10 @@ func (e *Elector) checkClient() {
 
 // Wakeups counts how often a waiting campaign was woken (by a message naming
 // it, or by the deadline of the candidate ahead of it) to re-check whether it
-// leads. Renewals are not counted.
+// leads. Renewals are not counted, nor are the re-checks after the
+// subscription is (re)established, which follow the connection, not a change
+// in the queue (as etcd's backend does not count a re-check after its watch
+// breaks).
 func (e *Elector) Wakeups() uint64 { return e.wakeups.Load() }
 
 // Close ends any term (ErrClosed), leaves the queue (best effort, bounded by

@@ -38,7 +38,7 @@ func (v *view) start() {
 		// Read at once. The bus, already running for a campaign, may have
 		// queued a wake-up between add and here: one pending is enough.
 		select {
-		case v.trig.ch <- struct{}{}:
+		case v.trig.ch <- byResync:
 		default:
 		}
 		v.e.bus.start()
