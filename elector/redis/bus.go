@@ -14,7 +14,9 @@ import (
 
 // bus owns the Elector's one pub/sub subscription to the election's channel
 // and hands each message to the listeners it concerns. Every script that
-// changes the queue's head or the term publishes "<mode> <head entry>".
+// changes the queue's head or the term publishes "<mode> <head entry>",
+// followed on the next lines by the leader view after the change (see
+// viewLua), which the bus hands to the Elector's view.
 type bus struct {
 	e    *Elector
 	once sync.Once
@@ -154,10 +156,28 @@ func (h *bus) receive(ps *redis.PubSub, b *backoff) error {
 				h.setLive(true)
 			}
 		case *redis.Message:
-			_, head, _ := strings.Cut(m.Payload, " ")
+			first, rest, hasView := strings.Cut(m.Payload, "\n")
+			_, head, _ := strings.Cut(first, " ")
+			if hasView {
+				h.offerView(rest)
+			}
 			h.notify(head, false)
 		}
 	}
+}
+
+// offerView hands the leader view a message carried to the view, tagged
+// with the subscription generation it arrived under.
+func (h *bus) offerView(payload string) {
+	r, err := parseViewFields(strings.Split(payload, "\n"))
+	if err != nil {
+		h.e.log.Warn("ignoring a malformed election message", "err", err)
+		return
+	}
+	h.mu.Lock()
+	gen := h.gen
+	h.mu.Unlock()
+	h.e.view.offer(r, gen)
 }
 
 func (h *bus) setLive(live bool) {

@@ -45,15 +45,23 @@
 // candidate costs one script call per RenewInterval, plus a PING on its
 // subscription when it has been silent for a TTL. Wakeups counts the re-checks.
 //
-// Leader and Observe read a view kept by the same subscription: re-read on
-// every message, on (re)subscription and when the holder's deadline passes
-// (a crashed leader publishes nothing). Once in sync, Leader answers from
-// memory. A view costs one read-only script call per TTL while a leader is
-// alive, plus one per change. Observe delivers every state the view reads,
-// each subscriber through its own queue; a state that lasts less than one
-// round trip (between two messages) may be read past. A resigning leader's
-// script grants the successor in the same step, so a handover shows no
-// "none" in between.
+// Leader and Observe read a view kept current without requests of its own:
+// every message that reports a change carries the leader view after it, and
+// every reply of the candidate's own renewal script carries it too, each
+// stamped with the server time it was read at so an older one never
+// overwrites a newer (should Redis's clock step back, the view may keep an
+// older value for up to one TTL, until its next read). The view reads the
+// state itself only on (re)subscription (messages may have been missed) and
+// when the holder's deadline passes with no news (a crashed leader publishes
+// nothing; a copy that campaigns never gets there while it renews). Once in
+// sync, Leader answers from memory. A leader change thus costs the watching
+// copies no request, whatever their number; a copy that only watches (electd
+// leader --watch) costs one read-only script call per TTL while a leader is
+// alive. Observe delivers every state the view learns, each subscriber
+// through its own queue; a state that lasts less than one round trip
+// (between two messages) may be read past. A resigning leader's script
+// grants the successor in the same step, so a handover shows no "none" in
+// between.
 //
 // # Keys
 //

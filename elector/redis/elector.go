@@ -168,6 +168,7 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 	if n := e.Slots(); n > 1 {
 		slots = fmt.Sprint(n)
 	}
+	gen, _ := e.bus.state()
 	v, err := stepScript.Run(ctx, e.cfg.Client, e.keys.all(),
 		mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, tok, stale, slots).Result()
 	if err != nil {
@@ -177,6 +178,9 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 	if err != nil {
 		return r, &permanentError{err}
 	}
+	// The reply is as fresh as a read by the view, if the subscription did
+	// not break meanwhile (offer checks the generation).
+	e.view.offer(r.view, gen)
 	return r, nil
 }
 

@@ -36,64 +36,11 @@ func TestIdleFollowerCommandsPerMinute(t *testing.T) {
 	cb := campaign(ctx, follower)
 	waitQueued(t, cli, "idle-minute", 2)
 
-	mon, err := net.Dial("tcp", srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mon.Close()
-	if _, err := fmt.Fprint(mon, "MONITOR\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	r := bufio.NewReader(mon)
-	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "+OK") {
-		t.Fatalf("MONITOR: %q %v", line, err)
-	}
-	start := time.Now()
-	if err := mon.SetReadDeadline(start.Add(window)); err != nil {
-		t.Fatal(err)
-	}
-	byAddr := map[string]map[string]int{} // client address → command → count
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			break // the window's deadline
-		}
-		// 1701234567.123456 [0 127.0.0.1:54321] "evalsha" ...
-		open, end := strings.IndexByte(line, '['), strings.IndexByte(line, ']')
-		if open < 0 || end < open {
-			continue
-		}
-		f := strings.Fields(line[open+1 : end])
-		if len(f) != 2 || f[1] == "lua" { // commands run inside scripts are not sent
-			continue
-		}
-		cmd := strings.Trim(strings.Fields(line[end+1:] + " x")[0], `"`)
-		if byAddr[f[1]] == nil {
-			byAddr[f[1]] = map[string]int{}
-		}
-		byAddr[f[1]][strings.ToLower(cmd)]++
-	}
+	mon := startMonitor(t, srv.Addr())
+	byAddr := mon.until(time.Now().Add(window), "")
 	stillWaiting(t, cb, "follower")
 
-	// The follower's connections, by the name its client gives them.
-	list, err := cli.ClientList(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sent, detail := 0, map[string]int{}
-	for _, l := range strings.Split(list, "\n") {
-		if !strings.Contains(l, " name=follower ") {
-			continue
-		}
-		for _, kv := range strings.Fields(l) {
-			if addr, ok := strings.CutPrefix(kv, "addr="); ok {
-				for cmd, n := range byAddr[addr] {
-					sent += n
-					detail[cmd] += n
-				}
-			}
-		}
-	}
+	sent, detail := sentBy(t, cli, "follower", byAddr)
 	renewals := int(window / tm.WithDefaults().RenewInterval)
 	t.Logf("idle follower over %s at ttl %s: %d commands (%v); %d renewal intervals", window, ttl, sent, detail, renewals)
 	if sent == 0 {
@@ -109,4 +56,160 @@ func TestIdleFollowerCommandsPerMinute(t *testing.T) {
 		t.Fatalf("%d script calls in %s for %d renewal intervals: a polling loop", detail["evalsha"]+detail["eval"], window, renewals)
 	}
 	resign(t, ra.term)
+}
+
+// TestLeaderChangeCostsWatchersNoRead: every message that reports a change
+// carries the leader view, so copies that only watch the leader (as every
+// electd run does for /leader) learn a handover without a request of their
+// own: the cost of a leader change does not grow with the number of copies.
+func TestLeaderChangeCostsWatchersNoRead(t *testing.T) {
+	const watchers = 5
+	srv, cli := startRedis(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, b := newElector(t, srv.Addr(), "views", "a"), newElector(t, srv.Addr(), "views", "b")
+	ra := mustLead(t, campaign(ctx, a), 5*testTTL, "a")
+	cb := campaign(ctx, b)
+	waitQueued(t, cli, "views", 2)
+	seen := make([]<-chan elector.Leader, watchers)
+	for i := range seen {
+		wcli := redis.NewClient(&redis.Options{Addr: srv.Addr(), ClientName: "watcher", ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = wcli.Close() })
+		w := newElectorWith(t, Config{Client: wcli, Election: "views", ID: fmt.Sprintf("w%d", i), Timing: testTiming()})
+		seen[i] = w.Observe(ctx)
+		waitLeader(t, seen[i], "a")
+		eventually(t, 5*testTTL, "the watcher's view in sync with its subscription", func() bool {
+			return w.view.inSync(w.bus.state())
+		})
+	}
+
+	mon := startMonitor(t, srv.Addr())
+	resign(t, ra.term)
+	rb := mustLead(t, cb, testTTL, "b")
+	for _, ch := range seen {
+		waitLeader(t, ch, "b")
+	}
+	byAddr := mon.until(time.Now().Add(10*time.Second), "views-marker")
+	sent, detail := sentBy(t, cli, "watcher", byAddr)
+	t.Logf("one handover, %d watching copies: %d commands from them (%v)", watchers, sent, detail)
+	// A PING on a silent subscription may fall in the window; reads may not.
+	if reads := detail["evalsha"] + detail["eval"]; reads != 0 {
+		t.Errorf("watching copies sent %d scripts for one leader change, want 0: %v", reads, detail)
+	}
+	resign(t, rb.term)
+}
+
+// waitLeader reads ch until it reports the leader id.
+func waitLeader(t testing.TB, ch <-chan elector.Leader, id string) {
+	t.Helper()
+	deadline := time.After(5 * testTTL)
+	for {
+		select {
+		case l, ok := <-ch:
+			if !ok {
+				t.Fatalf("Observe closed before reporting %s", id)
+			}
+			if l.ID == id {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("Observe did not report %s", id)
+		}
+	}
+}
+
+// monitor reads a MONITOR connection: every command Redis executes, with the
+// address of the client that sent it.
+type monitor struct {
+	t    testing.TB
+	addr string
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+func startMonitor(t testing.TB, addr string) *monitor {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	if _, err := fmt.Fprint(conn, "MONITOR\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(conn)
+	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "+OK") {
+		t.Fatalf("MONITOR: %q %v", line, err)
+	}
+	return &monitor{t: t, addr: addr, conn: conn, r: r}
+}
+
+// until counts the commands sent (not those run inside scripts) by client
+// address → command, up to deadline or, if marker is not empty, up to an
+// ECHO of marker that until sends itself once it starts reading.
+func (m *monitor) until(deadline time.Time, marker string) map[string]map[string]int {
+	m.t.Helper()
+	if err := m.conn.SetReadDeadline(deadline); err != nil {
+		m.t.Fatal(err)
+	}
+	if marker != "" {
+		c := redis.NewClient(&redis.Options{Addr: m.addr})
+		err := c.Echo(context.Background(), marker).Err()
+		_ = c.Close()
+		if err != nil {
+			m.t.Fatalf("echo marker: %v", err)
+		}
+	}
+	byAddr := map[string]map[string]int{}
+	for {
+		line, err := m.r.ReadString('\n')
+		if err != nil {
+			if marker != "" {
+				m.t.Fatalf("MONITOR: marker not seen: %v", err)
+			}
+			return byAddr // the window's deadline
+		}
+		// 1701234567.123456 [0 127.0.0.1:54321] "evalsha" ...
+		open, end := strings.IndexByte(line, '['), strings.IndexByte(line, ']')
+		if open < 0 || end < open {
+			continue
+		}
+		f := strings.Fields(line[open+1 : end])
+		if len(f) != 2 || f[1] == "lua" { // commands run inside scripts are not sent
+			continue
+		}
+		args := strings.Fields(line[end+1:] + " x")
+		cmd := strings.ToLower(strings.Trim(args[0], `"`))
+		if marker != "" && cmd == "echo" && strings.Trim(args[1], `"`) == marker {
+			return byAddr
+		}
+		if byAddr[f[1]] == nil {
+			byAddr[f[1]] = map[string]int{}
+		}
+		byAddr[f[1]][cmd]++
+	}
+}
+
+// sentBy sums byAddr over the connections of clients named name.
+func sentBy(t testing.TB, cli *redis.Client, name string, byAddr map[string]map[string]int) (int, map[string]int) {
+	t.Helper()
+	list, err := cli.ClientList(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent, detail := 0, map[string]int{}
+	for _, l := range strings.Split(list, "\n") {
+		if !strings.Contains(l, " name="+name+" ") {
+			continue
+		}
+		for _, kv := range strings.Fields(l) {
+			if addr, ok := strings.CutPrefix(kv, "addr="); ok {
+				for cmd, n := range byAddr[addr] {
+					sent += n
+					detail[cmd] += n
+				}
+			}
+		}
+	}
+	return sent, detail
 }

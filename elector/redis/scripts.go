@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/electd/electd/elector"
 )
 
 // Times inside the scripts are server microseconds from redis.call('TIME');
@@ -26,7 +28,7 @@ local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 // token (hold), an older entry of this candidate to drop first (may be empty),
 // slots (empty: 1).
 //
-// Reply: {status, wake ms, token, since µs, head} where status is
+// Reply: {status, wake ms, token, since µs, head, view...} where status is
 // leader|wait|gone|lost|left|busy|slots and wake is how long until whatever
 // keeps this waiter from leading may lapse by the server's clock (-1: nothing
 // to wait for). "try" is "join" that leaves again at once (busy) unless the
@@ -38,8 +40,10 @@ local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 // the HASH holders (entry → "token since"); they are always among the first
 // N entries of the queue, since grants go in queue order and entries only
 // leave from in front of a holder. Every grant to another entry publishes
-// "grant <entry>", which wakes that entry alone.
-var stepScript = redis.NewScript(prelude + `
+// "grant <entry>", which wakes that entry alone. view... is the leader view
+// after the step (see viewScript's reply), so every renewal also keeps the
+// Elector's view current without a read of its own.
+var stepScript = redis.NewScript(prelude + viewLua + `
 local Q, X, C, T, S, K, B, NS, H = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local mode, me, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]) * 1000
 local N = tonumber(ARGV[9]) or 1
@@ -120,9 +124,15 @@ end
 
 local function finish(status, wake, tok, since)
   local h = head()
-  if changed then redis.call('PUBLISH', ARGV[6], mode .. ' ' .. h) end
+  local v = leaderView(Q, X, T, C, H)
+  table.insert(v, 1, fmt(now))
+  if changed then
+    redis.call('PUBLISH', ARGV[6], mode .. ' ' .. h .. '\n' .. table.concat(v, '\n'))
+  end
   for _, e in ipairs(granted) do redis.call('PUBLISH', ARGV[6], 'grant ' .. e) end
-  return {status, wake, tok or '', since or '', h}
+  local reply = {status, wake, tok or '', since or '', h}
+  for _, f in ipairs(v) do table.insert(reply, f) end
+  return reply
 end
 
 -- Prune the dead: every candidate whose deadline has passed by this clock.
@@ -227,30 +237,42 @@ end
 return finish('wait', math.ceil((deadline - now) / 1000))
 `)
 
-// viewScript reads the live term holder, read-only; for a semaphore, the
-// holder first in line.
+// viewLua defines leaderView(Q, X, T, C, H): the live term holder, read-only;
+// for a semaphore, the holder first in line. It returns {} or {id, address,
+// token, since µs, remaining ms}. Both the view script and every message the
+// step script publishes carry it, so watchers learn a change without a read.
+const viewLua = `
+local function leaderView(Q, X, T, C, H)
+  local t = redis.call('HMGET', T, 'entry', 'id', 'address', 'token', 'since')
+  if not t[1] then
+    local n = redis.call('HLEN', H)
+    if n == 0 then return {} end
+    for _, e in ipairs(redis.call('ZRANGE', Q, 0, n - 1)) do
+      local v = redis.call('HGET', H, e)
+      local d = redis.call('ZSCORE', X, e)
+      if v and d and tonumber(d) > now then
+        local tok, since = string.match(v, '^(%d+) (%d+)$')
+        local id, addr = string.match(redis.call('HGET', C, e) or '', '^([^\n]*)\n(.*)$')
+        return {id or e, addr or '', tok, since, math.ceil((tonumber(d) - now) / 1000)}
+      end
+    end
+    return {}
+  end
+  local d = redis.call('ZSCORE', X, t[1])
+  if not d or tonumber(d) <= now or not redis.call('ZSCORE', Q, t[1]) then return {} end
+  return {t[2] or '', t[3] or '', t[4] or '', t[5] or '', math.ceil((tonumber(d) - now) / 1000)}
+end
+`
+
+// viewScript reads the leader view (see viewLua) and the server time it was
+// read at.
 //
 // KEYS: queue expiry term cand holders
-// Reply: {} or {id, address, token, since µs, remaining ms}.
-var viewScript = redis.NewScript(prelude + `
-local t = redis.call('HMGET', KEYS[3], 'entry', 'id', 'address', 'token', 'since')
-if not t[1] then
-  local n = redis.call('HLEN', KEYS[5])
-  if n == 0 then return {} end
-  for _, e in ipairs(redis.call('ZRANGE', KEYS[1], 0, n - 1)) do
-    local v = redis.call('HGET', KEYS[5], e)
-    local d = redis.call('ZSCORE', KEYS[2], e)
-    if v and d and tonumber(d) > now then
-      local tok, since = string.match(v, '^(%d+) (%d+)$')
-      local id, addr = string.match(redis.call('HGET', KEYS[4], e) or '', '^([^\n]*)\n(.*)$')
-      return {id or e, addr or '', tok, since, math.ceil((tonumber(d) - now) / 1000)}
-    end
-  end
-  return {}
-end
-local d = redis.call('ZSCORE', KEYS[2], t[1])
-if not d or tonumber(d) <= now or not redis.call('ZSCORE', KEYS[1], t[1]) then return {} end
-return {t[2], t[3], t[4], t[5], math.ceil((tonumber(d) - now) / 1000)}
+// Reply: {now µs} or {now µs, id, address, token, since µs, remaining ms}.
+var viewScript = redis.NewScript(prelude + viewLua + `
+local v = leaderView(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+table.insert(v, 1, fmt(now))
+return v
 `)
 
 // stepReply is a decoded stepScript reply.
@@ -262,15 +284,19 @@ type stepReply struct {
 	head   string
 	// theirSlots is the queue's slot count, for status "slots".
 	theirSlots int
+	view       viewReply
 }
 
 func parseStep(v any) (stepReply, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 5 {
+	if !ok || len(a) < 6 {
 		return stepReply{}, fmt.Errorf("unexpected script reply %#v", v)
 	}
 	var r stepReply
 	var err error
+	if r.view, err = parseView(a[5:]); err != nil {
+		return r, err
+	}
 	r.status, _ = a[0].(string)
 	w, ok := a[1].(int64)
 	if r.status == "" || !ok {
@@ -302,38 +328,73 @@ func parseStep(v any) (stepReply, error) {
 	return r, nil
 }
 
-// viewReply is a decoded viewScript reply; zero leader when none.
+// viewReply is a decoded leader view (viewScript's reply or a message's
+// payload); ok is false when nobody leads.
 type viewReply struct {
+	at          time.Time // the server time the view was read at
+	ok          bool
 	id, address string
 	token       uint64
 	since       time.Time
 	remaining   time.Duration
 }
 
-func parseView(v any) (viewReply, bool, error) {
+func (r viewReply) leader() elector.Leader {
+	if !r.ok {
+		return elector.Leader{}
+	}
+	return elector.Leader{ID: r.id, Address: r.address, Token: r.token, Since: r.since}
+}
+
+func parseView(v any) (viewReply, error) {
 	a, ok := v.([]any)
-	if !ok || (len(a) != 0 && len(a) != 5) {
-		return viewReply{}, false, fmt.Errorf("unexpected script reply %#v", v)
+	if !ok {
+		return viewReply{}, fmt.Errorf("unexpected script reply %#v", v)
 	}
-	if len(a) == 0 {
-		return viewReply{}, false, nil
+	f := make([]string, len(a))
+	for i, x := range a {
+		switch x := x.(type) {
+		case string:
+			f[i] = x
+		case int64:
+			f[i] = strconv.FormatInt(x, 10)
+		default:
+			return viewReply{}, fmt.Errorf("unexpected script reply %#v", v)
+		}
 	}
+	return parseViewFields(f)
+}
+
+// parseViewFields decodes {now µs} or {now µs, id, address, token, since µs,
+// remaining ms}.
+func parseViewFields(f []string) (viewReply, error) {
 	var r viewReply
-	r.id, _ = a[0].(string)
-	r.address, _ = a[1].(string)
-	tok, err := parseUint(a[2])
-	if err != nil {
-		return r, false, fmt.Errorf("bad token in script reply: %w", err)
+	if len(f) != 1 && len(f) != 6 {
+		return r, fmt.Errorf("leader view has %d fields, want 1 or 6", len(f))
 	}
-	r.token = tok
-	us, err := parseUint(a[3])
+	at, err := strconv.ParseInt(f[0], 10, 64)
 	if err != nil {
-		return r, false, fmt.Errorf("bad since in script reply: %w", err)
+		return r, fmt.Errorf("bad time in leader view: %w", err)
 	}
-	r.since = time.UnixMicro(int64(us))
-	ms, _ := a[4].(int64)
+	r.at = time.UnixMicro(at)
+	if len(f) == 1 {
+		return r, nil
+	}
+	r.ok, r.id, r.address = true, f[1], f[2]
+	if r.token, err = strconv.ParseUint(f[3], 10, 64); err != nil {
+		return r, fmt.Errorf("bad token in leader view: %w", err)
+	}
+	us, err := strconv.ParseInt(f[4], 10, 64)
+	if err != nil {
+		return r, fmt.Errorf("bad since in leader view: %w", err)
+	}
+	r.since = time.UnixMicro(us)
+	ms, err := strconv.ParseInt(f[5], 10, 64)
+	if err != nil {
+		return r, fmt.Errorf("bad remaining time in leader view: %w", err)
+	}
 	r.remaining = time.Duration(ms) * time.Millisecond
-	return r, true, nil
+	return r, nil
 }
 
 func parseUint(v any) (uint64, error) {

@@ -13,19 +13,31 @@ import (
 // so that the re-check lands after the deadline on the server too.
 const wakeSlack = 3 * time.Millisecond
 
-// view keeps the current leader, re-read when a message arrives, when the
-// subscription is re-established, and when the holder's deadline passes on
-// the server's clock (a crashed leader publishes nothing). It publishes into
-// an elector.Hub, which queues every change for every Observe channel.
+// view keeps the current leader. Every message that reports a change
+// carries the leader view after it (see viewLua), which is applied without a
+// read, so a leader change costs no request per watcher. The view is read
+// from Redis when the subscription is (re)established (messages may have been
+// missed) and when the holder's deadline passes on the server's clock (a
+// crashed leader publishes nothing). It publishes into an elector.Hub, which
+// queues every change for every Observe channel.
 type view struct {
 	e       *Elector
 	once    sync.Once
-	trig    *listener
 	leaders *elector.Hub
 
-	mu   sync.Mutex
-	gen  uint64 // bus generation the current value was read under
-	live bool   // the bus was live when it was read
+	mu      sync.Mutex
+	trig    *listener // nil until started
+	gen     uint64    // bus generation the current value was read under
+	live    bool      // the bus was live when it was read
+	at      time.Time // server time of the current value
+	pending *offered  // the newest message not yet applied
+}
+
+// offered is a leader view carried by a message, with the subscription
+// generation it arrived under.
+type offered struct {
+	r   viewReply
+	gen uint64
 }
 
 func newView(e *Elector) *view {
@@ -34,16 +46,52 @@ func newView(e *Elector) *view {
 
 func (v *view) start() {
 	v.once.Do(func() {
-		v.trig = v.e.bus.add(func(string) bool { return true })
+		// Messages reach the view through offer, not the listener's match.
+		trig := v.e.bus.add(func(string) bool { return false })
+		v.mu.Lock()
+		v.trig = trig
+		v.mu.Unlock()
 		// Read at once. The bus, already running for a campaign, may have
 		// queued a wake-up between add and here: one pending is enough.
 		select {
-		case v.trig.ch <- byResync:
+		case trig.ch <- byResync:
 		default:
 		}
 		v.e.bus.start()
 		v.e.goroutine(v.run)
 	})
+}
+
+// offer hands the view the leader view a message carried; the newest wins.
+func (v *view) offer(r viewReply, gen uint64) {
+	v.mu.Lock()
+	trig := v.trig
+	if trig != nil && (v.pending == nil || !r.at.Before(v.pending.r.at)) {
+		v.pending = &offered{r: r, gen: gen}
+	}
+	v.mu.Unlock()
+	if trig == nil {
+		return // not started: nobody watches
+	}
+	select {
+	case trig.ch <- byMessage:
+	default:
+	}
+}
+
+// fromMessage applies the pending message if it arrived under the live
+// subscription gen and is not older than the current value.
+func (v *view) fromMessage(gen uint64, live bool) (viewReply, bool) {
+	v.mu.Lock()
+	p := v.pending
+	v.pending = nil
+	ok := p != nil && live && p.gen == gen && !p.r.at.Before(v.at)
+	v.mu.Unlock()
+	if !ok {
+		return viewReply{}, false
+	}
+	v.update(p.r, gen, live)
+	return p.r, true
 }
 
 func (v *view) run() {
@@ -58,33 +106,41 @@ func (v *view) run() {
 		}
 	}()
 	for {
+		why := cause(0) // the timer
 		select {
 		case <-e.ctx.Done():
 			return
-		case <-v.trig.ch:
+		case why = <-v.trig.ch:
 		case <-timerC:
+		}
+		gen, live := e.bus.state()
+		r, applied := v.fromMessage(gen, live)
+		if !applied && why == byMessage && v.inSync(gen, live) {
+			continue // an old message: the current value is newer
 		}
 		if timer != nil {
 			timer.Stop()
 			timer, timerC = nil, nil
 		}
-		gen, live := e.bus.state()
-		ctx, cancel := context.WithTimeout(e.ctx, e.callTimeout())
-		l, remaining, err := e.readLeader(ctx)
-		cancel()
 		var wait time.Duration
-		if err != nil {
-			if e.ctx.Err() != nil {
-				return
+		if !applied {
+			ctx, cancel := context.WithTimeout(e.ctx, e.callTimeout())
+			var err error
+			r, err = e.readLeader(ctx)
+			cancel()
+			if err != nil {
+				if e.ctx.Err() != nil {
+					return
+				}
+				e.inst.StoreError("leader", err)
+				wait = b.next()
+			} else {
+				b.reset()
+				v.update(r, gen, live)
 			}
-			e.inst.StoreError("leader", err)
-			wait = b.next()
-		} else {
-			b.reset()
-			v.update(l, gen, live)
-			if !l.IsZero() {
-				wait = remaining + wakeSlack
-			}
+		}
+		if wait == 0 && r.ok {
+			wait = r.remaining + wakeSlack
 		}
 		if wait > 0 {
 			timer = e.cfg.Clock.NewTimer(wait)
@@ -93,9 +149,18 @@ func (v *view) run() {
 	}
 }
 
-func (v *view) update(l elector.Leader, gen uint64, live bool) {
+// inSync reports whether the current value was read under the live
+// subscription gen.
+func (v *view) inSync(gen uint64, live bool) bool {
 	v.mu.Lock()
-	v.gen, v.live = gen, live
+	defer v.mu.Unlock()
+	return live && v.live && v.gen == gen
+}
+
+func (v *view) update(r viewReply, gen uint64, live bool) {
+	l := r.leader()
+	v.mu.Lock()
+	v.gen, v.live, v.at = gen, live, r.at
 	v.mu.Unlock()
 	if old, known := v.leaders.Current(); !known || !sameLeader(old, l) {
 		v.e.log.Debug("leader changed", "leader", l.ID, "token", l.Token)
@@ -123,11 +188,12 @@ func (e *Elector) Leader(ctx context.Context) (elector.Leader, error) {
 	e.view.start()
 	l, ok := e.view.current()
 	if !ok {
-		var err error
-		if l, _, err = e.readLeader(ctx); err != nil {
+		r, err := e.readLeader(ctx)
+		if err != nil {
 			e.inst.StoreError("leader", err)
-			return l, &elector.StoreError{Op: "leader", Err: err, Permanent: isPermanent(err)}
+			return elector.Leader{}, &elector.StoreError{Op: "leader", Err: err, Permanent: isPermanent(err)}
 		}
+		l = r.leader()
 	}
 	if l.IsZero() {
 		return l, elector.ErrNoLeader
@@ -145,19 +211,16 @@ func (e *Elector) Observe(ctx context.Context) <-chan elector.Leader {
 
 // readLeader asks Redis for the live term holder and how long its lease has
 // left by the server's clock.
-func (e *Elector) readLeader(ctx context.Context) (elector.Leader, time.Duration, error) {
+func (e *Elector) readLeader(ctx context.Context) (viewReply, error) {
 	v, err := viewScript.Run(ctx, e.cfg.Client, []string{e.keys.queue, e.keys.expiry, e.keys.term, e.keys.cand, e.keys.holders}).Result()
 	if err != nil {
-		return elector.Leader{}, 0, err
+		return viewReply{}, err
 	}
-	r, ok, err := parseView(v)
+	r, err := parseView(v)
 	if err != nil {
-		return elector.Leader{}, 0, &permanentError{err}
+		return viewReply{}, &permanentError{err}
 	}
-	if !ok {
-		return elector.Leader{}, 0, nil
-	}
-	return elector.Leader{ID: r.id, Address: r.address, Token: r.token, Since: r.since}, r.remaining, nil
+	return r, nil
 }
 
 func sameLeader(a, b elector.Leader) bool {
