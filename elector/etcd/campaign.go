@@ -108,25 +108,18 @@ func (e *Elector) campaignOnce(ctx context.Context, try bool) (_ *elector.Term, 
 
 	slots := e.Slots()
 	if slots == 1 {
-		err = e.waitPredecessors(cctx, s.rev-1, try)
-	} else {
-		err = e.waitSlots(cctx, s.rev-1, slots, try)
+		return e.claim(cctx, ctx, s, try)
 	}
-	if err != nil {
+	if err := e.waitSlots(cctx, s.rev-1, slots, try); err != nil {
 		return nil, e.sessionErr(s, ctx, "campaign", err)
 	}
 
 	// etcd's Election would return here even if our own key had gone with
-	// an expired lease (a "zombie" leader). Check we really are first (or
-	// among the first Slots).
+	// an expired lease (a "zombie" leader). Check we really are among the
+	// first Slots.
 	gctx, gcancel := context.WithTimeout(cctx, e.opTimeout())
-	var g *clientv3.GetResponse
-	if slots == 1 {
-		g, err = e.client.Get(gctx, e.pfx, clientv3.WithFirstCreate()...)
-	} else {
-		g, err = e.client.Get(gctx, e.pfx, clientv3.WithPrefix(),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(int64(slots)))
-	}
+	g, err := e.client.Get(gctx, e.pfx, clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(int64(slots)))
 	gcancel()
 	if err != nil {
 		return nil, e.sessionErr(s, ctx, "campaign", err)
@@ -145,10 +138,75 @@ func (e *Elector) campaignOnce(ctx context.Context, try bool) (_ *elector.Term, 
 	if err := e.proclaimSince(cctx, s, self.Since); err != nil {
 		return nil, err
 	}
+	return e.elected(s, self, g.Header.Revision+1), nil
+}
+
+// claim waits until this candidate's key is the first of the election.
+// One transaction both checks and takes the lead: if our key still exists
+// and no key of the election was created before it, it writes the term's
+// start into our key (observers report the leader's own timestamp);
+// otherwise it returns the newest key ahead of us, whose deletion we watch.
+// So after our predecessor's deletion one round trip makes us leader (a
+// check also guards against the "zombie" that etcd's Election can return:
+// a candidate whose own key expired with its lease).
+func (e *Elector) claim(cctx, ctx context.Context, s *session, try bool) (*elector.Term, error) {
+	for {
+		since := e.clk.Now()
+		tctx, cancel := context.WithTimeout(cctx, e.opTimeout())
+		resp, err := e.client.Txn(tctx).
+			If(clientv3.Compare(clientv3.CreateRevision(s.key), "=", s.rev),
+				clientv3.Compare(clientv3.CreateRevision(e.pfx), ">", s.rev-1).WithPrefix()).
+			Then(clientv3.OpPut(s.key, e.valueSince(since), clientv3.WithLease(s.lease))).
+			Else(clientv3.OpGet(s.key),
+				clientv3.OpGet(e.pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(s.rev-1))...)).
+			Commit()
+		cancel()
+		if err != nil {
+			return nil, e.sessionErr(s, ctx, "campaign", err)
+		}
+		if resp.Succeeded {
+			if err := s.dl.Err(); err != nil {
+				return nil, err
+			}
+			self := elector.Leader{ID: e.id, Address: e.addr, Token: uint64(s.rev), Since: since}
+			return e.elected(s, self, resp.Header.Revision+1), nil
+		}
+		own := resp.Responses[0].GetResponseRange().Kvs
+		if !holds(own, s.key, s.rev) {
+			return nil, e.sessionErr(s, ctx, "campaign", errNotHead)
+		}
+		ahead := resp.Responses[1].GetResponseRange().Kvs
+		if len(ahead) == 0 {
+			continue // the key ahead went between the compare and the read
+		}
+		if err := e.checkSlots(ahead, ""); err != nil {
+			return nil, err
+		}
+		if try {
+			return nil, elector.ErrBusy
+		}
+		if err := e.waitDelete(cctx, string(ahead[0].Key), resp.Header.Revision+1); err != nil {
+			if cctx.Err() != nil {
+				return nil, e.sessionErr(s, ctx, "campaign", cctx.Err())
+			}
+			// A broken watch is not a reason to lose our place: look again.
+			e.ins.StoreError("watch", err)
+			e.log.Debug("watch on predecessor broke; re-checking", "err", err)
+			if err := e.wait(cctx, 50*time.Millisecond); err != nil {
+				return nil, e.sessionErr(s, ctx, "campaign", err)
+			}
+			continue
+		}
+		e.wakeups.Add(1)
+	}
+}
+
+// elected starts watching our key from rev and returns the term.
+func (e *Elector) elected(s *session, self elector.Leader, rev int64) *elector.Term {
 	e.wg.Add(1)
-	go e.watchOwnKey(s, g.Header.Revision+1)
+	go e.watchOwnKey(s, rev)
 	e.log.Info("elected", "token", self.Token, "valid_until", s.dl.ValidUntil())
-	return elector.NewTerm(self, s.dl, s.release), nil
+	return elector.NewTerm(self, s.dl, s.release)
 }
 
 // proclaimSince writes the term's start into our key, so that observers
@@ -191,43 +249,6 @@ func (e *Elector) sessionErr(s *session, ctx context.Context, op string, err err
 			return err
 		}
 		return e.storeErr(op, err)
-	}
-}
-
-// waitPredecessors waits until no key created at or before maxRev remains,
-// watching only the newest such key each time. With try it returns ErrBusy
-// instead of waiting.
-func (e *Elector) waitPredecessors(ctx context.Context, maxRev int64, try bool) error {
-	opts := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(maxRev))
-	for {
-		gctx, cancel := context.WithTimeout(ctx, e.opTimeout())
-		resp, err := e.client.Get(gctx, e.pfx, opts...)
-		cancel()
-		if err != nil {
-			return e.storeErr("campaign", err)
-		}
-		if len(resp.Kvs) == 0 {
-			return nil
-		}
-		if err := e.checkSlots(resp.Kvs, ""); err != nil {
-			return err
-		}
-		if try {
-			return elector.ErrBusy
-		}
-		if err := e.waitDelete(ctx, string(resp.Kvs[0].Key), resp.Header.Revision+1); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			// A broken watch is not a reason to lose our place: look again.
-			e.ins.StoreError("watch", err)
-			e.log.Debug("watch on predecessor broke; re-checking", "err", err)
-			if err := e.wait(ctx, 50*time.Millisecond); err != nil {
-				return err
-			}
-			continue
-		}
-		e.wakeups.Add(1)
 	}
 }
 

@@ -11,10 +11,16 @@
 //     renewal moves the local deadline to sendTime + TTL·(1 − drift) − ε.
 //  2. Put our key under the lease if absent; its create revision is our
 //     place in the queue and, later, our fencing token.
-//  3. Watch only the key just ahead of ours until it is deleted (a leader's
-//     exit wakes only its successor), then look again.
-//  4. Confirm our key is first and our deadline still holds (etcd's
-//     Election would return even if our key had expired meanwhile).
+//  3. In one transaction: if our key still exists and no key of the
+//     election was created before it, write the term's start into our key
+//     and lead; else read the key just ahead of ours. (etcd's Election
+//     reads instead, and would return even if our key had expired
+//     meanwhile.) After a predecessor's exit this is the one round trip
+//     between its deletion and our term (the compare ranges over the
+//     election's keys inside etcd: one request, whatever their number).
+//  4. Watch only the key just ahead of ours until it is deleted (a leader's
+//     exit wakes only its successor), then go back to 3. A term begins only
+//     while our local deadline still holds.
 //
 // concurrency.Session is not used because its KeepAlive renews on its own
 // schedule and never reports when a renewal was sent, so no safe local

@@ -12,8 +12,9 @@ import (
 	"github.com/electd/electd/elector"
 )
 
-// waitSlots is waitPredecessors for a semaphore of slots > 1: it waits until
-// fewer than slots keys created at or before maxRev remain. Each time it
+// waitSlots is the wait of a semaphore of slots > 1 (claim waits for one
+// slot): it waits until fewer than slots keys created at or before maxRev
+// remain. Each time it
 // watches the slots keys just ahead of ours: a deletion further ahead does
 // not change that set, so only a deletion within it can let us hold. A
 // release thus wakes at most slots waiters (those within slots places
