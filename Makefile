@@ -32,6 +32,7 @@ build:
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags noembed ./cmd/electd
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; exit 1; }
 
 demo:

@@ -1,3 +1,5 @@
+//go:build !noembed
+
 package main
 
 import (
@@ -9,7 +11,9 @@ import (
 )
 
 // embeddedEtcd is a single-member etcd inside this process, for `demo`
-// and `dev`. It is not for production: one member, no TLS.
+// and `dev`. It is not for production: one member, no TLS. Production
+// builds leave it out with -tags noembed (see embed_off.go): linking the
+// etcd server costs every electd process memory at start even when unused.
 type embeddedEtcd struct {
 	e *embed.Etcd
 }

@@ -4,7 +4,9 @@
 //
 //	make bench        # = go run ./test/bench -md bin/bench-results.md
 //
-// It builds electd (plain and stripped), the recorder child (test/recorder),
+// It builds electd as production builds it (-tags noembed: without the
+// embedded etcd of demo and dev; plain and stripped) and, for its size, the
+// default build; the recorder child (test/recorder),
 // etcd and etcdctl (from the modules pinned in go.mod), starts its own etcd
 // and redis-server processes on loopback (one pair shared by the timing
 // phases, and separate ones where it counts store requests, so that nothing
@@ -67,7 +69,7 @@ type env struct {
 	root string // module root
 	dir  string // temporary: logs, data, binaries
 
-	electd, electdStripped, recorder, etcdctl, etcdBin, redisBin, sleepBin string
+	electd, electdStripped, electdFull, recorder, etcdctl, etcdBin, redisBin, sleepBin string
 
 	etcd, redis *backend // the shared servers of the timing phases
 	rep         *report
@@ -233,21 +235,28 @@ func (e *env) build(ctx context.Context) error {
 	bin := filepath.Join(e.dir, "bin")
 	e.electd = filepath.Join(bin, "electd")
 	e.electdStripped = filepath.Join(bin, "electd-stripped")
+	e.electdFull = filepath.Join(bin, "electd-full")
 	e.recorder = filepath.Join(bin, "recorder")
 	e.etcdctl = filepath.Join(bin, "etcdctl")
 	e.etcdBin = filepath.Join(bin, "etcd")
-	builds := []struct{ out, pkg, ldflags string }{
-		{e.electd, "./cmd/electd", ""},
-		{e.electdStripped, "./cmd/electd", "-s -w"},
-		{e.recorder, "./test/recorder", ""},
-		{e.etcdctl, "go.etcd.io/etcd/etcdctl/v3", ""},
-		{e.etcdBin, "go.etcd.io/etcd/server/v3", ""},
+	// Every phase runs the production build (see the Dockerfile): without
+	// the embedded etcd that only demo and dev use.
+	builds := []struct{ out, pkg, ldflags, tags string }{
+		{e.electd, "./cmd/electd", "", "noembed"},
+		{e.electdStripped, "./cmd/electd", "-s -w", "noembed"},
+		{e.electdFull, "./cmd/electd", "", ""},
+		{e.recorder, "./test/recorder", "", ""},
+		{e.etcdctl, "go.etcd.io/etcd/etcdctl/v3", "", ""},
+		{e.etcdBin, "go.etcd.io/etcd/server/v3", "", ""},
 	}
 	for _, b := range builds {
 		start := time.Now()
 		args := []string{"build", "-o", b.out}
 		if b.ldflags != "" {
 			args = append(args, "-ldflags", b.ldflags)
+		}
+		if b.tags != "" {
+			args = append(args, "-tags", b.tags)
 		}
 		args = append(args, b.pkg)
 		cmd := exec.CommandContext(ctx, goTool(), args...)
