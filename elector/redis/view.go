@@ -13,9 +13,10 @@ import (
 // so that the re-check lands after the deadline on the server too.
 const wakeSlack = 3 * time.Millisecond
 
-// view keeps the current leader. Every message that reports a change
-// carries the leader view after it (see viewLua), which is applied without a
-// read, so a leader change costs no request per watcher. The view is read
+// view keeps the current leader. Every message that reports a change, and
+// every reply of this candidate's own renewal script, carries the leader view
+// (see viewLua), which is applied without a read, so a leader change costs
+// no request per watcher. The view is read
 // from Redis when the subscription is (re)established (messages may have been
 // missed) and when the holder's deadline passes on the server's clock (a
 // crashed leader publishes nothing). It publishes into an elector.Hub, which
@@ -30,11 +31,11 @@ type view struct {
 	gen     uint64    // bus generation the current value was read under
 	live    bool      // the bus was live when it was read
 	at      time.Time // server time of the current value
-	pending *offered  // the newest message not yet applied
+	pending *offered  // the newest offered view not yet applied
 }
 
-// offered is a leader view carried by a message, with the subscription
-// generation it arrived under.
+// offered is a leader view carried by a message or a renewal reply, with
+// the subscription generation it was read under.
 type offered struct {
 	r   viewReply
 	gen uint64
@@ -62,8 +63,14 @@ func (v *view) start() {
 	})
 }
 
-// offer hands the view the leader view a message carried; the newest wins.
+// offer hands the view the leader view a message or a renewal reply carried,
+// read under subscription generation gen; the newest wins. One read while
+// the subscription is down or was since re-established is dropped: the
+// (re)subscription makes the view read the state itself.
 func (v *view) offer(r viewReply, gen uint64) {
+	if now, live := v.e.bus.state(); !live || now != gen {
+		return
+	}
 	v.mu.Lock()
 	trig := v.trig
 	if trig != nil && (v.pending == nil || !r.at.Before(v.pending.r.at)) {
@@ -79,9 +86,9 @@ func (v *view) offer(r viewReply, gen uint64) {
 	}
 }
 
-// fromMessage applies the pending message if it arrived under the live
+// fromOffer applies the pending offered view if it was read under the live
 // subscription gen and is not older than the current value.
-func (v *view) fromMessage(gen uint64, live bool) (viewReply, bool) {
+func (v *view) fromOffer(gen uint64, live bool) (viewReply, bool) {
 	v.mu.Lock()
 	p := v.pending
 	v.pending = nil
@@ -114,9 +121,9 @@ func (v *view) run() {
 		case <-timerC:
 		}
 		gen, live := e.bus.state()
-		r, applied := v.fromMessage(gen, live)
+		r, applied := v.fromOffer(gen, live)
 		if !applied && why == byMessage && v.inSync(gen, live) {
-			continue // an old message: the current value is newer
+			continue // an old offer: the current value is newer
 		}
 		if timer != nil {
 			timer.Stop()

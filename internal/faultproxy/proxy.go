@@ -158,7 +158,6 @@ func (p *Proxy) acceptLoop() {
 			}
 			return // listener closed
 		}
-		p.conns.Add(1)
 		l := newLink(c)
 		p.mu.Lock()
 		if p.closed {
@@ -167,6 +166,9 @@ func (p *Proxy) acceptLoop() {
 			return
 		}
 		p.links[l] = struct{}{}
+		// Counted once Reset can see it: a caller that waits for the count
+		// and then resets must reach this connection.
+		p.conns.Add(1)
 		p.wg.Add(1) // while acceptLoop still holds its own count
 		p.mu.Unlock()
 		go p.serve(l)
