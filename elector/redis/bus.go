@@ -157,9 +157,15 @@ func (h *bus) receive(ps *redis.PubSub, b *backoff) error {
 			}
 		case *redis.Message:
 			first, rest, hasView := strings.Cut(m.Payload, "\n")
-			_, head, _ := strings.Cut(first, " ")
-			if hasView {
+			mode, head, _ := strings.Cut(first, " ")
+			switch {
+			case hasView:
 				h.offerView(rest)
+			case mode != "grant":
+				// A change reported without the view (an electd from
+				// before views were published, during a rolling
+				// upgrade): the view reads the state itself.
+				h.e.view.refresh()
 			}
 			h.notify(head, false)
 		}
@@ -174,9 +180,7 @@ func (h *bus) offerView(payload string) {
 		h.e.log.Warn("ignoring a malformed election message", "err", err)
 		return
 	}
-	h.mu.Lock()
-	gen := h.gen
-	h.mu.Unlock()
+	gen, _ := h.state()
 	h.e.view.offer(r, gen)
 }
 

@@ -180,7 +180,11 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 	}
 	// The reply is as fresh as a read by the view, if the subscription did
 	// not break meanwhile (offer checks the generation).
-	e.view.offer(r.view, gen)
+	if r.viewErr != nil {
+		e.log.Warn("ignoring the leader view of a script reply", "err", r.viewErr)
+	} else {
+		e.view.offer(r.view, gen)
+	}
 	return r, nil
 }
 

@@ -217,3 +217,68 @@ func sentBy(t testing.TB, cli *redis.Client, name string, byAddr map[string]map[
 	}
 	return sent, detail
 }
+
+// TestViewReadsOnlyWhenAMessageLacksTheView: a message from an electd that
+// predates views in messages (a rolling upgrade) makes a watching copy read
+// the state once; a "grant" message, whose script published the view in a
+// message of its own, makes it read nothing.
+func TestViewReadsOnlyWhenAMessageLacksTheView(t *testing.T) {
+	srv, cli := startRedis(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wcli := redis.NewClient(&redis.Options{Addr: srv.Addr(), ClientName: "watcher", ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = wcli.Close() })
+	// A still clock: the view's own timers never fire.
+	w := newElectorWith(t, Config{Client: wcli, Election: "old-msgs", ID: "w", Timing: testTiming(),
+		Clock: clock.NewFake(time.Now())})
+	seen := w.Observe(ctx)
+	waitFor := func(what string, ok func(elector.Leader) bool) {
+		t.Helper()
+		deadline := time.After(5 * testTTL)
+		for {
+			select {
+			case l := <-seen:
+				if ok(l) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("Observe did not report %s", what)
+			}
+		}
+	}
+	waitFor("no leader", elector.Leader.IsZero)
+	eventually(t, 5*testTTL, "the watcher's view in sync with its subscription", func() bool {
+		return w.view.inSync(w.bus.state())
+	})
+	publish := func(payload string) {
+		t.Helper()
+		if err := cli.Publish(ctx, w.keys.channel, payload).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reads := func(mon *monitor, marker string) int {
+		t.Helper()
+		_, detail := sentBy(t, cli, "watcher", mon.until(time.Now().Add(10*time.Second), marker))
+		return detail["evalsha"] + detail["eval"]
+	}
+
+	// A grant message, then a message carrying a view (from far in the
+	// future, so it is newer than anything read): once Observe reports
+	// that view, the bus and the view are done with the grant message.
+	mon := startMonitor(t, srv.Addr())
+	publish("grant e1")
+	publish("join e2\n9000000000000000\nsync\n\n7\n1\n60000")
+	waitFor("the leader of the synthetic view", func(l elector.Leader) bool { return l.ID == "sync" })
+	if n := reads(mon, "after-grant"); n != 0 {
+		t.Errorf("a grant message made the view read %d times, want 0", n)
+	}
+
+	// A change reported without the view: only a read can bring the view
+	// back to the store's state (no leader).
+	mon = startMonitor(t, srv.Addr())
+	publish("leave e2")
+	waitFor("no leader after the read", elector.Leader.IsZero)
+	if n := reads(mon, "after-old-message"); n != 1 {
+		t.Errorf("a message without the view made the view read %d times, want 1", n)
+	}
+}

@@ -284,7 +284,10 @@ type stepReply struct {
 	head   string
 	// theirSlots is the queue's slot count, for status "slots".
 	theirSlots int
-	view       viewReply
+	// view is the leader view after the step; viewErr says why it could
+	// not be read (the step itself stands: the view only informs).
+	view    viewReply
+	viewErr error
 }
 
 func parseStep(v any) (stepReply, error) {
@@ -294,9 +297,7 @@ func parseStep(v any) (stepReply, error) {
 	}
 	var r stepReply
 	var err error
-	if r.view, err = parseView(a[5:]); err != nil {
-		return r, err
-	}
+	r.view, r.viewErr = parseView(a[5:])
 	r.status, _ = a[0].(string)
 	w, ok := a[1].(int64)
 	if r.status == "" || !ok {

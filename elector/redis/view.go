@@ -32,6 +32,7 @@ type view struct {
 	live    bool      // the bus was live when it was read
 	at      time.Time // server time of the current value
 	pending *offered  // the newest offered view not yet applied
+	stale   bool      // a change was reported without its view: read
 }
 
 // offered is a leader view carried by a message or a renewal reply, with
@@ -86,13 +87,28 @@ func (v *view) offer(r viewReply, gen uint64) {
 	}
 }
 
+// refresh makes a started view read the state itself.
+func (v *view) refresh() {
+	v.mu.Lock()
+	trig := v.trig
+	v.stale = trig != nil
+	v.mu.Unlock()
+	if trig == nil {
+		return
+	}
+	select {
+	case trig.ch <- byResync:
+	default:
+	}
+}
+
 // fromOffer applies the pending offered view if it was read under the live
 // subscription gen and is not older than the current value.
 func (v *view) fromOffer(gen uint64, live bool) (viewReply, bool) {
 	v.mu.Lock()
 	p := v.pending
 	v.pending = nil
-	ok := p != nil && live && p.gen == gen && !p.r.at.Before(v.at)
+	ok := p != nil && live && p.gen == gen && !p.r.at.Before(v.at) && !v.stale
 	v.mu.Unlock()
 	if !ok {
 		return viewReply{}, false
@@ -131,6 +147,9 @@ func (v *view) run() {
 		}
 		var wait time.Duration
 		if !applied {
+			v.mu.Lock()
+			v.stale = false // the read is newer; a refresh from now on reads again
+			v.mu.Unlock()
 			ctx, cancel := context.WithTimeout(e.ctx, e.callTimeout())
 			var err error
 			r, err = e.readLeader(ctx)
@@ -157,11 +176,11 @@ func (v *view) run() {
 }
 
 // inSync reports whether the current value was read under the live
-// subscription gen.
+// subscription gen, and no change has been reported without its view since.
 func (v *view) inSync(gen uint64, live bool) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return live && v.live && v.gen == gen
+	return live && v.live && v.gen == gen && !v.stale
 }
 
 func (v *view) update(r viewReply, gen uint64, live bool) {
@@ -182,7 +201,7 @@ func (v *view) current() (elector.Leader, bool) {
 	l, known := v.leaders.Current()
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return l, known && v.live && live && v.gen == gen
+	return l, known && v.live && live && v.gen == gen && !v.stale
 }
 
 // Leader returns the current leader, or ErrNoLeader. Once the watch is in
