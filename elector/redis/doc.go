@@ -61,7 +61,9 @@
 // through its own queue; a state that lasts less than one round trip
 // (between two messages) may be read past. A resigning leader's script
 // grants the successor in the same step, so a handover shows no "none" in
-// between.
+// between. A message without the view (from an electd that predates it,
+// during a rolling upgrade; the keys are the same) makes the view read the
+// state itself.
 //
 // # Keys
 //
