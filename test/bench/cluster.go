@@ -65,7 +65,7 @@ func (c *cluster) waitLeading(ctx context.Context, within time.Duration) (*node,
 			return false
 		}
 		n, r = c.nodes[cur.node], cur
-		return n != nil && !n.p.exited()
+		return n != nil && !n.p.Exited()
 	})
 	if err != nil {
 		return nil, r, fmt.Errorf("%s: no leader with a running child: %w", c.election, err)

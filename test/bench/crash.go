@@ -113,7 +113,7 @@ func (e *env) crashElectd(ctx context.Context, b *backend, ttl time.Duration, tr
 			col.add("failover", next.start.Sub(killed))
 			col.add("overBound", next.start.Sub(bound))
 			col.add("boundFromKill", bound.Sub(killed))
-			lead.p.wait(5 * time.Second)
+			lead.p.Wait(5 * time.Second)
 			if _, err := c.add(ctx); err != nil {
 				return err
 			}

@@ -122,10 +122,10 @@ func (e *env) handoverElectd(ctx context.Context, b *backend, mode string) (gaps
 			}
 		}
 		if mode == "sigterm" {
-			if !lead.p.wait(10 * time.Second) {
+			if !lead.p.Wait(10 * time.Second) {
 				return nil, nil, fmt.Errorf("%s did not exit within 10s of SIGTERM", lead.id)
 			}
-			if code := lead.p.exitCode(); code != 0 {
+			if code := lead.p.ExitCode(); code != 0 {
 				e.rep.note("Graceful handover", "electd on %s exited with %d after SIGTERM (want 0).", b.name, code)
 			}
 			if _, err := c.add(ctx); err != nil {
@@ -249,7 +249,7 @@ func (e *env) handoverElect(ctx context.Context) ([]time.Duration, error) {
 			return nil, err
 		}
 		gaps = append(gaps, won.Sub(t0))
-		if !lead.p.wait(10 * time.Second) {
+		if !lead.p.Wait(10 * time.Second) {
 			return nil, fmt.Errorf("etcdctl elect %s did not exit after SIGTERM", lead.label)
 		}
 		lead = next

@@ -171,8 +171,8 @@ func (e *env) idleOn(ctx context.Context, kind string) error {
 	if err != nil {
 		return err
 	}
-	lcpu0, _, _, err1 := procStat(lb.p.pid())
-	fcpu0, _, _, err2 := procStat(fb.p.pid())
+	lcpu0, _, _, err1 := procStat(lb.p.Pid())
+	fcpu0, _, _, err2 := procStat(fb.p.Pid())
 	if err1 != nil || err2 != nil {
 		return fmt.Errorf("/proc: %v %v", err1, err2)
 	}
@@ -190,8 +190,8 @@ func (e *env) idleOn(ctx context.Context, kind string) error {
 		return err
 	}
 	w := time.Since(t0)
-	lcpu1, lrss, lhwm, err1 := procStat(lb.p.pid())
-	fcpu1, frss, fhwm, err2 := procStat(fb.p.pid())
+	lcpu1, lrss, lhwm, err1 := procStat(lb.p.Pid())
+	fcpu1, frss, fhwm, err2 := procStat(fb.p.Pid())
 	if err1 != nil || err2 != nil {
 		return fmt.Errorf("/proc: %v %v", err1, err2)
 	}
@@ -240,7 +240,7 @@ func (e *env) idleOn(ctx context.Context, kind string) error {
 	}{{"leader", lb}, {"follower", fb}} {
 		heap, _, err1 := x.n.metric("go_memstats_heap_inuse_bytes")
 		sys, _, err2 := x.n.metric("go_memstats_sys_bytes")
-		anon, file, pss := rssSplit(x.n.p.pid())
+		anon, file, pss := rssSplit(x.n.p.Pid())
 		if err1 == nil && err2 == nil {
 			e.rep.note(footSec, "%s %s: RSS = %.1f MB anonymous + %.1f MB file-backed (pages of the binary, shared by every electd on the host: PSS %.1f MB with %d electd processes running); Go heap in use %.1f MB, Go runtime total %.1f MB.",
 				kind, x.who, mb(anon), mb(file), mb(pss), countProcs(e.electd), mb(int64(heap)), mb(int64(sys)))

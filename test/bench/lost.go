@@ -122,7 +122,7 @@ func (e *env) lockSIGTERM(ctx context.Context) error {
 		return err
 	}
 	sleepCtx(ctx, time.Second)
-	cmdAlive, ctlAlive := pidwatch.Alive(hr.pid), !h.p.exited()
+	cmdAlive, ctlAlive := pidwatch.Alive(hr.pid), !h.p.Exited()
 	e.rep.add(lostSec, "etcdctl lock --ttl 2", "SIGTERM to etcdctl while its command runs",
 		fmt.Sprintf("1 s later: etcdctl running %v, command running %v", ctlAlive, cmdAlive), "(peer)", "")
 	return nil
@@ -285,11 +285,11 @@ func (e *env) electLostLease(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	stoppedFirst := a.p.exited()
+	stoppedFirst := a.p.Exited()
 	var res string
-	if a.p.wait(electTTL/3 + 10*time.Second) {
+	if a.p.Wait(electTTL/3 + 10*time.Second) {
 		res = fmt.Sprintf("successor won %s after the revoke; the old leader went on for %s more, then exited %d (\"session expired\")",
-			ms(won.Sub(t0)), ms(time.Since(won)), a.p.exitCode())
+			ms(won.Sub(t0)), ms(time.Since(won)), a.p.ExitCode())
 	} else {
 		res = fmt.Sprintf("successor won %s after the revoke; the old leader was still running %s later", ms(won.Sub(t0)), ms(time.Since(won)))
 	}

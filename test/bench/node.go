@@ -109,17 +109,17 @@ func (e *env) startNode(ctx context.Context, s nodeSpec) (*node, error) {
 			return nil, err
 		}
 		err = waitUntil(ctx, 15*time.Second, func() bool {
-			if n.p.exited() {
+			if n.p.Exited() {
 				return true
 			}
 			code, _, err := httpGet(n.hc, "http://"+n.http+"/livez")
 			return err == nil && code == http.StatusOK
 		})
-		if err == nil && !n.p.exited() {
+		if err == nil && !n.p.Exited() {
 			return n, nil
 		}
 		n.p.killGroup()
-		lastErr = fmt.Errorf("electd %s did not answer /livez: %v (exit %d); log %s:\n%s", s.id, err, n.p.exitCode(), n.log, tailFile(n.log, 15))
+		lastErr = fmt.Errorf("electd %s did not answer /livez: %v (exit %d); log %s:\n%s", s.id, err, n.p.ExitCode(), n.log, tailFile(n.log, 15))
 		if !strings.Contains(lastErr.Error(), "address already in use") {
 			return nil, lastErr
 		}
@@ -128,7 +128,7 @@ func (e *env) startNode(ctx context.Context, s nodeSpec) (*node, error) {
 }
 
 func (n *node) kill() {
-	if !n.p.exited() {
+	if !n.p.Exited() {
 		n.p.killGroup()
 	}
 }

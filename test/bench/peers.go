@@ -74,7 +74,7 @@ func (e *env) startElect(endpoint, name, label string) (*ctlProc, error) {
 		f.Close()
 		return nil, err
 	}
-	go func() { <-p.done; f.Close() }()
+	go func() { <-p.Done(); f.Close() }()
 	return &ctlProc{label: label, p: p, out: w, log: log}, nil
 }
 
@@ -83,10 +83,10 @@ func (c *ctlProc) waitWon(ctx context.Context, within time.Duration) (time.Time,
 	var at time.Time
 	err := waitUntil(ctx, within, func() bool {
 		at = c.out.firstWrite()
-		return !at.IsZero() || c.p.exited()
+		return !at.IsZero() || c.p.Exited()
 	})
 	if err == nil && at.IsZero() {
-		err = fmt.Errorf("etcdctl elect %s exited (%d) without winning: %s", c.label, c.p.exitCode(), tailFile(c.log, 5))
+		err = fmt.Errorf("etcdctl elect %s exited (%d) without winning: %s", c.label, c.p.ExitCode(), tailFile(c.log, 5))
 	}
 	return at, err
 }

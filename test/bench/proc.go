@@ -3,78 +3,40 @@ package main
 import (
 	"errors"
 	"fmt"
-	pidwatch "github.com/electd/electd/test/proc"
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	pidwatch "github.com/electd/electd/test/proc"
 )
 
 // proc is one process the benchmark started. Each runs in its own process
 // group (so that a kill of the group also reaches anything it forked that
 // did not make a group of its own, such as etcdctl lock's command) and gets
-// SIGKILL if the benchmark dies (Pdeathsig, from a thread kept locked until
-// the process is reaped).
+// SIGKILL if the benchmark dies (pidwatch.Start).
 type proc struct {
 	name string
-	cmd  *exec.Cmd
-	done chan struct{} // closed once reaped
-	st   *os.ProcessState
-}
-
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// exitCode is the shell's view of the exit (128+signal when signalled);
-// only after done.
-func (p *proc) exitCode() int {
-	if p.st == nil {
-		return -1
-	}
-	if ws, ok := p.st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return p.st.ExitCode()
+	*pidwatch.Process
 }
 
 func (p *proc) signal(sig syscall.Signal) error {
-	if p.exited() {
-		return fmt.Errorf("%s (pid %d) has already exited", p.name, p.pid())
+	if p.Exited() {
+		return fmt.Errorf("%s (pid %d) has already exited", p.name, p.Pid())
 	}
-	return syscall.Kill(p.pid(), sig)
-}
-
-// wait waits for the process to be reaped, at most d.
-func (p *proc) wait(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-p.done:
-		return true
-	case <-t.C:
-		return false
-	}
+	return syscall.Kill(p.Pid(), sig)
 }
 
 // killGroup SIGKILLs the process's whole group and waits until it is reaped.
 func (p *proc) killGroup() {
-	_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
-	if !p.wait(5 * time.Second) {
-		_ = p.cmd.Process.Kill()
-		p.wait(5 * time.Second)
+	_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
+	if !p.Wait(5 * time.Second) {
+		_ = p.Cmd.Process.Kill()
+		p.Wait(5 * time.Second)
 	}
 }
 
@@ -120,26 +82,12 @@ func (r *registry) start(name, bin string, args []string, o startOpts) (*proc, e
 	if o.stdout != nil {
 		cmd.Stdout = o.stdout
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the starting thread exits: keep it locked
-		// (and alive) until the process is reaped.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		_ = cmd.Wait()
-		p.st = cmd.ProcessState
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	pp, err := pidwatch.Start(cmd) // SIGKILLed if the benchmark dies
+	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
+	p := &proc{name: name, Process: pp}
 	r.mu.Lock()
 	r.procs = append(r.procs, p)
 	r.mu.Unlock()
@@ -163,9 +111,9 @@ func (r *registry) killAll() {
 	r.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, p := range ps {
-		if p.exited() {
+		if p.Exited() {
 			// The group may still hold children (etcdctl lock's command).
-			_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+			_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
 			continue
 		}
 		wg.Add(1)

@@ -64,8 +64,8 @@ func startEtcd(ctx context.Context, bin, dir, name string) (*etcdServer, error) 
 		}
 		e := &etcdServer{name: name, addr: fmt.Sprintf("127.0.0.1:%d", cp), p: p}
 		if err := waitUntil(ctx, 20*time.Second, func() bool {
-			return p.exited() || e.healthy()
-		}); err != nil || p.exited() {
+			return p.Exited() || e.healthy()
+		}); err != nil || p.Exited() {
 			p.killGroup()
 			lastErr = fmt.Errorf("etcd %s did not become healthy (try %d): %v; see %s", name, try+1, err, filepath.Join(dir, name+".log"))
 			continue
@@ -206,15 +206,15 @@ func startRedis(ctx context.Context, bin, dir, name string) (*redisServer, error
 		r := &redisServer{name: name, addr: fmt.Sprintf("127.0.0.1:%d", port), p: p}
 		r.cli = goredis.NewClient(&goredis.Options{Addr: r.addr, ContextTimeoutEnabled: true})
 		err = waitUntil(ctx, 10*time.Second, func() bool {
-			if p.exited() {
+			if p.Exited() {
 				return true
 			}
 			pctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
 			info, err := r.cli.Info(pctx, "server").Result()
-			return err == nil && strings.Contains(info, fmt.Sprintf("process_id:%d\r", p.pid()))
+			return err == nil && strings.Contains(info, fmt.Sprintf("process_id:%d\r", p.Pid()))
 		})
-		if err != nil || p.exited() {
+		if err != nil || p.Exited() {
 			_ = r.cli.Close()
 			p.killGroup()
 			lastErr = fmt.Errorf("redis %s did not answer (try %d): %v", name, try+1, err)

@@ -161,7 +161,7 @@ func (h *harness) waitLeader(nodes ...*node) (*node, record.Run) {
 		var id string
 		var token uint64
 		for _, n := range nodes {
-			if n.exited() {
+			if n.Exited() {
 				continue
 			}
 			d, code, err := n.leader()
@@ -176,7 +176,7 @@ func (h *harness) waitLeader(nodes ...*node) (*node, record.Run) {
 		}
 		lead = nil
 		for _, n := range nodes {
-			if n.id == id && !n.exited() {
+			if n.id == id && !n.Exited() {
 				lead = n
 			}
 		}

@@ -3,13 +3,11 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/electd/electd/test/proc"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/internal/testenv"
+	"github.com/electd/electd/test/proc"
 )
 
 const (
@@ -32,15 +31,12 @@ const (
 
 // node is one `electd run` process.
 type node struct {
-	t       *testing.T
-	id      string
-	http    string // host:port of its HTTP API
-	logPath string // its stdout and stderr (and its child's)
-	cmd     *exec.Cmd
-	done    chan struct{} // closed once reaped
-	state   *os.ProcessState
-	waitErr error
-	client  *http.Client
+	t             *testing.T
+	id            string
+	http          string // host:port of its HTTP API
+	logPath       string // its stdout and stderr (and its child's)
+	*proc.Process        // electd; nil until started
+	client        *http.Client
 }
 
 // nodeOpts are the per-process differences.
@@ -75,7 +71,6 @@ func (h *harness) tryStart(id string, o nodeOpts) (*node, error) {
 		t: t, id: id,
 		http:    "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)),
 		logPath: filepath.Join(h.dir, fmt.Sprintf("%s-%d.log", id, len(h.nodes))),
-		done:    make(chan struct{}),
 		client:  &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
 	}
 	args := []string{"run", "--election", h.election, "--id", id, "--ttl", ttl.String(),
@@ -90,29 +85,13 @@ func (h *harness) tryStart(id string, o nodeOpts) (*node, error) {
 		return nil, err
 	}
 	defer logf.Close()
-	n.cmd = exec.Command(electdBin, args...)
-	n.cmd.Stdout, n.cmd.Stderr = logf, logf
-	n.cmd.Env = append(proc.BaseEnv("RECORD_LOG="+h.logPath), o.env...)
-	// SIGKILL when the starting thread dies: the goroutine below keeps its
-	// thread locked until electd is reaped, so only the test's death does it.
-	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd := exec.Command(electdBin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(proc.BaseEnv("RECORD_LOG="+h.logPath), o.env...)
 	if o.pidNamespace {
-		n.cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWPID
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
 	}
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := n.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		n.waitErr = n.cmd.Wait()
-		n.state = n.cmd.ProcessState
-		close(n.done)
-	}()
-	if err := <-started; err != nil {
+	if n.Process, err = proc.Start(cmd); err != nil { // dies with the test
 		return nil, err
 	}
 	h.nodes = append(h.nodes, n)
@@ -122,7 +101,7 @@ func (h *harness) tryStart(id string, o nodeOpts) (*node, error) {
 			return n, nil
 		}
 		select {
-		case <-n.done:
+		case <-n.Done():
 			return nil, fmt.Errorf("electd exited with %d before /livez answered:\n%s", n.exitCode(), n.tail())
 		case <-time.After(10 * time.Millisecond):
 		}
@@ -132,54 +111,40 @@ func (h *harness) tryStart(id string, o nodeOpts) (*node, error) {
 	}
 }
 
-func (n *node) exited() bool {
-	select {
-	case <-n.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // exitCode is the shell's view of the exit: the code, or 128+signal. Only
-// after done.
+// after Done.
 func (n *node) exitCode() int {
-	if n.state == nil {
-		n.t.Errorf("%s: no exit status: %v", n.id, n.waitErr)
-		return -1
+	if n.State() == nil {
+		n.t.Errorf("%s: no exit status: %v", n.id, n.Err())
 	}
-	ws, ok := n.state.Sys().(syscall.WaitStatus)
-	if ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return n.state.ExitCode()
+	return n.ExitCode()
 }
 
 // wait waits for electd to exit and returns its exit code.
 func (n *node) wait(within time.Duration) int {
 	n.t.Helper()
 	select {
-	case <-n.done:
+	case <-n.Done():
 		return n.exitCode()
 	case <-time.After(within):
-		n.t.Fatalf("%s (pid %d) has not exited after %s", n.id, n.cmd.Process.Pid, within)
+		n.t.Fatalf("%s (pid %d) has not exited after %s", n.id, n.Pid(), within)
 		return -1
 	}
 }
 
 func (n *node) signal(sig syscall.Signal) {
 	n.t.Helper()
-	if err := n.cmd.Process.Signal(sig); err != nil {
+	if err := n.Cmd.Process.Signal(sig); err != nil {
 		n.t.Fatalf("signal %s to %s: %v", sig, n.id, err)
 	}
 }
 
 // kill SIGKILLs electd (if still running) and waits until it is reaped.
 func (n *node) kill() {
-	if !n.exited() {
-		_ = n.cmd.Process.Kill()
+	if !n.Exited() {
+		_ = n.Cmd.Process.Kill()
 	}
-	<-n.done
+	<-n.Done()
 }
 
 // tail is the end of the node's log, for failure messages.

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -108,33 +107,16 @@ func (h *harness) lock(id string, o opts) *proc {
 // RECORD_* settings, plus RECORD_LOG and env. It is killed at cleanup.
 func (h *harness) start(id string, args, env []string) *proc {
 	h.t.Helper()
-	p := &proc{t: h.t, id: id, logPath: filepath.Join(h.dir, fmt.Sprintf("%s-%d.log", id, len(h.procs))),
-		done: make(chan struct{})}
+	p := &proc{t: h.t, id: id, logPath: filepath.Join(h.dir, fmt.Sprintf("%s-%d.log", id, len(h.procs)))}
 	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	defer logf.Close()
-	p.cmd = exec.Command(electdBin, args...)
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	p.cmd.Env = append(pidwatch.BaseEnv("RECORD_LOG="+h.logPath), env...)
-	// SIGKILL when the starting thread dies: the goroutine below keeps its
-	// thread locked until electd is reaped, so only the test's death does it.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := p.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		_ = p.cmd.Wait()
-		p.state = p.cmd.ProcessState
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
+	cmd := exec.Command(electdBin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(pidwatch.BaseEnv("RECORD_LOG="+h.logPath), env...)
+	if p.Process, err = pidwatch.Start(cmd); err != nil { // dies with the test
 		h.t.Fatalf("start %s: %v", id, err)
 	}
 	h.procs = append(h.procs, p)
@@ -146,33 +128,17 @@ type proc struct {
 	t       *testing.T
 	id      string
 	logPath string // its stdout and stderr (and its command's)
-	cmd     *exec.Cmd
-	done    chan struct{} // closed once reaped
-	state   *os.ProcessState
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
+	*pidwatch.Process
 }
 
 // wait waits for electd to exit and returns its exit code (128+signal if a
 // signal killed it).
 func (p *proc) wait(within time.Duration) int {
 	p.t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(within):
-		p.t.Fatalf("%s (pid %d) has not exited after %s\n%s", p.id, p.cmd.Process.Pid, within, p.tail())
+	if !p.Wait(within) {
+		p.t.Fatalf("%s (pid %d) has not exited after %s\n%s", p.id, p.Pid(), within, p.tail())
 	}
-	if ws, ok := p.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return p.state.ExitCode()
+	return p.ExitCode()
 }
 
 // mustExit waits for electd's exit and fails the test unless its code is want.
@@ -185,17 +151,17 @@ func (p *proc) mustExit(want int) {
 
 func (p *proc) signal(sig syscall.Signal) {
 	p.t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.Cmd.Process.Signal(sig); err != nil {
 		p.t.Fatalf("signal %s to %s: %v", sig, p.id, err)
 	}
 }
 
 // kill SIGKILLs electd (if still running) and waits until it is reaped.
 func (p *proc) kill() {
-	if !p.exited() {
-		_ = p.cmd.Process.Kill()
+	if !p.Exited() {
+		_ = p.Cmd.Process.Kill()
 	}
-	<-p.done
+	<-p.Done()
 }
 
 func (p *proc) output() string {

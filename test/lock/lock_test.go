@@ -258,7 +258,7 @@ func testSlots(t *testing.T, s *store) {
 		})
 	}
 	for _, p := range procs {
-		if !p.exited() {
+		if !p.Exited() {
 			p.signal(syscall.SIGTERM)
 			p.mustExit(128 + int(syscall.SIGTERM))
 		}

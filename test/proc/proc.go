@@ -1,5 +1,6 @@
-// Package proc has the /proc helpers the end-to-end, lock, torture and
-// benchmark harnesses share to watch the processes they start.
+// Package proc has what the end-to-end, lock, torture and benchmark
+// harnesses share to start the processes they test (Start: children that
+// die with the test) and to watch them through /proc.
 package proc
 
 import (

@@ -51,7 +51,7 @@ func (c *cluster) verify() []error {
 		}
 	}
 	for _, l := range c.lives {
-		if !l.exited() {
+		if !l.Exited() {
 			continue
 		}
 		end := l.end()
@@ -61,7 +61,7 @@ func (c *cluster) verify() []error {
 			}
 			if over := r.End().Sub(end); over > goneBound {
 				errs = append(errs, fmt.Errorf("child %s outlived its electd %s (pid %d, gone at %s) by %s",
-					r, l.node.id, l.pid(), end.Format("15:04:05.000000"), over))
+					r, l.node.id, l.Pid(), end.Format("15:04:05.000000"), over))
 			}
 			if !r.Ended() && now.Sub(end) > goneBound && proc.Alive(r.Pid) && proc.IsOurs(r.Pid, recorderBin) {
 				errs = append(errs, fmt.Errorf("child %s is still alive %s after its electd %s was gone; killing it",

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -54,17 +53,14 @@ type node struct {
 
 // life is one electd process.
 type life struct {
-	node    *node
-	cmd     *exec.Cmd
+	node *node
+	*proc.Process
 	http    string
 	logPath string
 	client  *http.Client
 	started time.Time
-	// killed is when the harness sent SIGKILL (zero: it did not); reaped
-	// when the process had been reaped (read only after done).
-	killed, reaped time.Time
-	done           chan struct{}
-	state          *os.ProcessState
+	// killed is when the harness sent SIGKILL (zero: it did not).
+	killed time.Time
 }
 
 func newCluster(t *testing.T, cfg config, be backend) *cluster {
@@ -138,7 +134,6 @@ func (c *cluster) tryStart(n *node) (*life, error) {
 		node:    n,
 		http:    "127.0.0.1:" + strconv.Itoa(testenv.FreePort(c.t)),
 		logPath: filepath.Join(c.dir, n.id+".log"),
-		done:    make(chan struct{}),
 		client:  &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
 	}
 	args := []string{"run", "--election", c.election, "--id", n.id,
@@ -152,26 +147,10 @@ func (c *cluster) tryStart(n *node) (*life, error) {
 	}
 	defer logf.Close()
 	fmt.Fprintf(logf, "=== torture: starting %s at %s\n", n.id, time.Now().Format(time.RFC3339Nano))
-	l.cmd = exec.Command(electdBin, args...)
-	l.cmd.Stdout, l.cmd.Stderr = logf, logf
-	l.cmd.Env = proc.BaseEnv("RECORD_LOG=" + c.logPath)
-	// electd dies with the test (its starting thread stays locked until
-	// electd is reaped, so only the test's death triggers this).
-	l.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := l.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		_ = l.cmd.Wait()
-		l.state, l.reaped = l.cmd.ProcessState, time.Now()
-		close(l.done)
-	}()
-	if err := <-started; err != nil {
+	cmd := exec.Command(electdBin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = proc.BaseEnv("RECORD_LOG=" + c.logPath)
+	if l.Process, err = proc.Start(cmd); err != nil { // dies with the test
 		return nil, err
 	}
 	l.started = time.Now()
@@ -182,8 +161,8 @@ func (c *cluster) tryStart(n *node) (*life, error) {
 			return l, nil
 		}
 		select {
-		case <-l.done:
-			return nil, fmt.Errorf("electd exited with %d before /livez answered:\n%s", l.exitCode(), l.tail())
+		case <-l.Done():
+			return nil, fmt.Errorf("electd exited with %d before /livez answered:\n%s", l.ExitCode(), l.tail())
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -224,57 +203,25 @@ func (c *cluster) node(id string) *node {
 	return nil
 }
 
-func (l *life) pid() int { return l.cmd.Process.Pid }
-
 // end is when the process was known to be gone: the SIGKILL, else the
-// reap. Only after done.
+// reap. Only after Done.
 func (l *life) end() time.Time {
 	if !l.killed.IsZero() {
 		return l.killed
 	}
-	return l.reaped
-}
-
-func (l *life) exited() bool {
-	select {
-	case <-l.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// exitCode is the shell's view: the code, or 128+signal. Only after done.
-func (l *life) exitCode() int {
-	if l.state == nil {
-		return -1
-	}
-	if ws, ok := l.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return l.state.ExitCode()
-}
-
-// wait waits up to within for the process to exit and reports whether it did.
-func (l *life) wait(within time.Duration) bool {
-	select {
-	case <-l.done:
-		return true
-	case <-time.After(within):
-		return false
-	}
+	return l.Reaped()
 }
 
 // kill9 SIGKILLs electd (if still running) and waits until it is reaped.
 func (l *life) kill9() {
-	if !l.exited() {
+	if !l.Exited() {
 		l.killed = time.Now()
-		_ = l.cmd.Process.Kill()
+		_ = l.Cmd.Process.Kill()
 	}
-	l.wait(time.Hour)
+	<-l.Done()
 }
 
-func (l *life) signal(sig syscall.Signal) error { return syscall.Kill(l.pid(), sig) }
+func (l *life) signal(sig syscall.Signal) error { return syscall.Kill(l.Pid(), sig) }
 
 func (l *life) tail() string {
 	b, err := os.ReadFile(l.logPath)

@@ -111,11 +111,11 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 		l := lead.cur
 		f.at = time.Now()
 		c.must(l.signal(syscall.SIGTERM))
-		if !l.wait(exitTimeout) {
+		if !l.Wait(exitTimeout) {
 			c.fatalf(f, "electd %s did not exit within %s of SIGTERM", lead.id, exitTimeout)
 		}
 		lead.cur = nil
-		if code := l.exitCode(); code != 0 {
+		if code := l.ExitCode(); code != 0 {
 			c.fatalf(f, "electd %s exited with %d after SIGTERM, want 0", lead.id, code)
 		}
 		f.healed = f.at
@@ -129,7 +129,7 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 			c.fatalf(f, "child %s still alive %s after kill -9 of its electd", f.old, goneBound)
 		}
 		f.childGone = time.Since(f.at)
-		if code := l.exitCode(); code != 128+int(syscall.SIGKILL) {
+		if code := l.ExitCode(); code != 128+int(syscall.SIGKILL) {
 			t.Errorf("electd %s exit code %d after kill -9, want 137", lead.id, code)
 		}
 		f.healed = f.at

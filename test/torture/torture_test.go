@@ -95,8 +95,8 @@ func (c *cluster) settle(healed time.Time, f *fault) (*node, *record.Run, time.D
 			c.fatalf(f, "record log: %v", err)
 		}
 		for _, n := range c.up() {
-			if n.cur.exited() {
-				c.fatalf(f, "electd %s exited on its own with %d:\n%s", n.id, n.cur.exitCode(), n.cur.tail())
+			if n.cur.Exited() {
+				c.fatalf(f, "electd %s exited on its own with %d:\n%s", n.id, n.cur.ExitCode(), n.cur.tail())
 			}
 		}
 		if !recovered {

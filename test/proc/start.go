@@ -1,0 +1,98 @@
+package proc
+
+import (
+	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
+	"time"
+)
+
+// Process is a child that dies with the test process and is reaped by its
+// own goroutine.
+type Process struct {
+	Cmd *exec.Cmd
+
+	done   chan struct{}
+	state  *os.ProcessState // set before done closes
+	err    error            // Wait's error
+	reaped time.Time
+}
+
+// Start starts cmd with Pdeathsig SIGKILL (added to its SysProcAttr). The
+// signal follows the thread that started the child, so Start runs it from a
+// goroutine locked to its OS thread that keeps the thread until the child is
+// reaped: only the test process's own death sends it.
+func Start(cmd *exec.Cmd) (*Process, error) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	p := &Process{Cmd: cmd, done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.err = cmd.Wait()
+		p.state, p.reaped = cmd.ProcessState, time.Now()
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Pid is the child's process id.
+func (p *Process) Pid() int { return p.Cmd.Process.Pid }
+
+// Done is closed once the child has been reaped.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exited reports whether the child has been reaped.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// State is the child's exit status (nil if Wait failed). Only after Done.
+func (p *Process) State() *os.ProcessState { return p.state }
+
+// Err is Wait's error. Only after Done.
+func (p *Process) Err() error { return p.err }
+
+// Reaped is when the child was reaped. Only after Done.
+func (p *Process) Reaped() time.Time { return p.reaped }
+
+// ExitCode is the shell's view of the exit: the code, or 128+signal; -1
+// without an exit status. Only after Done.
+func (p *Process) ExitCode() int {
+	if p.state == nil {
+		return -1
+	}
+	if ws, ok := p.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return p.state.ExitCode()
+}
+
+// Wait waits up to within for the child to be reaped and reports whether it was.
+func (p *Process) Wait(within time.Duration) bool {
+	t := time.NewTimer(within)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
