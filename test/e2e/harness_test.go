@@ -49,10 +49,8 @@ func (h *harness) cleanup() {
 	for _, n := range h.nodes {
 		n.kill()
 		if b, err := os.ReadFile(n.logPath); err == nil {
-			for _, bad := range []string{"WARNING: DATA RACE", "panic: ", "fatal error: "} {
-				if strings.Contains(string(b), bad) {
-					t.Errorf("%s's output contains %q (see its log below)", n.id, bad)
-				}
+			for _, bad := range proc.Crashes(string(b)) {
+				t.Errorf("%s's output contains %q (see its log below)", n.id, bad)
 			}
 		}
 	}

@@ -55,10 +55,8 @@ func (h *harness) cleanup() {
 	t := h.t
 	for _, p := range h.procs {
 		p.kill()
-		for _, bad := range []string{"WARNING: DATA RACE", "panic: ", "fatal error: "} {
-			if strings.Contains(p.output(), bad) {
-				t.Errorf("%s's output contains %q", p.id, bad)
-			}
+		for _, bad := range pidwatch.Crashes(p.output()) {
+			t.Errorf("%s's output contains %q", p.id, bad)
 		}
 	}
 	runs, err := record.ReadFile(h.logPath)

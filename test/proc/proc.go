@@ -67,3 +67,15 @@ func BaseEnv(extra ...string) []string {
 	}
 	return append(env, extra...)
 }
+
+// Crashes lists the signs in a Go program's output that it raced, panicked
+// or died of a fatal runtime error, each found at most once.
+func Crashes(output string) []string {
+	var found []string
+	for _, bad := range []string{"WARNING: DATA RACE", "panic: ", "fatal error: "} {
+		if strings.Contains(output, bad) {
+			found = append(found, bad)
+		}
+	}
+	return found
+}

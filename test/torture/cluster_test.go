@@ -105,10 +105,8 @@ func (c *cluster) cleanup() {
 	}
 	for _, l := range c.lives {
 		if b, err := os.ReadFile(l.logPath); err == nil {
-			for _, bad := range []string{"WARNING: DATA RACE", "panic: ", "fatal error: "} {
-				if strings.Contains(string(b), bad) {
-					c.t.Errorf("%s's output contains %q:\n%s", l.node.id, bad, l.tail())
-				}
+			for _, bad := range proc.Crashes(string(b)) {
+				c.t.Errorf("%s's output contains %q:\n%s", l.node.id, bad, l.tail())
 			}
 		}
 	}
