@@ -1,6 +1,11 @@
 // Package clock abstracts time so that deadline logic can be tested without
 // sleeping. Real is the wall clock (with Go's monotonic readings, so deadlines
 // are immune to wall-clock steps); Fake is advanced by hand in tests.
+//
+// The monotonic clock stops while the host is suspended. Deadline logic that
+// must hold in real time (a lease on a store keeps expiring while this host
+// sleeps) reads Suspended beside Now and arms NewBootTimer, which counts the
+// suspended time too (CLOCK_BOOTTIME).
 package clock
 
 import "time"
@@ -12,6 +17,14 @@ type Clock interface {
 	AfterFunc(d time.Duration, f func()) Timer
 	// NewTimer returns a timer whose channel receives once d has elapsed.
 	NewTimer(d time.Duration) Timer
+	// NewBootTimer is NewTimer on a clock that also counts the time the host
+	// spent suspended: after a resume it fires at once if d has passed in
+	// real time, where a NewTimer timer would still wait.
+	NewBootTimer(d time.Duration) Timer
+	// Suspended is how long the host has been suspended (since boot, or
+	// since the fake's start): the amount by which Now lags real time. Only
+	// its changes matter.
+	Suspended() time.Duration
 }
 
 // Timer is a stoppable one-shot timer. C is nil for timers made by AfterFunc.

@@ -74,8 +74,9 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 }
 
 type statusJSON struct {
-	Status string `json:"status"`
-	Error  string `json:"error,omitempty"`
+	Status      string `json:"status"`
+	Error       string `json:"error,omitempty"`
+	Containment string `json:"containment,omitempty"` // /healthz only
 }
 
 func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
@@ -90,10 +91,10 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.healthTimeout)
 	defer cancel()
 	if err := s.cfg.Healthy(ctx); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, statusJSON{Status: "error", Error: err.Error()})
+		writeJSON(w, http.StatusServiceUnavailable, statusJSON{Status: "error", Error: err.Error(), Containment: s.cfg.Containment})
 		return
 	}
-	writeJSON(w, http.StatusOK, statusJSON{Status: "ok"})
+	writeJSON(w, http.StatusOK, statusJSON{Status: "ok", Containment: s.cfg.Containment})
 }
 
 type resignJSON struct {

@@ -16,7 +16,7 @@ import (
 // series from the first scrape.
 var (
 	acquisitionResults = []string{"won", "error"}
-	lossReasons        = []string{"deadline", "lease_lost", "key_lost", "resigned", "closed", "other"}
+	lossReasons        = []string{"deadline", "suspended", "lease_lost", "key_lost", "resigned", "closed", "other"}
 	childOutcomes      = []string{"success", "failure", "signaled", "killed"}
 	storeOps           = []string{"grant", "renew", "campaign", "watch", "resign", "leader"}
 )
@@ -42,6 +42,7 @@ type Metrics struct {
 	childStarts    prometheus.Counter
 	childExits     *prometheus.CounterVec
 	storeErrors    *prometheus.CounterVec
+	containment    *prometheus.GaugeVec
 }
 
 var _ elector.Instrument = (*Metrics)(nil)
@@ -89,7 +90,7 @@ func NewMetrics(reg prometheus.Registerer, election string, leaseRemaining func(
 		}),
 		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "leadership_lost_total", ConstLabels: cl,
-			Help: "Terms of this copy that ended, by reason (deadline, lease_lost, key_lost, resigned, closed, other).",
+			Help: "Terms of this copy that ended, by reason (deadline, suspended, lease_lost, key_lost, resigned, closed, other).",
 		}, []string{"reason"}),
 		leaseRemaining: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: ns, Name: "lease_remaining_seconds", ConstLabels: cl,
@@ -111,6 +112,10 @@ func NewMetrics(reg prometheus.Registerer, election string, leaseRemaining func(
 			Namespace: ns, Name: "store_errors_total", ConstLabels: cl,
 			Help: "Failed store operations, by operation, including those retried.",
 		}, []string{"op"}),
+		containment: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: ns, Name: "containment_info", ConstLabels: cl,
+			Help: "1 for the containment mode in force for the child's process tree (pidns, pgroup, or none without a command).",
+		}, []string{"mode"}),
 	}
 	for _, v := range acquisitionResults {
 		m.acquisitions.WithLabelValues(v)
@@ -127,7 +132,7 @@ func NewMetrics(reg prometheus.Registerer, election string, leaseRemaining func(
 
 	own := []prometheus.Collector{
 		m.isLeader, m.fencingToken, m.leaderChanges, m.acquisitions, m.campaignWait,
-		m.lost, m.leaseRemaining, m.childRunning, m.childStarts, m.childExits, m.storeErrors,
+		m.lost, m.leaseRemaining, m.childRunning, m.childStarts, m.childExits, m.storeErrors, m.containment,
 	}
 	var done []prometheus.Collector
 	undo := func() {
@@ -158,6 +163,16 @@ func NewMetrics(reg prometheus.Registerer, election string, leaseRemaining func(
 		done = append(done, c)
 	}
 	return m, nil
+}
+
+// Containment records the containment mode in force:
+// containment_info{mode} = 1.
+func (m *Metrics) Containment(mode string) {
+	if m == nil {
+		return
+	}
+	m.containment.Reset()
+	m.containment.WithLabelValues(mode).Set(1)
 }
 
 // Acquired records a won campaign: acquisitions_total{result="won"}++,

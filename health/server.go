@@ -56,6 +56,10 @@ type Config struct {
 	// Healthy answers /healthz: is the store session healthy. It is given a
 	// context bounded by a short timeout. nil: always healthy.
 	Healthy func(ctx context.Context) error
+	// Containment is the containment mode of the child's process tree,
+	// reported in the /healthz body ("pidns", "pgroup", "none"); empty: not
+	// reported.
+	Containment string
 	// Live answers /livez: is electd's own loop alive. It must not depend on
 	// the store. nil: always live.
 	Live func() error

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -51,9 +52,14 @@ type ChildSpec struct {
 	StopSignal syscall.Signal
 
 	// StopTimeout is how long Stop waits after StopSignal before it sends
-	// SIGKILL to the whole group. Zero (or negative) means StopSignal is sent
+	// SIGKILL to the whole tree. Zero (or negative) means StopSignal is sent
 	// and SIGKILL follows at once, without a grace period.
 	StopTimeout time.Duration
+
+	// Containment is how the tree is held together: ContainPidns or
+	// ContainPgroup (the default; auto is resolved by the Supervisor, see
+	// ResolveContainment).
+	Containment Containment
 }
 
 func (s ChildSpec) stopSignal() syscall.Signal {
@@ -129,13 +135,23 @@ func (e ExitStatus) Outcome() string {
 	}
 }
 
-// Child is a running (or finished) command started by StartChild. It leads
-// its own process group, whose id is its pid.
+// Child is a running (or finished) command started by StartChild, with its
+// whole process tree. Under ContainPgroup it leads its own process group,
+// whose id is its pid; under ContainPidns its pid is that of the namespace
+// init, which leads a group of its own and runs the command as PID 2.
 type Child struct {
 	spec    ChildSpec
 	log     *slog.Logger
 	pid     int
+	ticks   uint64 // start time in clock ticks after boot, for treeMembers
 	started time.Time
+
+	// pidns only: the init's control pipe (write end) and status pipe (read
+	// end); see nsinit.go.
+	ctl      *os.File
+	status   *bufio.Reader
+	statR    *os.File
+	initSeen chan struct{} // closed once StartChild has read the first status line
 
 	done chan struct{} // closed once the child is reaped and exit is set
 	exit ExitStatus
@@ -150,11 +166,11 @@ type Child struct {
 	killNow  chan struct{} // closed by a Stop whose ctx ended: skip the grace
 }
 
-// StartChild starts spec in a new process group and returns at once; Done
-// tells when the child has exited. log may be nil; records go under the
-// group "child".
+// StartChild starts spec in a new process group (ContainPgroup) or PID
+// namespace (ContainPidns) and returns once it runs; Done tells when the
+// child has exited. log may be nil; records go under the group "child".
 //
-// The child gets Pdeathsig = SIGKILL, so it dies when electd dies, even by
+// The child (under pidns: the namespace init) gets Pdeathsig = SIGKILL, so it dies when electd dies, even by
 // kill -9. The kernel delivers the parent-death signal when the *thread*
 // that forked the child exits, not the process, and the Go runtime may
 // retire threads. So the child is forked from a goroutine that has called
@@ -195,24 +211,92 @@ func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
 		Files: files,
 		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	}
+	execPath, execArgv := path, argv
+	if spec.Containment == ContainPidns {
+		closeAfterStart, err = c.initPipes(attr, closeAfterStart)
+		if err != nil {
+			for _, f := range closeAfterStart {
+				f.Close()
+			}
+			for _, o := range c.outputs {
+				o.r.Close()
+			}
+			return nil, fmt.Errorf("start child: %w", err)
+		}
+		attr.Sys.Cloneflags = syscall.CLONE_NEWPID
+		execPath, execArgv = selfExe, append([]string{initArg0, path}, argv...)
+	}
 	defaultDispositions()
 	started := make(chan error, 1)
-	go c.run(path, argv, attr, started)
+	go c.run(execPath, execArgv, attr, started)
 	err = <-started
 	for _, f := range closeAfterStart {
 		f.Close()
 	}
+	if err == nil && c.status != nil {
+		err = c.awaitInit()
+		close(c.initSeen) // the waiter may read the rest of the status pipe now
+		if err != nil {
+			<-c.done
+		}
+	}
 	if err != nil {
 		for _, o := range c.outputs {
 			o.r.Close()
+		}
+		if c.ctl != nil {
+			c.ctl.Close()
+			c.statR.Close()
 		}
 		return nil, fmt.Errorf("start child: %w", err)
 	}
 	for _, o := range c.outputs {
 		go o.run()
 	}
-	c.log.Info("started", "pid", c.pid, "path", path, "args", argv[1:])
+	c.ticks = startTime(c.pid)
+	c.log.Info("started", "pid", c.pid, "path", path, "args", argv[1:], "containment", c.mode())
 	return c, nil
+}
+
+func (c *Child) mode() Containment {
+	if c.spec.Containment == ContainPidns {
+		return ContainPidns
+	}
+	return ContainPgroup
+}
+
+// initPipes adds the namespace init's control and status pipes to attr as
+// fds 3 and 4; the returned list adds the ends only the init keeps.
+func (c *Child) initPipes(attr *os.ProcAttr, closeAfterStart []*os.File) ([]*os.File, error) {
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		return closeAfterStart, err
+	}
+	statR, statW, err := os.Pipe()
+	if err != nil {
+		ctlR.Close()
+		ctlW.Close()
+		return closeAfterStart, err
+	}
+	c.ctl, c.statR, c.status = ctlW, statR, bufio.NewReader(statR)
+	c.initSeen = make(chan struct{})
+	attr.Files = append(attr.Files, ctlR, statW)
+	return append(closeAfterStart, ctlR, statW), nil
+}
+
+// awaitInit reads the init's first status line: the command runs, or why
+// it could not be started (then the init has exited, and is reaped).
+func (c *Child) awaitInit() error {
+	var st initStatus
+	err := readInitStatus(c.status, &st, false)
+	switch {
+	case st.started:
+		return nil
+	case st.failed != "":
+		return errors.New(st.failed)
+	default:
+		return fmt.Errorf("namespace init ended before starting the command: %w", err)
+	}
 }
 
 // run forks the child on a locked OS thread (see StartChild), reports the
@@ -244,9 +328,22 @@ func (c *Child) run(path string, argv []string, attr *os.ProcAttr, started chan<
 			st.Code = ws.ExitStatus()
 		case ws.Signaled():
 			st.Signal = ws.Signal()
-			st.Killed = st.Signal == syscall.SIGKILL && c.escalated.Load()
 		}
 	}
+	if c.status != nil {
+		// The init's exit code folds a signal into 128+N: its status line
+		// has the command's exact status. No line: the init itself was
+		// killed (our SIGKILL, or electd's death), and with it the tree.
+		<-c.initSeen
+		var is initStatus
+		_ = readInitStatus(c.status, &is, true)
+		c.statR.Close()
+		c.ctl.Close() // the init is gone; nothing reads it
+		if is.exited {
+			st.Code, st.Signal = is.code, is.signal
+		}
+	}
+	st.Killed = st.Signal == syscall.SIGKILL && c.escalated.Load()
 	c.exit = st
 	attrs := []any{"pid", c.pid, "code", st.ExitCode(), "outcome", st.Outcome(), "runtime", exited.Sub(c.started)}
 	if st.Signal != 0 {

@@ -24,26 +24,30 @@ const (
 	outputDrainTimeout = time.Second
 )
 
-// Stop ends the child and its whole process group:
+// Stop ends the child and its whole process tree (see Containment):
 //
-//  1. StopSignal to the group (then SIGCONT, as systemd does, so that
-//     stopped members can act on it),
-//  2. wait up to StopTimeout for the child to exit,
-//  3. SIGKILL to the group if it has not,
-//  4. wait until the child is reaped,
-//  5. SIGKILL whatever is left of the group (grandchildren) and wait, at
-//     most 5 s, until kill(-pgid) reports ESRCH (no member left), reaping
-//     the members that were reparented to electd (subreaper or PID 1);
-//     zombies whose parent is someone else do not count as alive,
+//  1. StopSignal to every process of the tree (then SIGCONT, as systemd
+//     does, so that stopped members can act on it): under pgroup to the group
+//     and to every descendant found in /proc, under pidns to every process of
+//     the namespace, through its init;
+//  2. wait up to StopTimeout for the child (its main process) to exit,
+//  3. SIGKILL to the tree if it has not,
+//  4. wait until the child is reaped (under pidns the kernel has then killed
+//     and reaped the whole namespace),
+//  5. under pgroup, SIGKILL whatever is left of the tree (workers, setsid'd
+//     daemons reparented to electd) and wait, at most 5 s, until none is
+//     left alive, reaping those reparented to electd; zombies whose parent
+//     is someone else do not count as alive,
 //  6. wait (bounded) until the child's output has been delivered.
 //
 // ctx bounds only the grace period of step 2: once it ends, SIGKILL follows
-// at once, and steps 3-6 always run, so Stop never returns while the child
+// at once, and steps 3-6 always run, so Stop never returns while the tree
 // still runs. Stop is idempotent and safe for concurrent use: every call
 // waits for the same single stop and returns the same result; a caller whose
 // ctx ends cuts the grace period short for all. If the child has already
-// exited, Stop only cleans up its group and output. The error is non-nil
-// only if live group members survived SIGKILL past the bound.
+// exited, Stop only kills and reaps what is left of its tree and drains its
+// output. The error is non-nil only if live members survived SIGKILL past
+// the bound.
 func (c *Child) Stop(ctx context.Context) (ExitStatus, error) {
 	if ctx == nil {
 		ctx = context.Background()
@@ -74,23 +78,53 @@ func (c *Child) stop(ctx context.Context) error {
 		sig := c.spec.stopSignal()
 		timeout := max(c.spec.StopTimeout, 0)
 		c.log.Info("stopping", "pid", c.pid, "signal", signalName(sig), "timeout", timeout)
-		c.killGroup(sig)
-		if sig != syscall.SIGCONT && sig != syscall.SIGKILL {
-			c.killGroup(syscall.SIGCONT)
-		}
+		c.signalTree(sig)
 		if !c.grace(ctx, timeout) {
 			// Set before the kill so that the waiter, which reads it after
 			// reaping, sees it if our SIGKILL is what ended the child.
 			c.escalated.Store(true)
-			c.log.Warn("stop timeout elapsed or cut short; killing process group",
+			c.log.Warn("stop timeout elapsed or cut short; killing the process tree",
 				"pid", c.pid, "signal", "SIGKILL", "timeout", timeout)
-			c.killGroup(syscall.SIGKILL)
+			c.signalTree(syscall.SIGKILL)
 		}
 	}
 	<-c.done
-	err := c.drainGroup()
+	var err error
+	if c.mode() == ContainPgroup {
+		err = c.drainGroup()
+	}
 	c.drainOutput()
 	return err
+}
+
+// signalTree sends sig to every process of the child's tree; SIGCONT
+// follows a stop signal so that stopped processes act on it. Under pidns
+// the init sends it to its whole namespace; SIGKILL goes to the init
+// itself, whose death kills the namespace.
+func (c *Child) signalTree(sig syscall.Signal) {
+	if c.mode() == ContainPidns {
+		if sig == syscall.SIGKILL {
+			c.killGroup(sig)
+			return
+		}
+		if _, err := c.ctl.Write([]byte{byte(sig)}); err != nil {
+			c.log.Warn("send stop signal to the namespace init failed; killing it", "pid", c.pid, "err", err)
+			c.killGroup(syscall.SIGKILL)
+		}
+		return
+	}
+	sigs := []syscall.Signal{sig}
+	if sig != syscall.SIGCONT && sig != syscall.SIGKILL {
+		sigs = append(sigs, syscall.SIGCONT)
+	}
+	for _, s := range sigs {
+		c.killGroup(s)
+		for _, pid := range treeMembers(c.pid, c.ticks) {
+			if err := syscall.Kill(pid, s); err != nil && !errors.Is(err, syscall.ESRCH) {
+				c.log.Warn("signal tree member failed", "pid", pid, "signal", signalName(s), "err", err)
+			}
+		}
+	}
 }
 
 // grace waits up to timeout for the child to exit and reports whether it did.
@@ -123,7 +157,8 @@ func (c *Child) killGroup(sig syscall.Signal) {
 }
 
 // drainGroup runs after the child (the group leader) was reaped. It kills
-// the group's remaining members and waits until none is left.
+// the rest of its tree (the group's members, and the descendants that left
+// the group and were reparented to electd) and waits until none is left.
 //
 // The group id cannot be recycled while any member lives (the kernel keeps a
 // pid allocated while it is still in use as a process group id), so these
@@ -138,18 +173,24 @@ func (c *Child) drainGroup() error {
 		// child of ours in this group is such an orphan, so wait4(-pgid)
 		// cannot take a status that anybody else waits for.
 		reapGroup(c.pid, c.log)
+		reapTreeOrphans(c.ticks, c.log)
+		rest := treeMembers(c.pid, c.ticks)
+		for _, pid := range rest {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 		err := syscall.Kill(-c.pid, syscall.SIGKILL)
-		if errors.Is(err, syscall.ESRCH) {
+		if errors.Is(err, syscall.ESRCH) && len(rest) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
 			alive, zombies := groupMembers(c.pid)
+			alive += len(rest)
 			if alive == 0 {
 				c.log.Warn("process group left only zombies that their parent does not reap",
 					"pid", c.pid, "zombies", zombies)
 				return nil
 			}
-			return fmt.Errorf("stop child %d: %d processes of its group still alive %s after SIGKILL",
+			return fmt.Errorf("stop child %d: %d processes of its tree still alive %s after SIGKILL",
 				c.pid, alive, groupDrainTimeout)
 		}
 		time.Sleep(delay)
@@ -200,6 +241,26 @@ func reapGroup(pgid int, log *slog.Logger) {
 	}
 }
 
+// reapTreeOrphans reaps the exited children of ours that StartChild does
+// not own and that started at or after ticks: members of a child's tree
+// that were reparented to electd. Older children, and owned ones, are left
+// to their own waiters.
+func reapTreeOrphans(ticks uint64, log *slog.Logger) {
+	pids, err := childPids()
+	if err != nil {
+		return
+	}
+	for _, pid := range pids {
+		if isOwned(pid) || startTime(pid) < ticks {
+			continue
+		}
+		var ws unix.WaitStatus
+		if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err == nil && got == pid {
+			log.Debug("reaped tree member", "pid", pid, "code", exitCodeOf(ws))
+		}
+	}
+}
+
 // groupMembers counts, from /proc, the processes whose process group is
 // pgid, split into live ones and zombies.
 func groupMembers(pgid int) (alive, zombies int) {
@@ -228,6 +289,7 @@ func groupMembers(pgid int) (alive, zombies int) {
 type procStat struct {
 	state      byte
 	ppid, pgrp int
+	start      uint64 // clock ticks after boot
 }
 
 // readStat parses /proc/<pid>/stat: "pid (comm) state ppid pgrp ...", where
@@ -251,7 +313,7 @@ func readStat(pid int) (procStat, error) {
 	if err := errors.Join(err1, err2); err != nil {
 		return procStat{}, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
 	}
-	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp}, nil
+	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp, start: parseStart(f)}, nil
 }
 
 func exitCodeOf(ws unix.WaitStatus) int {

@@ -179,3 +179,16 @@ func testchildBin(t *testing.T) string {
 	}
 	return helperBin
 }
+
+// needMode skips a test of a containment mode this host does not allow
+// (pidns needs CAP_SYS_ADMIN); with CI set it fails instead, since CI runs
+// as root.
+func needMode(t *testing.T, mode Containment) {
+	t.Helper()
+	if _, _, err := ResolveContainment(mode); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("containment %s is needed here: %v", mode, err)
+		}
+		t.Skipf("SKIP: containment %s is not available: %v", mode, err)
+	}
+}

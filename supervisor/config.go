@@ -51,10 +51,6 @@ func ParseOnExit(s string) (OnExit, error) {
 	return "", elector.Configf("on-exit", "%q is not one of resign, restart, exit", s)
 }
 
-// StopMargin is the time, beyond StopTimeout, reserved before the lease
-// deadline for SIGKILL, reaping and scheduling delays.
-const StopMargin = 200 * time.Millisecond
-
 // Config configures the leadership loop.
 type Config struct {
 	Elector  Campaigner
@@ -72,6 +68,10 @@ type Config struct {
 
 	StopSignal  syscall.Signal // default SIGTERM
 	StopTimeout time.Duration
+	// Containment asks for a containment mode (see Containment); New
+	// resolves the default, ContainAuto, to the strongest this host allows
+	// and refuses a mode it does not (an *elector.ConfigError).
+	Containment Containment
 	OnExit      OnExit        // default OnExitResign
 	CoolDown    time.Duration // before rejoining after a resignation; default 1s
 	// RestartBackoff is the first delay of OnExitRestart, doubling up to
@@ -81,6 +81,8 @@ type Config struct {
 	Events Events
 	Clock  clock.Clock
 	Logger *slog.Logger
+
+	containReason string // why Containment is the mode in force
 }
 
 func (c *Config) validate() error {
@@ -120,6 +122,16 @@ func (c *Config) validate() error {
 	}
 	if c.Events == nil {
 		c.Events = nopEvents{}
+	}
+	if len(c.Command) == 0 {
+		// Readiness-only: there is no tree to contain.
+		c.Containment, c.containReason = ContainNone, "no command"
+	} else {
+		mode, reason, err := ResolveContainment(c.Containment)
+		if err != nil {
+			return err
+		}
+		c.Containment, c.containReason = mode, reason
 	}
 	c.Clock = clock.OrReal(c.Clock)
 	if c.Logger == nil {

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
 )
 
@@ -42,6 +41,12 @@ func New(cfg Config) (*Supervisor, error) {
 		log:       cfg.Logger.WithGroup("supervisor"),
 		resignReq: make(chan chan error),
 	}, nil
+}
+
+// Containment is the containment mode in force for the child's tree, and
+// why it was chosen (see ResolveContainment).
+func (s *Supervisor) Containment() (Containment, string) {
+	return s.cfg.Containment, s.cfg.containReason
 }
 
 // Leading reports whether this copy holds a term now.
@@ -143,126 +148,25 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 		s.cfg.Events.Acquired(term.Token, s.cfg.Clock.Now().Sub(start))
 		s.log.Info("leading", "token", term.Token, "waited", s.cfg.Clock.Now().Sub(start).Round(time.Millisecond),
 			"valid_until", term.ValidUntil())
-		out, err := s.lead(ctx, term)
-		if err != nil {
-			return err
-		}
-		switch out {
-		case outShutdown:
+		e := s.hold(ctx, term, s.cfg.OnExit, nil)
+		switch e.reason {
+		case endShutdown:
 			return nil
-		case outRejoin:
+		case endExited:
+			if s.cfg.OnExit == OnExitExit {
+				return &ExitError{Status: e.status}
+			}
+			fallthrough
+		case endResigned, endStartError:
+			// Handed over on purpose: let the others take it before we
+			// queue again.
 			if err := s.sleep(ctx, s.cfg.CoolDown); err != nil {
 				return nil
 			}
-		case outRecampaign:
+		default:
+			// Lost (or stopped short of the deadline): campaign again at once.
 		}
 	}
-}
-
-type outcome int
-
-const (
-	outShutdown   outcome = iota // ctx ended
-	outRejoin                    // resigned; rejoin after the cool-down
-	outRecampaign                // lost; campaign again at once
-)
-
-// lead holds one term: it starts the child and waits for the first reason
-// to stop, then stops the child and gives the term up.
-func (s *Supervisor) lead(ctx context.Context, term *elector.Term) (outcome, error) {
-	s.mu.Lock()
-	s.term = term
-	s.mu.Unlock()
-
-	var (
-		child   *Child
-		err     error
-		backoff = s.cfg.RestartBackoff
-		restart clock.Timer // armed while a restart is pending
-		reply   chan error  // a /resign caller waiting
-		reason  string
-		result  = outRecampaign
-		exitErr error
-	)
-	if len(s.cfg.Command) > 0 {
-		if child, err = s.startChild(term); err != nil {
-			s.log.Error("child did not start", "err", err)
-			s.give(ctx, term, "child_start_failed")
-			return outRejoin, nil
-		}
-	}
-	stopBy := s.newStopTimer(term)
-	defer stopBy.stop()
-	defer func() {
-		if restart != nil {
-			restart.Stop()
-		}
-	}()
-
-loop:
-	for {
-		var childDone <-chan struct{}
-		if child != nil {
-			childDone = child.Done()
-		}
-		var restartC <-chan time.Time
-		if restart != nil {
-			restartC = restart.C()
-		}
-		select {
-		case <-ctx.Done():
-			reason, result = "shutdown", outShutdown
-			break loop
-		case <-term.Done():
-			reason = elector.LossReason(term.Err())
-			s.log.Warn("leadership lost", "reason", reason, "err", term.Err())
-			break loop
-		case <-stopBy.C():
-			if !stopBy.due() {
-				continue
-			}
-			reason = "deadline"
-			s.log.Warn("lease deadline near without renewal; stopping before it lapses",
-				"valid_until", term.ValidUntil(), "stop_timeout", s.cfg.StopTimeout)
-			break loop
-		case reply = <-s.resignReq:
-			reason, result = "resigned", outRejoin
-			break loop
-		case <-childDone:
-			st := child.Exit()
-			s.childGone(child, st)
-			s.log.Info("child exited", "code", st.ExitCode(), "outcome", st.Outcome(), "on_exit", s.cfg.OnExit)
-			switch s.cfg.OnExit {
-			case OnExitRestart:
-				child = nil
-				restart = s.cfg.Clock.NewTimer(backoff)
-				s.log.Info("restarting child", "in", backoff)
-				backoff = min(2*backoff, s.cfg.RestartBackoffMax)
-				continue
-			case OnExitExit:
-				reason, result, exitErr = "child_exited", outShutdown, &ExitError{Status: st}
-			default:
-				reason, result = "child_exited", outRejoin
-			}
-			child = nil
-			break loop
-		case <-restartC:
-			restart = nil
-			if child, err = s.startChild(term); err != nil {
-				s.log.Error("child did not restart", "err", err)
-				reason, result = "child_start_failed", outRejoin
-				break loop
-			}
-		}
-	}
-	if child != nil {
-		s.stopChild(ctx, child, term)
-	}
-	rerr := s.give(ctx, term, reason)
-	if reply != nil {
-		reply <- rerr
-	}
-	return result, exitErr
 }
 
 // give ends the term: resigns (handing over at once when the store is
@@ -298,7 +202,7 @@ func (s *Supervisor) startChild(term *elector.Term) (*Child, error) {
 	spec := ChildSpec{
 		Path: s.cfg.Command[0], Args: s.cfg.Command[1:], Shell: s.cfg.Shell, Env: env,
 		Stdout: s.cfg.Stdout, Stderr: s.cfg.Stderr,
-		StopSignal: s.cfg.StopSignal, StopTimeout: s.cfg.StopTimeout,
+		StopSignal: s.cfg.StopSignal, StopTimeout: s.cfg.StopTimeout, Containment: s.cfg.Containment,
 	}
 	c, err := StartChild(spec, s.cfg.Logger)
 	if err != nil {
@@ -310,20 +214,6 @@ func (s *Supervisor) startChild(term *elector.Term) (*Child, error) {
 	s.cfg.Events.ChildStarted()
 	s.log.Info("child started", "pid", c.Pid(), "token", term.Token)
 	return c, nil
-}
-
-// stopChild stops the child so that it is gone before the term's deadline:
-// the grace period is cut short if it would run past ValidUntil − margin.
-func (s *Supervisor) stopChild(ctx context.Context, c *Child, term *elector.Term) {
-	deadline := term.ValidUntil().Add(-StopMargin)
-	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-	defer cancel()
-	st, err := c.Stop(sctx)
-	if err != nil {
-		s.log.Error("child group survived SIGKILL", "err", err)
-	}
-	s.childGone(c, st)
-	s.log.Info("child stopped", "code", st.ExitCode(), "outcome", st.Outcome(), "killed", st.Killed)
 }
 
 func (s *Supervisor) childGone(c *Child, st ExitStatus) {

@@ -156,20 +156,39 @@ func TestRenewalsPostponeTheStop(t *testing.T) {
 }
 
 func TestTermLossStopsChild(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.Command = []string{"sleep", "1000"} })
-	_, dl := h.grant(9)
-	waitFor(t, "child running", func() bool { return h.sup.Child() != nil })
-	child := h.sup.Child()
-	if ready, reason := h.sup.Ready(); !ready {
-		t.Fatalf("not ready with a running child: %s", reason)
+	// A lost term leaves no grace (its ValidUntil is the moment of the loss):
+	// the stop signal and SIGKILL follow each other at once. Under pgroup
+	// the kernel settles the SIGTERM (a fatal default action) as it is sent;
+	// under pidns the init relays it, and the SIGKILL to the init wins.
+	tests := []struct {
+		name    string
+		mode    Containment
+		outcome string
+	}{
+		{name: "pgroup", mode: ContainPgroup, outcome: "signaled"},
+		{name: "pidns", mode: ContainPidns, outcome: "killed"},
 	}
-	dl.End(elector.ErrLeadershipLost)
-	select {
-	case <-child.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("child still running after the term ended")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			needMode(t, tt.mode)
+			h := newHarness(t, func(c *Config) { c.Command, c.Containment = []string{"sleep", "1000"}, tt.mode })
+			_, dl := h.grant(9)
+			waitFor(t, "child running", func() bool { return h.sup.Child() != nil })
+			child := h.sup.Child()
+			if ready, reason := h.sup.Ready(); !ready {
+				t.Fatalf("not ready with a running child: %s", reason)
+			}
+			dl.End(elector.ErrLeadershipLost)
+			select {
+			case <-child.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("child still running after the term ended")
+			}
+			waitFor(t, "loss recorded", func() bool {
+				return h.ev.has("lost:key_lost") && h.ev.has("child_exited:"+tt.outcome)
+			})
+		})
 	}
-	waitFor(t, "loss recorded", func() bool { return h.ev.has("lost:key_lost") && h.ev.has("child_exited:signaled") })
 }
 
 func TestResignRequest(t *testing.T) {

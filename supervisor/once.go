@@ -12,7 +12,8 @@ import (
 // deadline came without a renewal) before the child exited on its own; the
 // child was stopped first.
 type TermEndedError struct {
-	// Reason is "deadline", "lease_lost", "key_lost", "closed" or "other".
+	// Reason is "deadline", "suspended", "lease_lost", "key_lost", "closed"
+	// or "other".
 	Reason string
 	// Err is why the term ended (nil when the stop-by deadline came first).
 	Err error
@@ -44,23 +45,24 @@ func (e *InterruptedError) Error() string {
 func (e *InterruptedError) Unwrap() error { return e.Err }
 
 // RunOnce runs the command once under term, which the caller has won (the
-// one-shot mode of `electd lock`), with the same child handling as Run: it
-// starts the child and waits for the first of: the child's exit, the term's
-// end, the stop-by deadline (ValidUntil − StopTimeout − StopMargin) and the
-// end of ctx; it stops the child if it still runs, so that it is gone before
-// ValidUntil; and it gives the term up. OnExit is ignored.
+// one-shot mode of `electd lock`). The term is held by the same function as
+// Run's terms (hold): the child starts unless the term is already over; the
+// first of the child's exit, the term's end, the stop-by deadline
+// (ValidUntil − StopTimeout − StopMargin), a suspension and the end of ctx
+// ends it; the child's whole tree is stopped and reaped; then the term is
+// given up. OnExit is ignored.
 //
-// When the child exits on its own, afterExit (if not nil) runs while the
-// term is still held, before it is given up, and RunOnce returns an
-// *ExitError carrying the child's status. Otherwise RunOnce returns a
-// *TermEndedError or an *InterruptedError, or the error that kept the child
-// from starting.
+// When the child exits on its own, afterExit (if not nil) runs once every
+// process of its tree is gone, while the term is still held, before it is
+// given up, and RunOnce returns an *ExitError carrying the child's status.
+// Otherwise RunOnce returns a *TermEndedError or an *InterruptedError, or
+// the error that kept the child from starting.
 func (s *Supervisor) RunOnce(ctx context.Context, term *elector.Term, afterExit func(context.Context, ExitStatus)) (err error) {
 	if len(s.cfg.Command) == 0 {
 		return errors.New("supervisor: RunOnce needs a command")
 	}
 	s.mu.Lock()
-	s.running, s.term = true, term
+	s.running = true
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -68,53 +70,18 @@ func (s *Supervisor) RunOnce(ctx context.Context, term *elector.Term, afterExit 
 		s.mu.Unlock()
 	}()
 
-	child, err := s.startChild(term)
-	if err != nil {
-		s.log.Error("child did not start", "err", err)
-		s.give(ctx, term, "child_start_failed")
-		return fmt.Errorf("start %s: %w", s.cfg.Command[0], err)
-	}
-	stopBy := s.newStopTimer(term)
-	defer stopBy.stop()
-
-	var reason string
-	for reason == "" {
-		select {
-		case <-ctx.Done():
-			reason = "shutdown"
-		case <-term.Done():
-			reason = elector.LossReason(term.Err())
-			s.log.Warn("leadership lost", "reason", reason, "err", term.Err())
-		case <-stopBy.C():
-			if stopBy.due() {
-				reason = "deadline"
-				s.log.Warn("lease deadline near without renewal; stopping before it lapses",
-					"valid_until", term.ValidUntil(), "stop_timeout", s.cfg.StopTimeout)
-			}
-		case <-child.Done():
-			reason = "child_exited"
-		}
-	}
-
-	if reason == "child_exited" {
-		st := child.Exit()
-		s.childGone(child, st)
-		s.log.Info("child exited", "code", st.ExitCode(), "outcome", st.Outcome())
-		if afterExit != nil {
-			afterExit(ctx, st)
-		}
-		s.give(ctx, term, reason)
-		return &ExitError{Status: st}
-	}
-	s.stopChild(ctx, child, term)
-	st := child.Exit()
-	s.give(ctx, term, reason)
-	if reason == "shutdown" {
-		return &InterruptedError{Err: ctx.Err(), Status: st}
+	e := s.hold(ctx, term, OnExitExit, afterExit)
+	switch {
+	case e.startErr != nil:
+		return fmt.Errorf("start %s: %w", s.cfg.Command[0], e.startErr)
+	case e.reason == endExited:
+		return &ExitError{Status: e.status}
+	case e.reason == endShutdown:
+		return &InterruptedError{Err: ctx.Err(), Status: e.status}
 	}
 	var cause error
-	if reason != "deadline" {
+	if e.reason != endDeadline && e.reason != endSuspended {
 		cause = term.Err()
 	}
-	return &TermEndedError{Reason: reason, Err: cause, Status: st}
+	return &TermEndedError{Reason: e.reason, Err: cause, Status: e.status}
 }

@@ -65,6 +65,15 @@ func startOwned(path string, argv []string, attr *os.ProcAttr) (*os.Process, err
 	return p, nil
 }
 
+// isOwned reports whether pid is a child that StartChild forked and has not
+// reaped yet.
+func isOwned(pid int) bool {
+	reaperMu.Lock()
+	defer reaperMu.Unlock()
+	_, ok := owned[pid]
+	return ok
+}
+
 // disown drops the mark of a child that its waiter has reaped.
 func disown(pid int) {
 	reaperMu.Lock()

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/supervisor"
 )
 
 func env(name string) []string { return []string{"ELECTD_" + name} }
@@ -38,7 +39,8 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "listen", EnvVars: env("LISTEN"), Value: ":4040", Usage: "HTTP address for /leader, /readyz, /metrics…; \"off\" disables"},
 		&cli.StringFlag{Name: "stop-signal", EnvVars: env("STOP_SIGNAL"), Value: "SIGTERM", Usage: "signal that asks the child to stop"},
 		&cli.DurationFlag{Name: "stop-timeout", EnvVars: env("STOP_TIMEOUT"),
-			DefaultText: "5s, or less when --ttl requires", Usage: "grace after --stop-signal before SIGKILL to the child's process group"},
+			DefaultText: "5s, or less when --ttl requires", Usage: "grace after --stop-signal before SIGKILL to the child's whole process tree"},
+		containmentFlag(),
 		&cli.StringFlag{Name: "on-exit", EnvVars: env("ON_EXIT"), Value: "resign", Usage: "when the child exits while leading: resign, restart or exit"},
 		&cli.DurationFlag{Name: "cool-down", EnvVars: env("COOL_DOWN"), Value: time.Second, Usage: "wait before rejoining the queue after resigning"},
 		&cli.BoolFlag{Name: "shell", EnvVars: env("SHELL"), Usage: "run COMMAND with /bin/sh -c"},
@@ -49,6 +51,22 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "admin-listen", EnvVars: env("ADMIN_LISTEN"),
 			Usage: "separate HTTP address for /resign and /metrics (then not served on --listen); e.g. 127.0.0.1:4041"},
 	)
+}
+
+// containmentFlag is --containment, for run and lock.
+func containmentFlag() cli.Flag {
+	return &cli.StringFlag{Name: "containment", EnvVars: env("CONTAINMENT"), Value: string(supervisor.ContainAuto),
+		Usage: "how the child's process tree is contained: auto (strongest available), pidns (own PID namespace: " +
+			"the tree dies with electd, even on kill -9; needs CAP_SYS_ADMIN), pgroup (process group and subreaper), cgroup (not built)"}
+}
+
+// containmentOf reads --containment and resolves it to the mode in force.
+func containmentOf(c *cli.Context) (supervisor.Containment, string, error) {
+	want, err := supervisor.ParseContainment(c.String("containment"))
+	if err != nil {
+		return "", "", err
+	}
+	return supervisor.ResolveContainment(want)
 }
 
 // timingOf reads --ttl and --renew-interval and checks them.

@@ -63,6 +63,8 @@ type lockConfig struct {
 	timing      elector.Timing
 	stopSignal  syscall.Signal
 	stopTimeout time.Duration
+	contain     supervisor.Containment
+	containWhy  string
 }
 
 func parseLockConfig(c *cli.Context) (*lockConfig, error) {
@@ -111,6 +113,9 @@ func parseLockConfig(c *cli.Context) (*lockConfig, error) {
 		lc.stopTimeout = c.Duration("stop-timeout")
 	}
 	if err := lc.timing.ValidateStop(lc.stopTimeout, supervisor.StopMargin); err != nil {
+		return nil, err
+	}
+	if lc.contain, lc.containWhy, err = containmentOf(c); err != nil {
 		return nil, err
 	}
 	if !lc.shell {
@@ -205,7 +210,7 @@ func lockAction(c *cli.Context) error {
 		Elector: el, Timing: lc.timing, Election: lc.name, ID: lc.id,
 		Command: lc.command, Shell: lc.shell, Env: childEnv(os.Environ()),
 		StopSignal: lc.stopSignal, StopTimeout: lc.stopTimeout, OnExit: supervisor.OnExitExit,
-		Logger: log,
+		Containment: lc.contain, Logger: log,
 	})
 	if err != nil {
 		return err
@@ -213,6 +218,7 @@ func lockAction(c *cli.Context) error {
 	if err := supervisor.BecomeSubreaper(); err != nil {
 		log.Warn("cannot become child subreaper; orphaned grandchildren will go to init", "err", err)
 	}
+	log.Info("containment", "mode", lc.contain, "why", lc.containWhy)
 	helpers, stopHelpers := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { supervisor.ForwardSignals(helpers, sup.Child, log) })

@@ -41,6 +41,7 @@ type runConfig struct {
 	sup                             supervisor.Config
 	adminToken                      string
 	readyCode, notReadyCode         int
+	containWhy                      string // why sup.Containment is the mode in force
 }
 
 func parseRunConfig(c *cli.Context) (*runConfig, error) {
@@ -83,14 +84,22 @@ func parseRunConfig(c *cli.Context) (*runConfig, error) {
 	if id == "" {
 		return nil, elector.Configf("id", "is empty and the hostname is unknown; set --id")
 	}
+	contain, containWhy := supervisor.ContainNone, "no command"
+	if len(command) > 0 {
+		if contain, containWhy, err = containmentOf(c); err != nil {
+			return nil, err
+		}
+	}
 	return &runConfig{
-		election: election, id: id, advertise: c.String("advertise"), listen: c.String("listen"),
+		containWhy: containWhy,
+		election:   election, id: id, advertise: c.String("advertise"), listen: c.String("listen"),
 		timing: timing, adminToken: c.String("admin-token"),
 		readyCode: c.Int("ready-code"), notReadyCode: c.Int("not-ready-code"),
 		sup: supervisor.Config{
 			Timing: timing, Election: election, ID: id,
 			Command: command, Shell: c.Bool("shell"), Env: childEnv(os.Environ()),
 			StopSignal: stopSignal, StopTimeout: stopTimeout, OnExit: onExit, CoolDown: c.Duration("cool-down"),
+			Containment: contain,
 		},
 	}, nil
 }
@@ -172,7 +181,7 @@ func runAction(c *cli.Context) error {
 	srv, err := health.NewServer(health.Config{
 		Election: rc.election, SelfID: rc.id, View: view,
 		Leading: sup.Leading, Ready: sup.Ready, Live: sup.Live, Resign: sup.Resign,
-		Healthy:    st.ping,
+		Healthy: st.ping, Containment: string(rc.sup.Containment),
 		AdminToken: rc.adminToken, ReadyCode: rc.readyCode, NotReadyCode: rc.notReadyCode,
 		Gatherer: reg, Logger: log, SeparateAdmin: adminLn != nil,
 	})
@@ -187,6 +196,8 @@ func runAction(c *cli.Context) error {
 	if err := supervisor.BecomeSubreaper(); err != nil {
 		log.Warn("cannot become child subreaper; orphaned grandchildren will go to init", "err", err)
 	}
+	metrics.Containment(string(rc.sup.Containment))
+	log.Info("containment", "mode", rc.sup.Containment, "why", rc.containWhy)
 	log.Info("starting", "election", rc.election, "id", rc.id, "store", st.url.redacted,
 		"timing", rc.timing.String(), "stop_timeout", rc.sup.StopTimeout, "command", rc.sup.Command)
 	return runGroup(c.Context, log, sup, view, srv, ln, adminLn)

@@ -1,0 +1,216 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/electd/electd/elector"
+)
+
+// Containment is how the child's whole process tree is kept together, so
+// that no process of it outlives the term. "The child" means every process
+// it started, including those that left its process group (setsid, a
+// daemonising double fork).
+//
+// In every mode electd stops the whole tree before a term's end is acted on
+// (resign, restart, a recorded run, electd's exit), and the stop signal and
+// SIGKILL reach every process of the tree, not just the main one. The modes
+// differ in what happens when electd itself dies:
+//
+//   - pidns: the child runs as PID 2 of a PID namespace of its own, under a
+//     small init of electd's (this binary, re-executed; see nsinit.go). The
+//     kernel kills every process of a namespace when its init exits, and the
+//     init dies with electd (Pdeathsig, and its control pipe closing), so the
+//     tree dies with electd even on kill -9. When the main process exits, the
+//     init exits with its status and the rest of the tree is SIGKILLed by the
+//     kernel before electd sees the exit. Needs CAP_SYS_ADMIN.
+//   - pgroup: the child leads a process group, and electd is a child
+//     subreaper: orphaned descendants are reparented to it. A stop signals
+//     the group and every descendant electd can find in /proc (descendants of
+//     the main process, and orphans reparented to electd that started after
+//     it), and SIGKILLs them until none is left. Limit: after kill -9 of
+//     electd only the direct child dies (Pdeathsig); the rest of the tree
+//     lives on, reparented to PID 1.
+//   - cgroup: a cgroup v2 leaf with cgroup.kill. Not built in this release:
+//     it does not survive kill -9 of electd either (nothing is left to write
+//     cgroup.kill), and pidns already contains every descendant.
+type Containment string
+
+// Containment modes, strongest first.
+const (
+	ContainAuto   Containment = "auto"
+	ContainPidns  Containment = "pidns"
+	ContainCgroup Containment = "cgroup"
+	ContainPgroup Containment = "pgroup"
+	// ContainNone is reported when there is no command to contain
+	// (readiness-only mode); it cannot be asked for.
+	ContainNone Containment = "none"
+)
+
+// ParseContainment checks a --containment value.
+func ParseContainment(s string) (Containment, error) {
+	switch c := Containment(s); c {
+	case ContainAuto, ContainPidns, ContainCgroup, ContainPgroup:
+		return c, nil
+	case "":
+		return ContainAuto, nil
+	}
+	return "", elector.Configf("containment", "%q is not one of auto, pidns, cgroup, pgroup", s)
+}
+
+// ResolveContainment turns the mode asked for into the one in force: auto
+// becomes the strongest mode this host allows. It tries a PID namespace for
+// real (one short-lived init), so the answer is what StartChild will get.
+// The reason says why the mode was chosen; the error, an
+// *elector.ConfigError for "containment", why the one asked for cannot be
+// had and what would work. The probe runs once per process.
+func ResolveContainment(want Containment) (mode Containment, reason string, err error) {
+	if want == "" {
+		want = ContainAuto
+	}
+	switch want {
+	case ContainPgroup:
+		return ContainPgroup, "asked for", nil
+	case ContainCgroup:
+		return "", "", notAvailable(want, "cgroup containment is not built in this release; "+
+			"use --containment pidns (contains every descendant and survives kill -9 of electd) or pgroup")
+	}
+	probeOnce.Do(func() { probeErr = probePidns() })
+	perr := probeErr
+	switch {
+	case perr == nil && want == ContainPidns:
+		return ContainPidns, "asked for", nil
+	case perr == nil:
+		return ContainPidns, "strongest available", nil
+	case want == ContainPidns:
+		return "", "", notAvailable(want, perr.Error()+"; run electd as root or with CAP_SYS_ADMIN, "+
+			"or use --containment pgroup (weaker: the tree survives a kill -9 of electd)")
+	default:
+		return ContainPgroup, "pidns not available: " + perr.Error(), nil
+	}
+}
+
+var (
+	probeOnce sync.Once
+	probeErr  error
+)
+
+func notAvailable(mode Containment, why string) error {
+	return elector.Configf("containment", "%s is not available: %s", mode, why)
+}
+
+// probePidns starts the init in a new PID namespace, in probe mode, and
+// reports why it could not.
+func probePidns() error {
+	attr := &os.ProcAttr{
+		Files: []*os.File{nil, nil, nil},
+		Env:   []string{},
+		Sys:   &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	}
+	p, err := startOwned(selfExe, []string{initArg0}, attr)
+	if err != nil {
+		if errors.Is(err, syscall.EPERM) {
+			return errors.New("creating a PID namespace was refused (no CAP_SYS_ADMIN)")
+		}
+		return fmt.Errorf("creating a PID namespace: %w", err)
+	}
+	st, err := p.Wait()
+	disown(p.Pid)
+	if err != nil {
+		return fmt.Errorf("wait for the namespace init: %w", err)
+	}
+	if !st.Success() {
+		return fmt.Errorf("the namespace init failed its probe (%s)", st)
+	}
+	return nil
+}
+
+// treeMembers lists, from /proc, the live processes of the tree of the
+// child leader (pid, started at start in clock ticks since boot), other than
+// leader itself: its process group, its descendants, and the orphans that
+// were reparented to this process (a subreaper) and started after it,
+// with their descendants. Zombies are left out: they cannot run.
+func treeMembers(leader int, start uint64) []int {
+	procs, err := listProcs()
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for pid, p := range procs {
+		children[p.ppid] = append(children[p.ppid], pid)
+	}
+	self := os.Getpid()
+	in := map[int]bool{}
+	var walk func(pid int)
+	walk = func(pid int) {
+		if in[pid] {
+			return
+		}
+		in[pid] = true
+		for _, c := range children[pid] {
+			walk(c)
+		}
+	}
+	walk(leader)
+	for pid, p := range procs {
+		switch {
+		case p.pgrp == leader:
+			walk(pid)
+		case p.ppid == self && p.start >= start && !isOwned(pid):
+			walk(pid)
+		}
+	}
+	var out []int
+	for pid := range in {
+		if p, ok := procs[pid]; ok && pid != leader && p.state != 'Z' && p.state != 'X' {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// listProcs reads /proc/*/stat for every process.
+func listProcs() (map[int]procStat, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	procs := make(map[int]procStat, len(entries))
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := readStat(pid); err == nil {
+			procs[pid] = st
+		}
+	}
+	return procs, nil
+}
+
+// startTime is the start time of pid in clock ticks since boot, or 0.
+func startTime(pid int) uint64 {
+	st, err := readStat(pid)
+	if err != nil {
+		return 0
+	}
+	return st.start
+}
+
+// parseStart reads field 22 (starttime) from the fields after comm.
+func parseStart(f []string) uint64 {
+	// f[0] is field 3 (state), so starttime (22) is f[19].
+	if len(f) < 20 {
+		return 0
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(f[19]), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return v
+}

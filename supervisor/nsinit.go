@@ -1,0 +1,184 @@
+package supervisor
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The namespace init (containment mode pidns).
+//
+// StartChild re-executes this binary (/proc/self/exe) with argv[0]
+// initArg0 as PID 1 of a new PID namespace; the package's init function
+// below notices and runs initMain instead of the program, so every binary
+// that imports supervisor (electd, its tests) can be the init. The init:
+//
+//   - starts the command as PID 2 in a process group of its own, with the
+//     environment and stdin/stdout/stderr it was given, untouched, and every
+//     signal at its default action (as PID 1 it would ignore SIGTERM; the
+//     child is not PID 1, so its behaviour is that of any process);
+//   - forwards every signal it gets to that process group (electd signals
+//     the init's own group, which holds only the init);
+//   - on a byte N from electd on fd 3 (the control pipe), sends signal N and
+//     then SIGCONT to every process of the namespace (kill(-1)): that is how
+//     electd's stop signal reaches the whole tree, setsid'd daemons included;
+//   - reaps every process of the namespace (they all reparent to it);
+//   - when the main process exits, writes its status on fd 4 and exits with
+//     its code (128+N for signal N). The kernel then SIGKILLs what is left of
+//     the namespace and reaps it before the init's own exit is reported, so
+//     once electd has reaped the init the whole tree is gone;
+//   - exits, and so kills the tree, when the control pipe reports electd gone
+//     (end of file), as Pdeathsig would.
+//
+// Status lines on fd 4: "started", then "exited CODE SIGNAL"; or
+// "failed MESSAGE" when the command could not be started.
+
+const (
+	initArg0 = "electd-init"
+	selfExe  = "/proc/self/exe"
+	initCtl  = 3 // control pipe, read end
+	initStat = 4 // status pipe, write end
+)
+
+func init() {
+	if len(os.Args) > 0 && os.Args[0] == initArg0 {
+		os.Exit(initMain(os.Args[1:]))
+	}
+}
+
+// initMain is the namespace init: args are the resolved path of the
+// command and then its argv. With no args it is a probe that checks it is
+// PID 1 and exits.
+func initMain(args []string) int {
+	if len(args) < 2 {
+		if os.Getpid() != 1 {
+			return 1
+		}
+		return 0
+	}
+	// The pipes must not leak into the tree: a worker holding the status
+	// pipe would keep electd from seeing its end.
+	syscall.CloseOnExec(initCtl)
+	syscall.CloseOnExec(initStat)
+	status := os.NewFile(initStat, "status")
+	report := func(format string, args ...any) {
+		_, _ = fmt.Fprintf(status, format+"\n", args...)
+	}
+
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, append(forwardedSignals(), syscall.SIGTERM, syscall.SIGINT)...)
+	defaultDispositions()
+
+	env := os.Environ()
+	path, argv := args[0], args[1:]
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
+		Env:   env,
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		report("failed %s: %v", path, err)
+		return 127
+	}
+	report("started")
+
+	go func() {
+		for s := range sigs {
+			if sig, ok := s.(syscall.Signal); ok {
+				_ = syscall.Kill(-pid, sig)
+			}
+		}
+	}()
+	go control()
+
+	for {
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			report("exited -1 0")
+			return 1
+		}
+		if got != pid {
+			continue // an orphan of the tree: reaped
+		}
+		code, sig := ws.ExitStatus(), 0
+		if ws.Signaled() {
+			code, sig = -1, int(ws.Signal())
+		}
+		report("exited %d %d", code, sig)
+		if sig != 0 {
+			return 128 + sig
+		}
+		return code
+	}
+}
+
+// control applies the stop signals electd sends on the control pipe to the
+// whole namespace, and ends the init when electd is gone.
+func control() {
+	ctl := os.NewFile(initCtl, "control")
+	buf := make([]byte, 1)
+	for {
+		if _, err := ctl.Read(buf); err != nil {
+			// electd is gone (or broke the pipe): the tree goes with it.
+			_ = syscall.Kill(-1, syscall.SIGKILL)
+			os.Exit(137)
+		}
+		sig := syscall.Signal(buf[0])
+		_ = syscall.Kill(-1, sig)
+		if sig != syscall.SIGKILL && sig != syscall.SIGCONT {
+			_ = syscall.Kill(-1, syscall.SIGCONT)
+		}
+	}
+}
+
+// initStatus is what the init reported on its status pipe.
+type initStatus struct {
+	started bool
+	failed  string // why the command did not start
+	exited  bool
+	code    int
+	signal  syscall.Signal
+}
+
+// readInitStatus reads status lines until the first one that settles the
+// start (started or failed), or, with untilEnd, until the pipe's end.
+func readInitStatus(r *bufio.Reader, st *initStatus, untilEnd bool) error {
+	for {
+		line, err := r.ReadString('\n')
+		if line != "" {
+			word, rest, _ := strings.Cut(strings.TrimSpace(line), " ")
+			switch word {
+			case "started":
+				st.started = true
+			case "failed":
+				st.failed = rest
+			case "exited":
+				f := strings.Fields(rest)
+				if len(f) == 2 {
+					code, err1 := strconv.Atoi(f[0])
+					sig, err2 := strconv.Atoi(f[1])
+					if err1 == nil && err2 == nil {
+						st.exited, st.code, st.signal = true, code, syscall.Signal(sig)
+					}
+				}
+			}
+			if !untilEnd && (st.started || st.failed != "") {
+				return nil
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,185 @@
+package supervisor
+
+import (
+	"context"
+	"time"
+
+	"github.com/electd/electd/clock"
+	"github.com/electd/electd/elector"
+)
+
+// Why a term ended (besides elector.LossReason's "deadline", "lease_lost",
+// "key_lost", "closed", "other").
+const (
+	endShutdown   = "shutdown"           // ctx ended
+	endResigned   = "resigned"           // Resign (POST /resign)
+	endDeadline   = "deadline"           // the stop-by moment came without a renewal
+	endSuspended  = "suspended"          // the host slept during the term
+	endExited     = "child_exited"       // the child's main process exited on its own
+	endStartError = "child_start_failed" // the child could not be started
+)
+
+// ending is how a term ended, for Run and RunOnce to act on.
+type ending struct {
+	reason string
+	// ran: a child was started in this term; exited: the last one's main
+	// process exited on its own, with status (else status is how Stop
+	// ended it).
+	ran, exited bool
+	status      ExitStatus
+	startErr    error
+}
+
+// hold holds one term: the only function that does, for `run` and `lock`
+// alike. It starts the child unless the term has already ended, waits for
+// the first reason to end the term, and leaves by one way only:
+//
+//  1. the child's whole tree is stopped (or, if its main process exited,
+//     what is left of the tree is killed) and reaped,
+//  2. afterExit runs, if the child exited on its own (lock --once-per
+//     records its run here, while the term is still held),
+//  3. the term is given up (resigned), and a waiting Resign caller answered.
+//
+// Under OnExitRestart a child that exits is restarted in place, after the
+// old tree is gone and only while the term still holds: never once the term
+// has ended or its stop-by moment has passed.
+func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit, afterExit func(context.Context, ExitStatus)) ending {
+	s.mu.Lock()
+	s.term = term
+	s.mu.Unlock()
+	stopBy := s.newStopTimer(term)
+	defer stopBy.stop()
+
+	var (
+		e       ending
+		child   *Child
+		backoff = s.cfg.RestartBackoff
+		restart clock.Timer // armed while a restart is pending
+		reply   chan error  // a Resign caller waiting
+		killNow bool        // the deadline cannot be trusted: no grace
+	)
+	defer func() {
+		if restart != nil {
+			restart.Stop()
+		}
+	}()
+	start := func() {
+		if e.reason = s.over(ctx, term, stopBy); e.reason != "" {
+			s.log.Warn("term over before the child could start; not starting it", "reason", e.reason)
+			return
+		}
+		c, err := s.startChild(term)
+		if err != nil {
+			s.log.Error("child did not start", "err", err)
+			e.reason, e.startErr = endStartError, err
+			return
+		}
+		child, e.ran, e.exited = c, true, false
+	}
+	if len(s.cfg.Command) > 0 {
+		start()
+	}
+
+	for e.reason == "" {
+		var childDone <-chan struct{}
+		if child != nil {
+			childDone = child.Done()
+		}
+		var restartC <-chan time.Time
+		if restart != nil {
+			restartC = restart.C()
+		}
+		select {
+		case <-ctx.Done():
+			e.reason = endShutdown
+		case <-term.Done():
+			e.reason = elector.LossReason(term.Err())
+			s.log.Warn("leadership lost", "reason", e.reason, "err", term.Err())
+		case <-stopBy.C():
+			if stopBy.due() {
+				e.reason = endDeadline
+				s.log.Warn("lease deadline near without renewal; stopping before it lapses",
+					"valid_until", term.ValidUntil(), "stop_timeout", s.cfg.StopTimeout)
+			}
+		case reply = <-s.resignReq:
+			e.reason = endResigned
+		case <-childDone:
+			e.status, e.exited = s.reap(ctx, child, term), true
+			child = nil
+			if onExit != OnExitRestart {
+				e.reason = endExited
+				break
+			}
+			restart = s.cfg.Clock.NewTimer(backoff)
+			s.log.Info("restarting child", "in", backoff)
+			backoff = min(2*backoff, s.cfg.RestartBackoffMax)
+		case <-restartC:
+			restart = nil
+			start()
+		}
+		if d, susp := stopBy.suspended(); susp && !killNow {
+			killNow = true
+			s.log.Error("the host was suspended during the term, so its lease may have lapsed unseen; killing the child's tree now",
+				"suspended", d.Round(time.Millisecond))
+			if e.reason == "" || e.reason == endDeadline {
+				e.reason = endSuspended
+			}
+		}
+	}
+	if child != nil {
+		e.status = s.stopChild(ctx, child, term, killNow)
+	}
+	if e.reason == endExited && afterExit != nil {
+		afterExit(ctx, e.status)
+	}
+	rerr := s.give(ctx, term, e.reason)
+	if reply != nil {
+		reply <- rerr
+	}
+	return e
+}
+
+// over says why the term must not run a child any more, or "".
+func (s *Supervisor) over(ctx context.Context, term *elector.Term, stopBy *stopTimer) string {
+	select {
+	case <-ctx.Done():
+		return endShutdown
+	case <-term.Done():
+		return elector.LossReason(term.Err())
+	default:
+	}
+	if _, susp := stopBy.suspended(); susp {
+		return endSuspended
+	}
+	if stopBy.passed() {
+		return endDeadline
+	}
+	return ""
+}
+
+// reap handles a child whose main process exited on its own: what is left of
+// its tree is killed and reaped (Stop), and the exit is recorded.
+func (s *Supervisor) reap(ctx context.Context, c *Child, term *elector.Term) ExitStatus {
+	st := s.stopChild(ctx, c, term, true)
+	s.log.Info("child exited", "code", st.ExitCode(), "outcome", st.Outcome(), "on_exit", s.cfg.OnExit)
+	return st
+}
+
+// stopChild stops the child's tree so that it is gone before the term's
+// deadline: the grace period is cut short if it would run past
+// ValidUntil − StopMargin, and skipped with killNow.
+func (s *Supervisor) stopChild(ctx context.Context, c *Child, term *elector.Term, killNow bool) ExitStatus {
+	left := term.ValidUntil().Add(-StopMargin).Sub(s.cfg.Clock.Now()) // on the injected clock
+	if killNow {
+		left = 0 // SIGKILL at once
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), left)
+	defer cancel()
+	st, err := c.Stop(sctx)
+	if err != nil {
+		s.log.Error("child's tree survived SIGKILL", "err", err)
+	}
+	s.childGone(c, st)
+	s.log.Info("child stopped", "code", st.ExitCode(), "outcome", st.Outcome(), "killed", st.Killed)
+	return st
+}
