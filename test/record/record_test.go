@@ -1,6 +1,7 @@
 package record
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -121,5 +122,164 @@ func TestCheckUsesStopOverLastBeat(t *testing.T) {
 	b := Run{Node: "b", Token: 2, Start: ms(10), LastBeat: ms(20)}
 	if err := Check([]Run{a, b}, Options{}); err == nil {
 		t.Fatal("b started before a's stop line, but Check passed")
+	}
+}
+
+func TestParseWorkers(t *testing.T) {
+	log := line(KindStart, "a", "7", 100, 0, "") +
+		line(KindSpawned, "a", "7", 100, 1, "101 group") +
+		line(KindWorker, "a", "7", 101, 2, RoleGroup) +
+		line(KindWorker, "a", "7", 103, 3, RoleDaemon) + // before its spawned line: the intermediate writes it
+		line(KindSpawned, "a", "7", 100, 2, "103 daemon") +
+		line(KindBeat, "a", "7", 100, 5, "") +
+		line(KindWorker, "a", "7", 101, 7, RoleGroup) +
+		line(KindExit, "a", "7", 100, 8, "-9") +
+		line(KindWorker, "a", "7", 103, 12, RoleDaemon)
+	lg, err := ParseAll(strings.NewReader(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lg.Runs) != 1 || len(lg.Workers) != 2 {
+		t.Fatalf("log %+v: want one run and two workers", lg)
+	}
+	r := lg.Runs[0]
+	if len(r.Spawned) != 2 || r.Spawned[0] != (Spawn{101, RoleGroup, ms(1)}) || r.Spawned[1] != (Spawn{103, RoleDaemon, ms(2)}) {
+		t.Errorf("spawned %+v", r.Spawned)
+	}
+	if !r.End().Equal(ms(8)) {
+		t.Errorf("run ends %v, want its exit line (worker lines are not the run's)", r.End())
+	}
+	g, d := lg.Workers[0], lg.Workers[1]
+	if g != (Worker{Node: "a", Token: 7, Pid: 101, Role: RoleGroup, First: ms(2), Last: ms(7), Lines: 2}) {
+		t.Errorf("group worker %+v", g)
+	}
+	if d != (Worker{Node: "a", Token: 7, Pid: 103, Role: RoleDaemon, First: ms(3), Last: ms(12), Lines: 2}) {
+		t.Errorf("daemon %+v", d)
+	}
+	if p, ok := lg.RunOf(d); !ok || p.Pid != 100 {
+		t.Errorf("RunOf(daemon) = %v, %v", p, ok)
+	}
+	if ws := lg.WorkersOf(r); len(ws) != 2 {
+		t.Errorf("WorkersOf = %v", ws)
+	}
+	if runs, err := Parse(strings.NewReader(log)); err != nil || len(runs) != 1 {
+		t.Errorf("Parse of a log with workers: %v, %v", runs, err)
+	}
+	for _, bad := range []struct{ name, log, want string }{
+		{"spawned without role", line(KindStart, "a", "7", 100, 0, "") + line(KindSpawned, "a", "7", 100, 1, "101"), "WORKERPID ROLE"},
+		{"spawned bad pid", line(KindStart, "a", "7", 100, 0, "") + line(KindSpawned, "a", "7", 100, 1, "x group"), "worker pid"},
+		{"worker without role", line(KindWorker, "a", "7", 101, 2, ""), "worker role"},
+		{"worker changes role", line(KindWorker, "a", "7", 101, 2, RoleGroup) + line(KindWorker, "a", "7", 101, 3, RoleSetsid), "added to"},
+		{"too many fields", "spawned a 7 100 1 101 group extra\n", "want KIND"},
+	} {
+		t.Run(bad.name, func(t *testing.T) {
+			if _, err := ParseAll(strings.NewReader(bad.log)); err == nil || !strings.Contains(err.Error(), bad.want) {
+				t.Fatalf("err = %v, want one containing %q", err, bad.want)
+			}
+		})
+	}
+}
+
+func TestCheckWorkers(t *testing.T) {
+	run := func(node string, token uint64, pid, start, end int, spawned ...int) Run {
+		r := Run{Node: node, Token: token, Pid: pid, Start: ms(start), LastBeat: ms(end)}
+		for _, w := range spawned {
+			r.Spawned = append(r.Spawned, Spawn{Pid: w, Role: RoleGroup, At: ms(start)})
+		}
+		return r
+	}
+	worker := func(node string, token uint64, pid, first, last int) Worker {
+		return Worker{Node: node, Token: token, Pid: pid, Role: RoleGroup, First: ms(first), Last: ms(last), Lines: 2}
+	}
+	tests := []struct {
+		name    string
+		runs    []Run
+		workers []Worker
+		opt     Options
+		want    []string // substrings of the error; none: no error
+	}{
+		{name: "workers gone before the next term",
+			runs:    []Run{run("a", 1, 10, 0, 10, 11), run("b", 2, 20, 30, 40, 21)},
+			workers: []Worker{worker("a", 1, 11, 1, 29), worker("b", 2, 21, 31, 50)}},
+		{name: "worker outlives its run into the next term",
+			runs:    []Run{run("a", 1, 10, 0, 10, 11), run("b", 2, 20, 30, 40)},
+			workers: []Worker{worker("a", 1, 11, 1, 35)},
+			want:    []string{"overlap: [a worker group token=1 pid=11", "after the later term [b token=2", "token 1 after 2"}},
+		{name: "worker line at the next term's first line",
+			runs:    []Run{run("a", 1, 10, 0, 10, 11), run("b", 2, 20, 30, 40)},
+			workers: []Worker{worker("a", 1, 11, 1, 30)},
+			want:    []string{"overlap: [a worker", "0s after the later term"}},
+		{name: "worker of an old term writes after two later terms",
+			runs:    []Run{run("a", 1, 10, 0, 10, 11), run("b", 2, 20, 30, 40), run("c", 3, 30, 50, 60)},
+			workers: []Worker{worker("a", 1, 11, 1, 55)},
+			want:    []string{"after the later term [b token=2"}},
+		{name: "worker without a spawned line still belongs to its run",
+			runs:    []Run{run("a", 1, 10, 0, 10), run("b", 2, 20, 30, 40)},
+			workers: []Worker{worker("a", 1, 11, 1, 31)},
+			want:    []string{"overlap: [a worker"}},
+		{name: "worker survives a restart in place",
+			runs:    []Run{run("a", 5, 10, 0, 10, 11), run("a", 5, 12, 20, 30)},
+			workers: []Worker{worker("a", 5, 11, 1, 25)},
+			opt:     Options{AllowRestarts: true},
+			want:    []string{"overlap: [a worker group token=5 pid=11", "after the next run [a token=5 pid=12"}},
+		{name: "restart after the workers are gone",
+			runs:    []Run{run("a", 5, 10, 0, 10, 11), run("a", 5, 12, 20, 30, 13)},
+			workers: []Worker{worker("a", 5, 11, 1, 19), worker("a", 5, 13, 21, 40)},
+			opt:     Options{AllowRestarts: true}},
+		{name: "worker of a token no run had",
+			runs:    []Run{run("a", 1, 10, 0, 10)},
+			workers: []Worker{worker("a", 9, 11, 1, 5)},
+			want:    []string{"token order: [a worker group token=9", "no run of a"}},
+		{name: "worker older than every run of its token",
+			runs:    []Run{run("a", 1, 10, 20, 30)},
+			workers: []Worker{worker("a", 1, 11, 1, 25)},
+			want:    []string{"token order: [a worker group token=1"}},
+		{name: "the last worker of the last term may run on",
+			runs:    []Run{run("a", 1, 10, 0, 10, 11)},
+			workers: []Worker{worker("a", 1, 11, 1, 1000)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Log{Runs: tt.runs, Workers: tt.workers}.Check(tt.opt)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Check: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Check passed, want %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Check: %v\nwant it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// ReadAll and Check on a real file: a worker line after the next term's
+// start fails the check of the parsed log.
+func TestReadAllCheck(t *testing.T) {
+	path := t.TempDir() + "/record.log"
+	log := line(KindStart, "a", "1", 10, 0, "") + line(KindSpawned, "a", "1", 10, 1, "11 setsid") +
+		line(KindWorker, "a", "1", 11, 2, RoleSetsid) + line(KindExit, "a", "1", 10, 5, "-9") +
+		line(KindStart, "b", "2", 20, 30, "") + line(KindWorker, "a", "1", 11, 31, RoleSetsid)
+	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lg, err := ReadAll(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lg.Check(Options{}); err == nil || !strings.Contains(err.Error(), "overlap: [a worker setsid token=1 pid=11") {
+		t.Fatalf("Check = %v, want the setsid worker's overlap", err)
+	}
+	if err := Check(lg.Runs, Options{}); err != nil {
+		t.Fatalf("Check of the runs alone: %v", err)
+	}
+	if lg, err := ReadAll(path + ".missing"); err != nil || len(lg.Runs)+len(lg.Workers) != 0 {
+		t.Fatalf("ReadAll of a missing file: %+v, %v", lg, err)
 	}
 }

@@ -15,6 +15,27 @@
 //	                                 inherited across exec)
 //	RECORD_ENV_FILE=path             write the environment there, one variable a
 //	                                 line, before the start line
+//	RECORD_WORKERS=1                 right after the start line, start three
+//	                                 workers (see below) and log each as
+//	                                 "spawned WORKERPID ROLE"
+//	RECORD_WORKERS_IGNORE_TERM=1     the workers ignore SIGTERM: only SIGKILL
+//	                                 ends them (else SIGTERM does)
+//
+// A worker is the recorder itself again (/proc/self/exe) with
+// RECORD_ROLE=ROLE, and writes a "worker" line every 5 ms, from its first
+// moment until it dies, under its recorder's node and token. It never stops
+// on its own and does not die with its recorder: ending it is electd's job.
+// The roles:
+//
+//	group   a plain child: it stays in the recorder's process group
+//	setsid  a child that leaves the group (a session of its own)
+//	daemon  a double fork: an intermediate (RECORD_ROLE=daemonize) starts
+//	        the daemon in a session of its own, logs the spawned line, and
+//	        exits at once, so the daemon is orphaned (reparented to a
+//	        subreaper, or to the init of electd's PID namespace)
+//
+// Every pid in the log is the host's (the test's), even when electd runs
+// the recorder in a PID namespace of its own: see hostPid.
 package main
 
 import (
@@ -39,6 +60,14 @@ type recorder struct {
 	pid       int
 }
 
+func openLog(path string) *os.File {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		fail("%v", err)
+	}
+	return f
+}
+
 func (r *recorder) write(kind, extra string) {
 	// One write per line with O_APPEND: lines of many writers never interleave.
 	if _, err := r.f.WriteString(record.Format(kind, r.node, r.tok, r.pid, time.Now(), extra)); err != nil {
@@ -56,15 +85,20 @@ func main() {
 	if path == "" {
 		fail("$RECORD_LOG is not set")
 	}
+	switch role := os.Getenv(envRole); role {
+	case "":
+	case record.RoleGroup, record.RoleSetsid, record.RoleDaemon:
+		work(path, role)
+	case roleDaemonize:
+		daemonize(path)
+	default:
+		fail("%s=%q: want %s, %s, %s or %s", envRole, role, record.RoleGroup, record.RoleSetsid, record.RoleDaemon, roleDaemonize)
+	}
 	exitAfter, exitCode := exitKnobs()
 	if envPath := os.Getenv("RECORD_ENV_FILE"); envPath != "" {
 		writeEnv(envPath)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		fail("%v", err)
-	}
-	r := &recorder{f: f, node: os.Getenv("ELECTD_ID"), tok: os.Getenv("ELECTD_FENCING_TOKEN"), pid: hostPid(os.Getpid())}
+	r := &recorder{f: openLog(path), node: os.Getenv("ELECTD_ID"), tok: os.Getenv("ELECTD_FENCING_TOKEN"), pid: hostPid(os.Getpid())}
 
 	terms := make(chan os.Signal, 4)
 	gcIgnoresTerm := os.Getenv("RECORD_GRANDCHILD_IGNORE_TERM") == "1"
@@ -74,6 +108,9 @@ func main() {
 		signal.Notify(terms, syscall.SIGTERM)
 	}
 	r.write(record.KindStart, "")
+	if os.Getenv("RECORD_WORKERS") == "1" {
+		r.spawnWorkers()
+	}
 	if os.Getenv("RECORD_SPAWN_GRANDCHILD") == "1" {
 		r.spawnGrandchild()
 	}
@@ -101,7 +138,9 @@ func main() {
 		case <-exitC:
 			r.write(record.KindExit, strconv.Itoa(exitCode))
 			if exitCode < 0 {
-				_ = syscall.Kill(r.pid, syscall.Signal(-exitCode))
+				// Our own pid, not r.pid: in electd's PID namespace the
+				// host's pid names another process, or none.
+				_ = syscall.Kill(os.Getpid(), syscall.Signal(-exitCode))
 				select {} // until the signal lands
 			}
 			os.Exit(exitCode)
@@ -137,6 +176,88 @@ func (r *recorder) spawnGrandchild() {
 	}
 	go func() { _ = cmd.Wait() }()
 	r.write(record.KindGrandchild, strconv.Itoa(hostPid(cmd.Process.Pid)))
+}
+
+const (
+	envRole       = "RECORD_ROLE"
+	envParent     = "RECORD_PARENT_PID" // the recorder's host pid, for the daemonize step
+	roleDaemonize = "daemonize"
+)
+
+// spawnWorkers starts the three workers and logs a spawned line for each
+// (the daemon's is written by the intermediate, which knows its pid). The
+// group and setsid workers are reaped by a goroutine if they die first; the
+// intermediate is waited for, so every spawned line is in the log when this
+// returns.
+func (r *recorder) spawnWorkers() {
+	for _, role := range []string{record.RoleGroup, record.RoleSetsid} {
+		cmd := r.self(role)
+		if role == record.RoleSetsid {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		}
+		if err := cmd.Start(); err != nil {
+			fail("start %s worker: %v", role, err)
+		}
+		pid := hostPid(cmd.Process.Pid) // while it is surely our child
+		go func() { _ = cmd.Wait() }()
+		r.write(record.KindSpawned, strconv.Itoa(pid)+" "+role)
+	}
+	cmd := r.self(roleDaemonize)
+	// Run, not CombinedOutput: the daemon inherits the intermediate's
+	// stderr, and a pipe held open by it would never reach EOF.
+	if err := cmd.Run(); err != nil {
+		fail("daemonize: %v", err)
+	}
+}
+
+// self is a command that runs this program again as role, with the
+// recorder's environment.
+func (r *recorder) self(role string) *exec.Cmd {
+	cmd := selfCommand()
+	cmd.Env = append(os.Environ(), envRole+"="+role, envParent+"="+strconv.Itoa(r.pid))
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+// selfCommand runs this program again (/proc/self/exe) under its own
+// argv[0], so that a worker looks like the recorder to ps and to the tests.
+func selfCommand() *exec.Cmd {
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Args[0] = os.Args[0]
+	return cmd
+}
+
+// daemonize is the intermediate of the double fork: it starts the daemon
+// in a session of its own, logs the spawned line for the recorder
+// ($RECORD_PARENT_PID) and exits, orphaning the daemon.
+func daemonize(path string) {
+	parent, err := strconv.Atoi(os.Getenv(envParent))
+	if err != nil {
+		fail("$%s=%q: %v", envParent, os.Getenv(envParent), err)
+	}
+	r := &recorder{f: openLog(path), node: os.Getenv("ELECTD_ID"), tok: os.Getenv("ELECTD_FENCING_TOKEN"), pid: parent}
+	cmd := selfCommand()
+	cmd.Env = append(os.Environ(), envRole+"="+record.RoleDaemon)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		fail("start daemon: %v", err)
+	}
+	r.write(record.KindSpawned, strconv.Itoa(hostPid(cmd.Process.Pid))+" "+record.RoleDaemon)
+	os.Exit(0) // without waiting: the daemon is orphaned
+}
+
+// work is a worker's life: a worker line every beat until it is killed.
+func work(path, role string) {
+	if os.Getenv("RECORD_WORKERS_IGNORE_TERM") == "1" {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	w := &recorder{f: openLog(path), node: os.Getenv("ELECTD_ID"), tok: os.Getenv("ELECTD_FENCING_TOKEN"), pid: hostPid(os.Getpid())}
+	beat := time.NewTicker(beatEvery)
+	for {
+		w.write(record.KindWorker, role)
+		<-beat.C
+	}
 }
 
 // writeEnv writes the environment to path, sorted, atomically (rename).
