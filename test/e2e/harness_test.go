@@ -54,10 +54,11 @@ func (h *harness) cleanup() {
 			}
 		}
 	}
-	runs, err := record.ReadFile(h.logPath)
+	lg, err := record.ReadAll(h.logPath)
 	if err != nil {
 		t.Errorf("record log: %v", err)
 	}
+	runs := lg.Runs
 	for _, r := range runs {
 		if !proc.WaitGone(r.Pid, goneTimeout) && proc.IsOurs(r.Pid, recorderBin) {
 			t.Errorf("child %s outlived its electd (SIGKILLed) by %s; killing it", r, goneTimeout)
@@ -70,8 +71,11 @@ func (h *harness) cleanup() {
 			}
 		}
 	}
+	// Workers (RECORD_WORKERS) that survived a kill -9 of electd, as they
+	// do outside a PID namespace.
+	h.killWorkers(runs)
 	if err == nil {
-		if cerr := record.Check(runs, record.Options{AllowRestarts: true}); cerr != nil {
+		if cerr := lg.Check(record.Options{AllowRestarts: true}); cerr != nil {
 			t.Errorf("record log %s:\n%v", h.logPath, cerr)
 		}
 	}

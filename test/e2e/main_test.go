@@ -70,6 +70,10 @@ var scenarios = []struct {
 	{"Grandchildren", testGrandchildren},
 	{"Environment", testEnvironment},
 	{"LeaderSince", testLeaderSince},
+	{"TreeMainKilled", testTreeMainKilled},
+	{"TreeKill9", testTreeKill9},
+	{"TreeIgnoresTerm", testTreeIgnoresTerm},
+	{"ContainmentRefused", testContainmentRefused},
 	{"StoreRestart", testStoreRestart}, // last: Redis comes back empty
 }
 

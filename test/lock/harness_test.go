@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electd/electd/test/e2e/tree"
 	pidwatch "github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
 )
@@ -68,6 +69,11 @@ func (h *harness) cleanup() {
 			t.Errorf("command %s outlived its electd by %s; killing it", r, goneTimeout)
 			_ = syscall.Kill(r.Pid, syscall.SIGKILL)
 		}
+	}
+	// Workers (RECORD_WORKERS) that outlived electd: whether that is a
+	// failure is for the test to say; none may leak.
+	for _, pid := range tree.Kill(runs, h.logPath, goneTimeout) {
+		t.Logf("worker %d was still alive at the end of the test; killed it", pid)
 	}
 	if t.Failed() {
 		for _, p := range h.procs {

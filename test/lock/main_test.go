@@ -2,11 +2,14 @@ package lock
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electd/electd/internal/testenv"
@@ -40,6 +43,26 @@ type store struct {
 	addr   string                                  // host:port of the server
 	url    func(addr string) string                // --store for addr (the server or a proxy)
 	queued func(t *testing.T, election string) int // candidates the store holds, read directly
+	// lastRun reads the --once-per run record of election directly (nil
+	// when there is none).
+	lastRun func(t *testing.T, election string) *runRecord
+}
+
+// runRecord is the --once-per run record as the store holds it (JSON).
+type runRecord struct {
+	ID       string    `json:"id"`
+	Token    uint64    `json:"fencing_token"`
+	Finished time.Time `json:"finished"`
+}
+
+// decodeRun decodes a run record read from the store.
+func decodeRun(t *testing.T, b []byte) *runRecord {
+	t.Helper()
+	var r runRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("run record %q: %v", b, err)
+	}
+	return &r
 }
 
 // backends start a server each and say how to read it directly.
@@ -61,6 +84,19 @@ var backends = []struct {
 					t.Fatalf("count candidates: %v", err)
 				}
 				return int(resp.Count)
+			},
+			lastRun: func(t *testing.T, election string) *runRecord {
+				t.Helper()
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				resp, err := cli.Get(ctx, "/electd/runs/"+election)
+				if err != nil {
+					t.Fatalf("read the run record: %v", err)
+				}
+				if len(resp.Kvs) == 0 {
+					return nil
+				}
+				return decodeRun(t, resp.Kvs[0].Value)
 			}}
 	}},
 	{"redis", func(t *testing.T) *store {
@@ -77,6 +113,19 @@ var backends = []struct {
 					t.Fatalf("count candidates: %v", err)
 				}
 				return int(n)
+			},
+			lastRun: func(t *testing.T, election string) *runRecord {
+				t.Helper()
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				b, err := cli.Get(ctx, "electd:{"+election+"}:lastrun").Bytes()
+				if errors.Is(err, redis.Nil) {
+					return nil
+				}
+				if err != nil {
+					t.Fatalf("read the run record: %v", err)
+				}
+				return decodeRun(t, b)
 			}}
 	}},
 }
@@ -98,6 +147,8 @@ var scenarios = []struct {
 	{"OncePer", testOncePer},
 	{"OncePerFailedRunRetries", testOncePerRetry},
 	{"LeaderWatch", testLeaderWatch},
+	{"TreeMainKilled", testTreeMainKilled},
+	{"ContainmentRefused", testContainmentRefused},
 }
 
 // TestBackends runs every scenario against a real etcd and a real Redis;
