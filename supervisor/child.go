@@ -138,7 +138,7 @@ func (e ExitStatus) Outcome() string {
 // Child is a running (or finished) command started by StartChild, with its
 // whole process tree. Under ContainPgroup it leads its own process group,
 // whose id is its pid; under ContainPidns its pid is that of the namespace
-// init, which leads a group of its own and runs the command as PID 2.
+// init, which leads a group of its own and runs the command.
 type Child struct {
 	spec    ChildSpec
 	log     *slog.Logger

@@ -41,7 +41,7 @@ const (
 //  6. wait (bounded) until the child's output has been delivered.
 //
 // ctx bounds only the grace period of step 2: once it ends, SIGKILL follows
-// at once, and steps 3-6 always run, so Stop never returns while the tree
+// at once (a ctx already ended skips steps 1 and 2), and steps 3-6 always run, so Stop never returns while the tree
 // still runs. Stop is idempotent and safe for concurrent use: every call
 // waits for the same single stop and returns the same result; a caller whose
 // ctx ends cuts the grace period short for all. If the child has already
@@ -77,9 +77,16 @@ func (c *Child) stop(ctx context.Context) error {
 	default:
 		sig := c.spec.stopSignal()
 		timeout := max(c.spec.StopTimeout, 0)
+		if ctx.Err() != nil {
+			// No time left for a grace period: a stop signal now would only
+			// race the SIGKILL.
+			sig = syscall.SIGKILL
+		}
 		c.log.Info("stopping", "pid", c.pid, "signal", signalName(sig), "timeout", timeout)
-		c.signalTree(sig)
-		if !c.grace(ctx, timeout) {
+		if sig != syscall.SIGKILL {
+			c.signalTree(sig)
+		}
+		if sig == syscall.SIGKILL || !c.grace(ctx, timeout) {
 			// Set before the kill so that the waiter, which reads it after
 			// reaping, sees it if our SIGKILL is what ended the child.
 			c.escalated.Store(true)

@@ -22,8 +22,8 @@ import (
 // SIGKILL reach every process of the tree, not just the main one. The modes
 // differ in what happens when electd itself dies:
 //
-//   - pidns: the child runs as PID 2 of a PID namespace of its own, under a
-//     small init of electd's (this binary, re-executed; see nsinit.go). The
+//   - pidns: the child runs in a PID namespace of its own (not as its PID 1),
+//     under a small init of electd's (this binary, re-executed; see nsinit.go). The
 //     kernel kills every process of a namespace when its init exits, and the
 //     init dies with electd (Pdeathsig, and its control pipe closing), so the
 //     tree dies with electd even on kill -9. When the main process exits, the

@@ -20,7 +20,9 @@ import (
 // below notices and runs initMain instead of the program, so every binary
 // that imports supervisor (electd, its tests) can be the init. The init:
 //
-//   - starts the command as PID 2 in a process group of its own, with the
+//   - starts the command in a process group of its own (a process of the
+//     namespace like any other, not PID 1; the init's own threads take the
+//     first pids), with the
 //     environment and stdin/stdout/stderr it was given, untouched, and every
 //     signal at its default action (as PID 1 it would ignore SIGTERM; the
 //     child is not PID 1, so its behaviour is that of any process);

@@ -1,0 +1,304 @@
+package supervisor
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/elector"
+)
+
+// treeChild writes a child whose main process starts three workers — one in
+// its process group, one that calls setsid, one daemonised by a double fork
+// — waits until each has written its host pid (the first field of
+// /proc/self/stat, read through the host's /proc, so it holds inside a PID
+// namespace too) to pidFile, and then SIGKILLs itself, as the OOM killer
+// would. With ignoreTerm the workers ignore SIGTERM.
+func treeChild(t *testing.T, ignoreTerm bool, exitMain bool) (cmd []string, pidFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	pidFile = filepath.Join(dir, "pids")
+	trap := ""
+	if ignoreTerm {
+		trap = "trap '' TERM\n"
+	}
+	worker := filepath.Join(dir, "worker.sh")
+	writeScript(t, worker, "#!/bin/sh\n"+trap+"read p rest < /proc/self/stat\necho \"$p\" >> "+pidFile+"\nexec sleep 1000\n")
+	end := "kill -9 $$\n"
+	if !exitMain {
+		end = "exec sleep 1000\n"
+	}
+	main := filepath.Join(dir, "main.sh")
+	writeScript(t, main, "#!/bin/sh\n"+trap+
+		worker+" &\n"+ // in the group
+		"setsid "+worker+" &\n"+ // its own session
+		"sh -c 'setsid "+worker+" &' &\n"+ // double fork: the middle shell exits at once
+		"while [ \"$(cat "+pidFile+" 2>/dev/null | wc -l)\" -lt 3 ]; do sleep 0.01; done\n"+
+		end)
+	return []string{main}, pidFile
+}
+
+func writeScript(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// treePids reads the workers' pids; it waits until all three are there.
+func treePids(t *testing.T, pidFile string) []int {
+	t.Helper()
+	var pids []int
+	waitFor(t, "three worker pids in "+pidFile, func() bool {
+		b, _ := os.ReadFile(pidFile)
+		pids = pids[:0]
+		for _, f := range strings.Fields(string(b)) {
+			if p, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, p)
+			}
+		}
+		return len(pids) == 3
+	})
+	t.Cleanup(func() {
+		for _, p := range pids {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+	})
+	return pids
+}
+
+// aliveOf returns the pids that still run (zombies do not).
+func aliveOf(pids []int) []int {
+	var alive []int
+	for _, p := range pids {
+		if st, err := readStat(p); err == nil && st.state != 'Z' && st.state != 'X' {
+			alive = append(alive, p)
+		}
+	}
+	return alive
+}
+
+// treeHarness grants terms whose Resign records which workers were still
+// alive at the moment of the resign: the moment a successor may take over.
+type treeHarness struct {
+	*harness
+	mu         sync.Mutex
+	pidFile    string
+	aliveAtEnd [][]int
+}
+
+func newTreeHarness(t *testing.T, mode Containment, onExit OnExit, ignoreTerm, exitMain bool) *treeHarness {
+	t.Helper()
+	needMode(t, mode)
+	cmd, pidFile := treeChild(t, ignoreTerm, exitMain)
+	th := &treeHarness{pidFile: pidFile}
+	th.harness = newHarness(t, func(c *Config) {
+		c.Command, c.Containment, c.OnExit = cmd, mode, onExit
+		c.Logger = testLogger(t)
+	})
+	return th
+}
+
+func (th *treeHarness) grant(t *testing.T, token uint64) *elector.Deadline {
+	t.Helper()
+	dl := elector.NewDeadline(th.clk, th.timing, th.clk.Now())
+	term := elector.NewTerm(elector.Leader{ID: "me", Token: token, Since: th.clk.Now()}, dl,
+		func(context.Context) error {
+			b, _ := os.ReadFile(th.pidFile)
+			var pids []int
+			for _, f := range strings.Fields(string(b)) {
+				if p, err := strconv.Atoi(f); err == nil {
+					pids = append(pids, p)
+				}
+			}
+			th.mu.Lock()
+			th.aliveAtEnd = append(th.aliveAtEnd, aliveOf(pids))
+			th.mu.Unlock()
+			th.resigns <- struct{}{}
+			return nil
+		})
+	th.el.terms <- term
+	return dl
+}
+
+func (th *treeHarness) awaitResign(t *testing.T) []int {
+	t.Helper()
+	select {
+	case <-th.resigns:
+	case <-time.After(testDeadline):
+		t.Fatal("the term was not given up")
+	}
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	return th.aliveAtEnd[len(th.aliveAtEnd)-1]
+}
+
+func (th *treeHarness) cfgBackoff() time.Duration { return th.sup.cfg.RestartBackoff }
+
+var modes = []Containment{ContainPidns, ContainPgroup}
+
+// TestTreeGoneBeforeResign: the child's main process is SIGKILLed while its
+// workers (in the group, setsid'd, daemonised) run; whatever --on-exit says,
+// not one worker is alive when the term is given up, in either mode.
+func TestTreeGoneBeforeResign(t *testing.T) {
+	for _, mode := range modes {
+		for _, onExit := range []OnExit{OnExitResign, OnExitExit} {
+			t.Run(string(mode)+"/"+string(onExit), func(t *testing.T) {
+				th := newTreeHarness(t, mode, onExit, true, true)
+				th.grant(t, 20)
+				pids := treePids(t, th.pidFile)
+				if alive := th.awaitResign(t); len(alive) > 0 {
+					t.Fatalf("workers %v of %v alive when the term was given up", alive, pids)
+				}
+				waitFor(t, "child exit recorded", func() bool { return th.ev.has("child_exited:signaled") })
+			})
+		}
+	}
+}
+
+// TestRestartAfterTreeGone: under --on-exit restart, the old tree is gone
+// before the next child starts.
+func TestRestartAfterTreeGone(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(string(mode), func(t *testing.T) {
+			th := newTreeHarness(t, mode, OnExitRestart, false, true)
+			th.grant(t, 21)
+			first := treePids(t, th.pidFile)
+			waitFor(t, "the first child's exit", func() bool { return th.ev.has("child_exited:signaled") })
+			// Armed: the deadline's timer, the stop timer, and the restart.
+			waitFor(t, "the restart armed", func() bool { return th.clk.Pending() == 3 })
+			alive := aliveOf(first)
+			th.clk.Advance(th.cfgBackoff())
+			waitFor(t, "a restart", func() bool { return th.ev.count("child_started") == 2 })
+			if len(alive) > 0 {
+				t.Fatalf("workers %v of the first tree alive when the restart was armed", alive)
+			}
+		})
+	}
+}
+
+// TestDeadlineKillsTermIgnoringTree: a main process and workers that all
+// ignore SIGTERM are SIGKILLed, every one, when the stop-by moment comes,
+// before the term is given up.
+func TestDeadlineKillsTermIgnoringTree(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(string(mode), func(t *testing.T) {
+			th := newTreeHarness(t, mode, OnExitResign, true, false)
+			th.grant(t, 22)
+			pids := treePids(t, th.pidFile)
+			th.clk.Advance(th.timing.Window())
+			if alive := th.awaitResign(t); len(alive) > 0 {
+				t.Fatalf("workers %v of %v alive when the term was given up", alive, pids)
+			}
+			waitFor(t, "lost:deadline, child killed", func() bool {
+				return th.ev.has("lost:deadline") && th.ev.has("child_exited:killed")
+			})
+		})
+	}
+}
+
+// TestSuspendEndsTerm drives the boot clock apart from the monotonic one, as
+// a host suspension does.
+func TestSuspendEndsTerm(t *testing.T) {
+	const stopTimeout = time.Second // newHarness's
+	tests := []struct {
+		name    string
+		suspend time.Duration
+		want    string
+	}{
+		{name: "suspended past the lease", suspend: 20 * time.Second, want: "lost:suspended"},
+		{name: "suspended more than the bound, lease still running", suspend: SuspendBound + time.Millisecond, want: "lost:suspended"},
+		{name: "suspended within the bound", suspend: SuspendBound, want: "lost:deadline"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			th := newTreeHarness(t, ContainPgroup, OnExitResign, true, false)
+			dl := th.grant(t, 23)
+			pids := treePids(t, th.pidFile)
+			stopBy := elector.StopBy(dl.ValidUntil(), stopTimeout, StopMargin)
+			th.clk.Suspend(tt.suspend)
+			// Run the monotonic clock to the real stop-by moment, where the
+			// stop timer on the boot clock fires, then on in small steps
+			// until the term ends.
+			th.clk.Advance(max(0, stopBy.Sub(th.clk.Now())-tt.suspend))
+			waitFor(t, "the term ended", func() bool {
+				if !th.sup.Leading() {
+					return true
+				}
+				th.clk.Advance(10 * time.Millisecond)
+				return false
+			})
+			if alive := th.awaitResign(t); len(alive) > 0 {
+				t.Fatalf("workers %v of %v alive when the term was given up", alive, pids)
+			}
+			waitFor(t, tt.want, func() bool { return th.ev.has(tt.want) })
+			switch {
+			case tt.want == "lost:suspended" && !th.ev.has("child_exited:killed"):
+				t.Fatalf("after a suspension the tree must be SIGKILLed at once; events %v", th.ev.events)
+			case tt.want == "lost:deadline" && th.clk.Now().Before(stopBy):
+				t.Fatalf("a suspension within the bound ended the term early, at %v before stop-by", stopBy.Sub(th.clk.Now()))
+			}
+		})
+	}
+}
+
+// TestNoStartAfterTheEnd: a term that is already over when it is won, or
+// whose stop-by moment has passed, never starts the child.
+func TestNoStartAfterTheEnd(t *testing.T) {
+	tests := []struct {
+		name string
+		term func(h *harness) *elector.Term
+		want string
+	}{
+		{name: "ended", want: "lost:key_lost", term: func(h *harness) *elector.Term {
+			dl := elector.NewDeadline(h.clk, h.timing, h.clk.Now())
+			dl.End(elector.ErrLeadershipLost)
+			return elector.NewTerm(elector.Leader{ID: "me", Token: 30}, dl, func(context.Context) error { return nil })
+		}},
+		{name: "past stop-by", want: "lost:deadline", term: func(h *harness) *elector.Term {
+			// Renewed so long ago that only 100 ms are left: less than
+			// StopTimeout + StopMargin.
+			sent := h.clk.Now().Add(-h.timing.Window() + 100*time.Millisecond)
+			dl := elector.NewDeadline(h.clk, h.timing, sent)
+			return elector.NewTerm(elector.Leader{ID: "me", Token: 31}, dl, func(context.Context) error { return nil })
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.Command = []string{"sleep", "1000"} })
+			h.el.terms <- tt.term(h)
+			waitFor(t, tt.want, func() bool { return h.ev.has(tt.want) })
+			if h.ev.has("child_started") {
+				t.Fatalf("a child was started in a term that was over: %v", h.ev.events)
+			}
+		})
+	}
+}
+
+// TestNoRestartAfterTheEnd: a restart that falls due together with the
+// term's end never starts a child.
+func TestNoRestartAfterTheEnd(t *testing.T) {
+	for range 5 { // the select picks among ready cases at random
+		h := newHarness(t, func(c *Config) {
+			c.Command, c.OnExit = []string{"sh", "-c", "exit 3"}, OnExitRestart
+			c.RestartBackoff = 9 * time.Second
+		})
+		h.grant(32)
+		waitFor(t, "the child's exit", func() bool { return h.ev.has("child_exited:failure") })
+		// Armed: the deadline's timer, the stop timer, and the restart.
+		waitFor(t, "the restart armed", func() bool { return h.clk.Pending() == 3 })
+		// The stop-by moment (8.69 s) and then the restart (9 s) come in
+		// one step, before ValidUntil (9.89 s).
+		h.clk.Advance(9500 * time.Millisecond)
+		waitFor(t, "lost:deadline", func() bool { return h.ev.has("lost:deadline") })
+		if starts := h.ev.count("child_started"); starts != 1 {
+			t.Fatalf("%d starts, want 1: a restart ran past the term's end", starts)
+		}
+	}
+}
