@@ -172,6 +172,8 @@ func TestMetricsEvents(t *testing.T) {
 	m.ChildExited("signaled")
 	m.Lost("key_lost")
 	m.Lost("made_up") // counted as other
+	m.Containment("pgroup")
+	m.Containment("pidns") // the mode in force replaces any earlier one
 	lease = 0
 	// Leader changes seen by the View: baseline a, then b, then c.
 	o.feed(t, leader("a", 1))
@@ -191,9 +193,13 @@ func TestMetricsEvents(t *testing.T) {
 		{name: "electd_leadership_lost_total", labels: map[string]string{"reason": "deadline"}, value: 0},
 		{name: "electd_lease_remaining_seconds", value: 0},
 		{name: "electd_leader_changes_total", value: 2},
+		{name: "electd_containment_info", labels: map[string]string{"mode": "pidns"}, value: 1},
 	})
 	if _, ok := sample(fams, "electd_leadership_lost_total", map[string]string{"election": "e", "reason": "made_up"}); ok {
 		t.Error("unknown loss reason got its own series")
+	}
+	if _, ok := sample(fams, "electd_containment_info", map[string]string{"election": "e", "mode": "pgroup"}); ok {
+		t.Error("an earlier containment mode is still reported")
 	}
 }
 

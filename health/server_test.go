@@ -228,12 +228,13 @@ func TestNewServerConfig(t *testing.T) {
 func TestLivezHealthz(t *testing.T) {
 	blocked := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
 	tests := []struct {
-		name    string
-		path    string
-		live    func() error
-		healthy func(context.Context) error
-		code    int
-		body    map[string]any
+		name        string
+		path        string
+		live        func() error
+		healthy     func(context.Context) error
+		containment string
+		code        int
+		body        map[string]any
 	}{
 		{name: "live", path: "/livez", live: func() error { return nil }, code: 200, body: map[string]any{"status": "ok"}},
 		{name: "live by default", path: "/livez", code: 200, body: map[string]any{"status": "ok"}},
@@ -244,12 +245,16 @@ func TestLivezHealthz(t *testing.T) {
 			body: map[string]any{"status": "error", "error": "session expired"}},
 		{name: "store check times out", path: "/healthz", healthy: blocked, code: 503,
 			body: map[string]any{"status": "error", "error": context.DeadlineExceeded.Error()}},
+		{name: "healthz reports the containment", path: "/healthz", healthy: func(context.Context) error { return nil }, containment: "pidns",
+			code: 200, body: map[string]any{"status": "ok", "containment": "pidns"}},
+		{name: "healthz reports the containment when down", path: "/healthz", healthy: func(context.Context) error { return errors.New("down") },
+			containment: "pgroup", code: 503, body: map[string]any{"status": "error", "error": "down", "containment": "pgroup"}},
 		{name: "livez ignores the store", path: "/livez", healthy: func(context.Context) error { return errors.New("down") }, code: 200,
 			body: map[string]any{"status": "ok"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, _ := newTestServer(t, func(c *Config) { c.Live, c.Healthy = tt.live, tt.healthy })
+			s, _ := newTestServer(t, func(c *Config) { c.Live, c.Healthy, c.Containment = tt.live, tt.healthy, tt.containment })
 			s.healthTimeout = 10 * time.Millisecond
 			w := do(t, s, "GET", tt.path, "192.0.2.1:5555", nil)
 			if w.Code != tt.code {

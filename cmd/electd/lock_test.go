@@ -90,6 +90,18 @@ func TestParseLockConfig(t *testing.T) {
 		{name: "zero once-per", args: []string{"--once-per", "0s", "job", "--", "true"}, field: "once-per"},
 		{name: "once-per with slots", args: []string{"--once-per", "1h", "--slots", "2", "job", "--", "true"}, field: "once-per"},
 		{name: "stop-timeout too long", args: []string{"--ttl", "2s", "--stop-timeout", "5s", "job", "--", "true"}, field: "stop-timeout"},
+		{name: "containment pgroup", args: []string{"--containment", "pgroup", "job", "--", "true"}, check: func(t *testing.T, lc *lockConfig) {
+			if lc.contain != supervisor.ContainPgroup || lc.containWhy == "" {
+				t.Fatalf("containment %q (%q)", lc.contain, lc.containWhy)
+			}
+		}},
+		{name: "containment auto is resolved", args: []string{"job", "--", "true"}, check: func(t *testing.T, lc *lockConfig) {
+			if lc.contain != supervisor.ContainPidns && lc.contain != supervisor.ContainPgroup {
+				t.Fatalf("containment %q: auto must resolve to a mode in force", lc.contain)
+			}
+		}},
+		{name: "containment unknown", args: []string{"--containment", "jail", "job", "--", "true"}, field: "containment"},
+		{name: "containment cgroup is not built", args: []string{"--containment", "cgroup", "job", "--", "true"}, field: "containment"},
 		{name: "command not found", args: []string{"job", "--", "/nonexistent/electd-lock-test"}, cmdCode: 127},
 		{name: "command not executable", args: []string{"job", "--", noexec}, cmdCode: 126},
 		{name: "shell skips the lookup", args: []string{"--shell", "job", "--", "nonexistent-command"}, check: func(t *testing.T, lc *lockConfig) {
