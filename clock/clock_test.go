@@ -1,6 +1,7 @@
 package clock
 
 import (
+	"os"
 	"testing"
 	"time"
 )
@@ -68,5 +69,29 @@ func TestRealBootTimer(t *testing.T) {
 	}
 	if fired(tm) {
 		t.Error("a stopped timer fired")
+	}
+}
+
+// TestRealBootTimerReleasesFd: a fired or stopped timer holds no descriptor
+// once stopped (a term re-arms its stop timer on every renewal).
+func TestRealBootTimerReleasesFd(t *testing.T) {
+	fds := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(entries)
+	}
+	var c Real
+	before := fds()
+	for i := range 50 {
+		tm := c.NewBootTimer(time.Duration(i%2) * time.Hour) // fires at once, or never
+		if i%2 == 0 {
+			<-tm.C()
+		}
+		tm.Stop()
+	}
+	if after := fds(); after > before {
+		t.Fatalf("%d descriptors open after 50 stopped timers, %d before", after, before)
 	}
 }

@@ -58,6 +58,9 @@ func (st *stopTimer) at() time.Time {
 }
 
 func (st *stopTimer) arm() {
+	if st.t != nil {
+		st.t.Stop() // fired: this releases its timerfd
+	}
 	st.t = st.clk.NewBootTimer(max(0, st.at().Sub(st.clk.Now())))
 }
 

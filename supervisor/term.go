@@ -104,7 +104,7 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 		case reply = <-s.resignReq:
 			e.reason = endResigned
 		case <-childDone:
-			e.status, e.exited = s.reap(ctx, child, term), true
+			e.status, e.exited = s.reap(ctx, child), true
 			child = nil
 			if onExit != OnExitRestart {
 				e.reason = endExited
@@ -158,9 +158,9 @@ func (s *Supervisor) over(ctx context.Context, term *elector.Term, stopBy *stopT
 }
 
 // reap handles a child whose main process exited on its own: what is left of
-// its tree is killed and reaped (Stop), and the exit is recorded.
-func (s *Supervisor) reap(ctx context.Context, c *Child, term *elector.Term) ExitStatus {
-	st := s.stopChild(ctx, c, term, true)
+// its tree is killed and reaped, and the exit is recorded.
+func (s *Supervisor) reap(ctx context.Context, c *Child) ExitStatus {
+	st := s.endChild(ctx, c, 0)
 	s.log.Info("child exited", "code", st.ExitCode(), "outcome", st.Outcome(), "on_exit", s.cfg.OnExit)
 	return st
 }
@@ -173,13 +173,20 @@ func (s *Supervisor) stopChild(ctx context.Context, c *Child, term *elector.Term
 	if killNow {
 		left = 0 // SIGKILL at once
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), left)
+	st := s.endChild(ctx, c, left)
+	s.log.Info("child stopped", "code", st.ExitCode(), "outcome", st.Outcome(), "killed", st.Killed)
+	return st
+}
+
+// endChild stops c's tree with at most grace for the stop signal (Stop),
+// and records the child as gone.
+func (s *Supervisor) endChild(ctx context.Context, c *Child, grace time.Duration) ExitStatus {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
 	st, err := c.Stop(sctx)
 	if err != nil {
 		s.log.Error("child's tree survived SIGKILL", "err", err)
 	}
 	s.childGone(c, st)
-	s.log.Info("child stopped", "code", st.ExitCode(), "outcome", st.Outcome(), "killed", st.Killed)
 	return st
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -21,12 +22,25 @@ func demoJobCommand() *cli.Command {
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			id, token := os.Getenv("ELECTD_ID"), os.Getenv("ELECTD_FENCING_TOKEN")
-			if _, err := fmt.Fprintf(c.App.Writer, "demo-job start %s %s %d %d\n", id, token, time.Now().UnixNano(), os.Getpid()); err != nil {
+			if _, err := fmt.Fprintf(c.App.Writer, "demo-job start %s %s %d %d\n", id, token, time.Now().UnixNano(), hostPid()); err != nil {
 				return err
 			}
 			<-ctx.Done()
-			_, err := fmt.Fprintf(c.App.Writer, "demo-job stop %s %s %d %d\n", id, token, time.Now().UnixNano(), os.Getpid())
+			_, err := fmt.Fprintf(c.App.Writer, "demo-job stop %s %s %d %d\n", id, token, time.Now().UnixNano(), hostPid())
 			return err
 		},
 	}
+}
+
+// hostPid is this process's pid as the demo (outside the job's PID
+// namespace, when electd contains it in one) sees it: /proc is the host's
+// mount, so /proc/self names us by that pid, while getpid answers with the
+// namespace's.
+func hostPid() int {
+	if s, err := os.Readlink("/proc/self"); err == nil {
+		if pid, err := strconv.Atoi(s); err == nil {
+			return pid
+		}
+	}
+	return os.Getpid()
 }
