@@ -19,9 +19,19 @@ type TermEndedError struct {
 	Err error
 	// Status is how the stopped child ended.
 	Status ExitStatus
+	// NotStarted: the term was over before the child could start, so it
+	// never ran (Status is zero).
+	NotStarted bool
 }
 
 func (e *TermEndedError) Error() string {
+	if e.NotStarted {
+		msg := fmt.Sprintf("term ended before the child could start (%s); it did not run", e.Reason)
+		if e.Err != nil {
+			msg += ": " + e.Err.Error()
+		}
+		return msg
+	}
 	msg := fmt.Sprintf("term ended while the child ran (%s); child stopped with code %d", e.Reason, e.Status.ExitCode())
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
@@ -83,5 +93,5 @@ func (s *Supervisor) RunOnce(ctx context.Context, term *elector.Term, afterExit 
 	if e.reason != endDeadline && e.reason != endSuspended {
 		cause = term.Err()
 	}
-	return &TermEndedError{Reason: e.reason, Err: cause, Status: e.status}
+	return &TermEndedError{Reason: e.reason, Err: cause, Status: e.status, NotStarted: !e.ran}
 }

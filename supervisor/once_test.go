@@ -51,7 +51,9 @@ func TestRunOnce(t *testing.T) {
 	tests := []struct {
 		name    string
 		command []string
-		// act ends the run from outside (nil: the child ends it).
+		// before runs ahead of RunOnce; act ends the run from outside (nil:
+		// the child ends it).
+		before    func(o *onceRun)
 		act       func(o *onceRun, cancel context.CancelFunc)
 		check     func(t *testing.T, err error)
 		wantSteps []string
@@ -121,6 +123,18 @@ func TestRunOnce(t *testing.T) {
 			wantSteps: []string{"resign"},
 		},
 		{
+			name:    "term over before the start: the command never runs",
+			command: []string{"sleep", "1000"},
+			before:  func(o *onceRun) { o.dl.End(elector.ErrLeaseLost) },
+			check: func(t *testing.T, err error) {
+				var te *TermEndedError
+				if !errors.As(err, &te) || !te.NotStarted || te.Reason != "lease_lost" {
+					t.Fatalf("RunOnce = %v, want TermEndedError lease_lost, not started", err)
+				}
+			},
+			wantSteps: []string{"resign"},
+		},
+		{
 			name:    "command does not start",
 			command: []string{"/nonexistent/electd-test-command"},
 			check: func(t *testing.T, err error) {
@@ -135,6 +149,9 @@ func TestRunOnce(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			o := newOnceRun(t, tc.command...)
+			if tc.before != nil {
+				tc.before(o)
+			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			done := make(chan error, 1)

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -300,5 +301,29 @@ func TestNoRestartAfterTheEnd(t *testing.T) {
 		if starts := h.ev.count("child_started"); starts != 1 {
 			t.Fatalf("%d starts, want 1: a restart ran past the term's end", starts)
 		}
+	}
+}
+
+// TestRunOnceAfterExitAfterTree: lock's afterExit (where --once-per records
+// the run) runs only once every worker of the tree is gone.
+func TestRunOnceAfterExitAfterTree(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(string(mode), func(t *testing.T) {
+			needMode(t, mode)
+			cmd, pidFile := treeChild(t, true, true)
+			o := newOnceRun(t, cmd...)
+			o.sup.cfg.Containment = mode
+			var alive []int
+			err := o.sup.RunOnce(context.Background(), o.term, func(context.Context, ExitStatus) {
+				alive = aliveOf(treePids(t, pidFile))
+			})
+			var xe *ExitError
+			if !errors.As(err, &xe) || xe.Code() != 137 {
+				t.Fatalf("RunOnce = %v, want ExitError 137", err)
+			}
+			if len(alive) > 0 {
+				t.Fatalf("workers %v alive when the run was recorded", alive)
+			}
+		})
 	}
 }

@@ -429,6 +429,9 @@ type lockLostError struct {
 }
 
 func (e *lockLostError) Error() string {
+	if e.err.NotStarted {
+		return fmt.Sprintf("lock %s lost before the command could start (%s); it did not run", e.name, e.err.Reason)
+	}
 	return fmt.Sprintf("lock %s lost while the command ran (%s); the command was stopped (code %d) before the lease could lapse",
 		e.name, e.err.Reason, e.err.Status.ExitCode())
 }
