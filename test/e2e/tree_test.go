@@ -34,9 +34,10 @@ const (
 	// sendTime + ttl·(1 − drift) − epsilon.
 	driftPercent = 1
 	epsilon      = 10 * time.Millisecond
-	// killSlack is how late a SIGKILL timer may fire on a loaded machine:
-	// what the margin is there to absorb.
-	killSlack = 50 * time.Millisecond
+	// killSlack is how late a SIGKILL timer may fire on a loaded machine
+	// (a CPU quota's throttling included): what the margin is there to
+	// absorb.
+	killSlack = 100 * time.Millisecond
 )
 
 var (
@@ -298,8 +299,18 @@ func testTreeIgnoresTerm(t *testing.T, s *store) {
 				t.Fatalf("%d workers of %s wrote, want %d", len(ws), old, tree.Roles)
 			}
 			budget := stopTimeout + stopMargin
-			deadline := ended.Add(ttl*(100-driftPercent)/100 - epsilon - stopMargin + killSlack)
-			var parts []string
+			// ValidUntil as electd logged it when its deadline made it stop;
+			// else (the term ended another way) the latest it can have been:
+			// the last renewal was sent before the cut.
+			validUntil, logged := n1.validUntilAtStop()
+			if !logged {
+				validUntil = ended.Add(ttl*(100-driftPercent)/100 - epsilon)
+			}
+			deadline := validUntil.Add(-stopMargin + killSlack)
+			var (
+				parts  []string
+				latest time.Duration // the tree's last line after the SIGTERM
+			)
 			for _, wk := range append(ws, record.Worker{Role: "main", Pid: old.Pid, Last: old.End()}) {
 				after := wk.Last.Sub(term)
 				parts = append(parts, fmt.Sprintf("%s %s", wk.Role, ms(after)))
@@ -307,17 +318,20 @@ func testTreeIgnoresTerm(t *testing.T, s *store) {
 					t.Errorf("the %s process (pid %d) wrote %s after the SIGTERM, past --stop-timeout %s + margin %s",
 						wk.Role, wk.Pid, ms(after), stopTimeout, stopMargin)
 				}
-				if after < stopTimeout-beatSlack {
-					t.Errorf("the %s process (pid %d) was killed %s after the SIGTERM, before the %s stop timeout",
-						wk.Role, wk.Pid, ms(after), stopTimeout)
-				}
+				latest = max(latest, after)
 				if tt.cut && !wk.Last.Before(deadline) {
-					t.Errorf("the %s process (pid %d) wrote %s after the cut, past ValidUntil − margin (at most %s after the cut)",
-						wk.Role, wk.Pid, ms(wk.Last.Sub(ended)), ms(deadline.Sub(ended)))
+					t.Errorf("the %s process (pid %d) wrote %s after the cut, past ValidUntil − margin + %s (%s after the cut; ValidUntil logged: %v)",
+						wk.Role, wk.Pid, ms(wk.Last.Sub(ended)), killSlack, ms(deadline.Sub(ended)), logged)
 				}
 				if !wk.Last.Before(next.Start) {
 					t.Errorf("the %s process (pid %d) wrote %s after the next child started", wk.Role, wk.Pid, ms(wk.Last.Sub(next.Start)))
 				}
+			}
+			// The tree as a whole got the whole --stop-timeout. (Not each
+			// process: on a loaded machine one may be starved of the CPU for
+			// longer than a beat.)
+			if latest < stopTimeout-beatSlack {
+				t.Errorf("the tree's last line was %s after the SIGTERM: SIGKILLed before the %s stop timeout", ms(latest), stopTimeout)
 			}
 			how := "POST /resign"
 			if tt.cut {
@@ -325,6 +339,10 @@ func testTreeIgnoresTerm(t *testing.T, s *store) {
 			}
 			t.Logf("ignores SIGTERM: SIGTERM %s after %s; last lines after it: %s; next child %s after the SIGTERM",
 				ms(term.Sub(ended)), how, strings.Join(parts, ", "), ms(next.Start.Sub(term)))
+			if tt.cut {
+				t.Logf("cut off: ValidUntil %s after the cut (from electd's log: %v); the tree's last line %s before it",
+					ms(validUntil.Sub(ended)), logged, ms(validUntil.Sub(term.Add(latest))))
+			}
 			if px != nil {
 				px.Heal()
 			}
@@ -380,6 +398,42 @@ func testContainmentRefused(t *testing.T, s *store) {
 			}
 		})
 	}
+}
+
+// validUntilAtStop is the term's ValidUntil that n logged when its
+// deadline, near without a renewal, made it stop the child.
+func (n *node) validUntilAtStop() (time.Time, bool) {
+	b, _ := os.ReadFile(n.logPath)
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		var e map[string]any
+		if json.Unmarshal(l, &e) != nil {
+			continue
+		}
+		if msg, _ := e["msg"].(string); !strings.HasPrefix(msg, "lease deadline near") {
+			continue
+		}
+		if v, ok := findKey(e, "valid_until").(string); ok {
+			if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+				return t, true
+			}
+		}
+	}
+	return time.Time{}, false
+}
+
+// findKey finds key in a decoded JSON object, in its groups too.
+func findKey(m map[string]any, key string) any {
+	if v, ok := m[key]; ok {
+		return v
+	}
+	for _, v := range m {
+		if g, ok := v.(map[string]any); ok {
+			if v := findKey(g, key); v != nil {
+				return v
+			}
+		}
+	}
+	return nil
 }
 
 // checkMode checks that n says which containment mode is in force: its
