@@ -1,0 +1,107 @@
+package supervisor
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/test/proc"
+)
+
+// BenchmarkTreeTeardown measures, per containment mode, the time from the
+// death of the child's main process (SIGKILL, as an OOM kill) to the death
+// of the last of its three workers (one in its group, one setsid'd, one
+// daemonised), as electd's term loop handles it: wait for the exit, then
+// Stop what is left. Every pid is watched from /proc every 200 µs, so the
+// figures are good to about that. Run:
+//
+//	go test -run '^$' -bench TreeTeardown -benchtime 20x ./supervisor/
+func BenchmarkTreeTeardown(b *testing.B) {
+	for _, mode := range modes {
+		b.Run(string(mode), func(b *testing.B) {
+			if _, _, err := ResolveContainment(mode); err != nil {
+				b.Skipf("SKIP: %v", err)
+			}
+			var gaps []time.Duration
+			for range b.N {
+				gaps = append(gaps, teardownOnce(b, mode))
+			}
+			slices.Sort(gaps)
+			b.ReportMetric(ms(gaps[len(gaps)/2]), "ms-median")
+			b.ReportMetric(ms(gaps[len(gaps)-1]), "ms-max")
+			b.ReportMetric(ms(gaps[0]), "ms-min")
+		})
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func teardownOnce(b *testing.B, mode Containment) time.Duration {
+	b.Helper()
+	dir := b.TempDir()
+	pids, goFile := filepath.Join(dir, "pids"), filepath.Join(dir, "go")
+	worker := filepath.Join(dir, "worker.sh")
+	self := "read p rest < /proc/self/stat\necho \"$p\" >> " + pids + "\n"
+	must(b, os.WriteFile(worker, []byte("#!/bin/sh\ntrap '' TERM\n"+self+"exec sleep 1000\n"), 0o755))
+	main := filepath.Join(dir, "main.sh")
+	must(b, os.WriteFile(main, []byte("#!/bin/sh\n"+self+
+		worker+" &\nsetsid "+worker+" &\nsh -c 'setsid "+worker+" &' &\n"+
+		"while [ ! -e "+goFile+" ]; do sleep 0.001; done\nkill -9 $$\n"), 0o755))
+	c, err := StartChild(ChildSpec{Path: main, Containment: mode}, nil)
+	must(b, err)
+	var all []int
+	deadline := time.Now().Add(10 * time.Second)
+	for len(all) < 4 {
+		if time.Now().After(deadline) {
+			b.Fatal("the tree did not start")
+		}
+		time.Sleep(time.Millisecond)
+		data, _ := os.ReadFile(pids)
+		all = all[:0]
+		for _, f := range strings.Fields(string(data)) {
+			if p, err := strconv.Atoi(f); err == nil {
+				all = append(all, p)
+			}
+		}
+	}
+	// As hold does: once the main process is reaped, Stop the rest.
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		<-c.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 0)
+		defer cancel()
+		_, _ = c.Stop(ctx)
+	}()
+	gone := make([]time.Time, len(all))
+	var wg sync.WaitGroup
+	for i, p := range all {
+		wg.Go(func() {
+			at, ok := proc.GoneAt(p, 10*time.Second, 200*time.Microsecond)
+			if !ok {
+				b.Errorf("pid %d still alive after 10 s", p)
+			}
+			gone[i] = at
+		})
+	}
+	must(b, os.WriteFile(goFile, nil, 0o644))
+	wg.Wait()
+	<-stopped
+	mainGone, workers := gone[0], gone[1:]
+	sort.Slice(workers, func(i, j int) bool { return workers[i].Before(workers[j]) })
+	return max(0, workers[len(workers)-1].Sub(mainGone))
+}
+
+func must(b *testing.B, err error) {
+	b.Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+}
