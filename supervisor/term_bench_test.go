@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -62,14 +60,8 @@ func teardownOnce(b *testing.B, mode Containment) time.Duration {
 		if time.Now().After(deadline) {
 			b.Fatal("the tree did not start")
 		}
-		time.Sleep(time.Millisecond)
-		data, _ := os.ReadFile(pids)
-		all = all[:0]
-		for _, f := range strings.Fields(string(data)) {
-			if p, err := strconv.Atoi(f); err == nil {
-				all = append(all, p)
-			}
-		}
+		time.Sleep(time.Millisecond) // polling a condition with a deadline
+		all = readPids(pids)
 	}
 	// As hold does: once the main process is reaped, Stop the rest.
 	stopped := make(chan struct{})

@@ -57,13 +57,7 @@ func treePids(t *testing.T, pidFile string) []int {
 	t.Helper()
 	var pids []int
 	waitFor(t, "three worker pids in "+pidFile, func() bool {
-		b, _ := os.ReadFile(pidFile)
-		pids = pids[:0]
-		for _, f := range strings.Fields(string(b)) {
-			if p, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, p)
-			}
-		}
+		pids = readPids(pidFile)
 		return len(pids) == 3
 	})
 	t.Cleanup(func() {
@@ -71,6 +65,18 @@ func treePids(t *testing.T, pidFile string) []int {
 			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
 	})
+	return pids
+}
+
+// readPids reads the pids written to path so far.
+func readPids(path string) []int {
+	b, _ := os.ReadFile(path)
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if p, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, p)
+		}
+	}
 	return pids
 }
 
@@ -111,15 +117,8 @@ func (th *treeHarness) grant(t *testing.T, token uint64) *elector.Deadline {
 	dl := elector.NewDeadline(th.clk, th.timing, th.clk.Now())
 	term := elector.NewTerm(elector.Leader{ID: "me", Token: token, Since: th.clk.Now()}, dl,
 		func(context.Context) error {
-			b, _ := os.ReadFile(th.pidFile)
-			var pids []int
-			for _, f := range strings.Fields(string(b)) {
-				if p, err := strconv.Atoi(f); err == nil {
-					pids = append(pids, p)
-				}
-			}
 			th.mu.Lock()
-			th.aliveAtEnd = append(th.aliveAtEnd, aliveOf(pids))
+			th.aliveAtEnd = append(th.aliveAtEnd, aliveOf(readPids(th.pidFile)))
 			th.mu.Unlock()
 			th.resigns <- struct{}{}
 			return nil
