@@ -20,16 +20,22 @@ func (c *cluster) staleBound() time.Duration { return c.cfg.stopTimeout + 2*time
 //
 //   - no two children's intervals overlap, a paused child's interval ending
 //     at its last line before it was resumed, and tokens strictly increase
-//     in start order (record.Check, exact);
+//     in start order; no worker wrote at or after the first line of a later
+//     term, a paused child's workers counting until it was resumed
+//     (record.Log.Check, exact);
 //   - the fenced resource rejected no write of a child that was never
 //     paused (that would be two terms writing interleaved), and rejected
 //     every write a resumed child made after a newer term had written;
 //   - a resumed child was gone within staleBound;
 //   - no child outlived its electd: every run ended within goneBound of
-//     its electd's SIGKILL (or exit).
+//     its electd's SIGKILL (or exit), and so did every worker, where the
+//     containment promises that (pidns);
+//   - no orphans: no worker is alive once a later term has begun, nor
+//     goneBound after its electd was gone (where promised). Each is
+//     counted, reported and SIGKILLed.
 func (c *cluster) verify() []error {
 	var errs []error
-	if err := record.Check(c.j.adjusted(), record.Options{}); err != nil {
+	if err := c.j.adjusted().Check(record.Options{}); err != nil {
 		errs = append(errs, err)
 	}
 	if n := c.j.fence.wrongful; n > 0 {
@@ -68,19 +74,39 @@ func (c *cluster) verify() []error {
 					r, now.Sub(end), l.node.id))
 				_ = syscall.Kill(r.Pid, syscall.SIGKILL)
 			}
+			if !c.treeDies() {
+				continue
+			}
+			for _, w := range c.j.workersOf(r) {
+				if over := w.Last.Sub(end); over > goneBound {
+					errs = append(errs, fmt.Errorf("worker %s outlived its electd %s (pid %d, gone at %s) by %s",
+						w, l.node.id, l.Pid(), end.Format("15:04:05.000000"), over))
+				}
+				if now.Sub(end) > goneBound && c.isWorker(w) &&
+					c.orphan(w, fmt.Sprintf("alive %s after its electd %s was gone", now.Sub(end), l.node.id)) {
+					errs = append(errs, fmt.Errorf("orphan: %s is alive %s after its electd %s was gone (%s containment); killed it",
+						w, now.Sub(end), l.node.id, c.containment))
+				}
+			}
+		}
+	}
+	for _, w := range c.j.workers {
+		next := c.j.next(w.run)
+		if next == nil || !c.isWorker(w) {
+			continue
+		}
+		if c.orphan(w, "alive after the next term began") {
+			errs = append(errs, fmt.Errorf("orphan: %s is alive %s after the next term [%s] began; killed it",
+				w, now.Sub(next.Start), next))
 		}
 	}
 	return errs
 }
 
-// oldEnd is the end of the fault's old child: for a paused one, its last
-// line before it was resumed.
-func (f *fault) oldEnd(j *journal) time.Time {
-	if f.pause != nil {
-		return f.pause.preEnd
-	}
-	return j.run(f.old.Pid).End()
-}
+// oldEnd is the end of the fault's old child's whole tree: the later of
+// its main process's and its workers' last lines; for a paused one, their
+// last lines before it was resumed.
+func (f *fault) oldEnd(j *journal) time.Time { return j.treeEnd(f.old) }
 
 // gapName names the old end → new start figure: a handover when electd
 // stopped the child on purpose, a step-down margin when it had to give up
@@ -135,6 +161,16 @@ func (c *cluster) measure(f *fault) {
 	if f.kind == kill9Electd {
 		add(figChildGone, f.childGone)
 	}
+	if len(f.workers) > 0 && (f.kind == kill9Electd || f.kind == kill9Main) {
+		if f.treeGone > 0 {
+			add(figTreeGone, f.treeGone)
+		}
+		var last time.Time
+		for _, w := range f.workers {
+			last = maxTime(last, w.Last)
+		}
+		add(figLastWorker, last.Sub(f.at))
+	}
 	if f.pause != nil {
 		add(figStale, f.pause.window())
 	}
@@ -149,7 +185,19 @@ const (
 	figStale     = "stale window after resume"
 	figRecovery  = "recovery (heal → a child runs)"
 	figAhead     = "old child gone before its latest possible deadline"
+	// kill9-main, and kill9-electd of a child with workers: from the kill
+	// to the last worker gone from /proc, and to the last line any worker
+	// wrote (negative: it wrote last before the kill, within a beat).
+	figTreeGone   = "last worker gone after the kill"
+	figLastWorker = "last worker line after the kill"
 )
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
 
 // figure is one measured duration of a fault.
 type figure struct {

@@ -2,7 +2,9 @@ package torture
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,10 +19,12 @@ var t0 = time.Unix(1_700_000_000, 0)
 
 func at(msec int) time.Time { return t0.Add(time.Duration(msec) * time.Millisecond) }
 
-// lines renders record lines: each entry is kind, node, token, pid, ms.
+// lines renders record lines: each entry is kind, node, token, pid, ms,
+// and the extra fields (a worker's role, a spawned line's pid and role).
 type ln struct {
 	kind, node, token string
 	pid, ms           int
+	extra             string
 }
 
 func appendLines(t *testing.T, path string, ls ...ln) {
@@ -31,7 +35,7 @@ func appendLines(t *testing.T, path string, ls ...ln) {
 	}
 	defer f.Close()
 	for _, l := range ls {
-		if _, err := f.WriteString(record.Format(l.kind, l.node, l.token, l.pid, at(l.ms), "")); err != nil {
+		if _, err := f.WriteString(record.Format(l.kind, l.node, l.token, l.pid, at(l.ms), l.extra)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -67,8 +71,8 @@ func wantErrs(t *testing.T, errs []error, want ...string) {
 func TestCheckerHandover(t *testing.T) {
 	c := testCluster(t)
 	appendLines(t, c.logPath,
-		ln{"start", "a", "5", pidA, 0}, ln{"beat", "a", "5", pidA, 5}, ln{"stop", "a", "5", pidA, 9},
-		ln{"start", "b", "7", pidB, 20}, ln{"beat", "b", "7", pidB, 25})
+		ln{"start", "a", "5", pidA, 0, ""}, ln{"beat", "a", "5", pidA, 5, ""}, ln{"stop", "a", "5", pidA, 9, ""},
+		ln{"start", "b", "7", pidB, 20, ""}, ln{"beat", "b", "7", pidB, 25, ""})
 	// A line still being written is not read yet.
 	if err := os.WriteFile(c.logPath+".partial", nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -89,9 +93,9 @@ func TestCheckerHandover(t *testing.T) {
 func TestCheckerOverlapAndTokens(t *testing.T) {
 	c := testCluster(t)
 	appendLines(t, c.logPath,
-		ln{"start", "a", "5", pidA, 0}, ln{"beat", "a", "5", pidA, 5},
-		ln{"start", "b", "4", pidB, 8}, // a lower token, while a still runs
-		ln{"beat", "a", "5", pidA, 10}, ln{"beat", "b", "4", pidB, 12})
+		ln{"start", "a", "5", pidA, 0, ""}, ln{"beat", "a", "5", pidA, 5, ""},
+		ln{"start", "b", "4", pidB, 8, ""}, // a lower token, while a still runs
+		ln{"beat", "a", "5", pidA, 10, ""}, ln{"beat", "b", "4", pidB, 12, ""})
 	c.mustSync()
 	wantErrs(t, c.verify(), "overlap", "token order", "rejected 2 writes of children that were never paused")
 }
@@ -100,21 +104,21 @@ func TestCheckerOverlapAndTokens(t *testing.T) {
 // is exempt from the overlap check, and the fence rejects its writes.
 func TestCheckerPausedChild(t *testing.T) {
 	c := testCluster(t)
-	appendLines(t, c.logPath, ln{"start", "a", "5", pidA, 0}, ln{"beat", "a", "5", pidA, 5})
+	appendLines(t, c.logPath, ln{"start", "a", "5", pidA, 0, ""}, ln{"beat", "a", "5", pidA, 5, ""})
 	c.mustSync()
 	// Paused at 6 ms; the next term starts at 2000 ms; resumed at 4000 ms.
 	p := c.j.paused(c.j.run(pidA), at(6), at(4000))
 	appendLines(t, c.logPath,
-		ln{"start", "b", "7", pidB, 2000}, ln{"beat", "b", "7", pidB, 2005},
-		ln{"beat", "a", "5", pidA, 3}, // stamped before the pause, written after the resume
-		ln{"beat", "a", "5", pidA, 4001}, ln{"stop", "a", "5", pidA, 4002},
-		ln{"beat", "b", "7", pidB, 4005})
+		ln{"start", "b", "7", pidB, 2000, ""}, ln{"beat", "b", "7", pidB, 2005, ""},
+		ln{"beat", "a", "5", pidA, 3, ""}, // stamped before the pause, written after the resume
+		ln{"beat", "a", "5", pidA, 4001, ""}, ln{"stop", "a", "5", pidA, 4002, ""},
+		ln{"beat", "b", "7", pidB, 4005, ""})
 	c.mustSync()
 	wantErrs(t, c.verify())
 	if p.staleLines != 2 || p.afterNewer != 3 || p.rejected != 3 || p.window() != 2*time.Millisecond {
 		t.Errorf("pause %+v, window %s", *p, p.window())
 	}
-	if got := c.j.adjusted()[0].End(); !got.Equal(at(5)) {
+	if got := c.j.adjusted().Runs[0].End(); !got.Equal(at(5)) {
 		t.Errorf("the paused run ends at %s for the overlap check, want its last line before the resume", got)
 	}
 }
@@ -123,12 +127,12 @@ func TestCheckerPausedChild(t *testing.T) {
 // overlap; one that runs on long after its resume is a violation too.
 func TestCheckerPausedChildViolations(t *testing.T) {
 	c := testCluster(t)
-	appendLines(t, c.logPath, ln{"start", "a", "5", pidA, 0}, ln{"beat", "a", "5", pidA, 100})
+	appendLines(t, c.logPath, ln{"start", "a", "5", pidA, 0, ""}, ln{"beat", "a", "5", pidA, 100, ""})
 	c.mustSync()
 	c.j.paused(c.j.run(pidA), at(101), at(4000))
 	appendLines(t, c.logPath,
-		ln{"start", "b", "7", pidB, 50}, // began before a was even paused
-		ln{"beat", "a", "5", pidA, 4001}, ln{"beat", "a", "5", pidA, 9000})
+		ln{"start", "b", "7", pidB, 50, ""}, // began before a was even paused
+		ln{"beat", "a", "5", pidA, 4001, ""}, ln{"beat", "a", "5", pidA, 9000, ""})
 	c.mustSync()
 	wantErrs(t, c.verify(), "overlap", "ran 5s after it was resumed")
 }
@@ -143,5 +147,115 @@ func TestQuantile(t *testing.T) {
 	}
 	if q := quantile(s[:1], 0.99); q != 1 {
 		t.Errorf("p99 of one %d", q)
+	}
+}
+
+// A child's workers belong to its term: gone before the next term began
+// they pass; one that writes at the next term's first line is an overlap,
+// and its write, after a newer term's, is one the fence rejects.
+func TestCheckerWorkers(t *testing.T) {
+	const w1, w2 = 1<<30 + 2, 1<<30 + 3
+	tests := []struct {
+		name  string
+		lines []ln
+		want  []string
+	}{
+		{name: "gone in time", lines: []ln{
+			{"start", "a", "5", pidA, 0, ""}, {"spawned", "a", "5", pidA, 1, "1073741826 setsid"},
+			{"worker", "a", "5", w1, 2, "setsid"}, {"worker", "a", "5", w1, 19, "setsid"},
+			{"exit", "a", "5", pidA, 10, "-9"},
+			{"start", "b", "7", pidB, 20, ""}, {"worker", "b", "7", w2, 21, "daemon"}}},
+		{name: "worker at the next term's first line", lines: []ln{
+			{"start", "a", "5", pidA, 0, ""}, {"worker", "a", "5", w1, 2, "daemon"}, {"exit", "a", "5", pidA, 10, "-9"},
+			{"start", "b", "7", pidB, 20, ""}, {"worker", "a", "5", w1, 20, "daemon"}},
+			want: []string{"overlap: [a worker daemon token=5", "0s after the later term [b token=7"}},
+		{name: "worker after the next term wrote", lines: []ln{
+			{"start", "a", "5", pidA, 0, ""}, {"worker", "a", "5", w1, 2, "group"},
+			{"start", "b", "7", pidB, 20, ""}, {"beat", "b", "7", pidB, 25, ""}, {"worker", "a", "5", w1, 26, "group"}},
+			want: []string{"overlap: [a worker group token=5", "rejected 1 writes of children that were never paused"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := testCluster(t)
+			appendLines(t, c.logPath, tt.lines...)
+			c.mustSync()
+			wantErrs(t, c.verify(), tt.want...)
+			if len(c.j.workers) == 0 || c.j.workers[0].run != c.j.runs[0] {
+				t.Errorf("workers %+v: want the first one tied to the first run", c.j.workers)
+			}
+		})
+	}
+}
+
+// A worker line of a token no child started with is a broken log.
+func TestCheckerWorkerWithoutRun(t *testing.T) {
+	c := testCluster(t)
+	appendLines(t, c.logPath, ln{"worker", "a", "5", pidA, 2, "group"})
+	if err := c.j.sync(); err == nil {
+		t.Fatal("sync accepted a worker line before any start line of its token")
+	}
+}
+
+// A paused child's workers pause with it: their lines after the resume are
+// its stale window (judged by the fence), not an overlap; a worker line
+// stamped before the resume and after the next term began still is one.
+func TestCheckerPausedWorkers(t *testing.T) {
+	const w1 = 1<<30 + 2
+	c := testCluster(t)
+	appendLines(t, c.logPath, ln{"start", "a", "5", pidA, 0, ""}, ln{"worker", "a", "5", w1, 5, "setsid"})
+	c.mustSync()
+	p := c.j.paused(c.j.run(pidA), at(6), at(4000))
+	appendLines(t, c.logPath,
+		ln{"start", "b", "7", pidB, 2000, ""},
+		ln{"worker", "a", "5", w1, 4001, "setsid"}, ln{"worker", "a", "5", w1, 4003, "setsid"},
+		ln{"beat", "b", "7", pidB, 4005, ""})
+	c.mustSync()
+	wantErrs(t, c.verify())
+	if p.staleLines != 2 || p.rejected != 2 || p.window() != 3*time.Millisecond {
+		t.Errorf("pause %+v, window %s: want the worker's two stale lines", *p, p.window())
+	}
+	if end := c.j.treeEnd(c.j.run(pidA)); !end.Equal(at(5)) {
+		t.Errorf("tree end %s, want the worker's last line before the pause", end)
+	}
+	appendLines(t, c.logPath, ln{"worker", "a", "5", w1, 2500, "setsid"}) // stamped while the next term ran
+	c.mustSync()
+	wantErrs(t, c.verify(), "overlap: [a worker setsid token=5")
+}
+
+// A worker process alive after the next term began is an orphan: counted
+// once, reported and killed. A process that merely has a worker's old pid
+// (another environment) is not.
+func TestCheckerOrphans(t *testing.T) {
+	c := testCluster(t)
+	start := func(env ...string) *exec.Cmd {
+		cmd := exec.Command("sleep", "1000")
+		cmd.Env = env
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	orphan := start("RECORD_LOG="+c.logPath, "RECORD_ROLE=daemon", "ELECTD_ID=a", "ELECTD_FENCING_TOKEN=5")
+	stranger := start("RECORD_LOG="+c.logPath, "RECORD_ROLE=daemon", "ELECTD_ID=a", "ELECTD_FENCING_TOKEN=6")
+	appendLines(t, c.logPath,
+		ln{"start", "a", "5", pidA, 0, ""},
+		ln{"worker", "a", "5", orphan.Process.Pid, 1, "daemon"},
+		ln{"worker", "a", "5", stranger.Process.Pid, 1, "daemon"}, // its pid, not its process
+		ln{"exit", "a", "5", pidA, 10, "-9"})
+	c.mustSync()
+	wantErrs(t, c.verify()) // the term has not ended: no orphans yet
+	appendLines(t, c.logPath, ln{"start", "b", "7", pidB, 20, ""})
+	c.mustSync()
+	wantErrs(t, c.verify(), "orphan: a worker daemon token=5 pid="+strconv.Itoa(orphan.Process.Pid))
+	if c.orphans != 1 {
+		t.Fatalf("%d orphans, want 1", c.orphans)
+	}
+	if err := orphan.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("the orphan was not killed: %v", err)
+	}
+	wantErrs(t, c.verify())
+	if c.orphans != 1 || stranger.ProcessState != nil {
+		t.Fatalf("%d orphans after a second check, stranger %v: want 1 and the stranger alive", c.orphans, stranger.ProcessState)
 	}
 }

@@ -41,14 +41,44 @@ type cluster struct {
 	lives    []*life // every electd process ever started, in start order
 	j        *journal
 	history  *[]*fault // for failure messages
+	// containment is the mode electd reports in /healthz (the same for
+	// every copy: they run on one host with one set of privileges).
+	containment string
+	orphans     int // workers found alive after their term ended
 }
 
-// node is one candidate host: an id, its proxy to the store, and the
-// electd process currently running as it (nil while it is down).
+// node is one candidate host: an id, its proxy to the store, its child's
+// kind, and the electd process currently running as it (nil while it is
+// down).
 type node struct {
 	id    string
 	proxy *faultproxy.Proxy
 	cur   *life
+	// workers: its child starts three workers (RECORD_WORKERS=1: in its
+	// group, setsid, a daemon); ignoreTerm: they ignore SIGTERM.
+	workers, ignoreTerm bool
+}
+
+// The node mix: n1, n4, … run a child that is one process; n2, n5, … one
+// with workers; n3, n6, … one whose workers ignore SIGTERM.
+func mix(i int) (workers, ignoreTerm bool) {
+	switch (i - 1) % 3 {
+	case 1:
+		return true, false
+	case 2:
+		return true, true
+	}
+	return false, false
+}
+
+func (n *node) kind() string {
+	switch {
+	case n.ignoreTerm:
+		return "workers that ignore SIGTERM"
+	case n.workers:
+		return "workers"
+	}
+	return "one process"
 }
 
 // life is one electd process.
@@ -75,7 +105,9 @@ func newCluster(t *testing.T, cfg config, be backend) *cluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.nodes = append(c.nodes, &node{id: "n" + strconv.Itoa(i), proxy: px})
+		n := &node{id: "n" + strconv.Itoa(i), proxy: px}
+		n.workers, n.ignoreTerm = mix(i)
+		c.nodes = append(c.nodes, n)
 	}
 	for _, n := range c.nodes {
 		c.start(n)
@@ -83,8 +115,27 @@ func newCluster(t *testing.T, cfg config, be backend) *cluster {
 	return c
 }
 
-// cleanup kills every electd, and proves that no child outlived it.
+// cleanup kills every electd, proves that no child outlived it, and checks
+// the electd logs.
 func (c *cluster) cleanup() {
+	c.killAll()
+	for _, n := range c.nodes {
+		_ = n.proxy.Close()
+	}
+	for _, l := range c.lives {
+		if b, err := os.ReadFile(l.logPath); err == nil {
+			for _, bad := range proc.Crashes(string(b)) {
+				c.t.Errorf("%s's output contains %q:\n%s", l.node.id, bad, l.tail())
+			}
+		}
+	}
+}
+
+// killAll kills every electd with SIGKILL, and proves that no child
+// outlived it, nor any worker where the containment promises that (pidns).
+// Under pgroup only the direct child dies with electd: the harness kills
+// the workers left. Calling it again does nothing more.
+func (c *cluster) killAll() {
 	for _, n := range c.nodes {
 		if l := n.cur; l != nil {
 			l.kill9()
@@ -100,14 +151,17 @@ func (c *cluster) cleanup() {
 			_ = syscall.Kill(r.Pid, syscall.SIGKILL)
 		}
 	}
-	for _, n := range c.nodes {
-		_ = n.proxy.Close()
-	}
-	for _, l := range c.lives {
-		if b, err := os.ReadFile(l.logPath); err == nil {
-			for _, bad := range proc.Crashes(string(b)) {
-				c.t.Errorf("%s's output contains %q:\n%s", l.node.id, bad, l.tail())
-			}
+	for _, w := range c.j.workers {
+		if proc.WaitGone(w.Pid, goneBound) || !c.isWorker(w) {
+			continue
+		}
+		if !c.treeDies() {
+			_ = syscall.Kill(w.Pid, syscall.SIGKILL)
+			continue
+		}
+		if c.orphan(w, "outlived its electd (SIGKILLed at the end) by more than "+goneBound.String()) {
+			c.t.Errorf("orphan: %s outlived its electd (SIGKILLed at the end) by %s under %s containment; killed it",
+				w, goneBound, c.containment)
 		}
 	}
 }
@@ -147,7 +201,14 @@ func (c *cluster) tryStart(n *node) (*life, error) {
 	fmt.Fprintf(logf, "=== torture: starting %s at %s\n", n.id, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(electdBin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = proc.BaseEnv("RECORD_LOG=" + c.logPath)
+	env := []string{"RECORD_LOG=" + c.logPath}
+	if n.workers {
+		env = append(env, "RECORD_WORKERS=1")
+	}
+	if n.ignoreTerm {
+		env = append(env, "RECORD_WORKERS_IGNORE_TERM=1")
+	}
+	cmd.Env = proc.BaseEnv(env...)
 	if l.Process, err = proc.Start(cmd); err != nil { // dies with the test
 		return nil, err
 	}
@@ -156,7 +217,7 @@ func (c *cluster) tryStart(n *node) (*life, error) {
 	deadline := time.Now().Add(startTimeout)
 	for {
 		if code, _, err := l.get("/livez"); err == nil && code == http.StatusOK {
-			return l, nil
+			return l, c.learnContainment(l)
 		}
 		select {
 		case <-l.Done():
@@ -168,6 +229,76 @@ func (c *cluster) tryStart(n *node) (*life, error) {
 			return nil, fmt.Errorf("/livez not 200 after %s:\n%s", startTimeout, l.tail())
 		}
 	}
+}
+
+// learnContainment reads the containment mode from l's /healthz (whose
+// code depends on the store; the body names the mode either way) and
+// checks that every copy reports the same one.
+func (c *cluster) learnContainment(l *life) error {
+	_, body, err := l.get("/healthz")
+	if err != nil {
+		return fmt.Errorf("/healthz: %w", err)
+	}
+	var h struct {
+		Containment string `json:"containment"`
+	}
+	if err := json.Unmarshal(body, &h); err != nil {
+		return fmt.Errorf("/healthz %s: %w", body, err)
+	}
+	if h.Containment == "" {
+		h.Containment = "unreported" // an older electd ($TORTURE_ELECTD_BIN): no promise for the tree
+	}
+	switch {
+	case c.containment == "":
+		c.containment = h.Containment
+	case c.containment != h.Containment:
+		return fmt.Errorf("%s reports containment %s, an earlier copy %s", l.node.id, h.Containment, c.containment)
+	}
+	return nil
+}
+
+// treeDies reports whether the containment in force kills the child's
+// whole tree when electd is kill -9'd (pidns: the kernel kills the
+// namespace); under pgroup only the direct child dies then.
+func (c *cluster) treeDies() bool { return c.containment == "pidns" }
+
+// isWorker reports whether pid w.Pid is still that worker: a recorder of
+// this cluster's log with w's role, node and token (by its environment), so
+// that a pid reused by another process is never taken for it.
+func (c *cluster) isWorker(w *worker) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(w.Pid) + "/environ")
+	if err != nil || !proc.Alive(w.Pid) {
+		return false
+	}
+	env := "\x00" + string(b)
+	for _, kv := range []string{"RECORD_LOG=" + c.logPath, "RECORD_ROLE=" + w.Role,
+		"ELECTD_ID=" + w.Node, "ELECTD_FENCING_TOKEN=" + strconv.FormatUint(w.Token, 10)} {
+		if !strings.Contains(env, "\x00"+kv+"\x00") {
+			return false
+		}
+	}
+	return true
+}
+
+// signalWorker signals w if it is still that worker (ESRCH if not).
+func (c *cluster) signalWorker(w *worker, sig syscall.Signal) error {
+	if !c.isWorker(w) {
+		return syscall.ESRCH
+	}
+	return syscall.Kill(w.Pid, sig)
+}
+
+// orphan counts w as an orphan (once) and SIGKILLs it, so that it cannot
+// disturb the rest of the run.
+func (c *cluster) orphan(w *worker, why string) bool {
+	_ = c.signalWorker(w, syscall.SIGKILL)
+	if w.orphan {
+		return false
+	}
+	w.orphan = true
+	c.orphans++
+	c.t.Logf("orphan: %s %s", w, why)
+	return true
 }
 
 // up are the nodes whose electd runs.

@@ -20,7 +20,8 @@ type kind string
 const (
 	sigtermElectd kind = "sigterm-electd" // SIGTERM to the leader's electd
 	kill9Electd   kind = "kill9-electd"   // kill -9 of the leader's electd
-	kill9Child    kind = "kill9-child"    // kill -9 of the leader's child
+	kill9Child    kind = "kill9-child"    // kill -9 of the leader's child (one without workers)
+	kill9Main     kind = "kill9-main"     // kill -9 of the main process of a leader's child whose workers run
 	resign        kind = "resign"         // POST /resign to the leader
 	cutFollower   kind = "cut-follower"   // black-hole one follower's store link
 	cutLeader     kind = "cut-leader"     // black-hole the leader's store link
@@ -31,7 +32,7 @@ const (
 	restartNode   kind = "restart-node"   // start a candidate that died again
 )
 
-var allKinds = []kind{sigtermElectd, kill9Electd, kill9Child, resign, cutFollower, cutLeader,
+var allKinds = []kind{sigtermElectd, kill9Electd, kill9Child, kill9Main, resign, cutFollower, cutLeader,
 	slowLeader, resetLeader, pauseLeader, storeRestart, restartNode}
 
 // fault is one injected fault and what followed it.
@@ -49,6 +50,8 @@ type fault struct {
 	next      *record.Run   // the first child of a later term, if one started
 	recovery  time.Duration // healed → a child running again (0: one ran throughout)
 	childGone time.Duration // kill9-electd: the kill → its child gone from /proc
+	treeGone  time.Duration // kill9-electd, kill9-main: the kill → the last worker gone from /proc (0: no workers)
+	workers   []*worker     // kill9-electd, kill9-main: the old child's workers when it was killed
 	ahead     time.Duration // see stoppedLate
 	window    time.Duration // the guaranteed window, when ahead was measured
 	figs      []figure      // see measure
@@ -67,13 +70,22 @@ func newScheduler(rng *rand.Rand, nodes int) *scheduler {
 	return &scheduler{rng: rng, minUp: max(2, nodes-2)}
 }
 
-func (s *scheduler) next(up, down int) kind {
-	if up < s.minUp && down > 0 {
+// state is what decides which kinds apply: how many candidates are up
+// and down, and what the leader's child is.
+type state struct {
+	up, down int
+	// workers: the leader's child has workers running; treeDies: its
+	// electd's containment kills the whole tree with a kill -9'd electd.
+	workers, treeDies bool
+}
+
+func (s *scheduler) next(st state) kind {
+	if st.up < s.minUp && st.down > 0 {
 		return restartNode
 	}
 	for refill := 0; refill < 2; refill++ {
 		for i, k := range s.deck {
-			if applies(k, up, down) {
+			if applies(k, st) {
 				s.deck = append(s.deck[:i:i], s.deck[i+1:]...)
 				return k
 			}
@@ -86,12 +98,20 @@ func (s *scheduler) next(up, down int) kind {
 	return resign
 }
 
-func applies(k kind, up, down int) bool {
+func applies(k kind, st state) bool {
 	switch k {
 	case restartNode:
-		return down > 0
-	case sigtermElectd, kill9Electd, cutFollower, cutLeader, pauseLeader:
-		return up >= 2 // someone must be able to take over (or be cut)
+		return st.down > 0
+	case kill9Electd:
+		// Under pgroup containment a kill -9'd electd leaves its child's
+		// workers running (documented): not a fault the promise covers.
+		return st.up >= 2 && (!st.workers || st.treeDies)
+	case sigtermElectd, cutFollower, cutLeader, pauseLeader:
+		return st.up >= 2 // someone must be able to take over (or be cut)
+	case kill9Child:
+		return !st.workers
+	case kill9Main:
+		return st.workers
 	}
 	return true
 }
@@ -122,6 +142,7 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 
 	case kill9Electd:
 		l := lead.cur
+		f.workers = c.j.workersOf(f.old)
 		f.at = time.Now()
 		l.kill9()
 		lead.cur = nil
@@ -129,16 +150,25 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 			c.fatalf(f, "child %s still alive %s after kill -9 of its electd", f.old, goneBound)
 		}
 		f.childGone = time.Since(f.at)
+		f.treeGone = c.workersGone(f)
 		if code := l.ExitCode(); code != 128+int(syscall.SIGKILL) {
 			t.Errorf("electd %s exit code %d after kill -9, want 137", lead.id, code)
 		}
 		f.healed = f.at
 
-	case kill9Child:
+	case kill9Child, kill9Main:
+		f.workers = c.j.workersOf(f.old)
+		if f.kind == kill9Main {
+			f.note = fmt.Sprintf("%d workers", len(f.workers))
+			if lead.ignoreTerm {
+				f.note += " that ignore SIGTERM"
+			}
+		}
 		f.at = time.Now()
 		if err := syscall.Kill(f.old.Pid, syscall.SIGKILL); err != nil {
 			f.note = fmt.Sprintf("child already gone: %v", err)
 		}
+		f.treeGone = c.workersGone(f)
 		f.healed = f.at
 
 	case resign:
@@ -200,6 +230,7 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 
 	case pauseLeader:
 		l, d := lead.cur, between(rng, ttl, 1.5, 2.5)
+		ws := c.j.workersOf(f.old)
 		// A host resuming runs child and electd again at the same moment,
 		// or, when its CPUs are busy, schedules electd a little later.
 		var lag time.Duration
@@ -213,6 +244,9 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 		f.at = time.Now()
 		c.must(l.signal(syscall.SIGSTOP))
 		c.must(ignoreGone(syscall.Kill(-f.old.Pid, syscall.SIGSTOP))) // the child's process group
+		for _, w := range ws {                                        // and the workers that left it: the whole host pauses
+			c.must(ignoreGone(c.signalWorker(w, syscall.SIGSTOP)))
+		}
 		time.Sleep(d)
 		if err := c.j.sync(); err != nil {
 			c.fatalf(f, "record log: %v", err)
@@ -220,6 +254,9 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 		resumed := time.Now()
 		f.pause = c.j.paused(c.j.run(f.old.Pid), f.at, resumed)
 		c.must(ignoreGone(syscall.Kill(-f.old.Pid, syscall.SIGCONT)))
+		for _, w := range ws {
+			c.must(ignoreGone(c.signalWorker(w, syscall.SIGCONT)))
+		}
 		if lag > 0 {
 			time.Sleep(lag)
 		}
@@ -245,6 +282,26 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 		c.start(n)
 		f.healed = time.Now()
 	}
+}
+
+// workersGone waits until every worker of f's old child is gone from /proc
+// and returns how long after the fault the last one was (0: none had
+// workers). One still alive after goneBound is left to verify, which counts
+// it as an orphan once the next term has begun.
+func (c *cluster) workersGone(f *fault) time.Duration {
+	var last time.Duration
+	for _, w := range f.workers {
+		at, ok := proc.GoneAt(w.Pid, goneBound-time.Since(f.at), time.Millisecond)
+		if !ok && c.isWorker(w) {
+			f.note += fmt.Sprintf("; %s alive %s after the kill", w.Role, goneBound)
+			return 0
+		}
+		if !ok { // its pid names another process now: gone
+			at = time.Now()
+		}
+		last = max(last, at.Sub(f.at))
+	}
+	return last
 }
 
 // awaitReply waits (at most two renew intervals) until the store sends

@@ -16,6 +16,10 @@ type table struct {
 	stale  [3]int          // stale writes after resume, after a newer term's, rejected
 	pauses int
 	wrote  int // pauses after which the child wrote again
+	// The process trees: containment mode, children that started
+	// workers, workers, worker lines, orphans (alive after their term).
+	containment                        string
+	treeRuns, workers, wlines, orphans int
 }
 
 type row struct {
@@ -26,7 +30,15 @@ type row struct {
 }
 
 func newTable(c *cluster, faults []*fault) *table {
-	tab := &table{counts: map[kind][2]int{}}
+	tab := &table{counts: map[kind][2]int{}, containment: c.containment, orphans: c.orphans, workers: len(c.j.workers)}
+	for _, w := range c.j.workers {
+		tab.wlines += w.Lines
+	}
+	for _, r := range c.j.runs {
+		if len(r.Spawned) > 0 {
+			tab.treeRuns++
+		}
+	}
 	samples := map[kind]map[string][]time.Duration{}
 	order := map[kind][]string{}
 	for _, f := range faults {
@@ -89,8 +101,10 @@ func (tab *table) lines() [][]string {
 }
 
 func (tab *table) footer() string {
-	return fmt.Sprintf("SIGSTOP pauses: %d, after %d of which the resumed child wrote again before its electd stopped it; "+
-		"writes of resumed children: %d, of which %d came after a newer term had written and %d of those were rejected by the fence",
+	return fmt.Sprintf("containment %s; %d children started %d workers (group, setsid, daemon), which wrote %d lines; orphans (workers alive after their term ended): %d\n"+
+		"SIGSTOP pauses: %d, after %d of which the resumed child (or a worker) wrote again before its electd stopped it; "+
+		"writes of resumed children and their workers: %d, of which %d came after a newer term had written and %d of those were rejected by the fence",
+		tab.containment, tab.treeRuns, tab.workers, tab.wlines, tab.orphans,
 		tab.pauses, tab.wrote, tab.stale[0], tab.stale[1], tab.stale[2])
 }
 

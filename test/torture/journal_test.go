@@ -12,10 +12,10 @@ import (
 )
 
 // journal follows the shared record log as it grows: it parses each new
-// complete line once, keeps every run, feeds every line to the fenced
-// resource in the order the lines reached the file, and splits the runs of
-// paused children at the moment they were resumed. It is used from the test
-// goroutine only.
+// complete line once, keeps every run and every worker, feeds every line to
+// the fenced resource in the order the lines reached the file, and splits
+// the runs of paused children (with their workers) at the moment they were
+// resumed. It is used from the test goroutine only.
 type journal struct {
 	path    string
 	off     int64
@@ -23,8 +23,29 @@ type journal struct {
 	lines   int
 	runs    []*record.Run       // in the order of their start lines
 	open    map[int]*record.Run // pid -> its latest run
+	terms   map[term]*record.Run
+	workers []*worker // in the order of their first lines
+	byKey   map[record.WorkerKey]*worker
 	fence   fence
 	pauses  map[*record.Run]*pause
+}
+
+// term names a run by its node and token: in the torture every term has a
+// token of its own and runs one child (no restarts in place).
+type term struct {
+	node  string
+	token uint64
+}
+
+// worker is one worker process of a child's tree, as the log shows it.
+type worker struct {
+	record.Worker
+	run *record.Run // the run that started it (same node and token)
+	// preLast is, for a worker of a paused run, its last line stamped
+	// before the run was resumed.
+	preLast time.Time
+	// orphan: it was found alive after its term had ended (counted once).
+	orphan bool
 }
 
 // pause is one SIGSTOP of a leader's electd and child, SIGCONT at resumed.
@@ -50,7 +71,8 @@ func (p *pause) window() time.Duration {
 }
 
 func newJournal(path string) *journal {
-	return &journal{path: path, open: map[int]*record.Run{}, pauses: map[*record.Run]*pause{}}
+	return &journal{path: path, open: map[int]*record.Run{}, terms: map[term]*record.Run{},
+		byKey: map[record.WorkerKey]*worker{}, pauses: map[*record.Run]*pause{}}
 }
 
 // sync reads what was appended since the last call.
@@ -92,12 +114,30 @@ func (j *journal) add(text string) error {
 	if err != nil {
 		return err
 	}
-	var r *record.Run
-	if l.Kind == record.KindStart {
+	var (
+		r *record.Run
+		w *worker
+	)
+	switch l.Kind {
+	case record.KindStart:
 		r = &record.Run{Node: l.Node, Token: l.Token, Pid: l.Pid, Start: l.At}
 		j.open[l.Pid] = r
 		j.runs = append(j.runs, r)
-	} else {
+		j.terms[term{l.Node, l.Token}] = r
+	case record.KindWorker:
+		if w = j.byKey[record.KeyOf(l)]; w == nil {
+			w = &worker{run: j.terms[term{l.Node, l.Token}]}
+			if w.run == nil {
+				return fmt.Errorf("worker line of token %d before any start line of %s with it", l.Token, l.Node)
+			}
+			j.byKey[record.KeyOf(l)] = w
+			j.workers = append(j.workers, w)
+		}
+		if err := w.Add(l); err != nil {
+			return err
+		}
+		r = w.run
+	default:
 		r = j.open[l.Pid]
 		if err := r.Add(l); err != nil {
 			return err
@@ -107,7 +147,10 @@ func (j *journal) add(text string) error {
 	accepted := j.fence.write(l.Token)
 	if p := j.pauses[r]; p != nil {
 		if l.At.Before(p.resumed) {
-			if l.At.After(p.preEnd) {
+			switch {
+			case w != nil && l.At.After(w.preLast):
+				w.preLast = l.At
+			case w == nil && l.At.After(p.preEnd):
 				p.preEnd = l.At
 			}
 		} else {
@@ -129,12 +172,47 @@ func (j *journal) add(text string) error {
 	return nil
 }
 
-// paused registers r's child as resumed at resumed (call it before
-// SIGCONT, so that every line stamped later is seen as stale).
+// paused registers r's child (and its workers) as resumed at resumed (call
+// it before SIGCONT, so that every line stamped later is seen as stale).
 func (j *journal) paused(r *record.Run, stopped, resumed time.Time) *pause {
 	p := &pause{run: r, stopped: stopped, resumed: resumed, preEnd: r.End()}
 	j.pauses[r] = p
+	for _, w := range j.workersOf(r) {
+		w.preLast = w.Last
+	}
 	return p
+}
+
+// workersOf are the workers of r's tree seen so far.
+func (j *journal) workersOf(r *record.Run) []*worker {
+	var out []*worker
+	for _, w := range j.workers {
+		if w.run == r {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// treeEnd is the last moment any process of r's tree was known alive: the
+// later of its run's end and its workers' last lines (for a paused run,
+// those stamped before it was resumed).
+func (j *journal) treeEnd(r *record.Run) time.Time {
+	end := r.End()
+	p := j.pauses[r]
+	if p != nil {
+		end = p.preEnd
+	}
+	for _, w := range j.workersOf(r) {
+		last := w.Last
+		if p != nil {
+			last = w.preLast
+		}
+		if last.After(end) {
+			end = last
+		}
+	}
+	return end
 }
 
 // run returns the latest run of pid.
@@ -152,11 +230,11 @@ func (j *journal) next(prev *record.Run) *record.Run {
 	return best
 }
 
-// adjusted returns copies of the runs for the overlap check: a paused run
-// ends at its last line before it was resumed (its stale window is judged
-// by the fence instead).
-func (j *journal) adjusted() []record.Run {
-	out := make([]record.Run, 0, len(j.runs))
+// adjusted returns copies of the runs and workers for the overlap check: a
+// paused run, and each of its workers, ends at its last line before it was
+// resumed (its stale window is judged by the fence instead).
+func (j *journal) adjusted() record.Log {
+	lg := record.Log{Runs: make([]record.Run, 0, len(j.runs)), Workers: make([]record.Worker, 0, len(j.workers))}
 	for _, r := range j.runs {
 		c := *r
 		if p := j.pauses[r]; p != nil {
@@ -165,9 +243,19 @@ func (j *journal) adjusted() []record.Run {
 				c.LastBeat = time.Time{}
 			}
 		}
-		out = append(out, c)
+		lg.Runs = append(lg.Runs, c)
 	}
-	return out
+	for _, w := range j.workers {
+		c := w.Worker
+		if j.pauses[w.run] != nil {
+			if w.preLast.IsZero() {
+				continue // it wrote only after the resume: the fence judges it
+			}
+			c.Last = w.preLast
+		}
+		lg.Workers = append(lg.Workers, c)
+	}
+	return lg
 }
 
 // fence is the fenced resource that the children's writes go to: every

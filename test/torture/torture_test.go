@@ -46,7 +46,9 @@ func (c *cluster) torture() {
 	begin := time.Now()
 	lead, run, _ := c.settle(begin, nil)
 	for i := 1; i <= c.cfg.faults; i++ {
-		f := &fault{seq: i, kind: sched.next(len(c.up()), len(c.down())), old: run}
+		st := state{up: len(c.up()), down: len(c.down()), treeDies: c.treeDies(),
+			workers: len(c.j.workersOf(run)) > 0 && c.node(run.Node).workers}
+		f := &fault{seq: i, kind: sched.next(st), old: run}
 		history = append(history, f)
 		c.inject(f, rng, lead)
 		lead, run, f.recovery = c.settle(f.healed, f)
@@ -66,12 +68,18 @@ func (c *cluster) torture() {
 	if errs := c.verify(); len(errs) > 0 {
 		c.fatalf(nil, "safety check failed:\n%s", joinErrs(errs))
 	}
+	took := time.Since(begin)
+	c.killAll() // after the run: no worker outlives its kill -9'd electd (pidns)
+	if c.orphans != 0 {
+		c.fatalf(nil, "%d orphans: workers alive after their term ended", c.orphans)
+	}
 	tab := newTable(c, history)
-	t.Logf("torture %s: seed %d, %d faults in %s, %d children, %d record lines (%d writes accepted by the fence, %d rejected)\n%s",
-		c.be.name, c.cfg.seed, len(history), time.Since(begin).Round(time.Second), len(c.j.runs), c.j.lines,
-		c.j.fence.accepted, c.j.fence.rejected, tab.text())
+	t.Logf("torture %s: seed %d, %d faults in %s, %d children, %d record lines (%d writes accepted by the fence, %d rejected); "+
+		"0 overlaps, 0 token regressions, %d orphans\n%s",
+		c.be.name, c.cfg.seed, len(history), took.Round(time.Second), len(c.j.runs), c.j.lines,
+		c.j.fence.accepted, c.j.fence.rejected, c.orphans, tab.text())
 	if *flagReport != "" {
-		c.report(tab, len(history), time.Since(begin))
+		c.report(tab, len(history), took)
 	}
 }
 
@@ -142,7 +150,7 @@ func (c *cluster) settle(healed time.Time, f *fault) (*node, *record.Run, time.D
 // was. A paused child counts only until it was resumed.
 func (c *cluster) recoveredAfter(healed time.Time, old *record.Run) (time.Duration, bool) {
 	var first time.Time
-	adj := c.j.adjusted()
+	adj := c.j.adjusted().Runs
 	for i, r := range c.j.runs {
 		if r == old {
 			continue
@@ -252,6 +260,6 @@ func (c *cluster) report(tab *table, faults int, took time.Duration) {
 		return
 	}
 	defer f.Close()
-	fmt.Fprintf(f, "\n### %s: seed %d, %d faults, %d nodes, ttl %s, %s\n\n%s", c.be.name, c.cfg.seed, faults,
-		c.cfg.nodes, c.cfg.ttl, took.Round(time.Second), tab.markdown())
+	fmt.Fprintf(f, "\n### %s: seed %d, %d faults, %d nodes, ttl %s, %s containment, %s\n\n%s", c.be.name, c.cfg.seed, faults,
+		c.cfg.nodes, c.cfg.ttl, c.containment, took.Round(time.Second), tab.markdown())
 }
