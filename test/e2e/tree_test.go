@@ -99,7 +99,7 @@ func testTreeMainKilled(t *testing.T, s *store) {
 					t.Fatalf("electd exited with %d, want 137 (its child's SIGKILL)", code)
 				}
 				// The moment electd has exited, its child's whole tree is gone.
-				if alive := h.liveWorkers(h.all().Runs); len(alive) > 0 {
+				if alive := h.liveWorkers(h.runsOf(n1)); len(alive) > 0 {
 					t.Errorf("electd --on-exit exit has exited, and workers of its child still run: %s", alive)
 				}
 				final = h.waitRun(leaderTimeout, "n2's child", func(r record.Run) bool { return r.Node == n2.id })
@@ -204,7 +204,7 @@ func testTreeKill9(t *testing.T, s *store) {
 				}
 				childGone := time.Now()
 				for _, sp := range run.Spawned {
-					h.poll(goneTimeout, fmt.Sprintf("the %s worker %d writing after the child's death", sp.Role, sp.Pid), func() (bool, string) {
+					h.poll(exitTimeout, fmt.Sprintf("the %s worker %d writing after the child's death", sp.Role, sp.Pid), func() (bool, string) {
 						for _, wk := range h.all().Workers {
 							if wk.Pid == sp.Pid && wk.Last.After(childGone) {
 								return true, ""
@@ -509,6 +509,18 @@ func (h *harness) waitWorkers(run record.Run) record.Run {
 		return false, "no such run"
 	})
 	return run
+}
+
+// runsOf are n's children's runs.
+func (h *harness) runsOf(n *node) []record.Run {
+	h.t.Helper()
+	var out []record.Run
+	for _, r := range h.runs() {
+		if r.Node == n.id {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // liveWorkers describes the workers of runs still alive ("" when none).
