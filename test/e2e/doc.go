@@ -27,6 +27,22 @@
 //     copy) and none of electd's own ELECTD_* settings (which may hold
 //     secrets), and a grandchild dies with the child, even when electd is
 //     killed with -9 ("no orphan keeps running");
+//   - the child is its whole process tree (TreeMainKilled, TreeKill9,
+//     TreeIgnoresTerm): the recorder's main process starts a worker in
+//     its group, one in a session of its own and a double-forked daemon,
+//     each logging under the term's token. When the main process is
+//     SIGKILLed, under --on-exit resign (pidns and pgroup), restart and
+//     exit, no worker line is at or after the next run's first line, and
+//     a watch on the log (package tree) finds in /proc, the moment each
+//     run starts, no worker of an earlier run alive; none is left after
+//     electd exits. kill -9 of electd in pidns mode (auto as root) takes
+//     the whole tree within a second (the time is logged); in pgroup mode
+//     the workers survive it, the documented limit. A tree that ignores
+//     SIGTERM is SIGKILLed --stop-timeout after the SIGTERM, within the
+//     margin, and before ValidUntil − margin when cut off. The mode in
+//     force is in the start log line, /healthz and
+//     electd_containment_info; --containment cgroup (not built) and
+//     unknown modes exit 2 naming the flag;
 //   - `electd demo` runs its scripted failovers without an overlap.
 //
 // Handover and failover times are measured and logged (go test -v), never

@@ -23,7 +23,15 @@
 //   - `--once-per` runs a job exactly once across five concurrent hosts, a
 //     failed run records nothing so that the next host in line retries;
 //   - `electd leader --watch` streams changes as text or JSON lines until
-//     SIGINT, then exits 0.
+//     SIGINT, then exits 0;
+//   - the command is its whole process tree (TreeMainKilled): when its main
+//     process dies and leaves workers (group, setsid, daemon) behind,
+//     electd exits only once they are gone, the next holder's command
+//     starts only then (checked in /proc the moment its first line
+//     appears, by test/e2e/tree), with pgroup too; with --once-per a
+//     killed run records nothing, and a successful one is recorded (read
+//     from the store as it appears) only after every worker is gone;
+//     --containment cgroup exits 2.
 //
 // Handover times (one holder's command ended to the next one's started)
 // are logged with go test -v, not asserted. Tests wait by polling
