@@ -32,6 +32,14 @@
 // any of its workers, and Check proves that no worker wrote at or after the
 // first line of a later term.
 //
+// A writer killed by SIGKILL in the middle of its write(2) can leave a torn
+// line: the kernel may end a write early at a page boundary of the file
+// when a fatal signal is pending, so a prefix of the line reaches the file
+// without its newline, and the next writer's whole line follows it. Parsers
+// drop such a fragment (its writer died at that moment, within a beat of
+// its last complete line), keep the complete line after it, and count the
+// fragment in Log.Torn; SplitTorn tells one apart from a malformed line.
+//
 // All writers run on one host, so their wall clocks agree. Times are those of
 // the lines, so a run's recorded interval lies within the process's real life:
 // it starts a little after exec and, for a run killed with SIGKILL, ends at
@@ -206,6 +214,34 @@ func KeyOf(l Line) WorkerKey { return WorkerKey{l.Node, l.Token, l.Pid} }
 type Log struct {
 	Runs    []Run    // in start order
 	Workers []Worker // in the order of their first line
+	Torn    []string // fragments of torn lines, dropped (see SplitTorn)
+}
+
+// SplitTorn splits text (one line of the file, without its newline) that
+// is a torn line followed by a complete one: the fragment a writer killed
+// during its write left, then the whole line of the next writer. It
+// reports false unless the rest after some fragment parses as a line of a
+// known kind; a fragment is never empty.
+func SplitTorn(text string) (fragment string, next Line, ok bool) {
+	for i := 1; i < len(text); i++ {
+		rest := text[i:]
+		kind, _, _ := strings.Cut(rest, " ")
+		if !knownKind(kind) {
+			continue
+		}
+		if l, err := ParseLine(rest); err == nil {
+			return text[:i], l, true
+		}
+	}
+	return "", Line{}, false
+}
+
+func knownKind(k string) bool {
+	switch k {
+	case KindStart, KindBeat, KindStop, KindTerm, KindExit, KindGrandchild, KindSpawned, KindWorker:
+		return true
+	}
+	return false
 }
 
 // RunOf is the run that started w: the run of w's node and token that has
@@ -278,6 +314,7 @@ func ParseAll(r io.Reader) (Log, error) {
 		open    = map[int]*Run{} // pid -> its latest run
 		workers = map[WorkerKey]*Worker{}
 		order   []*Worker
+		torn    []string
 		br      = bufio.NewReader(r)
 	)
 	for n := 1; ; n++ {
@@ -288,7 +325,13 @@ func ParseAll(r io.Reader) (Log, error) {
 		if err != nil {
 			return Log{}, err
 		}
-		l, err := ParseLine(strings.TrimSuffix(text, "\n"))
+		line := strings.TrimSuffix(text, "\n")
+		l, err := ParseLine(line)
+		if err != nil {
+			if frag, next, ok := SplitTorn(line); ok {
+				torn, l, err = append(torn, frag), next, nil
+			}
+		}
 		if err == nil {
 			switch l.Kind {
 			case KindStart:
@@ -311,7 +354,7 @@ func ParseAll(r io.Reader) (Log, error) {
 			return Log{}, fmt.Errorf("record line %d %q: %w", n, strings.TrimSpace(text), err)
 		}
 	}
-	lg := Log{Runs: make([]Run, len(runs)), Workers: make([]Worker, len(order))}
+	lg := Log{Runs: make([]Run, len(runs)), Workers: make([]Worker, len(order)), Torn: torn}
 	for i, r := range runs {
 		lg.Runs[i] = *r
 	}
@@ -334,11 +377,15 @@ type Line struct {
 }
 
 // ParseLine parses one line of the log, without its newline. It checks the
-// fields, not the kind: see Run.Add and Worker.Add.
+// fields and that the kind is known, not the extra fields: see Run.Add and
+// Worker.Add.
 func ParseLine(text string) (Line, error) {
 	f := strings.Fields(text)
 	if len(f) < 5 || len(f) > 7 {
 		return Line{}, errors.New("want KIND NODE TOKEN PID UNIXNANOS [EXTRA...]")
+	}
+	if !knownKind(f[0]) {
+		return Line{}, fmt.Errorf("unknown kind %q", f[0])
 	}
 	l := Line{Kind: f[0], Node: f[1]}
 	var err error

@@ -2,6 +2,7 @@ package record
 
 import (
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -281,5 +282,46 @@ func TestReadAllCheck(t *testing.T) {
 	}
 	if lg, err := ReadAll(path + ".missing"); err != nil || len(lg.Runs)+len(lg.Workers) != 0 {
 		t.Fatalf("ReadAll of a missing file: %+v, %v", lg, err)
+	}
+}
+
+// A writer SIGKILLed during its write leaves a prefix of its line without
+// the newline; the next writer's whole line follows it.
+func TestSplitTorn(t *testing.T) {
+	next := strings.TrimSuffix(line(KindStart, "n4", "211", 26775, 30, ""), "\n")
+	beat := strings.TrimSuffix(line(KindBeat, "n1", "204", 26627, 10, ""), "\n")
+	tests := []struct {
+		name, text, fragment string
+		ok                   bool
+	}{
+		{name: "in the timestamp", text: beat[:len(beat)-10] + next, fragment: beat[:len(beat)-10], ok: true},
+		{name: "after a separator", text: "beat n1 204 26627 " + next, fragment: "beat n1 204 26627 ", ok: true},
+		{name: "one byte", text: "b" + next, fragment: "b", ok: true},
+		{name: "in the kind", text: "wor" + strings.TrimSuffix(line(KindWorker, "a", "7", 101, 2, RoleDaemon), "\n"), fragment: "wor", ok: true},
+		{name: "the whole line but its newline", text: beat + next, fragment: beat, ok: true},
+		{name: "garbage", text: "dance a 1 1 1"},
+		{name: "a complete line is not torn", text: next},
+		{name: "nothing complete after the fragment", text: beat[:20] + "start n4 211"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			frag, l, ok := SplitTorn(tt.text)
+			if ok != tt.ok || frag != tt.fragment {
+				t.Fatalf("SplitTorn = %q, %v; want %q, %v", frag, ok, tt.fragment, tt.ok)
+			}
+			if ok && strings.TrimSuffix(Format(l.Kind, l.Node, strconv.FormatUint(l.Token, 10), l.Pid, l.At, l.Extra), "\n") != tt.text[len(frag):] {
+				t.Errorf("the line after the fragment: %+v", l)
+			}
+		})
+	}
+	// Parsers drop the fragment and keep the line after it.
+	log := line(KindStart, "n1", "204", 26627, 0, "") + beat[:len(beat)-10] + line(KindStart, "n4", "211", 26775, 30, "") +
+		line(KindBeat, "n4", "211", 26775, 35, "")
+	lg, err := ParseAll(strings.NewReader(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lg.Runs) != 2 || len(lg.Torn) != 1 || lg.Torn[0] != beat[:len(beat)-10] || !lg.Runs[1].End().Equal(ms(35)) {
+		t.Fatalf("log %+v: want two runs and one torn fragment", lg)
 	}
 }

@@ -19,7 +19,11 @@
 //	                                 workers (see below) and log each as
 //	                                 "spawned WORKERPID ROLE"
 //	RECORD_WORKERS_IGNORE_TERM=1     the workers ignore SIGTERM: only SIGKILL
-//	                                 ends them (else SIGTERM does)
+//	                                 ends them (else SIGTERM does). A worker
+//	                                 ignores it from the first statement of
+//	                                 main on: Go does not keep an inherited
+//	                                 SIG_IGN for SIGTERM, so one that arrives
+//	                                 while its runtime starts still kills it
 //
 // A worker is the recorder itself again (/proc/self/exe) with
 // RECORD_ROLE=ROLE, and writes a "worker" line every 5 ms, from its first

@@ -1,6 +1,7 @@
 package torture
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -257,5 +258,31 @@ func TestCheckerOrphans(t *testing.T) {
 	wantErrs(t, c.verify())
 	if c.orphans != 1 || stranger.ProcessState != nil {
 		t.Fatalf("%d orphans after a second check, stranger %v: want 1 and the stranger alive", c.orphans, stranger.ProcessState)
+	}
+}
+
+// A line torn by its writer's SIGKILL is dropped and accounted for, with the
+// offset where it broke off; the line written after it counts.
+func TestCheckerTornLine(t *testing.T) {
+	c := testCluster(t)
+	appendLines(t, c.logPath, ln{"start", "a", "5", pidA, 0, ""})
+	f, err := os.OpenFile(c.logPath, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := f.Seek(0, io.SeekEnd)
+	if _, err := f.WriteString("beat a 5 1073741824 17000"); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	c.mustSync() // the fragment waits for a newline
+	appendLines(t, c.logPath, ln{"start", "b", "7", pidB, 20, ""}, ln{"beat", "b", "7", pidB, 25, ""})
+	c.mustSync()
+	wantErrs(t, c.verify())
+	if len(c.j.torn) != 1 || c.j.torn[0].fragment != "beat a 5 1073741824 17000" || c.j.torn[0].end != before+25 {
+		t.Fatalf("torn %+v, want the fragment ending at %d", c.j.torn, before+25)
+	}
+	if len(c.j.runs) != 2 || !c.j.runs[1].End().Equal(at(25)) || c.j.lines != 3 { // the fragment and the line after it are one line of the file
+		t.Fatalf("runs %v after %d lines", c.j.runs, c.j.lines)
 	}
 }

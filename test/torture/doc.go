@@ -68,6 +68,9 @@
 //     deadline its last acknowledged renewal could have earned (the harness
 //     cuts just after the store answered, so that bound is tight).
 //
+// A line torn by its writer's SIGKILL (record.SplitTorn) is dropped and
+// listed in the figures with the offset where it broke off.
+//
 // It also fails if a copy exits on its own, if no child runs within TTL
 // plus -torture.recovery of a heal, or if the copies' /leader do not agree
 // within 30 s after that.

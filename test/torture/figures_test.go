@@ -20,6 +20,7 @@ type table struct {
 	// workers, workers, worker lines, orphans (alive after their term).
 	containment                        string
 	treeRuns, workers, wlines, orphans int
+	torn                               []string // torn lines: where each broke off
 }
 
 type row struct {
@@ -33,6 +34,9 @@ func newTable(c *cluster, faults []*fault) *table {
 	tab := &table{counts: map[kind][2]int{}, containment: c.containment, orphans: c.orphans, workers: len(c.j.workers)}
 	for _, w := range c.j.workers {
 		tab.wlines += w.Lines
+	}
+	for _, tl := range c.j.torn {
+		tab.torn = append(tab.torn, fmt.Sprintf("%q at offset %d (4096·%d + %d)", tl.fragment, tl.end, tl.end/4096, tl.end%4096))
 	}
 	for _, r := range c.j.runs {
 		if len(r.Spawned) > 0 {
@@ -105,7 +109,15 @@ func (tab *table) footer() string {
 		"SIGSTOP pauses: %d, after %d of which the resumed child (or a worker) wrote again before its electd stopped it; "+
 		"writes of resumed children and their workers: %d, of which %d came after a newer term had written and %d of those were rejected by the fence",
 		tab.containment, tab.treeRuns, tab.workers, tab.wlines, tab.orphans,
-		tab.pauses, tab.wrote, tab.stale[0], tab.stale[1], tab.stale[2])
+		tab.pauses, tab.wrote, tab.stale[0], tab.stale[1], tab.stale[2]) + tab.tornNote()
+}
+
+// tornNote accounts for the lines torn by a SIGKILL during their write.
+func (tab *table) tornNote() string {
+	if len(tab.torn) == 0 {
+		return "\ntorn lines (a writer SIGKILLed during its write): 0"
+	}
+	return fmt.Sprintf("\ntorn lines (a writer SIGKILLed during its write), dropped: %d: %s", len(tab.torn), strings.Join(tab.torn, "; "))
 }
 
 // text renders the table for the test log.

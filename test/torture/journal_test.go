@@ -28,6 +28,15 @@ type journal struct {
 	byKey   map[record.WorkerKey]*worker
 	fence   fence
 	pauses  map[*record.Run]*pause
+	torn    []tornLine
+}
+
+// tornLine is the fragment of a line whose writer was killed during its
+// write(2), and the file offset where it broke off (the kernel ends such a
+// write at a page boundary: a multiple of 4096).
+type tornLine struct {
+	fragment string
+	end      int64
 }
 
 // term names a run by its node and token: in the torture every term has a
@@ -94,25 +103,35 @@ func (j *journal) sync() error {
 	}
 	j.off += int64(len(b))
 	data := append(j.partial, b...)
+	at := j.off - int64(len(data)) // the file offset of data[0]
 	for {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
 			break
 		}
 		j.lines++
-		if err := j.add(string(data[:i])); err != nil {
+		if err := j.add(string(data[:i]), at); err != nil {
 			return fmt.Errorf("%s line %d %q: %w", j.path, j.lines, data[:i], err)
 		}
-		data = data[i+1:]
+		data, at = data[i+1:], at+int64(i+1)
 	}
 	j.partial = append([]byte(nil), data...) // a line still being written
 	return nil
 }
 
-func (j *journal) add(text string) error {
+// add applies one line of the file, which starts at offset at. A torn line
+// (record.SplitTorn: a writer SIGKILLed during its write) is dropped, kept
+// in j.torn with the offset where it broke off, and the line after it is
+// applied.
+func (j *journal) add(text string, at int64) error {
 	l, err := record.ParseLine(text)
 	if err != nil {
-		return err
+		frag, next, ok := record.SplitTorn(text)
+		if !ok {
+			return err
+		}
+		j.torn = append(j.torn, tornLine{fragment: frag, end: at + int64(len(frag))})
+		l = next
 	}
 	var (
 		r *record.Run
