@@ -156,6 +156,7 @@ func (c *cluster) killAll() {
 			continue
 		}
 		if !c.treeDies() {
+			c.t.Logf("%s outlived its kill -9'd electd, as %s containment allows (documented); killing it", w, c.containment)
 			_ = syscall.Kill(w.Pid, syscall.SIGKILL)
 			continue
 		}
@@ -192,7 +193,11 @@ func (c *cluster) tryStart(n *node) (*life, error) {
 		"--store", c.be.scheme + "://" + n.proxy.Addr(),
 		"--ttl", c.cfg.ttl.String(), "--stop-timeout", c.cfg.stopTimeout.String(),
 		"--cool-down", c.cfg.coolDown.String(), "--listen", l.http,
-		"--log-format", "json", "--log-level", "debug", "--", recorderBin}
+		"--log-format", "json", "--log-level", "debug"}
+	if *flagContain != "" {
+		args = append(args, "--containment", *flagContain)
+	}
+	args = append(args, "--", recorderBin)
 	logf, err := os.OpenFile(l.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err

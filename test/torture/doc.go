@@ -92,9 +92,12 @@
 // minutes at most). `make torture` runs the long version: TORTURE_FAULTS
 // (default 200) per backend, writing the table to a report file. Knobs:
 // -torture.seed, -torture.faults, -torture.nodes, -torture.ttl,
-// -torture.backends, -torture.recovery, -torture.report, or the
-// environment variables TORTURE_SEED, TORTURE_FAULTS, TORTURE_NODES,
-// TORTURE_TTL, TORTURE_BACKENDS, TORTURE_RECOVERY, TORTURE_REPORT;
+// -torture.backends, -torture.recovery, -torture.report,
+// -torture.containment (electd's --containment; under pgroup a leader whose
+// child has workers is never kill -9'd, as that mode does not promise their
+// death then), or the environment variables TORTURE_SEED, TORTURE_FAULTS,
+// TORTURE_NODES, TORTURE_TTL, TORTURE_BACKENDS, TORTURE_RECOVERY,
+// TORTURE_REPORT, TORTURE_CONTAINMENT;
 // TORTURE_ELECTD_BIN tests a prebuilt electd, TORTURE_ELECTD_RACE=1 builds
 // it with the race detector.
 package torture

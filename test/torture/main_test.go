@@ -25,6 +25,7 @@ var (
 	flagBackends = flag.String("torture.backends", envString("TORTURE_BACKENDS", "etcd,redis"), "comma-separated backends to attack; $TORTURE_BACKENDS")
 	flagBound    = flag.Duration("torture.recovery", envDuration("TORTURE_RECOVERY", 8*time.Second), "a leader must run again within ttl plus this after a fault heals; $TORTURE_RECOVERY")
 	flagReport   = flag.String("torture.report", envString("TORTURE_REPORT", ""), "append the figures, as a Markdown table, to this file; $TORTURE_REPORT")
+	flagContain  = flag.String("torture.containment", envString("TORTURE_CONTAINMENT", ""), "--containment of every electd (empty: electd's default); $TORTURE_CONTAINMENT")
 )
 
 // config is one run's settings, fixed before the first fault.
