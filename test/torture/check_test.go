@@ -170,6 +170,14 @@ func (c *cluster) measure(f *fault) {
 			last = maxTime(last, w.Last)
 		}
 		add(figLastWorker, last.Sub(f.at))
+		if f.kind == kill9Main {
+			// From the main process's own last line (it died within a
+			// beat of it), so that a late kill by a busy harness does not
+			// count: how long the workers outlived the main process.
+			mainEnd := c.j.run(f.old.Pid).End()
+			add(figMainLast, mainEnd.Sub(f.at))
+			add(figWorkerTail, last.Sub(mainEnd))
+		}
 	}
 	if f.pause != nil {
 		add(figStale, f.pause.window())
@@ -190,6 +198,10 @@ const (
 	// wrote (negative: it wrote last before the kill, within a beat).
 	figTreeGone   = "last worker gone after the kill"
 	figLastWorker = "last worker line after the kill"
+	// kill9-main: from the kill to the main process's last line, and from
+	// that line to the last worker line.
+	figMainLast   = "main's last line after the kill"
+	figWorkerTail = "last worker line after the main's last line"
 )
 
 func maxTime(a, b time.Time) time.Time {
