@@ -115,11 +115,17 @@ func main() {
 	if os.Getenv("RECORD_WORKERS") == "1" {
 		r.spawnWorkers()
 	}
+	gcPid := 0
 	if os.Getenv("RECORD_SPAWN_GRANDCHILD") == "1" {
-		r.spawnGrandchild()
+		gcPid = startGrandchild()
 	}
 	if gcIgnoresTerm {
+		// Before the grandchild line: a SIGTERM sent as soon as a test sees
+		// that line must reach us, not fall into SIG_IGN.
 		signal.Notify(terms, syscall.SIGTERM)
+	}
+	if gcPid != 0 {
+		r.write(record.KindGrandchild, strconv.Itoa(gcPid))
 	}
 
 	var exitC <-chan time.Time
@@ -171,15 +177,15 @@ func exitKnobs() (time.Duration, int) {
 	return after, code
 }
 
-// spawnGrandchild starts `sleep 1000` in the recorder's own process group
-// and logs its pid; a goroutine reaps it if it dies first.
-func (r *recorder) spawnGrandchild() {
+// startGrandchild starts `sleep 1000` in the recorder's own process group
+// and returns its host pid; a goroutine reaps it if it dies first.
+func startGrandchild() int {
 	cmd := exec.Command("sleep", "1000")
 	if err := cmd.Start(); err != nil {
 		fail("start grandchild: %v", err)
 	}
 	go func() { _ = cmd.Wait() }()
-	r.write(record.KindGrandchild, strconv.Itoa(hostPid(cmd.Process.Pid)))
+	return hostPid(cmd.Process.Pid)
 }
 
 const (
