@@ -114,7 +114,7 @@ func (f *fault) oldEnd(j *journal) time.Time { return j.treeEnd(f.old) }
 // the store, so this is how long before that the old child was gone).
 func gapName(k kind) string {
 	switch k {
-	case sigtermElectd, resign, kill9Child:
+	case sigtermElectd, resign, kill9Child, kill9Main:
 		return "handover gap (old end → new start)"
 	}
 	return "step-down margin (old end → new start)"

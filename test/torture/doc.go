@@ -77,16 +77,18 @@
 //
 // It measures, per fault: the failover time (fault → first child of a new
 // term), the handover gap (old child's end → new child's start, for
-// SIGTERM, resign and kill -9 of the child), the step-down margin (the same
-// for faults that make the leader give its lease up: cut, slow link, reset,
-// kill -9, store restart, pause), how long after a store fault the old
-// child was gone (its whole tree: the old end is the later of its main
-// process's and its workers' last lines), the stale window after a resume,
-// and the recovery time after the heal; for kill9-main, and kill9-electd
-// of a child with workers, the time from the kill to the last worker's
-// last line and to the last worker gone from /proc. At the end it prints,
-// per fault kind, min, median, p99 and max of each, the containment mode,
-// the workers and the orphan count.
+// SIGTERM, resign, kill -9 of the child or of its main process), the
+// step-down margin (the same for faults that make the leader give its
+// lease up: cut, slow link, reset, kill -9, store restart, pause), how long
+// after a store fault the old child was gone (its whole tree: the old end
+// is the later of its main process's and its workers' last lines), the
+// stale window after a resume, and the recovery time after the heal; for
+// kill9-main, and kill9-electd of a child with workers, the time from the
+// kill to the last worker's last line and to the last worker gone from
+// /proc, and for kill9-main the time from the main process's own last line
+// to the last worker line. At the end it prints, per fault kind, min,
+// median, p99 and max of each, the containment mode, the workers and the
+// orphan count.
 //
 // `go test ./test/torture/` runs 16 faults per backend with TTL 2 s (a few
 // minutes at most). `make torture` runs the long version: TORTURE_FAULTS
