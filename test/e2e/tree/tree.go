@@ -200,8 +200,14 @@ func (w *Watch) run() {
 	line := func(text string) {
 		l, err := record.ParseLine(text)
 		if err != nil {
-			w.bad = append(w.bad, fmt.Sprintf("tree watch: line %q: %v", text, err))
-			return
+			// A writer SIGKILLed mid-write leaves a fragment that the next
+			// writer's line follows (see record.SplitTorn): keep that line.
+			_, next, torn := record.SplitTorn(text)
+			if !torn {
+				w.bad = append(w.bad, fmt.Sprintf("tree watch: line %q: %v", text, err))
+				return
+			}
+			l = next
 		}
 		switch l.Kind {
 		case record.KindSpawned:
