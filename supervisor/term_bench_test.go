@@ -97,3 +97,29 @@ func must(b *testing.B, err error) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkChildStartExit measures a whole short life of a child (start
+// /bin/true, wait for its exit, Stop) per containment mode: under pidns
+// that includes the namespace init (electd re-executed).
+//
+//	go test -run '^$' -bench ChildStartExit ./supervisor/
+func BenchmarkChildStartExit(b *testing.B) {
+	for _, mode := range modes {
+		b.Run(string(mode), func(b *testing.B) {
+			if _, _, err := ResolveContainment(mode); err != nil {
+				b.Skipf("SKIP: %v", err)
+			}
+			for range b.N {
+				c, err := StartChild(ChildSpec{Path: "/bin/true", Containment: mode}, nil)
+				must(b, err)
+				<-c.Done()
+				if _, err := c.Stop(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				if c.Exit().Code != 0 {
+					b.Fatalf("exit %+v", c.Exit())
+				}
+			}
+		})
+	}
+}
