@@ -74,6 +74,11 @@ func (t *Term) Err() error { return t.dl.Err() }
 // granted leadership before it. It only moves forward, on renewals.
 func (t *Term) ValidUntil() time.Time { return t.dl.ValidUntil() }
 
+// Suspended is how long the host has been suspended since the term's
+// deadline was first computed (when the grant was acknowledged): by that
+// much, ValidUntil may be later than the lease on the store.
+func (t *Term) Suspended() time.Duration { return t.dl.Suspended() }
+
 // Remaining is how long the term is still guaranteed, by the given clock reading.
 func (t *Term) Remaining(now time.Time) time.Duration { return t.dl.ValidUntil().Sub(now) }
 

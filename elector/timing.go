@@ -115,6 +115,8 @@ type Deadline struct {
 	clk    clock.Clock
 	timing Timing
 
+	suspended0 time.Duration // clk.Suspended() when the deadline was first computed
+
 	mu    sync.Mutex
 	until time.Time
 	timer clock.Timer
@@ -127,6 +129,7 @@ type Deadline struct {
 // sent at sent.
 func NewDeadline(clk clock.Clock, t Timing, sent time.Time) *Deadline {
 	d := &Deadline{clk: clock.OrReal(clk), timing: t, done: make(chan struct{})}
+	d.suspended0 = d.clk.Suspended()
 	d.until = t.DeadlineAfter(sent)
 	d.arm()
 	return d
@@ -155,6 +158,13 @@ func (d *Deadline) check() {
 	d.mu.Unlock()
 	d.End(ErrLeaseExpired)
 }
+
+// Suspended is how long the host has been suspended since the deadline
+// was first computed (see clock.Clock.Suspended). The deadline is a reading
+// of the monotonic clock, which stops during a suspension while the lease on
+// the store runs on: after one, it is later than the truth by about this
+// much.
+func (d *Deadline) Suspended() time.Duration { return d.clk.Suspended() - d.suspended0 }
 
 // Renewed records a renewal acknowledged by the store that was sent at
 // sent. It returns the (possibly unchanged) deadline and false if the

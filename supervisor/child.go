@@ -144,6 +144,7 @@ type Child struct {
 	log     *slog.Logger
 	pid     int
 	ticks   uint64 // start time in clock ticks after boot, for treeMembers
+	marker  string // the environment entry that marks the tree's processes
 	started time.Time
 
 	// pidns only: the init's control pipe (write end) and status pipe (read
@@ -253,7 +254,7 @@ func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
 	for _, o := range c.outputs {
 		go o.run()
 	}
-	c.ticks = startTime(c.pid)
+	c.ticks, c.marker = startTime(c.pid), treeMarker(env)
 	c.log.Info("started", "pid", c.pid, "path", path, "args", argv[1:], "containment", c.mode())
 	return c, nil
 }

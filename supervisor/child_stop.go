@@ -126,7 +126,7 @@ func (c *Child) signalTree(sig syscall.Signal) {
 	}
 	for _, s := range sigs {
 		c.killGroup(s)
-		for _, pid := range treeMembers(c.pid, c.ticks) {
+		for _, pid := range treeMembers(c.pid, c.ticks, c.marker) {
 			if err := syscall.Kill(pid, s); err != nil && !errors.Is(err, syscall.ESRCH) {
 				c.log.Warn("signal tree member failed", "pid", pid, "signal", signalName(s), "err", err)
 			}
@@ -181,7 +181,7 @@ func (c *Child) drainGroup() error {
 		// cannot take a status that anybody else waits for.
 		reapGroup(c.pid, c.log)
 		reapTreeOrphans(c.ticks, c.log)
-		rest := treeMembers(c.pid, c.ticks)
+		rest := treeMembers(c.pid, c.ticks, c.marker)
 		for _, pid := range rest {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
@@ -284,10 +284,10 @@ func groupMembers(pgid int) (alive, zombies int) {
 		if err != nil || st.pgrp != pgid {
 			continue
 		}
-		if st.state == 'Z' || st.state == 'X' {
-			zombies++
-		} else {
+		if running(pid, st) {
 			alive++
+		} else {
+			zombies++
 		}
 	}
 	return alive, zombies

@@ -33,9 +33,11 @@ import (
 //     subreaper: orphaned descendants are reparented to it. A stop signals
 //     the group and every descendant electd can find in /proc (descendants of
 //     the main process, and orphans reparented to electd that started after
-//     it), and SIGKILLs them until none is left. Limit: after kill -9 of
-//     electd only the direct child dies (Pdeathsig); the rest of the tree
-//     lives on, reparented to PID 1.
+//     it and carry its ELECTD_FENCING_TOKEN), and SIGKILLs them until none is
+//     left. Limits: after kill -9 of electd only the direct child dies
+//     (Pdeathsig), the rest of the tree lives on, reparented to PID 1; and a
+//     descendant that both leaves the group and drops ELECTD_FENCING_TOKEN
+//     from its environment (env -i) escapes once its parent has exited.
 //   - cgroup: a cgroup v2 leaf with cgroup.kill. Not built in this release:
 //     it does not survive kill -9 of electd either (nothing is left to write
 //     cgroup.kill), and pidns already contains every descendant.
@@ -133,9 +135,17 @@ func probePidns() error {
 // treeMembers lists, from /proc, the live processes of the tree of the
 // child leader (pid, started at start in clock ticks since boot), other than
 // leader itself: its process group, its descendants, and the orphans that
-// were reparented to this process (a subreaper) and started after it,
-// with their descendants. Zombies are left out: they cannot run.
-func treeMembers(leader int, start uint64) []int {
+// were reparented to this process (a subreaper) with their descendants.
+//
+// An orphan of ours counts only if it started after the leader and carries
+// the leader's mark in its environment (marker, e.g. its
+// ELECTD_FENCING_TOKEN=… entry; empty: no orphan counts): as PID 1 of a
+// container electd inherits every orphan there, and must not kill a stranger
+// (a `kubectl exec` session's background job). The leader's own pid and
+// group count only while a process with that pid is the leader (same start
+// time), so that a reused pid pulls in no one. A zombie whose other threads
+// still run is alive (see running).
+func treeMembers(leader int, start uint64, marker string) []int {
 	procs, err := listProcs()
 	if err != nil {
 		return nil
@@ -156,22 +166,88 @@ func treeMembers(leader int, start uint64) []int {
 			walk(c)
 		}
 	}
-	walk(leader)
+	if p, ok := procs[leader]; ok && p.start == start {
+		walk(leader)
+	}
+	_, leaderReused := procs[leader]
+	leaderReused = leaderReused && procs[leader].start != start
 	for pid, p := range procs {
 		switch {
-		case p.pgrp == leader:
+		case p.pgrp == leader && !leaderReused:
 			walk(pid)
-		case p.ppid == self && p.start >= start && !isOwned(pid):
+		case p.ppid == self && start != 0 && p.start >= start && !isOwned(pid) && hasMark(pid, marker):
 			walk(pid)
 		}
 	}
 	var out []int
 	for pid := range in {
-		if p, ok := procs[pid]; ok && pid != leader && p.state != 'Z' && p.state != 'X' {
+		if p, ok := procs[pid]; ok && pid != leader && running(pid, p) {
 			out = append(out, pid)
 		}
 	}
 	return out
+}
+
+// running reports whether a process can still run: not a zombie, or a
+// zombie leader (its main thread exited) whose other threads still run.
+func running(pid int, p procStat) bool {
+	if p.state != 'Z' && p.state != 'X' {
+		return true
+	}
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return false
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X' {
+			return true
+		}
+	}
+	return false
+}
+
+// hasMark reports whether pid's environment holds the entry marker. A
+// zombie leader (main thread exited) has no memory of its own left to read
+// it from; its live threads do.
+func hasMark(pid int, marker string) bool {
+	if marker == "" {
+		return false
+	}
+	dir := "/proc/" + strconv.Itoa(pid)
+	paths := []string{dir + "/environ"}
+	if tasks, err := os.ReadDir(dir + "/task"); err == nil {
+		for _, t := range tasks {
+			paths = append(paths, dir+"/task/"+t.Name()+"/environ")
+		}
+	}
+	for _, path := range paths {
+		b, err := os.ReadFile(path)
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		for _, kv := range strings.Split(string(b), "\x00") {
+			if kv == marker {
+				return true
+			}
+		}
+		return false
+	}
+	return false
+}
+
+// treeMarker is the entry of env that marks the processes of one child's
+// tree: its fencing token, which only this term's child carries.
+func treeMarker(env []string) string {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "ELECTD_FENCING_TOKEN=") {
+			return kv
+		}
+	}
+	return ""
 }
 
 // listProcs reads /proc/*/stat for every process.

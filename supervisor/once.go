@@ -65,6 +65,8 @@ func (e *InterruptedError) Unwrap() error { return e.Err }
 // When the child exits on its own, afterExit (if not nil) runs once every
 // process of its tree is gone, while the term is still held, before it is
 // given up, and RunOnce returns an *ExitError carrying the child's status.
+// If processes of the tree survived SIGKILL, afterExit does not run and
+// RunOnce returns that error instead.
 // Otherwise RunOnce returns a *TermEndedError or an *InterruptedError, or
 // the error that kept the child from starting.
 func (s *Supervisor) RunOnce(ctx context.Context, term *elector.Term, afterExit func(context.Context, ExitStatus)) (err error) {
@@ -84,6 +86,9 @@ func (s *Supervisor) RunOnce(ctx context.Context, term *elector.Term, afterExit 
 	switch {
 	case e.startErr != nil:
 		return fmt.Errorf("start %s: %w", s.cfg.Command[0], e.startErr)
+	case e.reason == endExited && e.treeErr != nil:
+		return fmt.Errorf("the command exited with code %d, but its tree did not die; the run was not recorded: %w",
+			e.status.ExitCode(), e.treeErr)
 	case e.reason == endExited:
 		return &ExitError{Status: e.status}
 	case e.reason == endShutdown:

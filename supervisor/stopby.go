@@ -22,9 +22,12 @@ import (
 // is suspended; the lease on the store does not. So the stop timer runs on
 // the boot clock (CLOCK_BOOTTIME, which counts suspended time) and fires at
 // the real StopBy even across a suspension; and whenever the term's loop
-// wakes, it compares the two clocks: once they have drifted apart by more
-// than SuspendBound during the term, the term's deadline cannot be trusted,
-// and the term ends at once with SIGKILL to the tree (reason "suspended").
+// wakes, and before a child starts, it compares the two clocks: once they
+// have drifted apart by more than SuspendBound since the term's deadline was
+// first computed (Term.Suspended, from the grant's acknowledgement on, so a
+// suspension while Campaign was returning counts too), the term's deadline
+// cannot be trusted, and the term ends at once with SIGKILL to the tree
+// (reason "suspended").
 
 // StopMargin is the time, beyond StopTimeout, reserved before the lease
 // deadline for SIGKILL, reaping and scheduling delays.
@@ -42,12 +45,11 @@ type stopTimer struct {
 	clk         clock.Clock
 	term        *elector.Term
 	stopTimeout time.Duration
-	suspended0  time.Duration // clk.Suspended() when the term began
 	t           clock.Timer
 }
 
 func (s *Supervisor) newStopTimer(term *elector.Term) *stopTimer {
-	st := &stopTimer{clk: s.cfg.Clock, term: term, stopTimeout: s.cfg.StopTimeout, suspended0: s.cfg.Clock.Suspended()}
+	st := &stopTimer{clk: s.cfg.Clock, term: term, stopTimeout: s.cfg.StopTimeout}
 	st.arm()
 	return st
 }
@@ -70,7 +72,7 @@ func (st *stopTimer) C() <-chan time.Time { return st.t.C() }
 // suspended reports how long the host was suspended during the term, if
 // that is more than SuspendBound.
 func (st *stopTimer) suspended() (time.Duration, bool) {
-	d := st.clk.Suspended() - st.suspended0
+	d := st.term.Suspended()
 	return d, d > SuspendBound
 }
 

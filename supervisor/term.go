@@ -28,6 +28,9 @@ type ending struct {
 	ran, exited bool
 	status      ExitStatus
 	startErr    error
+	// treeErr: processes of the tree survived SIGKILL past Stop's bound
+	// (uninterruptible sleep); afterExit did not run.
+	treeErr error
 }
 
 // hold holds one term: the only function that does, for `run` and `lock`
@@ -75,6 +78,11 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 			return
 		}
 		child, e.ran, e.exited = c, true, false
+		// Starting takes time (under pidns the init is electd re-executed):
+		// if the term ended meanwhile, the child stops at once.
+		if e.reason = s.over(ctx, term, stopBy); e.reason != "" {
+			s.log.Warn("term over while the child was starting; stopping it", "reason", e.reason)
+		}
 	}
 	if len(s.cfg.Command) > 0 {
 		start()
@@ -104,7 +112,8 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 		case reply = <-s.resignReq:
 			e.reason = endResigned
 		case <-childDone:
-			e.status, e.exited = s.reap(ctx, child), true
+			e.status, e.treeErr = s.reap(ctx, child)
+			e.exited = true
 			child = nil
 			if onExit != OnExitRestart {
 				e.reason = endExited
@@ -127,9 +136,9 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 		}
 	}
 	if child != nil {
-		e.status = s.stopChild(ctx, child, term, killNow)
+		e.status, e.treeErr = s.stopChild(ctx, child, term, killNow || e.reason == endSuspended)
 	}
-	if e.reason == endExited && afterExit != nil {
+	if e.reason == endExited && afterExit != nil && e.treeErr == nil {
 		afterExit(ctx, e.status)
 	}
 	rerr := s.give(ctx, term, e.reason)
@@ -159,28 +168,30 @@ func (s *Supervisor) over(ctx context.Context, term *elector.Term, stopBy *stopT
 
 // reap handles a child whose main process exited on its own: what is left of
 // its tree is killed and reaped, and the exit is recorded.
-func (s *Supervisor) reap(ctx context.Context, c *Child) ExitStatus {
-	st := s.endChild(ctx, c, 0)
+func (s *Supervisor) reap(ctx context.Context, c *Child) (ExitStatus, error) {
+	st, err := s.endChild(ctx, c, 0)
 	s.log.Info("child exited", "code", st.ExitCode(), "outcome", st.Outcome(), "on_exit", s.cfg.OnExit)
-	return st
+	return st, err
 }
 
 // stopChild stops the child's tree so that it is gone before the term's
 // deadline: the grace period is cut short if it would run past
 // ValidUntil − StopMargin, and skipped with killNow.
-func (s *Supervisor) stopChild(ctx context.Context, c *Child, term *elector.Term, killNow bool) ExitStatus {
+func (s *Supervisor) stopChild(ctx context.Context, c *Child, term *elector.Term, killNow bool) (ExitStatus, error) {
 	left := term.ValidUntil().Add(-StopMargin).Sub(s.cfg.Clock.Now()) // on the injected clock
 	if killNow {
 		left = 0 // SIGKILL at once
 	}
-	st := s.endChild(ctx, c, left)
+	st, err := s.endChild(ctx, c, left)
 	s.log.Info("child stopped", "code", st.ExitCode(), "outcome", st.Outcome(), "killed", st.Killed)
-	return st
+	return st, err
 }
 
 // endChild stops c's tree with at most grace for the stop signal (Stop),
-// and records the child as gone.
-func (s *Supervisor) endChild(ctx context.Context, c *Child, grace time.Duration) ExitStatus {
+// and records the child as gone. The error says that processes of the
+// tree survived SIGKILL (stuck in uninterruptible sleep): nothing more can
+// be done about them, but no run is recorded as done.
+func (s *Supervisor) endChild(ctx context.Context, c *Child, grace time.Duration) (ExitStatus, error) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
 	st, err := c.Stop(sctx)
@@ -188,5 +199,5 @@ func (s *Supervisor) endChild(ctx context.Context, c *Child, grace time.Duration
 		s.log.Error("child's tree survived SIGKILL", "err", err)
 	}
 	s.childGone(c, st)
-	return st
+	return st, err
 }
