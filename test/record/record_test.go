@@ -100,20 +100,7 @@ func TestCheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := Check(tt.runs, tt.opt)
-			if len(tt.want) == 0 {
-				if err != nil {
-					t.Fatalf("Check: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("Check passed, want %q", tt.want)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Check: %v\nwant it to contain %q", err, w)
-				}
-			}
+			wantCheck(t, err, tt.want)
 		})
 	}
 }
@@ -242,20 +229,7 @@ func TestCheckWorkers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := Log{Runs: tt.runs, Workers: tt.workers}.Check(tt.opt)
-			if len(tt.want) == 0 {
-				if err != nil {
-					t.Fatalf("Check: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("Check passed, want %q", tt.want)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Check: %v\nwant it to contain %q", err, w)
-				}
-			}
+			wantCheck(t, err, tt.want)
 		})
 	}
 }
@@ -323,5 +297,24 @@ func TestSplitTorn(t *testing.T) {
 	}
 	if len(lg.Runs) != 2 || len(lg.Torn) != 1 || lg.Torn[0] != beat[:len(beat)-10] || !lg.Runs[1].End().Equal(ms(35)) {
 		t.Fatalf("log %+v: want two runs and one torn fragment", lg)
+	}
+}
+
+// wantCheck fails t unless err is nil for no want, or contains every want.
+func wantCheck(t *testing.T, err error, want []string) {
+	t.Helper()
+	if len(want) == 0 {
+		if err != nil {
+			t.Fatalf("Check: %v", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("Check passed, want %q", want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Check: %v\nwant it to contain %q", err, w)
+		}
 	}
 }
