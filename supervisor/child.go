@@ -149,10 +149,11 @@ type Child struct {
 
 	// pidns only: the init's control pipe (write end) and status pipe (read
 	// end); see nsinit.go.
-	ctl      *os.File
-	status   *bufio.Reader
-	statR    *os.File
-	initSeen chan struct{} // closed once StartChild has read the first status line
+	ctl       *os.File
+	status    *bufio.Reader
+	statR     *os.File
+	initSeen  chan struct{} // closed once StartChild has read the first status line
+	pipesOnce sync.Once
 
 	done chan struct{} // closed once the child is reaped and exit is set
 	exit ExitStatus
@@ -212,17 +213,20 @@ func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
 		Files: files,
 		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	}
+	fail := func(err error) (*Child, error) {
+		for _, o := range c.outputs {
+			o.r.Close()
+		}
+		c.closeInitPipes()
+		return nil, fmt.Errorf("start child: %w", err)
+	}
 	execPath, execArgv := path, argv
 	if spec.Containment == ContainPidns {
-		closeAfterStart, err = c.initPipes(attr, closeAfterStart)
-		if err != nil {
+		if closeAfterStart, err = c.initPipes(attr, closeAfterStart); err != nil {
 			for _, f := range closeAfterStart {
 				f.Close()
 			}
-			for _, o := range c.outputs {
-				o.r.Close()
-			}
-			return nil, fmt.Errorf("start child: %w", err)
+			return fail(err)
 		}
 		attr.Sys.Cloneflags = syscall.CLONE_NEWPID
 		execPath, execArgv = selfExe, append([]string{initArg0, path}, argv...)
@@ -242,14 +246,7 @@ func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
 		}
 	}
 	if err != nil {
-		for _, o := range c.outputs {
-			o.r.Close()
-		}
-		if c.ctl != nil {
-			c.ctl.Close()
-			c.statR.Close()
-		}
-		return nil, fmt.Errorf("start child: %w", err)
+		return fail(err)
 	}
 	for _, o := range c.outputs {
 		go o.run()
@@ -283,6 +280,17 @@ func (c *Child) initPipes(attr *os.ProcAttr, closeAfterStart []*os.File) ([]*os.
 	c.initSeen = make(chan struct{})
 	attr.Files = append(attr.Files, ctlR, statW)
 	return append(closeAfterStart, ctlR, statW), nil
+}
+
+// closeInitPipes closes electd's ends of the init's pipes, once; without
+// pidns there are none.
+func (c *Child) closeInitPipes() {
+	c.pipesOnce.Do(func() {
+		if c.ctl != nil {
+			c.ctl.Close()
+			c.statR.Close()
+		}
+	})
 }
 
 // awaitInit reads the init's first status line: the command runs, or why
@@ -338,8 +346,7 @@ func (c *Child) run(path string, argv []string, attr *os.ProcAttr, started chan<
 		<-c.initSeen
 		var is initStatus
 		_ = readInitStatus(c.status, &is, true)
-		c.statR.Close()
-		c.ctl.Close() // the init is gone; nothing reads it
+		c.closeInitPipes() // the init is gone; nothing reads or writes them
 		if is.exited {
 			st.Code, st.Signal = is.code, is.signal
 		}

@@ -41,8 +41,8 @@ const (
 //  6. wait (bounded) until the child's output has been delivered.
 //
 // ctx bounds only the grace period of step 2: once it ends, SIGKILL follows
-// at once (a ctx already ended skips steps 1 and 2), and steps 3-6 always run, so Stop never returns while the tree
-// still runs. Stop is idempotent and safe for concurrent use: every call
+// at once (a ctx already ended skips steps 1 and 2), and steps 3-6 always
+// run, so Stop never returns while the tree still runs. Stop is idempotent and safe for concurrent use: every call
 // waits for the same single stop and returns the same result; a caller whose
 // ctx ends cuts the grace period short for all. If the child has already
 // exited, Stop only kills and reaps what is left of its tree and drains its
@@ -180,7 +180,7 @@ func (c *Child) drainGroup() error {
 		// child of ours in this group is such an orphan, so wait4(-pgid)
 		// cannot take a status that anybody else waits for.
 		reapGroup(c.pid, c.log)
-		reapTreeOrphans(c.ticks, c.log)
+		reapUnowned(c.log, c.ticks) // tree members reparented to electd
 		rest := treeMembers(c.pid, c.ticks, c.marker)
 		for _, pid := range rest {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -248,45 +248,19 @@ func reapGroup(pgid int, log *slog.Logger) {
 	}
 }
 
-// reapTreeOrphans reaps the exited children of ours that StartChild does
-// not own and that started at or after ticks: members of a child's tree
-// that were reparented to electd. Older children, and owned ones, are left
-// to their own waiters.
-func reapTreeOrphans(ticks uint64, log *slog.Logger) {
-	pids, err := childPids()
-	if err != nil {
-		return
-	}
-	for _, pid := range pids {
-		if isOwned(pid) || startTime(pid) < ticks {
-			continue
-		}
-		var ws unix.WaitStatus
-		if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err == nil && got == pid {
-			log.Debug("reaped tree member", "pid", pid, "code", exitCodeOf(ws))
-		}
-	}
-}
-
 // groupMembers counts, from /proc, the processes whose process group is
 // pgid, split into live ones and zombies.
 func groupMembers(pgid int) (alive, zombies int) {
-	entries, err := os.ReadDir("/proc")
+	procs, err := listProcs()
 	if err != nil {
 		return 1, 0 // cannot tell: assume the worst
 	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		st, err := readStat(pid)
-		if err != nil || st.pgrp != pgid {
-			continue
-		}
-		if running(pid, st) {
+	for pid, st := range procs {
+		switch {
+		case st.pgrp != pgid:
+		case running(pid, st):
 			alive++
-		} else {
+		default:
 			zombies++
 		}
 	}

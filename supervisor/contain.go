@@ -166,11 +166,11 @@ func treeMembers(leader int, start uint64, marker string) []int {
 			walk(c)
 		}
 	}
-	if p, ok := procs[leader]; ok && p.start == start {
+	lp, leaderLives := procs[leader]
+	leaderReused := leaderLives && lp.start != start
+	if leaderLives && !leaderReused {
 		walk(leader)
 	}
-	_, leaderReused := procs[leader]
-	leaderReused = leaderReused && procs[leader].start != start
 	for pid, p := range procs {
 		switch {
 		case p.pgrp == leader && !leaderReused:

@@ -130,7 +130,7 @@ func ReapOrphans(ctx context.Context, log *slog.Logger) {
 	tick := time.NewTicker(reapBackstop)
 	defer tick.Stop()
 	for {
-		reapUnowned(log)
+		reapUnowned(log, 0)
 		select {
 		case <-ctx.Done():
 			return
@@ -140,8 +140,12 @@ func ReapOrphans(ctx context.Context, log *slog.Logger) {
 	}
 }
 
-// reapUnowned reaps every exited child that StartChild does not own.
-func reapUnowned(log *slog.Logger) {
+// reapUnowned reaps every exited child that StartChild does not own and
+// that started at or after since (clock ticks after boot; 0: any). Stop
+// passes its child's start, so that it reaps only members of that child's
+// tree reparented to electd, not children that other code of this process
+// started earlier and waits for itself.
+func reapUnowned(log *slog.Logger, since uint64) {
 	reaperMu.Lock()
 	defer reaperMu.Unlock()
 	pids, err := childPids()
@@ -150,7 +154,7 @@ func reapUnowned(log *slog.Logger) {
 		return
 	}
 	for _, pid := range pids {
-		if _, ok := owned[pid]; ok {
+		if _, ok := owned[pid]; ok || (since > 0 && startTime(pid) < since) {
 			continue
 		}
 		for {
