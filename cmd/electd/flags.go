@@ -60,13 +60,18 @@ func containmentFlag() cli.Flag {
 			"the tree dies with electd, even on kill -9; needs CAP_SYS_ADMIN), pgroup (process group and subreaper), cgroup (not built)"}
 }
 
-// containmentOf reads --containment and resolves it to the mode in force.
-func containmentOf(c *cli.Context) (supervisor.Containment, string, error) {
+// containmentOf reads --containment and checks, before anything touches the
+// network, that this host can give it (supervisor.New resolves it again,
+// from the same cached probe, and reports the mode in force and why).
+func containmentOf(c *cli.Context) (supervisor.Containment, error) {
 	want, err := supervisor.ParseContainment(c.String("containment"))
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
-	return supervisor.ResolveContainment(want)
+	if _, _, err := supervisor.ResolveContainment(want); err != nil {
+		return "", err
+	}
+	return want, nil
 }
 
 // timingOf reads --ttl and --renew-interval and checks them.

@@ -63,8 +63,7 @@ type lockConfig struct {
 	timing      elector.Timing
 	stopSignal  syscall.Signal
 	stopTimeout time.Duration
-	contain     supervisor.Containment
-	containWhy  string
+	contain     supervisor.Containment // as asked for; checked
 }
 
 func parseLockConfig(c *cli.Context) (*lockConfig, error) {
@@ -115,7 +114,7 @@ func parseLockConfig(c *cli.Context) (*lockConfig, error) {
 	if err := lc.timing.ValidateStop(lc.stopTimeout, supervisor.StopMargin); err != nil {
 		return nil, err
 	}
-	if lc.contain, lc.containWhy, err = containmentOf(c); err != nil {
+	if lc.contain, err = containmentOf(c); err != nil {
 		return nil, err
 	}
 	if !lc.shell {
@@ -218,7 +217,8 @@ func lockAction(c *cli.Context) error {
 	if err := supervisor.BecomeSubreaper(); err != nil {
 		log.Warn("cannot become child subreaper; orphaned grandchildren will go to init", "err", err)
 	}
-	log.Info("containment", "mode", lc.contain, "why", lc.containWhy)
+	mode, why := sup.Containment()
+	log.Info("containment", "mode", mode, "why", why)
 	helpers, stopHelpers := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { supervisor.ForwardSignals(helpers, sup.Child, log) })

@@ -91,13 +91,13 @@ func TestParseLockConfig(t *testing.T) {
 		{name: "once-per with slots", args: []string{"--once-per", "1h", "--slots", "2", "job", "--", "true"}, field: "once-per"},
 		{name: "stop-timeout too long", args: []string{"--ttl", "2s", "--stop-timeout", "5s", "job", "--", "true"}, field: "stop-timeout"},
 		{name: "containment pgroup", args: []string{"--containment", "pgroup", "job", "--", "true"}, check: func(t *testing.T, lc *lockConfig) {
-			if lc.contain != supervisor.ContainPgroup || lc.containWhy == "" {
-				t.Fatalf("containment %q (%q)", lc.contain, lc.containWhy)
+			if lc.contain != supervisor.ContainPgroup {
+				t.Fatalf("containment %q", lc.contain)
 			}
 		}},
-		{name: "containment auto is resolved", args: []string{"job", "--", "true"}, check: func(t *testing.T, lc *lockConfig) {
-			if lc.contain != supervisor.ContainPidns && lc.contain != supervisor.ContainPgroup {
-				t.Fatalf("containment %q: auto must resolve to a mode in force", lc.contain)
+		{name: "containment auto by default", args: []string{"job", "--", "true"}, check: func(t *testing.T, lc *lockConfig) {
+			if lc.contain != supervisor.ContainAuto {
+				t.Fatalf("containment %q, want auto (resolved by supervisor.New)", lc.contain)
 			}
 		}},
 		{name: "containment unknown", args: []string{"--containment", "jail", "job", "--", "true"}, field: "containment"},

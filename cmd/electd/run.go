@@ -41,7 +41,6 @@ type runConfig struct {
 	sup                             supervisor.Config
 	adminToken                      string
 	readyCode, notReadyCode         int
-	containWhy                      string // why sup.Containment is the mode in force
 }
 
 func parseRunConfig(c *cli.Context) (*runConfig, error) {
@@ -84,15 +83,14 @@ func parseRunConfig(c *cli.Context) (*runConfig, error) {
 	if id == "" {
 		return nil, elector.Configf("id", "is empty and the hostname is unknown; set --id")
 	}
-	contain, containWhy := supervisor.ContainNone, "no command"
+	var contain supervisor.Containment // readiness-only: nothing to contain
 	if len(command) > 0 {
-		if contain, containWhy, err = containmentOf(c); err != nil {
+		if contain, err = containmentOf(c); err != nil {
 			return nil, err
 		}
 	}
 	return &runConfig{
-		containWhy: containWhy,
-		election:   election, id: id, advertise: c.String("advertise"), listen: c.String("listen"),
+		election: election, id: id, advertise: c.String("advertise"), listen: c.String("listen"),
 		timing: timing, adminToken: c.String("admin-token"),
 		readyCode: c.Int("ready-code"), notReadyCode: c.Int("not-ready-code"),
 		sup: supervisor.Config{
@@ -158,6 +156,9 @@ func runAction(c *cli.Context) error {
 	if sup, err = supervisor.New(rc.sup); err != nil {
 		return err
 	}
+	mode, why := sup.Containment()
+	metrics.Containment(string(mode))
+	log.Info("containment", "mode", mode, "why", why)
 	view := health.NewView(rc.election, el, log)
 	view.CountChanges(metrics)
 
@@ -181,7 +182,7 @@ func runAction(c *cli.Context) error {
 	srv, err := health.NewServer(health.Config{
 		Election: rc.election, SelfID: rc.id, View: view,
 		Leading: sup.Leading, Ready: sup.Ready, Live: sup.Live, Resign: sup.Resign,
-		Healthy: st.ping, Containment: string(rc.sup.Containment),
+		Healthy: st.ping, Containment: string(mode),
 		AdminToken: rc.adminToken, ReadyCode: rc.readyCode, NotReadyCode: rc.notReadyCode,
 		Gatherer: reg, Logger: log, SeparateAdmin: adminLn != nil,
 	})
@@ -196,8 +197,6 @@ func runAction(c *cli.Context) error {
 	if err := supervisor.BecomeSubreaper(); err != nil {
 		log.Warn("cannot become child subreaper; orphaned grandchildren will go to init", "err", err)
 	}
-	metrics.Containment(string(rc.sup.Containment))
-	log.Info("containment", "mode", rc.sup.Containment, "why", rc.containWhy)
 	log.Info("starting", "election", rc.election, "id", rc.id, "store", st.url.redacted,
 		"timing", rc.timing.String(), "stop_timeout", rc.sup.StopTimeout, "command", rc.sup.Command)
 	return runGroup(c.Context, log, sup, view, srv, ln, adminLn)
