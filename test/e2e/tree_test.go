@@ -475,11 +475,7 @@ func (h *harness) checkMode(n *node, want string) {
 // all reads the whole record log, runs and workers.
 func (h *harness) all() record.Log {
 	h.t.Helper()
-	lg, err := record.ReadAll(h.logPath)
-	if err != nil {
-		h.t.Fatalf("record log: %v", err)
-	}
-	return lg
+	return tree.ReadLog(h.t, h.logPath)
 }
 
 // waitWorkers waits until run has spawned all its workers and each of them

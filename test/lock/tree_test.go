@@ -192,9 +192,5 @@ func (h *harness) waitWorkersLogged(run record.Run) record.Run {
 // all reads the whole record log, runs and workers.
 func (h *harness) all() record.Log {
 	h.t.Helper()
-	lg, err := record.ReadAll(h.logPath)
-	if err != nil {
-		h.t.Fatalf("record log: %v", err)
-	}
-	return lg
+	return tree.ReadLog(h.t, h.logPath)
 }

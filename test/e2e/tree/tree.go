@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/electd/electd/test/proc"
@@ -264,4 +265,15 @@ func (w *Watch) run() {
 		case <-tick.C:
 		}
 	}
+}
+
+// ReadLog reads the whole record log at path, runs and workers, and fails
+// t if it cannot.
+func ReadLog(t testing.TB, path string) record.Log {
+	t.Helper()
+	lg, err := record.ReadAll(path)
+	if err != nil {
+		t.Fatalf("record log: %v", err)
+	}
+	return lg
 }
