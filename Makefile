@@ -66,6 +66,9 @@ bench: redis-server
 ## their seed corpora already run as tests). FUZZTIME=60s for a longer look.
 FUZZTIME ?= 3000x
 fuzz:
-	@for f in FuzzParseSignal FuzzRunDurations FuzzNames FuzzStoreURLSecret FuzzParseStoreURL; do \
+	@for f in FuzzParseSignal FuzzRunDurations; do \
 	  $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./cmd/electd || exit 1; done
+	@for f in FuzzStoreURLSecret FuzzParseStoreURL; do \
+	  $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./store || exit 1; done
+	$(GO) test -run '^$$' -fuzz '^FuzzNames$$' -fuzztime $(FUZZTIME) ./elector
 	$(GO) test -run '^$$' -fuzz '^FuzzHandlers$$' -fuzztime $(FUZZTIME) ./health

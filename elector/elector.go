@@ -25,13 +25,6 @@ type Elector interface {
 	Close() error
 }
 
-// WakeupCounter is implemented by backends that count how often a waiting
-// campaign was woken by the store to re-check whether it leads. The
-// conformance suite uses it to prove a leader's exit wakes only its successor.
-type WakeupCounter interface {
-	Wakeups() uint64
-}
-
 // Leader describes the holder of an election.
 type Leader struct {
 	ID      string    `json:"id"`

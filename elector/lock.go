@@ -39,25 +39,6 @@ func ValidateSlots(n int) error {
 	return nil
 }
 
-// Slotted is implemented by backends that can run an election as a
-// semaphore: up to n candidates hold a term at once, in arrival order, each
-// with its own strictly growing token. n is 1 unless set; set it before the
-// first Campaign. Every candidate of an election must use the same n; a
-// candidate that finds others queued with another n gets a *SlotsError.
-type Slotted interface {
-	SetSlots(n int) error
-	Slots() int
-}
-
-// TryCampaigner is implemented by backends that can try once: join the
-// queue and, unless this candidate holds at once (it is first, or among the
-// first Slots), leave again and return ErrBusy. It waits only for what the
-// store itself imposes on a free election (Redis grants no term until one
-// TTL after its state began), never for another candidate.
-type TryCampaigner interface {
-	TryCampaign(ctx context.Context) (*Term, error)
-}
-
 // RunRecord says who completed a once-per-period job, and when.
 type RunRecord struct {
 	ID       string    `json:"id"`
@@ -68,11 +49,24 @@ type RunRecord struct {
 	Expires time.Time `json:"expires"`
 }
 
-// RunRecorder is implemented by backends that can keep a once-per-period
-// record for an election, beside (not inside) its queue.
-type RunRecorder interface {
-	// RecordRun stores r; the store drops it after period.
+// Locker is an Elector with the lock features `electd lock` uses. Every
+// backend implements it (and asserts so at compile time); a semaphore is a
+// Candidate with Slots > 1.
+type Locker interface {
+	Elector
+	// TryCampaign tries once: it joins the queue and, unless this
+	// candidate holds at once (it is first, or among the first Slots),
+	// leaves again and returns ErrBusy. It waits only for what the store
+	// itself imposes on a free election (Redis grants no term until one TTL
+	// after its state began), never for another candidate.
+	TryCampaign(ctx context.Context) (*Term, error)
+	// RecordRun stores a once-per-period run record beside (not inside) the
+	// election's queue; the store drops it after period.
 	RecordRun(ctx context.Context, r RunRecord, period time.Duration) error
-	// LastRun returns the live record, or ErrNoRun.
+	// LastRun returns the live run record, or ErrNoRun.
 	LastRun(ctx context.Context) (RunRecord, error)
+	// Wakeups counts how often a waiting campaign was woken by the store to
+	// re-check whether it leads: the conformance suite uses it to prove that
+	// a leader's exit wakes only its successor (or, for a semaphore, few).
+	Wakeups() uint64
 }

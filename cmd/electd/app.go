@@ -45,6 +45,7 @@ func run(ctx context.Context, args []string) error {
 		},
 		ExitErrHandler:  func(*cli.Context, error) {},  // exit codes are mapped in exitCode only
 		CommandNotFound: func(*cli.Context, string) {}, // reported below, once
+		Metadata:        map[string]any{"argv": args},  // the raw command line, for messages
 	}
 	for _, cmd := range app.Commands {
 		cmd.OnUsageError = app.OnUsageError

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"syscall"
+	"time"
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/supervisor"
@@ -75,3 +77,82 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitFailure
 	}
 }
+
+// lockBusyError: the lock was not acquired within --wait (exit 75).
+type lockBusyError struct {
+	name     string
+	wait     time.Duration
+	slots    int
+	holder   string // empty when unknown
+	storeErr error  // when the holder is unknown: the store's answer to a ping
+}
+
+func (e *lockBusyError) Error() string {
+	what := "lock " + e.name
+	if e.slots > 1 {
+		what = fmt.Sprintf("all %d slots of %s", e.slots, e.name)
+	}
+	when := "at once (--wait 0)"
+	if e.wait > 0 {
+		when = "within --wait " + e.wait.String()
+	}
+	msg := fmt.Sprintf("%s: not acquired %s", what, when)
+	switch {
+	case e.holder != "" && e.slots > 1:
+		msg += "; first holder " + e.holder
+	case e.holder != "":
+		msg += "; held by " + e.holder
+	case e.storeErr != nil:
+		msg += "; the store does not answer: " + e.storeErr.Error()
+	}
+	return msg
+}
+
+// lockLostError: the lock was lost while the command ran; it was stopped
+// (exit 76).
+type lockLostError struct {
+	name string
+	err  *supervisor.TermEndedError
+}
+
+func (e *lockLostError) Error() string {
+	if e.err.NotStarted {
+		return fmt.Sprintf("lock %s lost before the command could start (%s); it did not run", e.name, e.err.Reason)
+	}
+	return fmt.Sprintf("lock %s lost while the command ran (%s); the command was stopped (code %d) before the lease could lapse",
+		e.name, e.err.Reason, e.err.Status.ExitCode())
+}
+
+func (e *lockLostError) Unwrap() error { return e.err }
+
+// signalError: electd was asked to stop by a signal (exit 128+signal).
+type signalError struct {
+	sig   syscall.Signal
+	while string // what was done about it, e.g. "command stopped, lock released"
+}
+
+func (e *signalError) Error() string {
+	if e.while == "" {
+		return "stopped by " + signalNameOf(e.sig)
+	}
+	return fmt.Sprintf("stopped by %s: %s", signalNameOf(e.sig), e.while)
+}
+
+func signalNameOf(sig syscall.Signal) string {
+	for name, s := range signals {
+		if s == sig {
+			return "SIG" + name
+		}
+	}
+	return sig.String()
+}
+
+// commandError: COMMAND cannot run (exit 127 or 126), found before the
+// lock is taken.
+type commandError struct {
+	code int
+	err  error
+}
+
+func (e *commandError) Error() string { return e.err.Error() }
+func (e *commandError) Unwrap() error { return e.err }

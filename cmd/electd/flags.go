@@ -131,3 +131,17 @@ var signals = map[string]syscall.Signal{
 	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "TERM": syscall.SIGTERM, "ALRM": syscall.SIGALRM,
 	"WINCH": syscall.SIGWINCH, "PWR": syscall.SIGPWR, "STOP": syscall.SIGSTOP, "CONT": syscall.SIGCONT,
 }
+
+// tlsFlags configure TLS to the store (etcds://, rediss://).
+func tlsFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "ca-file", EnvVars: env("CA_FILE"),
+			Usage: "PEM file of the CA(s) that sign the store's certificate (etcds://, rediss://); default: the system's roots"},
+		&cli.StringFlag{Name: "cert-file", EnvVars: env("CERT_FILE"),
+			Usage: "PEM client certificate presented to the store (with --key-file)"},
+		&cli.StringFlag{Name: "key-file", EnvVars: env("KEY_FILE"),
+			Usage: "PEM private key of --cert-file"},
+		&cli.StringFlag{Name: "tls-server-name", EnvVars: env("TLS_SERVER_NAME"),
+			Usage: "name the store's certificate must carry; default: the host in --store"},
+	}
+}

@@ -56,13 +56,17 @@ func leaderAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := openStore(c)
+	host, _ := os.Hostname()
+	cand := elector.Candidate{Election: election, ID: "observer-" + sanitizeID(host), Timing: timing, Logger: log}
+	if _, err := cand.Validate(); err != nil {
+		return err
+	}
+	st, err := openStore(c, log)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = st.close() }()
-	host, _ := os.Hostname()
-	el, err := st.newElector(candidate{election: election, id: "observer-" + sanitizeID(host), timing: timing, log: log})
+	defer func() { _ = st.Close() }()
+	el, err := st.NewElector(cand)
 	if err != nil {
 		return err
 	}
@@ -104,7 +108,7 @@ func leaderAction(c *cli.Context) error {
 		}
 		return errNoLeader
 	case err != nil:
-		return fmt.Errorf("ask %s for the leader: %w", st.url.redacted, err)
+		return fmt.Errorf("ask %s for the leader: %w", st.Redacted(), err)
 	}
 	return print(c.App.Writer, l)
 }

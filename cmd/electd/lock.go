@@ -8,15 +8,15 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"os/signal"
+	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/store"
 	"github.com/electd/electd/supervisor"
 )
 
@@ -57,9 +57,9 @@ type lockConfig struct {
 	name, id    string
 	command     []string
 	shell       bool
-	wait        time.Duration // < 0: forever; 0: try once
-	slots       int
-	oncePer     time.Duration // 0: off
+	wait        time.Duration     // < 0: forever; 0: try once
+	oncePer     time.Duration     // 0: off
+	cand        elector.Candidate // validated
 	timing      elector.Timing
 	stopSignal  syscall.Signal
 	stopTimeout time.Duration
@@ -70,6 +70,9 @@ func parseLockConfig(c *cli.Context) (*lockConfig, error) {
 	args := c.Args().Slice()
 	if len(args) == 0 {
 		return nil, usagef("lock needs NAME -- COMMAND [ARG...]")
+	}
+	if nameMissing(c, args) {
+		return nil, usagef("lock needs a NAME before -- (electd lock [flags] NAME -- COMMAND), got only the command %q", args)
 	}
 	name, rest := args[0], args[1:]
 	switch {
@@ -82,26 +85,35 @@ func parseLockConfig(c *cli.Context) (*lockConfig, error) {
 		return nil, usagef("lock %s needs a COMMAND after --", name)
 	}
 	lc := &lockConfig{name: name, id: c.String("id"), command: rest, shell: c.Bool("shell"),
-		wait: -1, slots: c.Int("slots"), oncePer: c.Duration("once-per")}
+		wait: -1, oncePer: c.Duration("once-per")}
+	slots := c.Int("slots")
 	if c.IsSet("wait") {
 		if lc.wait = c.Duration("wait"); lc.wait < 0 {
 			return nil, elector.Configf("wait", "must not be negative, got %s (leave it out to wait forever)", lc.wait)
 		}
 	}
-	if err := elector.ValidateSlots(lc.slots); err != nil {
+	if err := elector.ValidateSlots(slots); err != nil {
 		return nil, err
 	}
 	switch {
 	case c.IsSet("once-per") && lc.oncePer <= 0:
 		return nil, elector.Configf("once-per", "must be positive, got %s", lc.oncePer)
-	case lc.oncePer > 0 && lc.slots > 1:
-		return nil, elector.Configf("once-per", "runs a job once per period, which needs --slots 1, got --slots %d", lc.slots)
+	case lc.oncePer > 0 && slots > 1:
+		return nil, elector.Configf("once-per", "runs a job once per period, which needs --slots 1, got --slots %d", slots)
 	}
 	if lc.id == "" {
 		return nil, elector.Configf("id", "is empty and the hostname is unknown; set --id")
 	}
 	var err error
 	if lc.timing, err = timingOf(c); err != nil {
+		return nil, err
+	}
+	lc.cand = elector.Candidate{Election: name, ID: lc.id, Timing: lc.timing, Slots: slots}
+	if _, err := lc.cand.Validate(); err != nil {
+		var ce *elector.ConfigError
+		if errors.As(err, &ce) && ce.Field == "election" {
+			return nil, elector.Configf("NAME", "%s", ce.Reason) // the lock's name is its election
+		}
 		return nil, err
 	}
 	if lc.stopSignal, err = parseSignal(c.String("stop-signal")); err != nil {
@@ -123,6 +135,15 @@ func parseLockConfig(c *cli.Context) (*lockConfig, error) {
 		}
 	}
 	return lc, nil
+}
+
+// nameMissing reports whether the positional arguments args came after a
+// "--" that ended the flags: `electd lock -- true` gives no NAME, where
+// `electd lock true` gives no COMMAND.
+func nameMissing(c *cli.Context, args []string) bool {
+	argv, _ := c.App.Metadata["argv"].([]string)
+	i := len(argv) - len(args) - 1
+	return i >= 0 && argv[i] == "--" && slices.Equal(argv[i+1:], args)
 }
 
 // findCommand fails early, before the lock is taken, for a command that
@@ -149,34 +170,17 @@ func lockAction(c *cli.Context) error {
 		return err
 	}
 	log = log.With("lock", lc.name)
-
-	// SIGTERM or SIGINT, while waiting or running: stop the child, leave or
-	// release, exit 128+signal. The signal is the context's cause.
-	ctx, cancel := context.WithCancelCause(c.Context)
-	defer cancel(nil)
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
-	go func() {
-		select {
-		case s := <-sigs:
-			sig, _ := s.(syscall.Signal)
-			log.Info("signal received; stopping", "signal", s.String())
-			cancel(&signalError{sig: sig})
-		case <-ctx.Done():
-		}
-	}()
-
-	st, err := openStore(c)
+	st, err := openStore(c, log)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if err := st.close(); err != nil {
+		if err := st.Close(); err != nil {
 			log.Warn("closing the store connection", "err", err)
 		}
 	}()
-	el, err := st.newElector(candidate{election: lc.name, id: lc.id, timing: lc.timing, log: log})
+	lc.cand.Logger = log
+	el, err := st.NewElector(lc.cand)
 	if err != nil {
 		return err
 	}
@@ -185,26 +189,6 @@ func lockAction(c *cli.Context) error {
 			log.Warn("closing the elector", "err", err)
 		}
 	}()
-	if err := setSlots(el, lc.slots); err != nil {
-		return err
-	}
-	var rec elector.RunRecorder
-	if lc.oncePer > 0 {
-		var ok bool
-		if rec, ok = el.(elector.RunRecorder); !ok {
-			return elector.Configf("once-per", "this store backend keeps no run records")
-		}
-		// A first look saves the wait; an unanswered one is not fatal: the
-		// look after acquiring is the one that counts.
-		done, err := alreadyDone(ctx, c, log, rec, lc)
-		if done || ctx.Err() != nil {
-			return interrupted(ctx, nil, "")
-		}
-		if err != nil {
-			log.Warn("cannot read the run record yet; will look again once the lock is held", "err", err)
-		}
-	}
-
 	sup, err := supervisor.New(supervisor.Config{
 		Elector: el, Timing: lc.timing, Election: lc.name, ID: lc.id,
 		Command: lc.command, Shell: lc.shell, Env: childEnv(os.Environ()),
@@ -219,50 +203,89 @@ func lockAction(c *cli.Context) error {
 	}
 	mode, why := sup.Containment()
 	log.Info("containment", "mode", mode, "why", why)
-	helpers, stopHelpers := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Go(func() { supervisor.ForwardSignals(helpers, sup.Child, log) })
-	wg.Go(func() { supervisor.ReapOrphans(helpers, log) })
-	defer wg.Wait()
-	defer stopHelpers()
+	l := &locking{c: c, log: log, store: st, el: el, sup: sup, lc: lc}
+	lockErr, sig, err := superviseGroup(c.Context, log, sup, l.run)
+	// SIGTERM or SIGINT, while waiting or running: the child was stopped,
+	// the queue left or the lock released; exit 128+signal.
+	var se *stoppedError
+	isStopped := errors.As(lockErr, &se)
+	switch {
+	case sig != 0:
+		e := &signalError{sig: sig}
+		if isStopped {
+			e.while = se.while
+		}
+		return e
+	case isStopped:
+		return se.err
+	case lockErr != nil:
+		return lockErr
+	}
+	return err
+}
 
-	log.Debug("waiting for the lock", "id", lc.id, "store", st.url.redacted, "wait", waitText(lc.wait),
-		"slots", lc.slots, "timing", lc.timing.String(), "stop_timeout", lc.stopTimeout)
+// locking is one `electd lock`: wait, run the command once, release.
+type locking struct {
+	c     *cli.Context
+	log   *slog.Logger
+	store *store.Store
+	el    elector.Locker
+	sup   *supervisor.Supervisor
+	lc    *lockConfig
+}
+
+// run takes the lock, runs the command under it and releases it. When ctx
+// ends first (a signal), it returns a *stoppedError saying what it did.
+func (l *locking) run(ctx context.Context) error {
+	lc, log := l.lc, l.log
+	if lc.oncePer > 0 {
+		// A first look saves the wait; an unanswered one is not fatal: the
+		// look after acquiring is the one that counts.
+		done, err := l.alreadyDone(ctx)
+		if done || ctx.Err() != nil {
+			return stopped(ctx, nil, "")
+		}
+		if err != nil {
+			log.Warn("cannot read the run record yet; will look again once the lock is held", "err", err)
+		}
+	}
+	log.Debug("waiting for the lock", "id", lc.id, "store", l.store.Redacted(), "wait", waitText(lc.wait),
+		"slots", lc.cand.Slots, "timing", lc.timing.String(), "stop_timeout", lc.stopTimeout)
 	start := time.Now()
-	term, err := acquire(ctx, el, lc)
+	term, err := acquire(ctx, l.el, lc)
 	if err != nil {
 		if errors.Is(err, elector.ErrBusy) || errors.Is(err, errWaitExpired) {
-			be := &lockBusyError{name: lc.name, wait: lc.wait, slots: lc.slots, holder: holderOf(el)}
+			be := &lockBusyError{name: lc.name, wait: lc.wait, slots: lc.cand.Slots, holder: holderOf(l.el)}
 			if be.holder == "" {
 				pctx, pcancel := context.WithTimeout(context.Background(), 2*time.Second)
-				be.storeErr = st.ping(pctx)
+				be.storeErr = l.store.Ping(pctx)
 				pcancel()
 			}
 			return be
 		}
-		return interrupted(ctx, err, "left the queue while waiting; nothing held")
+		return stopped(ctx, err, "left the queue while waiting; nothing held")
 	}
 	log.Info("lock acquired", "token", term.Token, "waited", time.Since(start).Round(time.Millisecond),
 		"valid_until", term.ValidUntil())
 
-	if rec != nil {
+	if lc.oncePer > 0 {
 		// Another holder may have finished the job while we waited. If the
 		// record cannot be read, do not risk a second run.
-		if done, err := alreadyDone(ctx, c, log, rec, lc); done || err != nil {
+		if done, err := l.alreadyDone(ctx); done || err != nil {
 			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), lc.timing.RenewInterval+time.Second)
 			defer rcancel()
 			if rerr := term.Resign(rctx); rerr != nil {
 				log.Warn("release failed; the lease will expire on the store", "err", rerr)
 			}
-			return interrupted(ctx, err, "lock released")
+			return stopped(ctx, err, "lock released")
 		}
 	}
 
 	var recordErr error
 	started := time.Now()
-	err = sup.RunOnce(ctx, term, func(ctx context.Context, st supervisor.ExitStatus) {
-		if rec != nil && st.ExitCode() == 0 {
-			recordErr = recordRun(ctx, log, rec, term, lc, started)
+	err = l.sup.RunOnce(ctx, term, func(ctx context.Context, st supervisor.ExitStatus) {
+		if lc.oncePer > 0 && st.ExitCode() == 0 {
+			recordErr = l.recordRun(ctx, term, started)
 		}
 	})
 	var (
@@ -273,7 +296,7 @@ func lockAction(c *cli.Context) error {
 	case errors.As(err, &te):
 		return &lockLostError{name: lc.name, err: te}
 	case errors.As(err, &ie):
-		return interrupted(ctx, err, fmt.Sprintf("command stopped (code %d), lock released", ie.Status.ExitCode()))
+		return stopped(ctx, err, fmt.Sprintf("command stopped (code %d), lock released", ie.Status.ExitCode()))
 	case recordErr != nil:
 		return fmt.Errorf("lock %s: the command succeeded but its run could not be recorded, so another copy may run it again within --once-per: %w", lc.name, recordErr)
 	}
@@ -285,17 +308,13 @@ var errWaitExpired = errors.New("wait expired")
 
 // acquire takes the lock: TryCampaign for --wait 0, else Campaign bounded
 // by --wait (if not forever).
-func acquire(ctx context.Context, el elector.Elector, lc *lockConfig) (*elector.Term, error) {
+func acquire(ctx context.Context, el elector.Locker, lc *lockConfig) (*elector.Term, error) {
 	if lc.wait == 0 {
-		tc, ok := el.(elector.TryCampaigner)
-		if !ok {
-			return nil, elector.Configf("wait", "0 (try once) is not supported by this store backend")
-		}
 		// A free Redis election may take one TTL (see TryCampaigner); an
 		// unreachable store must not keep a try waiting for ever.
 		tctx, cancel := context.WithTimeoutCause(ctx, lc.timing.TTL+2*lc.timing.RenewInterval+time.Second, errWaitExpired)
 		defer cancel()
-		term, err := tc.TryCampaign(tctx)
+		term, err := el.TryCampaign(tctx)
 		if err != nil && errors.Is(context.Cause(tctx), errWaitExpired) {
 			return nil, errWaitExpired
 		}
@@ -313,15 +332,28 @@ func acquire(ctx context.Context, el elector.Elector, lc *lockConfig) (*elector.
 	return term, err
 }
 
-// interrupted returns the signal that ended ctx, if one did, instead of
-// err; while says what electd was doing.
-func interrupted(ctx context.Context, err error, while string) error {
-	var se *signalError
-	if errors.As(context.Cause(ctx), &se) {
-		return &signalError{sig: se.sig, while: while}
+// stopped returns err, and if ctx has ended (a signal), says what was done
+// about it: while, e.g. "lock released".
+func stopped(ctx context.Context, err error, while string) error {
+	if ctx.Err() != nil {
+		return &stoppedError{while: while, err: err}
 	}
 	return err
 }
+
+// stoppedError: ctx ended (a signal) while the lock was waited for or held.
+type stoppedError struct {
+	while string
+	err   error
+}
+
+func (e *stoppedError) Error() string {
+	if e.err == nil {
+		return "stopped: " + e.while
+	}
+	return fmt.Sprintf("stopped: %s: %v", e.while, e.err)
+}
+func (e *stoppedError) Unwrap() error { return e.err }
 
 // holderOf names who holds the lock, for the "not acquired" message; empty
 // when the store does not say in time.
@@ -337,10 +369,11 @@ func holderOf(el elector.Elector) string {
 
 // alreadyDone reports whether a successful run is on record within
 // --once-per, and says so (unless --log-level is above info).
-func alreadyDone(ctx context.Context, c *cli.Context, log *slog.Logger, rec elector.RunRecorder, lc *lockConfig) (bool, error) {
+func (l *locking) alreadyDone(ctx context.Context) (bool, error) {
+	lc, log := l.lc, l.log
 	rctx, cancel := context.WithTimeout(ctx, max(lc.timing.RenewInterval, 2*time.Second))
 	defer cancel()
-	r, err := rec.LastRun(rctx)
+	r, err := l.el.LastRun(rctx)
 	switch {
 	case errors.Is(err, elector.ErrNoRun):
 		return false, nil
@@ -348,7 +381,7 @@ func alreadyDone(ctx context.Context, c *cli.Context, log *slog.Logger, rec elec
 		return false, fmt.Errorf("lock %s: read the run record: %w", lc.name, err)
 	}
 	if log.Enabled(ctx, slog.LevelInfo) {
-		fmt.Fprintf(c.App.ErrWriter, "electd: %s: already run by %s at %s (token %d); not running again before %s (--once-per)\n",
+		fmt.Fprintf(l.c.App.ErrWriter, "electd: %s: already run by %s at %s (token %d); not running again before %s (--once-per)\n",
 			lc.name, r.ID, r.Finished.UTC().Format(time.RFC3339), r.Token, r.Expires.UTC().Format(time.RFC3339))
 	}
 	return true, nil
@@ -356,7 +389,8 @@ func alreadyDone(ctx context.Context, c *cli.Context, log *slog.Logger, rec elec
 
 // recordRun records a successful run while the lock is still held, retrying
 // transient store errors until the lease's deadline.
-func recordRun(ctx context.Context, log *slog.Logger, rec elector.RunRecorder, term *elector.Term, lc *lockConfig, started time.Time) error {
+func (l *locking) recordRun(ctx context.Context, term *elector.Term, started time.Time) error {
+	lc, log := l.lc, l.log
 	now := time.Now()
 	r := elector.RunRecord{ID: lc.id, Token: term.Token, Started: started.UTC(), Finished: now.UTC(), Expires: now.Add(lc.oncePer).UTC()}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), term.ValidUntil())
@@ -364,7 +398,7 @@ func recordRun(ctx context.Context, log *slog.Logger, rec elector.RunRecorder, t
 	backoff := 50 * time.Millisecond
 	for {
 		cctx, ccancel := context.WithTimeout(ctx, max(lc.timing.RenewInterval, time.Second))
-		err := rec.RecordRun(cctx, r, lc.oncePer)
+		err := l.el.RecordRun(cctx, r, lc.oncePer)
 		ccancel()
 		if err == nil {
 			log.Info("run recorded", "token", r.Token, "until", r.Expires)
@@ -390,82 +424,3 @@ func waitText(d time.Duration) string {
 	}
 	return d.String()
 }
-
-// lockBusyError: the lock was not acquired within --wait (exit 75).
-type lockBusyError struct {
-	name     string
-	wait     time.Duration
-	slots    int
-	holder   string // empty when unknown
-	storeErr error  // when the holder is unknown: the store's answer to a ping
-}
-
-func (e *lockBusyError) Error() string {
-	what := "lock " + e.name
-	if e.slots > 1 {
-		what = fmt.Sprintf("all %d slots of %s", e.slots, e.name)
-	}
-	when := "at once (--wait 0)"
-	if e.wait > 0 {
-		when = "within --wait " + e.wait.String()
-	}
-	msg := fmt.Sprintf("%s: not acquired %s", what, when)
-	switch {
-	case e.holder != "" && e.slots > 1:
-		msg += "; first holder " + e.holder
-	case e.holder != "":
-		msg += "; held by " + e.holder
-	case e.storeErr != nil:
-		msg += "; the store does not answer: " + e.storeErr.Error()
-	}
-	return msg
-}
-
-// lockLostError: the lock was lost while the command ran; it was stopped
-// (exit 76).
-type lockLostError struct {
-	name string
-	err  *supervisor.TermEndedError
-}
-
-func (e *lockLostError) Error() string {
-	if e.err.NotStarted {
-		return fmt.Sprintf("lock %s lost before the command could start (%s); it did not run", e.name, e.err.Reason)
-	}
-	return fmt.Sprintf("lock %s lost while the command ran (%s); the command was stopped (code %d) before the lease could lapse",
-		e.name, e.err.Reason, e.err.Status.ExitCode())
-}
-
-func (e *lockLostError) Unwrap() error { return e.err }
-
-// signalError: electd was asked to stop by a signal (exit 128+signal).
-type signalError struct {
-	sig   syscall.Signal
-	while string // what was done about it, e.g. "command stopped, lock released"
-}
-
-func (e *signalError) Error() string {
-	if e.while == "" {
-		return "stopped by " + signalNameOf(e.sig)
-	}
-	return fmt.Sprintf("stopped by %s: %s", signalNameOf(e.sig), e.while)
-}
-
-func signalNameOf(sig syscall.Signal) string {
-	for name, s := range signals {
-		if s == sig {
-			return "SIG" + name
-		}
-	}
-	return sig.String()
-}
-
-// commandError: COMMAND cannot run (exit 127 or 126), found before the
-// lock is taken.
-type commandError struct {
-	code int
-	err  error
-}
-
-func (e *commandError) Error() string { return e.err.Error() }
-func (e *commandError) Unwrap() error { return e.err }

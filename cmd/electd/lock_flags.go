@@ -2,8 +2,6 @@ package main
 
 import (
 	"github.com/urfave/cli/v2"
-
-	"github.com/electd/electd/elector"
 )
 
 // slotsFlag is --slots, shared by run and lock.
@@ -33,20 +31,4 @@ func lockFlags() []cli.Flag {
 		containmentFlag(),
 		&cli.BoolFlag{Name: "shell", EnvVars: env("SHELL"), Usage: "run COMMAND with /bin/sh -c"},
 	)
-}
-
-// setSlots makes el a semaphore of n slots; 1 needs no support from the
-// backend.
-func setSlots(el elector.Elector, n int) error {
-	if err := elector.ValidateSlots(n); err != nil {
-		return err
-	}
-	s, ok := el.(elector.Slotted)
-	if !ok {
-		if n == 1 {
-			return nil
-		}
-		return elector.Configf("slots", "this store backend has no semaphores")
-	}
-	return s.SetSlots(n)
 }

@@ -39,7 +39,9 @@ func parseLock(t *testing.T, args ...string) (*lockConfig, error) {
 		}},
 		OnUsageError: onUsage,
 	}
-	if rerr := app.Run(append([]string{"electd", "lock"}, args...)); rerr != nil {
+	argv := append([]string{"electd", "lock"}, args...)
+	app.Metadata = map[string]any{"argv": argv}
+	if rerr := app.Run(argv); rerr != nil {
 		return nil, rerr
 	}
 	return lc, err
@@ -59,7 +61,7 @@ func TestParseLockConfig(t *testing.T) {
 		cmdCode int    // a *commandError with this code
 	}{
 		{name: "defaults", args: []string{"job", "--", "true"}, check: func(t *testing.T, lc *lockConfig) {
-			if lc.name != "job" || !slices.Equal(lc.command, []string{"true"}) || lc.wait >= 0 || lc.slots != 1 || lc.oncePer != 0 {
+			if lc.name != "job" || !slices.Equal(lc.command, []string{"true"}) || lc.wait >= 0 || lc.cand.Slots != 1 || lc.oncePer != 0 {
 				t.Fatalf("config %+v", lc)
 			}
 			if lc.timing.TTL != elector.DefaultTTL || lc.stopTimeout != 5*time.Second || lc.stopSignal != syscall.SIGTERM {
@@ -77,7 +79,7 @@ func TestParseLockConfig(t *testing.T) {
 			}
 		}},
 		{name: "semaphore and once-per", args: []string{"--slots", "4", "--wait", "1m", "job", "--", "true"}, check: func(t *testing.T, lc *lockConfig) {
-			if lc.slots != 4 || lc.wait != time.Minute {
+			if lc.cand.Slots != 4 || lc.wait != time.Minute {
 				t.Fatalf("config %+v", lc)
 			}
 		}},

@@ -8,11 +8,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strings"
-	"syscall"
 
-	group "github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
@@ -36,11 +33,12 @@ func runCommand() *cli.Command {
 
 // runConfig is everything `electd run` needs, checked before anything starts.
 type runConfig struct {
-	election, id, advertise, listen string
-	timing                          elector.Timing
-	sup                             supervisor.Config
-	adminToken                      string
-	readyCode, notReadyCode         int
+	election, id, listen    string
+	cand                    elector.Candidate // validated
+	timing                  elector.Timing
+	sup                     supervisor.Config
+	adminToken              string
+	readyCode, notReadyCode int
 }
 
 func parseRunConfig(c *cli.Context) (*runConfig, error) {
@@ -83,6 +81,10 @@ func parseRunConfig(c *cli.Context) (*runConfig, error) {
 	if id == "" {
 		return nil, elector.Configf("id", "is empty and the hostname is unknown; set --id")
 	}
+	cand := elector.Candidate{Election: election, ID: id, Address: c.String("advertise"), Timing: timing, Slots: c.Int("slots")}
+	if _, err := cand.Validate(); err != nil {
+		return nil, err
+	}
 	var contain supervisor.Containment // readiness-only: nothing to contain
 	if len(command) > 0 {
 		if contain, err = containmentOf(c); err != nil {
@@ -90,7 +92,7 @@ func parseRunConfig(c *cli.Context) (*runConfig, error) {
 		}
 	}
 	return &runConfig{
-		election: election, id: id, advertise: c.String("advertise"), listen: c.String("listen"),
+		election: election, id: id, cand: cand, listen: c.String("listen"),
 		timing: timing, adminToken: c.String("admin-token"),
 		readyCode: c.Int("ready-code"), notReadyCode: c.Int("not-ready-code"),
 		sup: supervisor.Config{
@@ -123,12 +125,12 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := openStore(c)
+	st, err := openStore(c, log)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if err := st.close(); err != nil {
+		if err := st.Close(); err != nil {
 			log.Warn("closing the store connection", "err", err)
 		}
 	}()
@@ -139,8 +141,8 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	el, err := st.newElector(candidate{election: rc.election, id: rc.id, address: rc.advertise,
-		timing: rc.timing, log: log, ins: metrics})
+	rc.cand.Logger, rc.cand.Instrument = log, metrics
+	el, err := st.NewElector(rc.cand)
 	if err != nil {
 		return err
 	}
@@ -149,9 +151,6 @@ func runAction(c *cli.Context) error {
 			log.Warn("closing the elector", "err", err)
 		}
 	}()
-	if err := setSlots(el, c.Int("slots")); err != nil {
-		return err
-	}
 	rc.sup.Elector, rc.sup.Events, rc.sup.Logger = el, metrics, log
 	if sup, err = supervisor.New(rc.sup); err != nil {
 		return err
@@ -168,7 +167,7 @@ func runAction(c *cli.Context) error {
 			return fmt.Errorf("listen on --listen %s: %w", rc.listen, err)
 		}
 	}
-	// --admin-listen (issue 8): /resign and /metrics on their own listener.
+	// --admin-listen: /resign and /metrics on their own listener.
 	var adminLn net.Listener
 	if a := c.String("admin-listen"); a != "" && a != "off" {
 		if adminLn, err = net.Listen("tcp", a); err != nil {
@@ -178,11 +177,10 @@ func runAction(c *cli.Context) error {
 			return fmt.Errorf("listen on --admin-listen %s: %w", a, err)
 		}
 	}
-	// --- end --admin-listen
 	srv, err := health.NewServer(health.Config{
 		Election: rc.election, SelfID: rc.id, View: view,
 		Leading: sup.Leading, Ready: sup.Ready, Live: sup.Live, Resign: sup.Resign,
-		Healthy: st.ping, Containment: string(mode),
+		Healthy: st.Ping, Containment: string(mode),
 		AdminToken: rc.adminToken, ReadyCode: rc.readyCode, NotReadyCode: rc.notReadyCode,
 		Gatherer: reg, Logger: log, SeparateAdmin: adminLn != nil,
 	})
@@ -197,45 +195,26 @@ func runAction(c *cli.Context) error {
 	if err := supervisor.BecomeSubreaper(); err != nil {
 		log.Warn("cannot become child subreaper; orphaned grandchildren will go to init", "err", err)
 	}
-	log.Info("starting", "election", rc.election, "id", rc.id, "store", st.url.redacted,
+	log.Info("starting", "election", rc.election, "id", rc.id, "store", st.Redacted(),
 		"timing", rc.timing.String(), "stop_timeout", rc.sup.StopTimeout, "command", rc.sup.Command)
 	return runGroup(c.Context, log, sup, view, srv, ln, adminLn)
 }
 
-// runGroup runs every part of `electd run` as one actor group: when one
-// returns, all are interrupted, and runGroup returns after all have.
+// runGroup runs every part of `electd run` as one actor group (see
+// superviseGroup). A signal stops the child, resigns, and exits 0.
 func runGroup(parent context.Context, log *slog.Logger, sup *supervisor.Supervisor, view *health.View, srv *health.Server, ln, adminLn net.Listener) error {
-	sigCtx, stopSignals := signal.NotifyContext(parent, syscall.SIGTERM, syscall.SIGINT)
-	defer stopSignals()
-	ctx, cancel := context.WithCancel(sigCtx)
-	defer cancel()
-	interrupt := func(error) { cancel() }
-
-	var g group.Group
-	g.Add(func() error {
-		err := sup.Run(ctx)
-		if sigCtx.Err() != nil && parent.Err() == nil {
-			log.Info("signal received; child stopped and leadership released")
-		}
-		return err
-	}, interrupt)
-	g.Add(func() error { return view.Run(ctx) }, interrupt)
+	more := []func(context.Context) error{view.Run}
 	if ln != nil {
-		g.Add(func() error { return srv.Serve(ctx, ln) }, interrupt)
+		more = append(more, func(ctx context.Context) error { return srv.Serve(ctx, ln) })
 	}
-	if adminLn != nil { // --admin-listen
-		g.Add(func() error { return srv.ServeAdmin(ctx, adminLn) }, interrupt)
+	if adminLn != nil {
+		more = append(more, func(ctx context.Context) error { return srv.ServeAdmin(ctx, adminLn) })
 	}
-	g.Add(func() error {
-		supervisor.ForwardSignals(ctx, sup.Child, log)
-		return nil
-	}, interrupt)
-	g.Add(func() error {
-		supervisor.ReapOrphans(ctx, log)
-		return nil
-	}, interrupt)
-	err := g.Run()
-	if errors.Is(err, context.Canceled) {
+	_, sig, err := superviseGroup(parent, log, sup, sup.Run, more...)
+	if sig != 0 {
+		log.Info("signal received; child stopped and leadership released")
+	}
+	if errors.Is(err, context.Canceled) && parent.Err() == nil {
 		return nil
 	}
 	return err

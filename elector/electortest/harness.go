@@ -18,7 +18,7 @@ type Harness interface {
 	// New returns a candidate of c.Election dialing the store at
 	// c.StoreAddr (which may be a fault proxy). The harness closes it, and
 	// any client it made, when the test ends.
-	New(t testing.TB, c Candidate) elector.Elector
+	New(t testing.TB, c Candidate) elector.Locker
 	// Addr is the real store's host:port.
 	Addr() string
 	// Restart stops the store and starts it again on the same address
@@ -29,13 +29,11 @@ type Harness interface {
 	Queued(t testing.TB, election string) int
 }
 
-// Candidate describes one candidate for Harness.New.
+// Candidate describes one candidate for Harness.New: the candidate, and
+// the address of the store (or of a fault proxy in front of it) to dial.
 type Candidate struct {
-	Election  string
-	ID        string
-	Address   string
+	elector.Candidate
 	StoreAddr string
-	Timing    elector.Timing
 }
 
 var seq atomic.Uint64
@@ -48,12 +46,24 @@ func uniqueElection(t testing.TB) string {
 func timing(ttl time.Duration) elector.Timing { return elector.Timing{TTL: ttl} }
 
 // candidate creates a candidate directly on the store.
-func candidate(t testing.TB, h Harness, election, id string, ttl time.Duration) elector.Elector {
-	return h.New(t, Candidate{Election: election, ID: id, Address: "http://" + id + ".test:4040", StoreAddr: h.Addr(), Timing: timing(ttl)})
+func candidate(t testing.TB, h Harness, election, id string, ttl time.Duration) elector.Locker {
+	return slotted(t, h, election, id, ttl, 1)
+}
+
+// slotted creates a candidate of a semaphore of n slots directly on the store.
+func slotted(t testing.TB, h Harness, election, id string, ttl time.Duration, n int) elector.Locker {
+	return h.New(t, Candidate{StoreAddr: h.Addr(), Candidate: elector.Candidate{
+		Election: election, ID: id, Address: "http://" + id + ".test:4040", Timing: timing(ttl), Slots: n}})
 }
 
 // proxied creates a candidate behind its own fault proxy.
-func proxied(t testing.TB, h Harness, election, id string, ttl time.Duration) (elector.Elector, *faultproxy.Proxy) {
+func proxied(t testing.TB, h Harness, election, id string, ttl time.Duration) (elector.Locker, *faultproxy.Proxy) {
+	return proxiedSlots(t, h, election, id, ttl, 1)
+}
+
+// proxiedSlots creates a candidate of a semaphore of n slots behind its own
+// fault proxy.
+func proxiedSlots(t testing.TB, h Harness, election, id string, ttl time.Duration, n int) (elector.Locker, *faultproxy.Proxy) {
 	p, err := faultproxy.New(h.Addr())
 	if err != nil {
 		t.Fatalf("start proxy: %v", err)
@@ -63,7 +73,7 @@ func proxied(t testing.TB, h Harness, election, id string, ttl time.Duration) (e
 			t.Errorf("close proxy: %v", err)
 		}
 	})
-	e := h.New(t, Candidate{Election: election, ID: id, StoreAddr: p.Addr(), Timing: timing(ttl)})
+	e := h.New(t, Candidate{StoreAddr: p.Addr(), Candidate: elector.Candidate{Election: election, ID: id, Timing: timing(ttl), Slots: n}})
 	return e, p
 }
 

@@ -32,30 +32,7 @@ func RunLock(t *testing.T, h Harness) {
 	}
 }
 
-func tryer(t testing.TB, e elector.Elector) elector.TryCampaigner {
-	t.Helper()
-	tc, ok := e.(elector.TryCampaigner)
-	if !ok {
-		t.Skip("backend cannot try once")
-	}
-	return tc
-}
-
-// slotted makes a candidate of a semaphore of n slots.
-func slotted(t testing.TB, h Harness, election, id string, n int) elector.Elector {
-	t.Helper()
-	e := candidate(t, h, election, id, 2*time.Second)
-	s, ok := e.(elector.Slotted)
-	if !ok {
-		t.Skip("backend has no semaphores")
-	}
-	if err := s.SetSlots(n); err != nil {
-		t.Fatalf("SetSlots(%d): %v", n, err)
-	}
-	return e
-}
-
-func try(ctx context.Context, e elector.TryCampaigner) (*elector.Term, error) {
+func try(ctx context.Context, e elector.Locker) (*elector.Term, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	return e.TryCampaign(ctx)
@@ -64,7 +41,7 @@ func try(ctx context.Context, e elector.TryCampaigner) (*elector.Term, error) {
 func testTryFree(t *testing.T, h Harness) {
 	el := uniqueElection(t)
 	a := candidate(t, h, el, "a", 2*time.Second)
-	term, err := try(context.Background(), tryer(t, a))
+	term, err := try(context.Background(), a)
 	if err != nil {
 		t.Fatalf("try on a free election: %v", err)
 	}
@@ -84,7 +61,7 @@ func testTryBusy(t *testing.T, h Harness) {
 	a, b := candidate(t, h, el, "a", 2*time.Second), candidate(t, h, el, "b", 2*time.Second)
 	ra := mustWin(t, campaign(ctx, a), 10*time.Second, "a")
 	start := time.Now()
-	term, err := try(ctx, tryer(t, b))
+	term, err := try(ctx, b)
 	if !errors.Is(err, elector.ErrBusy) {
 		t.Fatalf("try while a holds: term %v, err %v; want ErrBusy", term != nil, err)
 	}
@@ -96,7 +73,7 @@ func testTryBusy(t *testing.T, h Harness) {
 		t.Fatalf("Leader() = %+v, %v; want a", l, err)
 	}
 	resign(t, ra.term)
-	rb, err := try(ctx, tryer(t, b))
+	rb, err := try(ctx, b)
 	if err != nil {
 		t.Fatalf("try after a resigned: %v", err)
 	}
@@ -117,7 +94,7 @@ func testSemaphore(t *testing.T, h Harness) {
 	ids := []string{"a", "b", "c", "d", "e"}
 	chans := make([]<-chan result, len(ids))
 	for i, id := range ids {
-		chans[i] = campaign(ctx, slotted(t, h, el, id, slots))
+		chans[i] = campaign(ctx, slotted(t, h, el, id, 2*time.Second, slots))
 		waitQueued(t, h, el, i+1)
 	}
 	terms := make([]*elector.Term, len(ids))
@@ -157,23 +134,23 @@ func testSemaphore(t *testing.T, h Harness) {
 func testSemaphoreTry(t *testing.T, h Harness) {
 	el := uniqueElection(t)
 	ctx := context.Background()
-	a, b, c := slotted(t, h, el, "a", 2), slotted(t, h, el, "b", 2), slotted(t, h, el, "c", 2)
-	ra, err := try(ctx, tryer(t, a))
+	a, b, c := slotted(t, h, el, "a", 2*time.Second, 2), slotted(t, h, el, "b", 2*time.Second, 2), slotted(t, h, el, "c", 2*time.Second, 2)
+	ra, err := try(ctx, a)
 	if err != nil {
 		t.Fatalf("a: %v", err)
 	}
-	rb, err := try(ctx, tryer(t, b))
+	rb, err := try(ctx, b)
 	if err != nil {
 		t.Fatalf("b (second slot): %v", err)
 	}
-	if _, err := try(ctx, tryer(t, c)); !errors.Is(err, elector.ErrBusy) {
+	if _, err := try(ctx, c); !errors.Is(err, elector.ErrBusy) {
 		t.Fatalf("c with both slots held: %v, want ErrBusy", err)
 	}
 	if n := h.Queued(t, el); n != 2 {
 		t.Fatalf("store holds %d candidates, want 2", n)
 	}
 	resign(t, ra)
-	rc, err := try(ctx, tryer(t, c))
+	rc, err := try(ctx, c)
 	if err != nil {
 		t.Fatalf("c after a released: %v", err)
 	}
@@ -195,13 +172,13 @@ func testSlotsMismatch(t *testing.T, h Harness) {
 		t.Run(tt.name, func(t *testing.T) {
 			el := uniqueElection(t)
 			ctx := context.Background()
-			a := slotted(t, h, el, "a", tt.first)
+			a := slotted(t, h, el, "a", 2*time.Second, tt.first)
 			ra := mustWin(t, campaign(ctx, a), 10*time.Second, "a")
-			b := slotted(t, h, el, "b", tt.later)
+			b := slotted(t, h, el, "b", 2*time.Second, tt.later)
 			for _, mode := range []string{"campaign", "try"} {
 				var r result
 				if mode == "try" {
-					term, err := try(ctx, tryer(t, b))
+					term, err := try(ctx, b)
 					r = result{term: term, err: err}
 				} else {
 					select {
@@ -229,16 +206,11 @@ func testSemaphoreCutOff(t *testing.T, h Harness) {
 	const ttl = 2 * time.Second
 	el := uniqueElection(t)
 	ctx := context.Background()
-	a, pa := proxied(t, h, el, "a", ttl)
-	if s, ok := a.(elector.Slotted); !ok {
-		t.Skip("backend has no semaphores")
-	} else if err := s.SetSlots(2); err != nil {
-		t.Fatal(err)
-	}
+	a, pa := proxiedSlots(t, h, el, "a", ttl, 2)
 	ra := mustWin(t, campaign(ctx, a), 10*time.Second, "a")
-	b := slotted(t, h, el, "b", 2)
+	b := slotted(t, h, el, "b", 2*time.Second, 2)
 	rb := mustWin(t, campaign(ctx, b), 10*time.Second, "b")
-	c := slotted(t, h, el, "c", 2)
+	c := slotted(t, h, el, "c", 2*time.Second, 2)
 	cc := campaign(ctx, c)
 	waitQueued(t, h, el, 3)
 	mustWait(t, cc, "c")
@@ -272,11 +244,11 @@ func testSemaphoreWakeups(t *testing.T, h Harness) {
 	el := uniqueElection(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cands := make([]elector.Elector, n)
+	cands := make([]elector.Locker, n)
 	won := make(chan *elector.Term, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		cands[i] = slotted(t, h, el, fmt.Sprintf("c%02d", i), slots)
+		cands[i] = slotted(t, h, el, fmt.Sprintf("c%02d", i), 2*time.Second, slots)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -314,15 +286,12 @@ func testSemaphoreWakeups(t *testing.T, h Harness) {
 	}
 	cancel()
 	wg.Wait()
-	if _, ok := cands[0].(elector.WakeupCounter); !ok {
-		t.Skip("backend does not count wakeups")
-	}
 	// A release wakes at most the slots waiters just behind the released
 	// key: candidates further back were never near one.
 	far := 2*slots + releases
 	total := uint64(0)
 	for i, c := range cands {
-		w := c.(elector.WakeupCounter).Wakeups()
+		w := c.Wakeups()
 		total += w
 		if i >= far && w != 0 {
 			t.Errorf("candidate %d, far back in the queue, was woken %d times", i, w)
@@ -336,10 +305,7 @@ func testRunRecord(t *testing.T, h Harness) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	a := candidate(t, h, el, "a", 2*time.Second)
-	rec, ok := a.(elector.RunRecorder)
-	if !ok {
-		t.Skip("backend keeps no run records")
-	}
+	rec := a
 	if _, err := rec.LastRun(ctx); !errors.Is(err, elector.ErrNoRun) {
 		t.Fatalf("LastRun on a fresh election: %v, want ErrNoRun", err)
 	}
@@ -349,7 +315,7 @@ func testRunRecord(t *testing.T, h Harness) {
 		t.Fatalf("RecordRun: %v", err)
 	}
 	// Another candidate of the election sees it; the election's queue does not.
-	b := candidate(t, h, el, "b", 2*time.Second).(elector.RunRecorder)
+	b := candidate(t, h, el, "b", 2*time.Second)
 	got, err := b.LastRun(ctx)
 	if err != nil || got.ID != want.ID || got.Token != want.Token || !got.Finished.Equal(want.Finished) || !got.Started.Equal(want.Started) {
 		t.Fatalf("LastRun = %+v, %v; want %+v", got, err, want)

@@ -26,7 +26,7 @@ func BenchmarkHandover(b *testing.B) {
 	h := &harness{srv: srv}
 	ctx := context.Background()
 	mk := func(id string) elector.Elector {
-		return h.New(b, electortest.Candidate{Election: "bench", ID: id, StoreAddr: srv.Endpoint(), Timing: timingOf(5 * time.Second)})
+		return h.New(b, electortest.Candidate{StoreAddr: srv.Endpoint(), Candidate: elector.Candidate{Election: "bench", ID: id, Timing: timingOf(5 * time.Second)}})
 	}
 	cands := []elector.Elector{mk("a"), mk("b")}
 	watch := mk("watcher").Observe(ctx)
@@ -96,7 +96,7 @@ func BenchmarkIdleFollowerRequests(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	mk := func(id string) elector.Elector {
-		return h.New(b, electortest.Candidate{Election: "idle", ID: id, StoreAddr: srv.Endpoint(), Timing: timingOf(ttl)})
+		return h.New(b, electortest.Candidate{StoreAddr: srv.Endpoint(), Candidate: elector.Candidate{Election: "idle", ID: id, Timing: timingOf(ttl)}})
 	}
 	if _, err := mk("leader").Campaign(ctx); err != nil {
 		b.Fatal(err)

@@ -22,13 +22,12 @@ type harness struct {
 
 func (h *harness) Addr() string         { return h.srv.Endpoint() }
 func (h *harness) Restart(t testing.TB) { h.srv.Restart(t) }
-func (h *harness) New(t testing.TB, c electortest.Candidate) elector.Elector {
+func (h *harness) New(t testing.TB, c electortest.Candidate) elector.Locker {
 	t.Helper()
 	cli := newClient(t, c.StoreAddr)
-	e, err := etcd.New(etcd.Config{
-		Client: cli, Election: c.Election, ID: c.ID, Address: c.Address, Timing: c.Timing,
-		Logger: testLogger(),
-	})
+	cand := c.Candidate
+	cand.Logger = testLogger()
+	e, err := etcd.New(etcd.Config{Client: cli, Candidate: cand})
 	if err != nil {
 		t.Fatalf("new elector: %v", err)
 	}

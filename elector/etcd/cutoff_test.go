@@ -7,6 +7,7 @@ import (
 
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
 	"github.com/electd/electd/internal/faultproxy"
 	"github.com/electd/electd/internal/testenv"
@@ -34,8 +35,8 @@ func TestCutOffBeatsSessionDone(t *testing.T) {
 	ctx := context.Background()
 
 	// Ours: a behind the proxy, b direct.
-	a := h.New(t, electortest.Candidate{Election: "cut", ID: "a", StoreAddr: proxy.Addr(), Timing: timingOf(ttl)})
-	b := h.New(t, electortest.Candidate{Election: "cut", ID: "b", StoreAddr: srv.Endpoint(), Timing: timingOf(ttl)})
+	a := h.New(t, electortest.Candidate{StoreAddr: proxy.Addr(), Candidate: elector.Candidate{Election: "cut", ID: "a", Timing: timingOf(ttl)}})
+	b := h.New(t, electortest.Candidate{StoreAddr: srv.Endpoint(), Candidate: elector.Candidate{Election: "cut", ID: "b", Timing: timingOf(ttl)}})
 	ta, err := a.Campaign(ctx)
 	if err != nil {
 		t.Fatalf("a campaign: %v", err)

@@ -17,15 +17,9 @@ type harness struct {
 	cli redis.UniversalClient // for Queued
 }
 
-func (h *harness) New(t testing.TB, c electortest.Candidate) elector.Elector {
+func (h *harness) New(t testing.TB, c electortest.Candidate) elector.Locker {
 	t.Helper()
-	return newElectorWith(t, Config{
-		Client:   newClient(t, c.StoreAddr),
-		Election: c.Election,
-		ID:       c.ID,
-		Address:  c.Address,
-		Timing:   c.Timing,
-	})
+	return newElectorWith(t, Config{Client: newClient(t, c.StoreAddr), Candidate: c.Candidate})
 }
 
 func (h *harness) Addr() string { return h.srv.Addr() }

@@ -18,13 +18,7 @@ import (
 	"github.com/electd/electd/elector"
 )
 
-var (
-	_ elector.Elector       = (*Elector)(nil)
-	_ elector.WakeupCounter = (*Elector)(nil)
-	_ elector.Slotted       = (*Elector)(nil)
-	_ elector.TryCampaigner = (*Elector)(nil)
-	_ elector.RunRecorder   = (*Elector)(nil)
-)
+var _ elector.Locker = (*Elector)(nil)
 
 // errBusy refuses a second campaign on an Elector that is campaigning or leading.
 var errBusy = errors.New("redis: a campaign or term is already active on this elector")
@@ -51,7 +45,6 @@ type Elector struct {
 	view *view
 
 	wakeups atomic.Uint64
-	slots   atomic.Int64
 }
 
 // New validates cfg and returns an Elector. It does not contact Redis.
@@ -68,7 +61,6 @@ func New(cfg Config) (*Elector, error) {
 		inst:  cfg.Instrument,
 		done:  make(chan struct{}),
 	}
-	e.slots.Store(int64(cfg.Slots))
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.bus = newBus(e)
 	e.view = newView(e)
@@ -145,18 +137,8 @@ func (e *Elector) goroutine(f func()) bool {
 	return true
 }
 
-// SetSlots makes the election a semaphore of n slots (1: a plain election).
-// Call it before Campaign; every candidate of the election must agree.
-func (e *Elector) SetSlots(n int) error {
-	if err := elector.ValidateSlots(n); err != nil {
-		return err
-	}
-	e.slots.Store(int64(n))
-	return nil
-}
-
 // Slots is the number of candidates that may hold at once.
-func (e *Elector) Slots() int { return int(e.slots.Load()) }
+func (e *Elector) Slots() int { return e.cfg.Slots }
 
 // step runs stepScript once. stale is an entry of ours to drop first.
 func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, stale string) (stepReply, error) {

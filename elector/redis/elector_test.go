@@ -18,7 +18,7 @@ import (
 func TestConfigValidation(t *testing.T) {
 	cli := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer cli.Close()
-	ok := Config{Client: cli, Election: "jobs", ID: "host-1", Timing: testTiming()}
+	ok := Config{Client: cli, Candidate: elector.Candidate{Election: "jobs", ID: "host-1", Timing: testTiming()}}
 	for _, tc := range []struct {
 		field string
 		mod   func(*Config)
@@ -386,7 +386,7 @@ func TestCloseEndsTermAndHandsOver(t *testing.T) {
 func TestStoreDownThenUp(t *testing.T) {
 	srv, _ := startRedis(t)
 	inst := &countingInstrument{}
-	a := newElectorWith(t, Config{Client: newClient(t, srv.Addr()), Election: "down", ID: "a", Timing: testTiming(), Instrument: inst})
+	a := newElectorWith(t, Config{Client: newClient(t, srv.Addr()), Candidate: elector.Candidate{Election: "down", ID: "a", Timing: testTiming(), Instrument: inst}})
 	srv.Stop(t)
 	ca := campaign(context.Background(), a)
 	eventually(t, 5*time.Second, "store errors to be reported", func() bool { return inst.n.Load() > 0 })
@@ -405,7 +405,7 @@ func TestPermanentErrors(t *testing.T) {
 	for _, tc := range []struct{ user, pass string }{{"noscript", "pw"}, {"noscript", "wrong"}} {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: tc.user, Password: tc.pass, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = c.Close() })
-		e := newElectorWith(t, Config{Client: c, Election: "perm", ID: "a", Timing: testTiming()})
+		e := newElectorWith(t, Config{Client: c, Candidate: elector.Candidate{Election: "perm", ID: "a", Timing: testTiming()}})
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := e.Campaign(cctx)
 		cancel()

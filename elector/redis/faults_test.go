@@ -142,7 +142,7 @@ func TestScriptCommandDenied(t *testing.T) {
 	}
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "noinfo", Password: "pw", ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
-	e := newElectorWith(t, Config{Client: c, Election: "perm", ID: "a", Timing: testTiming()})
+	e := newElectorWith(t, Config{Client: c, Candidate: elector.Candidate{Election: "perm", ID: "a", Timing: testTiming()}})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err := e.Campaign(ctx)

@@ -29,10 +29,10 @@ func TestIdleFollowerCommandsPerMinute(t *testing.T) {
 	srv, cli := startRedis(t)
 	ctx := context.Background()
 	tm := elector.Timing{TTL: ttl}
-	leader := newElectorWith(t, Config{Client: newClient(t, srv.Addr()), Election: "idle-minute", ID: "leader", Timing: tm})
+	leader := newElectorWith(t, Config{Client: newClient(t, srv.Addr()), Candidate: elector.Candidate{Election: "idle-minute", ID: "leader", Timing: tm}})
 	fcli := redis.NewClient(&redis.Options{Addr: srv.Addr(), ClientName: "follower", ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = fcli.Close() })
-	follower := newElectorWith(t, Config{Client: fcli, Election: "idle-minute", ID: "follower", Timing: tm})
+	follower := newElectorWith(t, Config{Client: fcli, Candidate: elector.Candidate{Election: "idle-minute", ID: "follower", Timing: tm}})
 	ra := mustLead(t, campaign(ctx, leader), 5*ttl, "leader")
 	cb := campaign(ctx, follower)
 	waitQueued(t, cli, "idle-minute", 2)
@@ -78,8 +78,8 @@ func TestLeaderChangeCostsWatchersNoRead(t *testing.T) {
 		t.Cleanup(func() { _ = wcli.Close() })
 		// A clock that stands still: the view's read at the holder's
 		// deadline (once per TTL, not per change) cannot fall in the window.
-		w := newElectorWith(t, Config{Client: wcli, Election: "views", ID: fmt.Sprintf("w%d", i), Timing: testTiming(),
-			Clock: clock.NewFake(time.Now())})
+		w := newElectorWith(t, Config{Client: wcli, Candidate: elector.Candidate{Election: "views", ID: fmt.Sprintf("w%d", i), Timing: testTiming(),
+			Clock: clock.NewFake(time.Now())}})
 		seen[i] = w.Observe(ctx)
 		waitLeader(t, seen[i], "a")
 		eventually(t, 5*testTTL, "the watcher's view in sync with its subscription", func() bool {
@@ -229,8 +229,8 @@ func TestViewReadsOnlyWhenAMessageLacksTheView(t *testing.T) {
 	wcli := redis.NewClient(&redis.Options{Addr: srv.Addr(), ClientName: "watcher", ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = wcli.Close() })
 	// A still clock: the view's own timers never fire.
-	w := newElectorWith(t, Config{Client: wcli, Election: "old-msgs", ID: "w", Timing: testTiming(),
-		Clock: clock.NewFake(time.Now())})
+	w := newElectorWith(t, Config{Client: wcli, Candidate: elector.Candidate{Election: "old-msgs", ID: "w", Timing: testTiming(),
+		Clock: clock.NewFake(time.Now())}})
 	seen := w.Observe(ctx)
 	waitFor := func(what string, ok func(elector.Leader) bool) {
 		t.Helper()

@@ -49,7 +49,7 @@ func (c *countingInstrument) StoreError(string, error) { c.n.Add(1) }
 // newElector makes a candidate of election dialing addr, closed at cleanup.
 func newElector(t testing.TB, addr, election, id string) *Elector {
 	t.Helper()
-	return newElectorWith(t, Config{Client: newClient(t, addr), Election: election, ID: id, Address: "http://" + id + ".test", Timing: testTiming()})
+	return newElectorWith(t, Config{Client: newClient(t, addr), Candidate: elector.Candidate{Election: election, ID: id, Address: "http://" + id + ".test", Timing: testTiming()}})
 }
 
 func newElectorWith(t testing.TB, cfg Config) *Elector {

@@ -13,8 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/electd/electd/elector"
-	etcdel "github.com/electd/electd/elector/etcd"
-	redisel "github.com/electd/electd/elector/redis"
+	"github.com/electd/electd/store"
 )
 
 const (
@@ -33,9 +32,11 @@ var scaleNs = []int{1, 10, 100, 1000}
 type scaleEnv struct {
 	etcd     *etcdServer
 	redis    *redisServer
-	etcdCli  *clientv3.Client
+	etcdCli  *clientv3.Client // reads the queues directly
 	redisCli *goredis.Client
-	pre      map[string]*series // redis series already holding candidate 1
+	// stores make the candidates, with the client options electd runs with.
+	stores map[string]*store.Store
+	pre    map[string]*series // redis series already holding candidate 1
 }
 
 var scaleState struct {
@@ -59,7 +60,14 @@ func (e *env) prepareScale(ctx context.Context) error {
 		return err
 	}
 	rcli := goredis.NewClient(&goredis.Options{Addr: rs.addr, ContextTimeoutEnabled: true, PoolSize: 64})
-	sc := &scaleEnv{etcd: es, redis: rs, etcdCli: ecli, redisCli: rcli, pre: map[string]*series{}}
+	sc := &scaleEnv{etcd: es, redis: rs, etcdCli: ecli, redisCli: rcli, pre: map[string]*series{}, stores: map[string]*store.Store{}}
+	for kind, url := range map[string]string{"etcd": "etcd://" + es.addr, "redis": "redis://" + rs.addr} {
+		st, err := store.Open(ctx, store.Options{URL: url}, nil)
+		if err != nil {
+			return err
+		}
+		sc.stores[kind] = st
+	}
 	for _, view := range []bool{false, true} {
 		s := sc.newSeries(ctx, "redis", view)
 		if err := s.grow(1); err != nil {
@@ -76,7 +84,7 @@ func (e *env) prepareScale(ctx context.Context) error {
 // cand is one in-process candidate.
 type cand struct {
 	id     string
-	el     elector.Elector
+	el     elector.Locker
 	resign chan struct{}
 }
 
@@ -109,12 +117,9 @@ func (sc *scaleEnv) newSeries(parent context.Context, kind string, view bool) *s
 		won: make(chan winner, 2048), errs: make(chan error, 2048)}
 }
 
-func (s *series) newElector(id string) (elector.Elector, error) {
+func (s *series) newElector(id string) (elector.Locker, error) {
 	t := elector.Timing{TTL: scaleTTL, RenewInterval: scaleRenew}
-	if s.kind == "etcd" {
-		return etcdel.New(etcdel.Config{Client: s.sc.etcdCli, Election: s.election, ID: id, Timing: t})
-	}
-	return redisel.New(redisel.Config{Client: s.sc.redisCli, Election: s.election, ID: id, Timing: t})
+	return s.sc.stores[s.kind].NewElector(elector.Candidate{Election: s.election, ID: id, Timing: t})
 }
 
 // grow adds candidates until there are n, each campaigning in a loop:
@@ -173,7 +178,7 @@ func (s *series) queued(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if s.kind == "etcd" {
-		resp, err := s.sc.etcdCli.Get(ctx, etcdel.DefaultPrefix+s.election+"/", clientv3WithPrefixCount()...)
+		resp, err := s.sc.etcdCli.Get(ctx, "/electd/elections/"+s.election+"/", clientv3WithPrefixCount()...)
 		if err != nil {
 			return 0, err
 		}
@@ -186,9 +191,7 @@ func (s *series) queued(ctx context.Context) (int, error) {
 func (s *series) wakeups() uint64 {
 	var t uint64
 	for _, c := range s.cands {
-		if w, ok := c.el.(elector.WakeupCounter); ok {
-			t += w.Wakeups()
-		}
+		t += c.el.Wakeups()
 	}
 	return t
 }
@@ -227,6 +230,9 @@ func (e *env) scale(ctx context.Context) error {
 		return errors.New("scale servers were not prepared")
 	}
 	defer func() {
+		for _, st := range sc.stores {
+			_ = st.Close()
+		}
 		_ = sc.etcdCli.Close()
 		_ = sc.redisCli.Close()
 	}()

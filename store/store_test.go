@@ -1,13 +1,14 @@
-package main
+package store
 
 import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/urfave/cli/v2"
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/internal/testenv"
@@ -20,14 +21,14 @@ func TestParseStoreURL(t *testing.T) {
 		tls       bool
 		hosts     []string
 		user, pw  string
-		db        int
+		path      string
 		redacted  string
 		reason    string // part of the refusal
 	}{
 		{name: "etcd one host", raw: "etcd://h1:2379", kind: "etcd", hosts: []string{"h1:2379"}, redacted: "etcd://h1:2379"},
 		{name: "etcd cluster", raw: "etcd://h1:2379,h2:2379,[::1]:2379", kind: "etcd", hosts: []string{"h1:2379", "h2:2379", "[::1]:2379"}, redacted: "etcd://h1:2379,h2:2379,[::1]:2379"},
 		{name: "etcds with user", raw: "etcds://u:p%2Fw@h:2379", kind: "etcd", tls: true, hosts: []string{"h:2379"}, user: "u", pw: "p/w", redacted: "etcds://u:REDACTED@h:2379"},
-		{name: "redis db", raw: "redis://h:6379/3", kind: "redis", hosts: []string{"h:6379"}, db: 3, redacted: "redis://h:6379/3"},
+		{name: "redis db", raw: "redis://h:6379/3", kind: "redis", hosts: []string{"h:6379"}, path: "3", redacted: "redis://h:6379/3"},
 		{name: "rediss password only", raw: "rediss://:pw@h:6380", kind: "redis", tls: true, hosts: []string{"h:6380"}, pw: "pw", redacted: "rediss://:REDACTED@h:6380"},
 		{name: "empty password is none", raw: "redis://u:@h:6379", kind: "redis", hosts: []string{"h:6379"}, user: "u", redacted: "redis://u:REDACTED@h:6379"},
 		{name: "not a URL", raw: "h:2379", reason: "is not a URL"},
@@ -56,8 +57,8 @@ func TestParseStoreURL(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parseStoreURL(%q): %v", tc.raw, err)
 			}
-			got := []any{su.kind, su.tls, strings.Join(su.hosts, " "), su.user, su.password, su.db, su.redacted}
-			want := []any{tc.kind, tc.tls, strings.Join(tc.hosts, " "), tc.user, tc.pw, tc.db, tc.redacted}
+			got := []any{su.kind, su.tls, strings.Join(su.hosts, " "), su.user, su.password, su.path, su.redacted}
+			want := []any{tc.kind, tc.tls, strings.Join(tc.hosts, " "), tc.user, tc.pw, tc.path, tc.redacted}
 			for i := range got {
 				if got[i] != want[i] {
 					t.Fatalf("parseStoreURL(%q) = %v, want %v", tc.raw, got, want)
@@ -90,51 +91,36 @@ func TestRedact(t *testing.T) {
 	}
 }
 
-// withContext runs fn with the *cli.Context of `electd leader args...`.
-func withContext(t *testing.T, args []string, fn func(c *cli.Context)) {
-	t.Helper()
-	var ran bool
-	app := &cli.App{Name: "electd", Commands: []*cli.Command{{Name: "x", Flags: storeFlags(),
-		Action: func(c *cli.Context) error { ran = true; fn(c); return nil }}}}
-	if err := app.Run(append([]string{"electd", "x"}, args...)); err != nil || !ran {
-		t.Fatalf("flags %q: %v", args, err)
-	}
-}
-
 func TestStorePassword(t *testing.T) {
 	pw := writeFile(t, "pw", "from-file\r\n")
 	empty := writeFile(t, "empty", "\n")
 	tests := []struct {
 		name  string
-		args  []string
-		env   string // $ELECTD_STORE_PASSWORD; "" = unset
+		opts  Options
 		want  string // password; "" with field set = refused
 		from  string
 		field string
 	}{
-		{name: "url", args: []string{"--store", "redis://u:p@h:1"}, want: "p", from: "store"},
-		{name: "env", args: []string{"--store", "redis://u@h:1"}, env: "e", want: "e", from: "$ELECTD_STORE_PASSWORD"},
-		{name: "file", args: []string{"--store", "etcd://u@h:1", "--store-password-file", pw}, want: "from-file", from: "store-password-file"},
-		{name: "redis default user", args: []string{"--store", "redis://h:1"}, env: "e", want: "e", from: "$ELECTD_STORE_PASSWORD"},
-		{name: "none", args: []string{"--store", "redis://h:1"}},
-		{name: "url and file", args: []string{"--store", "redis://u:p@h:1", "--store-password-file", pw}, field: "store-password-file"},
-		{name: "file and env", args: []string{"--store", "redis://u@h:1", "--store-password-file", pw}, env: "e", field: "$ELECTD_STORE_PASSWORD"},
-		{name: "empty file", args: []string{"--store", "redis://u@h:1", "--store-password-file", empty}, field: "store-password-file"},
-		{name: "missing file", args: []string{"--store", "redis://u@h:1", "--store-password-file", pw + ".nope"}, field: "store-password-file"},
-		{name: "user without password", args: []string{"--store", "redis://u@h:1"}, field: "store"},
-		{name: "etcd password without user", args: []string{"--store", "etcd://h:1"}, env: "e", field: "$ELECTD_STORE_PASSWORD"},
+		{name: "url", opts: Options{URL: "redis://u:p@h:1"}, want: "p", from: "store"},
+		{name: "env", opts: Options{URL: "redis://u@h:1", Password: "e"}, want: "e", from: "$ELECTD_STORE_PASSWORD"},
+		{name: "file", opts: Options{URL: "etcd://u@h:1", PasswordFile: pw}, want: "from-file", from: "store-password-file"},
+		{name: "redis default user", opts: Options{URL: "redis://h:1", Password: "e"}, want: "e", from: "$ELECTD_STORE_PASSWORD"},
+		{name: "none", opts: Options{URL: "redis://h:1"}},
+		{name: "url and file", opts: Options{URL: "redis://u:p@h:1", PasswordFile: pw}, field: "store-password-file"},
+		{name: "file and env", opts: Options{URL: "redis://u@h:1", PasswordFile: pw, Password: "e"}, field: "$ELECTD_STORE_PASSWORD"},
+		{name: "empty file", opts: Options{URL: "redis://u@h:1", PasswordFile: empty}, field: "store-password-file"},
+		{name: "missing file", opts: Options{URL: "redis://u@h:1", PasswordFile: pw + ".nope"}, field: "store-password-file"},
+		{name: "user without password", opts: Options{URL: "redis://u@h:1"}, field: "store"},
+		{name: "etcd password without user", opts: Options{URL: "etcd://h:1", Password: "e"}, field: "$ELECTD_STORE_PASSWORD"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.env != "" {
-				t.Setenv("ELECTD_STORE_PASSWORD", tc.env)
-			}
-			withContext(t, tc.args, func(c *cli.Context) {
-				su, err := parseStoreURL(c.String("store"))
+			{
+				su, err := parseStoreURL(tc.opts.URL)
 				if err != nil {
 					t.Fatal(err)
 				}
-				err = storePassword(c, su)
+				err = su.setPassword(tc.opts)
 				if tc.field != "" {
 					var ce *elector.ConfigError
 					if !errors.As(err, &ce) || ce.Field != tc.field {
@@ -148,7 +134,7 @@ func TestStorePassword(t *testing.T) {
 				if err != nil || su.password != tc.want || su.passwordFrom != tc.from {
 					t.Fatalf("storePassword = %v, password %q from %q; want %q from %q", err, su.password, su.passwordFrom, tc.want, tc.from)
 				}
-			})
+			}
 		})
 	}
 }
@@ -158,28 +144,28 @@ func TestStoreTLSFlags(t *testing.T) {
 	kp := ca.Client(t, "c")
 	tests := []struct {
 		name  string
-		args  []string
+		opts  Options
 		field string // "" = accepted
 		certs int
 	}{
-		{name: "plain", args: []string{"--store", "etcd://h:1"}},
-		{name: "tls, system roots", args: []string{"--store", "etcds://h:1"}},
-		{name: "tls, CA and certificate", args: []string{"--store", "rediss://h:1", "--ca-file", ca.CertFile, "--cert-file", kp.CertFile, "--key-file", kp.KeyFile}, certs: 1},
-		{name: "CA with a plain URL", args: []string{"--store", "redis://h:1", "--ca-file", ca.CertFile}, field: "ca-file"},
-		{name: "server name with a plain URL", args: []string{"--store", "redis://h:1", "--tls-server-name", "x"}, field: "tls-server-name"},
-		{name: "missing CA", args: []string{"--store", "etcds://h:1", "--ca-file", ca.CertFile + ".nope"}, field: "ca-file"},
-		{name: "CA not PEM", args: []string{"--store", "etcds://h:1", "--ca-file", kp.KeyFile}, field: "ca-file"},
-		{name: "key without certificate", args: []string{"--store", "etcds://h:1", "--key-file", kp.KeyFile}, field: "cert-file"},
-		{name: "mismatched pair", args: []string{"--store", "etcds://h:1", "--cert-file", kp.CertFile, "--key-file", kp.CertFile}, field: "cert-file"},
+		{name: "plain", opts: Options{URL: "etcd://h:1"}},
+		{name: "tls, system roots", opts: Options{URL: "etcds://h:1"}},
+		{name: "tls, CA and certificate", opts: Options{URL: "rediss://h:1", CAFile: ca.CertFile, CertFile: kp.CertFile, KeyFile: kp.KeyFile}, certs: 1},
+		{name: "CA with a plain URL", opts: Options{URL: "redis://h:1", CAFile: ca.CertFile}, field: "ca-file"},
+		{name: "server name with a plain URL", opts: Options{URL: "redis://h:1", ServerName: "x"}, field: "tls-server-name"},
+		{name: "missing CA", opts: Options{URL: "etcds://h:1", CAFile: ca.CertFile + ".nope"}, field: "ca-file"},
+		{name: "CA not PEM", opts: Options{URL: "etcds://h:1", CAFile: kp.KeyFile}, field: "ca-file"},
+		{name: "key without certificate", opts: Options{URL: "etcds://h:1", KeyFile: kp.KeyFile}, field: "cert-file"},
+		{name: "mismatched pair", opts: Options{URL: "etcds://h:1", CertFile: kp.CertFile, KeyFile: kp.CertFile}, field: "cert-file"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			withContext(t, tc.args, func(c *cli.Context) {
-				su, err := parseStoreURL(c.String("store"))
+			{
+				su, err := parseStoreURL(tc.opts.URL)
 				if err != nil {
 					t.Fatal(err)
 				}
-				cfg, err := storeTLS(c, su)
+				cfg, err := tlsConfig(tc.opts, su)
 				if tc.field != "" {
 					var ce *elector.ConfigError
 					if !errors.As(err, &ce) || ce.Field != tc.field {
@@ -190,7 +176,7 @@ func TestStoreTLSFlags(t *testing.T) {
 				if err != nil || (cfg != nil) != su.tls || (cfg != nil && len(cfg.Certificates) != tc.certs) {
 					t.Fatalf("storeTLS = %v, %v", cfg, err)
 				}
-			})
+			}
 		})
 	}
 }
@@ -216,4 +202,13 @@ func TestScrubbedLogger(t *testing.T) {
 	if !errors.As(err, &ce) || strings.Contains(err.Error(), "s3cr") {
 		t.Fatalf("scrubbed error %v: want no secret and the ConfigError kept", err)
 	}
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

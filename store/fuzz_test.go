@@ -1,4 +1,4 @@
-package main
+package store
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ var pwMarkers = []string{"Zx9Q", "Mk7R", "Qz8W"}
 // FuzzStoreURLSecret builds scheme://user:password@hosts+tail from fuzzed
 // parts, with a password framed by markers, and checks that neither redact
 // nor parseStoreURL's errors and results show any of it, and that every
-// refusal names the store flag. Run: go test -run '^$' -fuzz FuzzStoreURLSecret -fuzztime 30s ./cmd/electd
+// refusal names the store flag. Run: go test -run '^$' -fuzz FuzzStoreURLSecret -fuzztime 30s ./store
 func FuzzStoreURLSecret(f *testing.F) {
 	for _, s := range [][5]string{
 		{"redis", "u", "pw", "h:6379", "/0"},
@@ -64,7 +64,7 @@ func FuzzStoreURLSecret(f *testing.F) {
 
 // FuzzParseStoreURL feeds any string to parseStoreURL: no panic, every
 // refusal names --store and a rule, an accepted URL has hosts with ports and
-// a redacted form without its password. Run: go test -run '^$' -fuzz FuzzParseStoreURL -fuzztime 30s ./cmd/electd
+// a redacted form without its password. Run: go test -run '^$' -fuzz FuzzParseStoreURL -fuzztime 30s ./store
 func FuzzParseStoreURL(f *testing.F) {
 	for _, s := range []string{
 		"etcd://127.0.0.1:2379", "etcds://u:p@h1:2379,h2:2379", "redis://:pw@h:6379/15", "rediss://u:p%40ss@h:6380",

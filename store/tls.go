@@ -1,4 +1,4 @@
-package main
+package store
 
 import (
 	"context"
@@ -6,44 +6,25 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"os"
+	"sort"
 	"strings"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/urfave/cli/v2"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"github.com/electd/electd/elector"
 )
 
-// tlsFlags configure TLS to the store (etcds://, rediss://).
-func tlsFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "ca-file", EnvVars: env("CA_FILE"),
-			Usage: "PEM file of the CA(s) that sign the store's certificate (etcds://, rediss://); default: the system's roots"},
-		&cli.StringFlag{Name: "cert-file", EnvVars: env("CERT_FILE"),
-			Usage: "PEM client certificate presented to the store (with --key-file)"},
-		&cli.StringFlag{Name: "key-file", EnvVars: env("KEY_FILE"),
-			Usage: "PEM private key of --cert-file"},
-		&cli.StringFlag{Name: "tls-server-name", EnvVars: env("TLS_SERVER_NAME"),
-			Usage: "name the store's certificate must carry; default: the host in --store"},
-	}
-}
-
-// storeTLS builds the TLS configuration of the store connection from
+// tlsConfig builds the TLS configuration of the store connection from
 // --ca-file, --cert-file, --key-file and --tls-server-name. It returns nil for
 // a plain store URL, and refuses TLS flags given with one. Each refusal
 // names the flag.
-func storeTLS(c *cli.Context, su *storeURL) (*tls.Config, error) {
-	caFile, certFile, keyFile, name := c.String("ca-file"), c.String("cert-file"), c.String("key-file"), c.String("tls-server-name")
+func tlsConfig(o Options, su *storeURL) (*tls.Config, error) {
+	caFile, certFile, keyFile, name := o.CAFile, o.CertFile, o.KeyFile, o.ServerName
 	if !su.tls {
 		for _, f := range []struct{ flag, v string }{{"ca-file", caFile}, {"cert-file", certFile}, {"key-file", keyFile}, {"tls-server-name", name}} {
 			if f.v != "" {
-				return nil, elector.Configf(f.flag, "applies only to TLS store URLs (etcds://, rediss://), not %s://", su.scheme)
+				return nil, elector.Configf(f.flag, "applies only to TLS store URLs (%s), not %s://", tlsSchemes(), su.scheme)
 			}
 		}
 		return nil, nil
@@ -133,23 +114,13 @@ func refusal(su *storeURL, err error) error {
 	} else if su.password != "" {
 		who = "with the password of the default user"
 	}
-	switch su.kind {
-	case "etcd":
-		switch {
-		case errors.Is(err, rpctypes.ErrAuthFailed):
-			return elector.Configf(field, "etcd refused the login %s (check the user name and the password): %s", who, msg)
-		case errors.Is(err, rpctypes.ErrUserEmpty), errors.Is(err, rpctypes.ErrUserNotFound):
-			return elector.Configf("store", "etcd has authentication on and refused electd %s (put USER in the URL and give the password): %s", who, msg)
-		case errors.Is(err, rpctypes.ErrPermissionDenied):
-			return elector.Configf("store", "etcd refused electd %s access to its keys (grant the user's role readwrite on the prefix /electd/): %s", who, msg)
-		}
-	case "redis":
-		switch {
-		case goredis.IsAuthError(err):
-			return elector.Configf(field, "redis refused the credentials %s (check the user name and the password): %s", who, msg)
-		case goredis.IsPermissionError(err):
-			return elector.Configf("store", "redis ACL of the user %s denies a command electd needs: %s", who, msg)
-		}
+	switch su.backend.Refused(err) {
+	case elector.RefusedLogin:
+		return elector.Configf(field, "%s refused the login %s (check the user name and the password): %s", su.kind, who, msg)
+	case elector.RefusedNoUser:
+		return elector.Configf("store", "%s has authentication on and refused electd %s (put USER in the URL and give the password): %s", su.kind, who, msg)
+	case elector.RefusedPermission:
+		return elector.Configf("store", "%s refused electd %s a command or key it needs (%s): %s", su.kind, who, su.backend.PermissionHint, msg)
 	}
 	return nil
 }
@@ -191,7 +162,7 @@ func diagnoseTLS(ctx context.Context, su *storeURL, cfg *tls.Config) error {
 			if cerr := refusal(su, err); cerr != nil {
 				return cerr
 			}
-			if speaksPlain(ctx, su.kind, h) {
+			if speaksPlain(ctx, su.backend, h) {
 				return elector.Configf("store", "%s answers without TLS; use %s:// or enable TLS on the store", h, su.kind)
 			}
 			continue
@@ -207,8 +178,8 @@ func diagnoseTLS(ctx context.Context, su *storeURL, cfg *tls.Config) error {
 }
 
 // speaksPlain reports whether addr answers the store's protocol in clear
-// text: PING for Redis, GET /version for etcd.
-func speaksPlain(ctx context.Context, kind, addr string) bool {
+// text (elector.Backend.AnswersPlain).
+func speaksPlain(ctx context.Context, b *elector.Backend, addr string) bool {
 	d := &net.Dialer{Timeout: 500 * time.Millisecond}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -220,32 +191,19 @@ func speaksPlain(ctx context.Context, kind, addr string) bool {
 		deadline = d
 	}
 	_ = conn.SetDeadline(deadline)
-	if kind == "etcd" {
-		// A TLS server answers a plain request with an HTTP 400 too;
-		// only etcd's own answer counts.
-		if _, err := io.WriteString(conn, "GET /version HTTP/1.1\r\nHost: etcd\r\nConnection: close\r\n\r\n"); err != nil {
-			return false
-		}
-		b, _ := io.ReadAll(io.LimitReader(conn, 4<<10))
-		return strings.HasPrefix(string(b), "HTTP/1.") && strings.Contains(string(b), `"etcdserver"`)
-	}
-	if _, err := io.WriteString(conn, "PING\r\n"); err != nil {
-		return false
-	}
-	b := make([]byte, 16)
-	n, _ := io.ReadAtLeast(conn, b, 5)
-	for _, w := range []string{"+PONG", "-NOAUTH", "-ERR", "-NOPERM"} {
-		if strings.HasPrefix(string(b[:n]), w) {
-			return true
-		}
-	}
-	return false
+	return b.AnswersPlain(ctx, conn)
 }
 
-// redisLogger sends go-redis's own messages (its pool's dial retries, for
-// instance) to electd's log at debug level instead of to stderr.
-type redisLogger struct{ log *slog.Logger }
-
-func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.Log(ctx, slog.LevelDebug, "redis client: "+fmt.Sprintf(format, v...))
+// tlsSchemes lists the TLS schemes, for messages.
+func tlsSchemes() string {
+	var all []string
+	for _, b := range backends {
+		for s, tls := range b.Schemes {
+			if tls {
+				all = append(all, s+"://")
+			}
+		}
+	}
+	sort.Strings(all)
+	return strings.Join(all, ", ")
 }

@@ -1,0 +1,130 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/electd/electd/elector"
+)
+
+// Backend is the etcd backend as the store package lists it:
+// etcd://h1:2379,h2:2379 and etcds:// (TLS).
+var Backend = elector.Backend{
+	Name:             "etcd",
+	Schemes:          map[string]bool{"etcd": false, "etcds": true},
+	DefaultPort:      "2379",
+	UserWithPassword: true,
+	Check:            check,
+	Dial:             Dial,
+	Refused:          refused,
+	PermissionHint:   "grant the user's role readwrite on the prefix /electd/",
+	AnswersPlain:     answersPlain,
+}
+
+// dialTimeout bounds the client's first connection attempt.
+const dialTimeout = 2 * time.Second
+
+// check refuses a path: etcd URLs name hosts only.
+func check(ep elector.Endpoint) error {
+	if ep.Path != "" {
+		return elector.Configf("store", "etcd URLs take no path, got %q", "/"+ep.Path)
+	}
+	return nil
+}
+
+// Dial opens an etcd client on all of ep's hosts. The client is lazy,
+// except that with a user name clientv3 logs in before it returns: while
+// etcd does not answer, Dial retries until ctx ends; a refused login or
+// certificate is returned at once.
+func Dial(ctx context.Context, ep elector.Endpoint) (elector.Conn, error) {
+	if err := check(ep); err != nil {
+		return nil, err
+	}
+	cfg := clientv3.Config{
+		Endpoints:            ep.Hosts,
+		DialTimeout:          dialTimeout,
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 5 * time.Second,
+		Username:             ep.User,
+		Password:             ep.Password,
+		TLS:                  ep.TLS,
+		Logger:               zap.NewNop(),
+	}
+	if ep.TLS != nil && ep.TLS.ServerName != "" {
+		// gRPC verifies the certificate against the connection's
+		// authority, not tls.Config.ServerName.
+		cfg.DialOptions = append(cfg.DialOptions, grpc.WithAuthority(ep.TLS.ServerName))
+	}
+	backoff := 500 * time.Millisecond
+	for {
+		cli, err := clientv3.New(cfg)
+		if err == nil {
+			return &conn{cli: cli}, nil
+		}
+		if ep.User == "" || refused(err) != elector.NotRefused || isCertError(err) {
+			return nil, fmt.Errorf("connect to etcd: %w", err)
+		}
+		ep.Logger.Warn("etcd does not answer the login yet; retrying", "err", err, "in", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("log in to etcd: %w", err)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// conn is an open etcd client; the electors made on it share it.
+type conn struct{ cli *clientv3.Client }
+
+func (c *conn) NewElector(cand elector.Candidate) (elector.Locker, error) {
+	return New(Config{Client: c.cli, Candidate: cand})
+}
+
+func (c *conn) Ping(ctx context.Context) error {
+	_, err := c.cli.Get(ctx, "/electd/health", clientv3.WithCountOnly())
+	return err
+}
+
+func (c *conn) Close() error { return c.cli.Close() }
+
+// refused classifies etcd's refusals of credentials and permissions.
+func refused(err error) elector.Refusal {
+	switch {
+	case errors.Is(err, rpctypes.ErrAuthFailed):
+		return elector.RefusedLogin
+	case errors.Is(err, rpctypes.ErrUserEmpty), errors.Is(err, rpctypes.ErrUserNotFound):
+		return elector.RefusedNoUser
+	case errors.Is(err, rpctypes.ErrPermissionDenied):
+		return elector.RefusedPermission
+	}
+	return elector.NotRefused
+}
+
+// isCertError reports a TLS refusal, which a login retry cannot fix.
+func isCertError(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "x509: ") || strings.Contains(msg, "tls: ")
+}
+
+// answersPlain asks for GET /version in clear text. A TLS server answers a
+// plain request with an HTTP 400 too; only etcd's own answer counts.
+func answersPlain(_ context.Context, c net.Conn) bool {
+	if _, err := io.WriteString(c, "GET /version HTTP/1.1\r\nHost: etcd\r\nConnection: close\r\n\r\n"); err != nil {
+		return false
+	}
+	b, _ := io.ReadAll(io.LimitReader(c, 4<<10))
+	return strings.HasPrefix(string(b), "HTTP/1.") && strings.Contains(string(b), `"etcdserver"`)
+}

@@ -1,0 +1,93 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/electd/electd"
+
+// backendPkgs are the backend packages, which only store/ may import.
+var backendPkgs = []string{module + "/elector/etcd", module + "/elector/redis"}
+
+// TestImportGraph checks the seam: no package but store/ imports a backend
+// (the CLI, the demo and the benchmarks ask store/ for electors), only a
+// backend's own tests import it besides, the backends import neither
+// store/, the supervisor nor health, and the binary still links them.
+func TestImportGraph(t *testing.T) {
+	out := goList(t, "-f", "{{.ImportPath}}|{{join .Imports \" \"}}|{{join .TestImports \" \"}}|{{join .XTestImports \" \"}}", module+"/...")
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Split(line, "|")
+		pkg, imports, tests := f[0], strings.Fields(f[1]), append(strings.Fields(f[2]), strings.Fields(f[3])...)
+		for _, b := range backendPkgs {
+			if slices.Contains(imports, b) && pkg != module+"/store" {
+				t.Errorf("%s imports %s: only store/ may; ask store.Open for electors", pkg, b)
+			}
+			if slices.Contains(tests, b) && pkg != b && pkg != module+"/store" {
+				t.Errorf("the tests of %s import %s: only the backend's own tests and store/'s may", pkg, b)
+			}
+		}
+		if slices.Contains(backendPkgs, pkg) {
+			for _, up := range []string{"/store", "/supervisor", "/health", "/cmd/electd"} {
+				if slices.Contains(imports, module+up) {
+					t.Errorf("backend %s imports %s: dependencies point down to elector/", pkg, module+up)
+				}
+			}
+		}
+	}
+	deps := strings.Fields(goList(t, "-deps", module+"/cmd/electd"))
+	for _, b := range backendPkgs {
+		if !slices.Contains(deps, b) {
+			t.Errorf("electd no longer links %s", b)
+		}
+	}
+}
+
+// maxCLILines bounds cmd/electd without its tests: the CLI reads flags
+// and wires packages; what grows beyond this belongs in a package.
+const maxCLILines = 1800
+
+func TestCLISize(t *testing.T) {
+	dir := strings.TrimSpace(goList(t, "-f", "{{.Dir}}", module+"/cmd/electd"))
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for sc := bufio.NewScanner(bytes.NewReader(b)); sc.Scan(); {
+			n++
+		}
+		total += n
+	}
+	t.Logf("cmd/electd: %d lines without tests", total)
+	if total > maxCLILines {
+		t.Errorf("cmd/electd has %d lines without tests, more than %d: move what is not flags and wiring into a package", total, maxCLILines)
+	}
+}
+
+func goList(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
+}

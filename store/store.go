@@ -1,0 +1,141 @@
+package store
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/electd/electd/elector"
+)
+
+// Options say which store to open, as plain data: the CLI fills them from
+// its flags (each field names its flag) and the store package never sees
+// a flag. Errors about a field name the flag.
+type Options struct {
+	// URL is --store: etcd://h1:2379,h2:2379, etcds://…, redis://…, rediss://….
+	URL string
+	// Password is $ELECTD_STORE_PASSWORD; "" when unset.
+	Password string
+	// PasswordFile is --store-password-file: a file holding the password.
+	PasswordFile string
+	// CAFile, CertFile, KeyFile and ServerName are --ca-file, --cert-file,
+	// --key-file and --tls-server-name, for TLS schemes only.
+	CAFile, CertFile, KeyFile, ServerName string
+}
+
+// Store is an open store: it makes candidates and says whether it answers.
+// Its methods are safe for concurrent use.
+type Store struct {
+	url  *storeURL
+	tls  *tls.Config // nil: plain
+	conn elector.Conn
+}
+
+// preflightTimeout bounds the first request to the store at start.
+const preflightTimeout = 2 * time.Second
+
+// Open checks o and connects. Everything in o is checked before any
+// request (a *elector.ConfigError: exit 2). Connections are lazy: an
+// unreachable store is not an error here (it is logged; campaigns retry
+// until it answers). But a store that answers and refuses electd's
+// certificate or credentials is a configuration error, found by one
+// request at start. log's records never show the password.
+func Open(ctx context.Context, o Options, log *slog.Logger) (*Store, error) {
+	su, err := parseStoreURL(o.URL)
+	if err != nil {
+		return nil, err
+	}
+	if err := su.setPassword(o); err != nil {
+		return nil, err
+	}
+	tlsCfg, err := tlsConfig(o, su)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = su.secrets.logger(log)
+	log.Debug("opening the store", "store", su.redacted, "tls", describeTLS(tlsCfg),
+		"user", su.user, "password_from", orDash(su.passwordFrom))
+	conn, err := su.backend.Dial(ctx, su.endpoint(tlsCfg, log))
+	if err != nil {
+		if cerr := refusal(su, err); cerr != nil {
+			return nil, cerr
+		}
+		return nil, su.secrets.err(fmt.Errorf("connect to %s: %w", su.redacted, err))
+	}
+	s := &Store{url: su, tls: tlsCfg, conn: conn}
+	if err := s.preflight(ctx, log); err != nil {
+		_ = conn.Close()
+		return nil, su.secrets.err(err)
+	}
+	return s, nil
+}
+
+// Check reports what Open would refuse in o without connecting: the URL,
+// the password's sources and the TLS files.
+func Check(o Options) error {
+	su, err := parseStoreURL(o.URL)
+	if err != nil {
+		return err
+	}
+	if err := su.setPassword(o); err != nil {
+		return err
+	}
+	_, err = tlsConfig(o, su)
+	return err
+}
+
+// NewElector returns a candidate on the store (see elector.Conn). Its
+// errors and log carry no credentials.
+func (s *Store) NewElector(c elector.Candidate) (elector.Locker, error) {
+	c.Logger = s.url.secrets.logger(c.Logger)
+	el, err := s.conn.NewElector(c)
+	return el, s.url.secrets.err(err)
+}
+
+// Ping makes one cheap request.
+func (s *Store) Ping(ctx context.Context) error { return s.url.secrets.err(s.conn.Ping(ctx)) }
+
+// Close closes the connection; close the electors first.
+func (s *Store) Close() error { return s.url.secrets.err(s.conn.Close()) }
+
+// Redacted is the store URL without its password, for logs and messages.
+func (s *Store) Redacted() string { return s.url.redacted }
+
+// preflight makes one request. A refusal that retrying cannot fix is
+// returned; an unreachable store is only logged.
+func (s *Store) preflight(parent context.Context, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(parent, preflightTimeout)
+	defer cancel()
+	err := s.conn.Ping(ctx)
+	if err == nil {
+		return nil
+	}
+	if cerr := refusal(s.url, err); cerr != nil {
+		return cerr
+	}
+	if errors.Is(err, context.Canceled) && parent.Err() != nil {
+		return parent.Err()
+	}
+	// A fresh deadline (the first one is spent), short: a store that is
+	// down or black-holed delays the start by preflightTimeout plus this.
+	dctx, dcancel := context.WithTimeout(parent, 1500*time.Millisecond)
+	defer dcancel()
+	if cerr := diagnoseTLS(dctx, s.url, s.tls); cerr != nil {
+		return cerr
+	}
+	log.Warn("the store does not answer yet; electd keeps trying", "store", s.url.redacted, "err", s.url.secrets.err(err))
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
