@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/internal/testenv"
 )
