@@ -81,6 +81,9 @@ func parseRunConfig(c *cli.Context) (*runConfig, error) {
 	if id == "" {
 		return nil, elector.Configf("id", "is empty and the hostname is unknown; set --id")
 	}
+	if err := elector.ValidateSlots(c.Int("slots")); err != nil {
+		return nil, err
+	}
 	cand := elector.Candidate{Election: election, ID: id, Address: c.String("advertise"), Timing: timing, Slots: c.Int("slots")}
 	if _, err := cand.Validate(); err != nil {
 		return nil, err

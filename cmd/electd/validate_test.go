@@ -1,0 +1,74 @@
+package main
+
+import (
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestRefusedBeforeConnecting runs electd with bad input against a listener
+// that counts connections: every refusal must come before the first one,
+// as one line naming the flag or argument.
+func TestRefusedBeforeConnecting(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	var dials atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dials.Add(1)
+			_ = c.Close()
+		}
+	}()
+	for _, scheme := range []string{"etcd", "redis"} {
+		st := scheme + "://" + ln.Addr().String()
+		tests := []struct {
+			name string
+			args []string
+			code int
+			want string // the one line of stderr starts with it
+		}{
+			{name: "run election with a space", args: []string{"run", "--store", st, "--election", "a b", "--", "true"},
+				code: exitUsage, want: "electd: invalid election: "},
+			{name: "run election with a slash", args: []string{"run", "--store", st, "--election", "a/b"},
+				code: exitUsage, want: "electd: invalid election: "},
+			{name: "run id with braces", args: []string{"run", "--store", st, "--election", "e", "--id", "{x}"},
+				code: exitUsage, want: "electd: invalid id: "},
+			{name: "run advertise with a newline", args: []string{"run", "--store", st, "--election", "e", "--advertise", "http://x\n"},
+				code: exitUsage, want: "electd: invalid advertise: "},
+			{name: "run zero slots", args: []string{"run", "--store", st, "--election", "e", "--slots", "0"},
+				code: exitUsage, want: "electd: invalid slots: "},
+			{name: "leader election with a space", args: []string{"leader", "--store", st, "--election", "a b"},
+				code: exitUsage, want: "electd: invalid election: "},
+			{name: "lock name with a space", args: []string{"lock", "--store", st, "a b", "--", "true"},
+				code: exitUsage, want: "electd: invalid NAME: "},
+			{name: "lock without NAME", args: []string{"lock", "--store", st, "--", "true"},
+				code: exitUsage, want: "electd: lock needs a NAME before --"},
+			{name: "lock without COMMAND", args: []string{"lock", "--store", st, "job"},
+				code: exitUsage, want: "electd: lock job needs a COMMAND after --"},
+			{name: "lock without anything", args: []string{"lock", "--store", st},
+				code: exitUsage, want: "electd: lock needs NAME -- COMMAND"},
+		}
+		for _, tc := range tests {
+			t.Run(scheme+"/"+tc.name, func(t *testing.T) {
+				before := dials.Load()
+				r := runElectd(t, 30*time.Second, nil, tc.args...)
+				lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+				if r.code != tc.code || len(lines) != 1 || !strings.HasPrefix(lines[0], tc.want) {
+					t.Fatalf("want exit %d and one line %q…:\n%s", tc.code, tc.want, r)
+				}
+				if n := dials.Load() - before; n != 0 {
+					t.Fatalf("electd connected to the store %d times before refusing its input:\n%s", n, r)
+				}
+			})
+		}
+	}
+}
