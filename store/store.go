@@ -76,20 +76,6 @@ func Open(ctx context.Context, o Options, log *slog.Logger) (*Store, error) {
 	return s, nil
 }
 
-// Check reports what Open would refuse in o without connecting: the URL,
-// the password's sources and the TLS files.
-func Check(o Options) error {
-	su, err := parseStoreURL(o.URL)
-	if err != nil {
-		return err
-	}
-	if err := su.setPassword(o); err != nil {
-		return err
-	}
-	_, err = tlsConfig(o, su)
-	return err
-}
-
 // NewElector returns a candidate on the store (see elector.Conn). Its
 // errors and log carry no credentials.
 func (s *Store) NewElector(c elector.Candidate) (elector.Locker, error) {

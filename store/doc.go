@@ -1,0 +1,25 @@
+// Package store is the one seam between electd's commands (and the demo
+// and the benchmarks) and the store backends under elector/.
+//
+// Open parses a --store URL (etcd://h1:2379,h2:2379, etcds://…,
+// redis://[user@]host:6379[/db], rediss://…), takes the password from one
+// of its three places (the URL, $ELECTD_STORE_PASSWORD or
+// --store-password-file, given as plain Options), builds the TLS
+// configuration, and dials the backend the scheme names. NewElector then
+// makes candidates on that connection. Each backend is one line in
+// backends.go: its package exports an elector.Backend, and knows nothing of
+// URLs, flags or this package.
+//
+// Guarantees:
+//   - Everything in Options is checked before any request; a refusal is an
+//     *elector.ConfigError whose Field names the flag.
+//   - A store that answers and refuses electd's certificate or credentials
+//     is found by one request in Open and reported as a *ConfigError with
+//     what to fix; a store that does not answer is not an error (it is
+//     logged once, and campaigns retry).
+//   - The password never appears in an error, a log record (Open's logger
+//     and every candidate's are scrubbed) or Redacted.
+//
+// Not guaranteed: that the store keeps answering after Open; that the
+// permissions it granted at Open suffice for every later request.
+package store
