@@ -7,7 +7,8 @@ import (
 	"github.com/electd/electd/elector"
 )
 
-// The stop rule.
+// The stop rule. (The lease rule, how a renewal earns a term's ValidUntil,
+// is elector/timing.go; this file is what the supervisor does with it.)
 //
 // A leader's child must be gone before the term's ValidUntil, which is when
 // the store may hand the term on. So the child starts stopping at
@@ -17,6 +18,17 @@ import (
 // at the latest: StopSignal to the tree, SIGKILL after StopTimeout, and
 // StopMargin for the SIGKILL, the reaping and scheduling delays. Renewals
 // move ValidUntil, and so StopBy, forward.
+//
+// One renewal may be lost without the child being stopped: after the last
+// acknowledged renewal, the child must still be allowed to run for two
+// renewal intervals. So a stop timeout must be shorter than the budget
+//
+//	Window − 2·RenewInterval − StopMargin      (Window = TTL·(1 − Drift) − Epsilon)
+//
+// and StopTimeout, the one check of it, refuses any other. When the
+// operator sets none, the stop
+// timeout is DefaultStopTimeout: 5 s if the budget allows it, else half the
+// budget.
 //
 // ValidUntil is a reading of the monotonic clock, which stops while the host
 // is suspended; the lease on the store does not. So the stop timer runs on
@@ -38,6 +50,52 @@ const StopMargin = 200 * time.Millisecond
 // fits in StopMargin; a longer one may have let the lease lapse unseen.
 const SuspendBound = 50 * time.Millisecond
 
+// defaultStop is the stop timeout when the operator sets none and the
+// timing allows it.
+const defaultStop = 5 * time.Second
+
+// StopBy is when a leader must start stopping its child, whose term is
+// guaranteed until validUntil: early enough for stopTimeout and StopMargin.
+func StopBy(validUntil time.Time, stopTimeout time.Duration) time.Time {
+	return validUntil.Add(-stopTimeout - StopMargin)
+}
+
+// stopBudget is what timing t leaves for the stop timeout, exclusive: the
+// guaranteed window after a renewal less room for a missed renewal and
+// StopMargin. Not positive: no stop timeout fits.
+func stopBudget(t elector.Timing) time.Duration {
+	return t.Window() - 2*t.RenewInterval - StopMargin
+}
+
+// DefaultStopTimeout is the stop timeout for timing t (after WithDefaults)
+// when the operator sets none: 5 s when the budget allows it, else half the
+// budget, rounded to the millisecond.
+func DefaultStopTimeout(t elector.Timing) time.Duration {
+	budget := stopBudget(t)
+	if defaultStop < budget {
+		return defaultStop
+	}
+	return max(0, budget/2).Round(time.Millisecond)
+}
+
+// StopTimeout is the one check of the stop rule. It returns the stop
+// timeout a leader with timing t (after WithDefaults, and valid) uses:
+// asked if set, else DefaultStopTimeout(t); or an *elector.ConfigError of
+// stop-timeout if that is negative or not shorter than the budget.
+func StopTimeout(t elector.Timing, asked time.Duration, set bool) (time.Duration, error) {
+	if !set {
+		asked = DefaultStopTimeout(t)
+	}
+	if asked < 0 {
+		return 0, elector.Configf("stop-timeout", "must not be negative, got %s", asked)
+	}
+	if budget := stopBudget(t); asked >= budget {
+		return 0, elector.Configf("stop-timeout", "%s is too long for ttl %s: the child must be stopped by the lease deadline (%s after a renewal) less stop-timeout and a %s margin, which must leave room for a missed renewal (2×%s); use a stop-timeout below %s or a longer ttl",
+			asked, t.TTL, t.Window(), StopMargin, t.RenewInterval, budget.Round(time.Millisecond))
+	}
+	return asked, nil
+}
+
 // stopTimer fires when the child must start stopping to be gone before the
 // term's deadline. When it fires, due reports whether the moment has really
 // come, and re-arms it for the later moment earned by renewals if not.
@@ -56,7 +114,7 @@ func (s *Supervisor) newStopTimer(term *elector.Term) *stopTimer {
 
 // at is the stop-by moment on the monotonic clock.
 func (st *stopTimer) at() time.Time {
-	return elector.StopBy(st.term.ValidUntil(), st.stopTimeout, StopMargin)
+	return StopBy(st.term.ValidUntil(), st.stopTimeout)
 }
 
 func (st *stopTimer) arm() {
