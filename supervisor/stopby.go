@@ -69,13 +69,18 @@ func stopBudget(t elector.Timing) time.Duration {
 
 // DefaultStopTimeout is the stop timeout for timing t (after WithDefaults)
 // when the operator sets none: 5 s when the budget allows it, else half the
-// budget, rounded to the millisecond.
+// budget, rounded to the millisecond; 0 (SIGKILL at once) when the budget
+// is too small for that, and 0 too when no stop timeout fits (StopTimeout
+// refuses the timing then).
 func DefaultStopTimeout(t elector.Timing) time.Duration {
 	budget := stopBudget(t)
-	if defaultStop < budget {
+	switch {
+	case defaultStop < budget:
 		return defaultStop
+	case budget <= time.Millisecond: // half of it could round up to all of it
+		return 0
 	}
-	return max(0, budget/2).Round(time.Millisecond)
+	return (budget / 2).Round(time.Millisecond)
 }
 
 // StopTimeout is the one check of the stop rule. It returns the stop

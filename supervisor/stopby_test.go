@@ -24,6 +24,10 @@ func TestDefaultStopTimeout(t *testing.T) {
 	}{
 		{name: "default ttl", timing: elector.Timing{TTL: 15 * time.Second}, want: 5 * time.Second},
 		{name: "2s", timing: elector.Timing{TTL: 2 * time.Second}, want: 485 * time.Millisecond},
+		// 300ms·0.99 − 10ms − 2×43ms − 200ms = 1ms, whose half would round
+		// up to all of it.
+		{name: "budget of 1ms", timing: elector.Timing{TTL: 300 * time.Millisecond, RenewInterval: 43 * time.Millisecond}, want: 0},
+		{name: "no budget", timing: elector.Timing{TTL: 100 * time.Millisecond}, want: 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
