@@ -255,6 +255,7 @@ func TestConfigValidation(t *testing.T) {
 	}{
 		{name: "valid", mutate: func(*Config) {}},
 		{name: "stop-timeout too long for ttl", mutate: func(c *Config) { c.StopTimeout = 2 * time.Second }, field: "stop-timeout"},
+		{name: "ttl too short for any stop-timeout", mutate: func(c *Config) { c.Timing.TTL, c.StopTimeout = 100*time.Millisecond, 0 }, field: "ttl"},
 		{name: "bad on-exit", mutate: func(c *Config) { c.OnExit = "explode" }, field: "on-exit"},
 		{name: "negative cool-down", mutate: func(c *Config) { c.CoolDown = -time.Second }, field: "cool-down"},
 		{name: "bad renew interval", mutate: func(c *Config) { c.Timing.RenewInterval = time.Second }, field: "renew-interval"},
