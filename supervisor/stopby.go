@@ -119,8 +119,10 @@ func StopTimeout(t elector.Timing, asked time.Duration, set bool) (time.Duration
 	why := fmt.Sprintf("%s is too short to stop the child in time: the lease is guaranteed for %s after a renewal, and room for a missed renewal (2×%s) and the %s stop margin take all of it",
 		t.TTL, t.Window(), t.RenewInterval, StopMargin)
 	switch {
-	case !ok:
+	case !ok && renewScales(t):
 		return 0, elector.Configf("ttl", "%s; no ttl leaves room for stop-timeout %s: use a shorter stop-timeout", why, asked)
+	case !ok:
+		return 0, elector.Configf("ttl", "%s; no ttl leaves room for stop-timeout %s with renew-interval %s: use a shorter stop-timeout or renew-interval", why, asked, t.RenewInterval)
 	case set:
 		return 0, elector.Configf("ttl", "%s; use a ttl of at least %s for stop-timeout %s (%s)", why, minTTL, asked, renew)
 	}
@@ -138,7 +140,9 @@ func shortestTTL(t elector.Timing, asked time.Duration, set bool) (ttl time.Dura
 		if !set {
 			stop = DefaultStopTimeout(c)
 		}
-		return c.Validate() == nil && stop < stopBudget(c)
+		// A renew interval of 2^61 or more cannot fit under any ttl here, and
+		// twice it would overflow.
+		return c.RenewInterval < 1<<61 && c.Validate() == nil && stop < stopBudget(c)
 	}
 	// fits is monotone: on a millisecond grid the budget grows with the ttl
 	// (by at least (1 − Drift − 2/5)·1ms a step, positive as Validate keeps

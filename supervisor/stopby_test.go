@@ -87,6 +87,9 @@ func TestStopTimeout(t *testing.T) {
 			field: "ttl", says: []string{"use a ttl of at least 17.306s for stop-timeout 10s"}, minTTL: 17306 * ms},
 		{name: "no ttl is long enough", timing: elector.Timing{TTL: 100 * ms}, asked: 1 << 62, set: true,
 			field: "ttl", says: []string{"no ttl leaves room for stop-timeout", "use a shorter stop-timeout"}},
+		// Twice the renew interval overflows for shorter ttls.
+		{name: "no ttl keeps a renew-interval this long", timing: elector.Timing{TTL: 2562047 * time.Hour, RenewInterval: 2000000 * time.Hour}, asked: time.Second, set: true,
+			field: "ttl", says: []string{"no ttl leaves room for stop-timeout 1s with renew-interval 2000000h0m0s: use a shorter stop-timeout or renew-interval"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
