@@ -81,28 +81,6 @@ func (t Timing) Validate() error {
 	return nil
 }
 
-// StopBy is when a supervisor must start stopping its child: the deadline
-// less the time the child may take to stop and a safety margin.
-func StopBy(validUntil time.Time, stopTimeout, margin time.Duration) time.Time {
-	return validUntil.Add(-stopTimeout - margin)
-}
-
-// ValidateStop refuses a stop timeout that would force a leader to stop its
-// child before even one missed renewal could be made up: after the last
-// acknowledged renewal, the child must be allowed to run for at least two
-// renewal intervals before it has to be stopped.
-func (t Timing) ValidateStop(stopTimeout, margin time.Duration) error {
-	if stopTimeout < 0 {
-		return Configf("stop-timeout", "must not be negative, got %s", stopTimeout)
-	}
-	budget := t.Window() - 2*t.RenewInterval - margin
-	if stopTimeout >= budget {
-		return Configf("stop-timeout", "%s is too long for ttl %s: the child must be stopped by the lease deadline (%s after a renewal) less stop-timeout and a %s margin, which must leave room for a missed renewal (2×%s); use a stop-timeout below %s or a longer ttl",
-			stopTimeout, t.TTL, t.Window(), margin, t.RenewInterval, budget.Round(time.Millisecond))
-	}
-	return nil
-}
-
 // String renders the timing for logs.
 func (t Timing) String() string {
 	return fmt.Sprintf("ttl=%s renew=%s drift=%g epsilon=%s window=%s", t.TTL, t.RenewInterval, t.Drift, t.Epsilon, t.Window())

@@ -67,33 +67,6 @@ func TestWindow(t *testing.T) {
 	}
 }
 
-func TestValidateStop(t *testing.T) {
-	tm := elector.Timing{TTL: 15 * time.Second}.WithDefaults() // window 14.84s, renew 3s
-	tests := []struct {
-		name        string
-		stopTimeout time.Duration
-		ok          bool
-	}{
-		{name: "default-ish 5s", stopTimeout: 5 * time.Second, ok: true},
-		{name: "just fits", stopTimeout: 8700 * time.Millisecond, ok: true},
-		{name: "too long", stopTimeout: 9 * time.Second, ok: false},
-		{name: "longer than ttl", stopTimeout: 20 * time.Second, ok: false},
-		{name: "negative", stopTimeout: -time.Second, ok: false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tm.ValidateStop(tc.stopTimeout, 100*time.Millisecond)
-			if (err == nil) != tc.ok {
-				t.Fatalf("ValidateStop(%s) = %v, want ok=%v", tc.stopTimeout, err, tc.ok)
-			}
-			var ce *elector.ConfigError
-			if err != nil && (!errors.As(err, &ce) || ce.Field != "stop-timeout") {
-				t.Fatalf("error %v does not name stop-timeout", err)
-			}
-		})
-	}
-}
-
 // TestDeadline drives the deadline with a fake clock: it only moves forward,
 // from send times, and ends exactly when it passes without renewal.
 func TestDeadline(t *testing.T) {
@@ -194,13 +167,6 @@ func TestDeadline(t *testing.T) {
 			t.Fatalf("%d timers left armed", clk.Pending())
 		}
 	})
-}
-
-func TestStopBy(t *testing.T) {
-	v := time.Unix(100, 0)
-	if got := elector.StopBy(v, 5*time.Second, 100*time.Millisecond); !got.Equal(v.Add(-5100 * time.Millisecond)) {
-		t.Fatalf("StopBy = %v", got)
-	}
 }
 
 func TestLossReason(t *testing.T) {

@@ -117,7 +117,8 @@ func (c *Config) validate() error {
 	if err := c.Timing.Validate(); err != nil {
 		return err
 	}
-	if err := c.Timing.ValidateStop(c.StopTimeout, StopMargin); err != nil {
+	var err error
+	if c.StopTimeout, err = StopTimeout(c.Timing, c.StopTimeout, true); err != nil {
 		return err
 	}
 	if c.Events == nil {
@@ -138,17 +139,6 @@ func (c *Config) validate() error {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return nil
-}
-
-// DefaultStopTimeout picks a stop timeout for t when the operator set none:
-// 5 s when the timing allows it, else half of what it allows.
-func DefaultStopTimeout(t elector.Timing) time.Duration {
-	t = t.WithDefaults()
-	if t.ValidateStop(5*time.Second, StopMargin) == nil {
-		return 5 * time.Second
-	}
-	budget := t.Window() - 2*t.RenewInterval - StopMargin
-	return max(0, budget/2).Round(time.Millisecond)
 }
 
 type nopEvents struct{}

@@ -130,7 +130,7 @@ func TestStopsBeforeDeadlineWithoutRenewal(t *testing.T) {
 	h := newHarness(t, nil) // readiness-only: the term itself is what must end in time
 	term, _ := h.grant(7)
 	waitFor(t, "leading", h.sup.Leading)
-	stopAt := elector.StopBy(term.ValidUntil(), time.Second, StopMargin)
+	stopAt := StopBy(term.ValidUntil(), time.Second)
 
 	h.clk.Advance(stopAt.Sub(h.clk.Now()) - time.Millisecond)
 	if ready, _ := h.sup.Ready(); !h.sup.Leading() || !ready {
@@ -255,6 +255,7 @@ func TestConfigValidation(t *testing.T) {
 	}{
 		{name: "valid", mutate: func(*Config) {}},
 		{name: "stop-timeout too long for ttl", mutate: func(c *Config) { c.StopTimeout = 2 * time.Second }, field: "stop-timeout"},
+		{name: "ttl too short for any stop-timeout", mutate: func(c *Config) { c.Timing.TTL, c.StopTimeout = 100*time.Millisecond, 0 }, field: "ttl"},
 		{name: "bad on-exit", mutate: func(c *Config) { c.OnExit = "explode" }, field: "on-exit"},
 		{name: "negative cool-down", mutate: func(c *Config) { c.CoolDown = -time.Second }, field: "cool-down"},
 		{name: "bad renew interval", mutate: func(c *Config) { c.Timing.RenewInterval = time.Second }, field: "renew-interval"},
@@ -273,29 +274,6 @@ func TestConfigValidation(t *testing.T) {
 			var ce *elector.ConfigError
 			if !errors.As(err, &ce) || ce.Field != tc.field {
 				t.Fatalf("New = %v, want a ConfigError on %s", err, tc.field)
-			}
-		})
-	}
-}
-
-func TestDefaultStopTimeout(t *testing.T) {
-	tests := []struct {
-		name string
-		ttl  time.Duration
-		want time.Duration
-	}{
-		{name: "default ttl", ttl: 15 * time.Second, want: 5 * time.Second},
-		{name: "2s", ttl: 2 * time.Second, want: 485 * time.Millisecond},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			tm := elector.Timing{TTL: tc.ttl}
-			got := DefaultStopTimeout(tm)
-			if got != tc.want {
-				t.Fatalf("DefaultStopTimeout(%s) = %s, want %s", tc.ttl, got, tc.want)
-			}
-			if err := tm.WithDefaults().ValidateStop(got, StopMargin); err != nil {
-				t.Fatalf("default stop timeout refused: %v", err)
 			}
 		})
 	}

@@ -99,7 +99,7 @@ func TestRunOnce(t *testing.T) {
 			name:    "stop-by deadline without renewal",
 			command: []string{"sleep", "1000"},
 			act: func(o *onceRun, _ context.CancelFunc) {
-				at := elector.StopBy(o.term.ValidUntil(), 200*time.Millisecond, StopMargin)
+				at := StopBy(o.term.ValidUntil(), 200*time.Millisecond)
 				o.clk.Advance(at.Sub(o.clk.Now()))
 			},
 			check: func(t *testing.T, err error) {

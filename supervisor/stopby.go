@@ -1,13 +1,15 @@
 package supervisor
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
 )
 
-// The stop rule.
+// The stop rule. (The lease rule, how a renewal earns a term's ValidUntil,
+// is elector/timing.go; this file is what the supervisor does with it.)
 //
 // A leader's child must be gone before the term's ValidUntil, which is when
 // the store may hand the term on. So the child starts stopping at
@@ -17,6 +19,18 @@ import (
 // at the latest: StopSignal to the tree, SIGKILL after StopTimeout, and
 // StopMargin for the SIGKILL, the reaping and scheduling delays. Renewals
 // move ValidUntil, and so StopBy, forward.
+//
+// One renewal may be lost without the child being stopped: after the last
+// acknowledged renewal, the child must still be allowed to run for two
+// renewal intervals. So a stop timeout must be shorter than the budget
+//
+//	Window − 2·RenewInterval − StopMargin      (Window = TTL·(1 − Drift) − Epsilon)
+//
+// and StopTimeout, the one check of it, refuses any other. A ttl whose
+// budget is not positive admits no stop timeout at all; the refusal then
+// names the shortest ttl that works. When the operator sets none, the stop
+// timeout is DefaultStopTimeout: 5 s if the budget allows it, else half the
+// budget.
 //
 // ValidUntil is a reading of the monotonic clock, which stops while the host
 // is suspended; the lease on the store does not. So the stop timer runs on
@@ -38,6 +52,130 @@ const StopMargin = 200 * time.Millisecond
 // fits in StopMargin; a longer one may have let the lease lapse unseen.
 const SuspendBound = 50 * time.Millisecond
 
+// defaultStop is the stop timeout when the operator sets none and the
+// timing allows it.
+const defaultStop = 5 * time.Second
+
+// StopBy is when a leader must start stopping its child, whose term is
+// guaranteed until validUntil: early enough for stopTimeout and StopMargin.
+func StopBy(validUntil time.Time, stopTimeout time.Duration) time.Time {
+	return validUntil.Add(-stopTimeout - StopMargin)
+}
+
+// stopBudget is what timing t leaves for the stop timeout, exclusive: the
+// guaranteed window after a renewal less room for a missed renewal and
+// StopMargin. Not positive: no stop timeout fits.
+func stopBudget(t elector.Timing) time.Duration {
+	return t.Window() - 2*t.RenewInterval - StopMargin
+}
+
+// DefaultStopTimeout is the stop timeout for timing t (after WithDefaults)
+// when the operator sets none: 5 s when the budget allows it, else half the
+// budget, rounded to the millisecond; 0 (SIGKILL at once) when the budget
+// is too small for that, and 0 too when no stop timeout fits (StopTimeout
+// refuses the timing then).
+func DefaultStopTimeout(t elector.Timing) time.Duration {
+	budget := stopBudget(t)
+	switch {
+	case defaultStop < budget:
+		return defaultStop
+	case budget <= time.Millisecond: // half of it could round up to all of it
+		return 0
+	}
+	return (budget / 2).Round(time.Millisecond)
+}
+
+// StopTimeout is the one check of the stop rule. It returns the stop
+// timeout a leader with timing t (after WithDefaults, and valid) uses:
+// asked if set, else DefaultStopTimeout(t); or an *elector.ConfigError if
+// that is negative or not shorter than the budget. Field names match the
+// CLI flags: "stop-timeout" when a shorter one would do, "ttl" when no stop
+// timeout fits, with the shortest ttl that admits the one asked for (or the
+// default).
+func StopTimeout(t elector.Timing, asked time.Duration, set bool) (time.Duration, error) {
+	if !set {
+		asked = DefaultStopTimeout(t)
+	}
+	if asked < 0 {
+		return 0, elector.Configf("stop-timeout", "must not be negative, got %s", asked)
+	}
+	budget := stopBudget(t)
+	if asked < budget {
+		return asked, nil
+	}
+	renew := fmt.Sprintf("keeping renew-interval %s", t.RenewInterval)
+	if renewScales(t) {
+		renew = "renew-interval ttl/5"
+	}
+	minTTL, ok := shortestTTL(t, asked, set)
+	if budget > 0 {
+		advice := "or a longer ttl"
+		if ok {
+			advice = fmt.Sprintf("or a ttl of at least %s (%s)", minTTL, renew)
+		}
+		return 0, elector.Configf("stop-timeout", "%s is too long for ttl %s: the child must be stopped by the lease deadline (%s after a renewal) less stop-timeout and a %s margin, which must leave room for a missed renewal (2×%s); use a stop-timeout below %s %s",
+			asked, t.TTL, t.Window(), StopMargin, t.RenewInterval, budget.Round(time.Millisecond), advice)
+	}
+	why := fmt.Sprintf("%s is too short to stop the child in time: the lease is guaranteed for %s after a renewal, and room for a missed renewal (2×%s) and the %s stop margin take all of it",
+		t.TTL, t.Window(), t.RenewInterval, StopMargin)
+	switch {
+	case !ok && renewScales(t):
+		return 0, elector.Configf("ttl", "%s; no ttl leaves room for stop-timeout %s: use a shorter stop-timeout", why, asked)
+	case !ok:
+		return 0, elector.Configf("ttl", "%s; no ttl leaves room for stop-timeout %s with renew-interval %s: use a shorter stop-timeout or renew-interval", why, asked, t.RenewInterval)
+	case set:
+		return 0, elector.Configf("ttl", "%s; use a ttl of at least %s for stop-timeout %s (%s)", why, minTTL, asked, renew)
+	}
+	return 0, elector.Configf("ttl", "%s; use a ttl of at least %s (%s), where the default stop-timeout is %s (a longer ttl gives the child time to stop before SIGKILL)",
+		why, minTTL, renew, DefaultStopTimeout(withTTL(t, minTTL)))
+}
+
+// shortestTTL is the shortest ttl, in whole milliseconds, for which
+// StopTimeout(withTTL(t, ttl), asked, set) succeeds. ok is false if no ttl
+// up to 2^62 ns (146 years) does.
+func shortestTTL(t elector.Timing, asked time.Duration, set bool) (ttl time.Duration, ok bool) {
+	fits := func(ms int64) bool {
+		c := withTTL(t, time.Duration(ms)*time.Millisecond)
+		stop := asked
+		if !set {
+			stop = DefaultStopTimeout(c)
+		}
+		// A renew interval of 2^61 or more cannot fit under any ttl here, and
+		// twice it would overflow.
+		return c.RenewInterval < 1<<61 && c.Validate() == nil && stop < stopBudget(c)
+	}
+	// fits is monotone: on a millisecond grid the budget grows with the ttl
+	// (by at least (1 − Drift − 2/5)·1ms a step, positive as Validate keeps
+	// Drift below 0.5), and so does what Validate accepts.
+	lo, hi := int64(0), int64(1<<62)/int64(time.Millisecond)
+	if !fits(hi) {
+		return 0, false
+	}
+	for lo+1 < hi { // fits(hi) and not fits(lo)
+		mid := lo + (hi-lo)/2
+		if fits(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return time.Duration(hi) * time.Millisecond, true
+}
+
+// renewScales reports whether t's renew interval is TTL/5, as WithDefaults
+// sets it when none is given: then it changes with the ttl.
+func renewScales(t elector.Timing) bool { return t.RenewInterval == t.TTL/5 }
+
+// withTTL is t with ttl instead of t.TTL, and the renew interval scaled
+// with it if renewScales(t).
+func withTTL(t elector.Timing, ttl time.Duration) elector.Timing {
+	if renewScales(t) {
+		t.RenewInterval = ttl / 5
+	}
+	t.TTL = ttl
+	return t
+}
+
 // stopTimer fires when the child must start stopping to be gone before the
 // term's deadline. When it fires, due reports whether the moment has really
 // come, and re-arms it for the later moment earned by renewals if not.
@@ -56,7 +194,7 @@ func (s *Supervisor) newStopTimer(term *elector.Term) *stopTimer {
 
 // at is the stop-by moment on the monotonic clock.
 func (st *stopTimer) at() time.Time {
-	return elector.StopBy(st.term.ValidUntil(), st.stopTimeout, StopMargin)
+	return StopBy(st.term.ValidUntil(), st.stopTimeout)
 }
 
 func (st *stopTimer) arm() {

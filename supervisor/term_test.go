@@ -222,7 +222,7 @@ func TestSuspendEndsTerm(t *testing.T) {
 			th := newTreeHarness(t, ContainPgroup, OnExitResign, true, false)
 			dl := th.grant(t, 23)
 			pids := treePids(t, th.pidFile)
-			stopBy := elector.StopBy(dl.ValidUntil(), stopTimeout, StopMargin)
+			stopBy := StopBy(dl.ValidUntil(), stopTimeout)
 			th.clk.Suspend(tt.suspend)
 			// Run the monotonic clock to the real stop-by moment, where the
 			// stop timer on the boot clock fires, then on in small steps

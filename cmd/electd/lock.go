@@ -119,11 +119,7 @@ func parseLockConfig(c *cli.Context) (*lockConfig, error) {
 	if lc.stopSignal, err = parseSignal(c.String("stop-signal")); err != nil {
 		return nil, err
 	}
-	lc.stopTimeout = supervisor.DefaultStopTimeout(lc.timing)
-	if c.IsSet("stop-timeout") {
-		lc.stopTimeout = c.Duration("stop-timeout")
-	}
-	if err := lc.timing.ValidateStop(lc.stopTimeout, supervisor.StopMargin); err != nil {
+	if lc.stopTimeout, err = supervisor.StopTimeout(lc.timing, c.Duration("stop-timeout"), c.IsSet("stop-timeout")); err != nil {
 		return nil, err
 	}
 	if lc.contain, err = containmentOf(c); err != nil {

@@ -58,11 +58,8 @@ func parseRunConfig(c *cli.Context) (*runConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	stopTimeout := supervisor.DefaultStopTimeout(timing)
-	if c.IsSet("stop-timeout") {
-		stopTimeout = c.Duration("stop-timeout")
-	}
-	if err := timing.ValidateStop(stopTimeout, supervisor.StopMargin); err != nil {
+	stopTimeout, err := supervisor.StopTimeout(timing, c.Duration("stop-timeout"), c.IsSet("stop-timeout"))
+	if err != nil {
 		return nil, err
 	}
 	if c.Duration("cool-down") < 0 {

@@ -7,7 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/electd/electd/elector"
 	"github.com/electd/electd/internal/faultproxy"
+	"github.com/electd/electd/supervisor"
 )
 
 // stepDown: the leader's connection to the store is black-holed (both
@@ -140,18 +142,7 @@ func (e *env) stepDownOn(ctx context.Context, b *backend) {
 		fmt.Sprintf("child stopped %s after the cut, ≥ %s before the store could grant (%d of %d cuts)", ms(summarize(col.get("exitAfterCut")).med), ms(m.min), m.n, m.n),
 		"stops before the successor?", yesno(m.min > 0))
 	e.rep.note(sec, "electd on %s, --ttl %s (default stop-timeout %s), %d cuts: margin %s; the child exited %s after the cut (%d of them SIGKILLed rather than stopped by SIGTERM); the successor's child started %s after it.",
-		b.name, ttl, ms(defaultStopTimeout(ttl)), m.n, m, summarize(col.get("exitAfterCut")), killed.Load(), obs)
-}
-
-// defaultStopTimeout mirrors electd's default: 5 s if the TTL allows it,
-// else half of what it allows.
-func defaultStopTimeout(ttl time.Duration) time.Duration {
-	const margin = 200 * time.Millisecond
-	budget := window(ttl) - 2*(ttl/5) - margin
-	if 5*time.Second < budget {
-		return 5 * time.Second
-	}
-	return max(0, budget/2).Round(time.Millisecond)
+		b.name, ttl, ms(supervisor.DefaultStopTimeout(elector.Timing{TTL: ttl}.WithDefaults())), m.n, m, summarize(col.get("exitAfterCut")), killed.Load(), obs)
 }
 
 // redisDeadline reads the lease deadline of id's entry from the election's
