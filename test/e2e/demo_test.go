@@ -3,13 +3,13 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"github.com/electd/electd/test/proc"
 	"os/exec"
-	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/electd/electd/internal/deathsig"
+	"github.com/electd/electd/test/proc"
 )
 
 // TestDemo runs `electd demo` (embedded etcd, three sidecars, scripted
@@ -22,11 +22,12 @@ func TestDemo(t *testing.T) {
 	cmd.Env = proc.BaseEnv()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = 5 * time.Second
-	runtime.LockOSThread() // Pdeathsig follows the starting thread
-	err := cmd.Run()
-	runtime.UnlockOSThread()
+	p, err := deathsig.Start(cmd)
+	if err == nil {
+		<-p.Done()
+		err = p.Err()
+	}
 	text := out.String()
 	if err != nil {
 		t.Fatalf("electd demo: %v\n%s", err, text)

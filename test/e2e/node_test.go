@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electd/electd/internal/deathsig"
 	"github.com/electd/electd/internal/testenv"
 	"github.com/electd/electd/test/proc"
 )
@@ -31,12 +32,12 @@ const (
 
 // node is one `electd run` process.
 type node struct {
-	t             *testing.T
-	id            string
-	http          string // host:port of its HTTP API
-	logPath       string // its stdout and stderr (and its child's)
-	*proc.Process        // electd; nil until started
-	client        *http.Client
+	t                 *testing.T
+	id                string
+	http              string // host:port of its HTTP API
+	logPath           string // its stdout and stderr (and its child's)
+	*deathsig.Process        // electd; nil until started
+	client            *http.Client
 }
 
 // nodeOpts are the per-process differences.
@@ -91,7 +92,7 @@ func (h *harness) tryStart(id string, o nodeOpts) (*node, error) {
 	if o.pidNamespace {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
 	}
-	if n.Process, err = proc.Start(cmd); err != nil { // dies with the test
+	if n.Process, err = deathsig.Start(cmd); err != nil { // dies with the test
 		return nil, err
 	}
 	h.nodes = append(h.nodes, n)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electd/electd/internal/deathsig"
 	"github.com/electd/electd/test/e2e/tree"
 	pidwatch "github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
@@ -120,7 +121,7 @@ func (h *harness) start(id string, args, env []string) *proc {
 	cmd := exec.Command(electdBin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(pidwatch.BaseEnv("RECORD_LOG="+h.logPath), env...)
-	if p.Process, err = pidwatch.Start(cmd); err != nil { // dies with the test
+	if p.Process, err = deathsig.Start(cmd); err != nil { // dies with the test
 		h.t.Fatalf("start %s: %v", id, err)
 	}
 	h.procs = append(h.procs, p)
@@ -132,7 +133,7 @@ type proc struct {
 	t       *testing.T
 	id      string
 	logPath string // its stdout and stderr (and its command's)
-	*pidwatch.Process
+	*deathsig.Process
 }
 
 // wait waits for electd to exit and returns its exit code (128+signal if a

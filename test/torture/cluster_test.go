@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electd/electd/internal/deathsig"
 	"github.com/electd/electd/internal/faultproxy"
 	"github.com/electd/electd/internal/testenv"
 	"github.com/electd/electd/test/proc"
@@ -84,7 +85,7 @@ func (n *node) kind() string {
 // life is one electd process.
 type life struct {
 	node *node
-	*proc.Process
+	*deathsig.Process
 	http    string
 	logPath string
 	client  *http.Client
@@ -214,7 +215,7 @@ func (c *cluster) tryStart(n *node) (*life, error) {
 		env = append(env, "RECORD_WORKERS_IGNORE_TERM=1")
 	}
 	cmd.Env = proc.BaseEnv(env...)
-	if l.Process, err = proc.Start(cmd); err != nil { // dies with the test
+	if l.Process, err = deathsig.Start(cmd); err != nil { // dies with the test
 		return nil, err
 	}
 	l.started = time.Now()
