@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -182,19 +181,9 @@ func electionKeys(t testing.TB, cli *redis.Client, election string) (keyNames []
 // commandStats returns INFO commandstats as command → calls.
 func commandStats(t testing.TB, cli *redis.Client) map[string]int {
 	t.Helper()
-	info, err := cli.Info(context.Background(), "commandstats").Result()
+	stats, err := testenv.RedisCommandStats(context.Background(), cli)
 	if err != nil {
-		t.Fatalf("info commandstats: %v", err)
-	}
-	stats := map[string]int{}
-	for line := range strings.SplitSeq(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		if !ok {
-			continue
-		}
-		calls, _, _ := strings.Cut(rest, ",")
-		n, _ := strconv.Atoi(calls)
-		stats[strings.TrimPrefix(name, "cmdstat_")] = n
+		t.Fatal(err)
 	}
 	return stats
 }

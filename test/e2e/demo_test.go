@@ -18,7 +18,7 @@ import (
 func TestDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, electdBin, "demo", "--duration", "10s")
+	cmd := exec.CommandContext(ctx, bin.Electd, "demo", "--duration", "10s")
 	cmd.Env = proc.BaseEnv()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electd/electd/test/kit"
 	"github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
 )
@@ -23,7 +24,7 @@ const (
 // all its children, and the electd processes it started.
 type harness struct {
 	t        *testing.T
-	s        *store
+	s        *kit.Store
 	election string
 	dir      string
 	logPath  string
@@ -33,7 +34,7 @@ type harness struct {
 // newHarness prepares a scenario on s. At cleanup it kills every electd,
 // checks that their children died with them (Pdeathsig) and kills any
 // leftover, checks the record log, and on failure prints the logs.
-func newHarness(t *testing.T, s *store) *harness {
+func newHarness(t *testing.T, s *kit.Store) *harness {
 	dir := t.TempDir()
 	h := &harness{
 		t: t, s: s, dir: dir,
@@ -60,7 +61,7 @@ func (h *harness) cleanup() {
 	}
 	runs := lg.Runs
 	for _, r := range runs {
-		if !proc.WaitGone(r.Pid, goneTimeout) && proc.IsOurs(r.Pid, recorderBin) {
+		if !proc.WaitGone(r.Pid, goneTimeout) && proc.IsOurs(r.Pid, bin.Recorder) {
 			t.Errorf("child %s outlived its electd (SIGKILLed) by %s; killing it", r, goneTimeout)
 			_ = syscall.Kill(r.Pid, syscall.SIGKILL)
 		}
@@ -238,7 +239,7 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float
 
 // direct are the options of a node that talks to the store directly.
 func (h *harness) direct(more ...nodeOpts) nodeOpts {
-	o := nodeOpts{store: h.s.url(h.s.addr)}
+	o := nodeOpts{store: h.s.URL(h.s.Addr)}
 	for _, m := range more {
 		o.args = append(o.args, m.args...)
 		o.env = append(o.env, m.env...)

@@ -80,13 +80,13 @@ func (h *harness) tryStart(id string, o nodeOpts) (*node, error) {
 	if o.store != "" {
 		args = append(args, "--store", o.store)
 	}
-	args = append(append(args, o.args...), "--", recorderBin)
+	args = append(append(args, o.args...), "--", bin.Recorder)
 	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	defer logf.Close()
-	cmd := exec.Command(electdBin, args...)
+	cmd := exec.Command(bin.Electd, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(proc.BaseEnv("RECORD_LOG="+h.logPath), o.env...)
 	if o.pidNamespace {

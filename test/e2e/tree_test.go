@@ -14,6 +14,7 @@ import (
 
 	"github.com/electd/electd/internal/faultproxy"
 	"github.com/electd/electd/test/e2e/tree"
+	"github.com/electd/electd/test/kit"
 	"github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
 )
@@ -56,7 +57,7 @@ var (
 // next run's first line, and none is alive once the next run has started or
 // once electd has exited. pgroup is run too (resign): electd must find and
 // kill the workers that left the group while it lives.
-func testTreeMainKilled(t *testing.T, s *store) {
+func testTreeMainKilled(t *testing.T, s *kit.Store) {
 	tests := []struct {
 		name   string
 		onExit string
@@ -168,7 +169,7 @@ func testTreeMainKilled(t *testing.T, s *store) {
 // time is logged. In pgroup mode the documented limit holds: the direct
 // child dies (Pdeathsig), its workers live on. Each subtest also checks
 // that electd says which mode is in force.
-func testTreeKill9(t *testing.T, s *store) {
+func testTreeKill9(t *testing.T, s *kit.Store) {
 	tests := []struct {
 		name      string
 		o         nodeOpts
@@ -237,7 +238,7 @@ func testTreeKill9(t *testing.T, s *store) {
 // by ValidUntil − margin for a cut-off leader: every worker's last line is
 // before the successor's first, and no process of the tree is alive when
 // the successor starts.
-func testTreeIgnoresTerm(t *testing.T, s *store) {
+func testTreeIgnoresTerm(t *testing.T, s *kit.Store) {
 	tests := []struct {
 		name string
 		cut  bool // cut the store off, else POST /resign
@@ -257,11 +258,11 @@ func testTreeIgnoresTerm(t *testing.T, s *store) {
 			var px *faultproxy.Proxy
 			if tt.cut {
 				var err error
-				if px, err = faultproxy.New(s.addr); err != nil {
+				if px, err = faultproxy.New(s.Addr); err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { _ = px.Close() })
-				o.store = s.url(px.Addr())
+				o.store = s.URL(px.Addr())
 			}
 			n1 := h.startNode("n1", o)
 			_, run := h.waitLeader(n1)
@@ -359,7 +360,7 @@ func testTreeIgnoresTerm(t *testing.T, s *store) {
 
 // testContainmentRefused: a mode that is not available, or not a mode,
 // exits 2 before campaigning, with a message naming --containment.
-func testContainmentRefused(t *testing.T, s *store) {
+func testContainmentRefused(t *testing.T, s *kit.Store) {
 	tests := []struct {
 		name string
 		o    nodeOpts

@@ -66,7 +66,7 @@ func (h *harness) cleanup() {
 		t.Errorf("record log: %v", err)
 	}
 	for _, r := range runs {
-		if !pidwatch.WaitGone(r.Pid, goneTimeout) && pidwatch.IsOurs(r.Pid, recorderBin) {
+		if !pidwatch.WaitGone(r.Pid, goneTimeout) && pidwatch.IsOurs(r.Pid, bin.Recorder) {
 			t.Errorf("command %s outlived its electd by %s; killing it", r, goneTimeout)
 			_ = syscall.Kill(r.Pid, syscall.SIGKILL)
 		}
@@ -97,13 +97,13 @@ func (h *harness) lock(id string, o opts) *proc {
 	h.t.Helper()
 	addr := o.store
 	if addr == "" {
-		addr = h.s.addr
+		addr = h.s.Addr
 	}
-	args := []string{"lock", "--store", h.s.url(addr), "--id", id, "--ttl", ttl.String(),
+	args := []string{"lock", "--store", h.s.URL(addr), "--id", id, "--ttl", ttl.String(),
 		"--stop-timeout", stopTimeout.String(), "--log-format", "json", "--log-level", "debug"}
 	args = append(append(args, o.args...), h.name, "--")
 	if len(o.command) == 0 {
-		o.command = []string{recorderBin}
+		o.command = []string{bin.Recorder}
 	}
 	return h.start(id, append(args, o.command...), o.env)
 }
@@ -118,7 +118,7 @@ func (h *harness) start(id string, args, env []string) *proc {
 		h.t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(electdBin, args...)
+	cmd := exec.Command(bin.Electd, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(pidwatch.BaseEnv("RECORD_LOG="+h.logPath), env...)
 	if p.Process, err = deathsig.Start(cmd); err != nil { // dies with the test

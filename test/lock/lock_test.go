@@ -32,7 +32,7 @@ func testMutualExclusion(t *testing.T, s *store) {
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"COUNTER=" + counter, "RECORDER=" + recorderBin, "RECORD_EXIT_AFTER=30ms"}
+	env := []string{"COUNTER=" + counter, "RECORDER=" + bin.Recorder, "RECORD_EXIT_AFTER=30ms"}
 	procs := make([]*proc, n)
 	for i := range n {
 		procs[i] = h.lock(fmt.Sprintf("p%02d", i), opts{env: env, command: []string{script}})
@@ -80,7 +80,7 @@ func testHandover(t *testing.T, s *store) {
 	}
 	slices.Sort(gaps)
 	t.Logf("%s: command end to next command start over %d handovers: min %s, median %s, max %s",
-		s.name, len(gaps), ms(gaps[0]), ms(gaps[len(gaps)/2]), ms(gaps[len(gaps)-1]))
+		s.Name, len(gaps), ms(gaps[0]), ms(gaps[len(gaps)/2]), ms(gaps[len(gaps)-1]))
 }
 
 // testBusy: while the lock is held, --wait 0 and --wait D exit 75 naming
@@ -182,7 +182,7 @@ func testExitCodes(t *testing.T, s *store) {
 // own deadline, before the next holder's command starts, and exits 76.
 func testLostLock(t *testing.T, s *store) {
 	h := newHarness(t, s)
-	px, err := faultproxy.New(s.addr)
+	px, err := faultproxy.New(s.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +378,7 @@ func testLeaderWatch(t *testing.T, s *store) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, s)
-			w := h.start("watch", []string{"leader", "--store", s.url(s.addr), "--election", h.name, "--ttl", ttl.String(),
+			w := h.start("watch", []string{"leader", "--store", s.URL(s.Addr), "--election", h.name, "--ttl", ttl.String(),
 				"--watch", "-o", tt.format, "--log-level", "warn"}, nil)
 			seen := func(match func(string) bool, after int) func() (bool, string) {
 				return func() (bool, string) {
