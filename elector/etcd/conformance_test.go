@@ -2,8 +2,6 @@ package etcd_test
 
 import (
 	"context"
-	"log/slog"
-	"os"
 	"testing"
 	"time"
 
@@ -27,7 +25,7 @@ func (h *harness) New(t testing.TB, c electortest.Candidate) elector.Elector {
 	cli := newClient(t, c.StoreAddr)
 	e, err := etcd.New(etcd.Config{
 		Client: cli, Election: c.Election, ID: c.ID, Address: c.Address, Timing: c.Timing,
-		Logger: testLogger(),
+		Logger: electortest.Logger(),
 	})
 	if err != nil {
 		t.Fatalf("new elector: %v", err)
@@ -69,13 +67,6 @@ func newClient(t testing.TB, addr string) *clientv3.Client {
 		}
 	})
 	return cli
-}
-
-func testLogger() *slog.Logger {
-	if os.Getenv("ELECTD_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return nil
 }
 
 func TestConformance(t *testing.T) {
