@@ -42,7 +42,7 @@ func testOnExit(t *testing.T, s *kit.Store) {
 			}
 			runs := h.check(record.Options{})
 			if len(runs) != 1 || runs[0].Exit.IsZero() || strconv.Itoa(runs[0].ExitCode) != tt.childCode {
-				t.Fatalf("want one run that exited with %s:\n%s", tt.childCode, describe(runs))
+				t.Fatalf("want one run that exited with %s:\n%s", tt.childCode, kit.Describe(runs))
 			}
 		})
 	}
@@ -53,17 +53,17 @@ func testOnExit(t *testing.T, s *kit.Store) {
 			env: []string{"RECORD_EXIT_AFTER=300ms", "RECORD_EXIT_CODE=3"}}))
 		h.poll(leaderTimeout, "a third start of the child", func() (bool, string) {
 			runs := h.runs()
-			return len(runs) >= 3, "runs:\n" + describe(runs)
+			return len(runs) >= 3, "runs:\n" + kit.Describe(runs)
 		})
 		runs := h.check(record.Options{AllowRestarts: true})
 		for _, r := range runs[1:] {
 			if r.Node != n.id || r.Token != runs[0].Token {
-				t.Fatalf("restarts must keep the node and the token:\n%s", describe(runs))
+				t.Fatalf("restarts must keep the node and the token:\n%s", kit.Describe(runs))
 			}
 		}
 		for _, r := range runs[:len(runs)-1] {
 			if r.Exit.IsZero() || r.ExitCode != 3 {
-				t.Fatalf("a run was restarted without exiting on its own:\n%s", describe(runs))
+				t.Fatalf("a run was restarted without exiting on its own:\n%s", kit.Describe(runs))
 			}
 		}
 		d, _, err := n.leader()
@@ -89,7 +89,7 @@ func testOnExit(t *testing.T, s *kit.Store) {
 			prev = r
 		}
 		if prev.Node != n1.id || prev.Exit.IsZero() || !prev.Exit.Before(next.Start) {
-			t.Fatalf("n2's child %s does not follow an exited child of n1:\n%s", next, describe(runs))
+			t.Fatalf("n2's child %s does not follow an exited child of n1:\n%s", next, kit.Describe(runs))
 		}
 		t.Logf("resign on exit: n1's child exited, n2's child started %s later (token %d -> %d)",
 			ms(next.Start.Sub(prev.Exit)), prev.Token, next.Token)

@@ -62,7 +62,7 @@ func testThreeCopies(t *testing.T, s *kit.Store) {
 	// Longer than the TTL: only renewals keep the term alive that long.
 	h.hold(ttl+ttl/2, "one leader, one child, one ready copy", state)
 	if runs := h.check(record.Options{}); len(runs) != 1 {
-		t.Fatalf("%d children ran, want 1:\n%s", len(runs), describe(runs))
+		t.Fatalf("%d children ran, want 1:\n%s", len(runs), kit.Describe(runs))
 	}
 }
 

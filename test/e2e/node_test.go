@@ -16,6 +16,7 @@ import (
 
 	"github.com/electd/electd/internal/deathsig"
 	"github.com/electd/electd/internal/testenv"
+	"github.com/electd/electd/test/kit"
 	"github.com/electd/electd/test/proc"
 )
 
@@ -149,17 +150,7 @@ func (n *node) kill() {
 }
 
 // tail is the end of the node's log, for failure messages.
-func (n *node) tail() string {
-	b, err := os.ReadFile(n.logPath)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > logTailLines {
-		lines = lines[len(lines)-logTailLines:]
-	}
-	return fmt.Sprintf("--- last lines of %s (%s):\n%s", n.id, n.logPath, strings.Join(lines, "\n"))
-}
+func (n *node) tail() string { return kit.Tail(n.id, n.logPath, logTailLines) }
 
 func (n *node) do(method, path, bearer string) (int, []byte, error) {
 	req, err := http.NewRequest(method, "http://"+n.http+path, nil)

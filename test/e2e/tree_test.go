@@ -88,7 +88,7 @@ func testTreeMainKilled(t *testing.T, s *kit.Store) {
 			case "restart":
 				h.poll(leaderTimeout, "a third start of the child", func() (bool, string) {
 					runs := h.runs()
-					return len(runs) >= 3, "runs:\n" + describe(runs)
+					return len(runs) >= 3, "runs:\n" + kit.Describe(runs)
 				})
 				for _, r := range h.runs() {
 					if r.Node != n1.id || r.Token != first.Token {
@@ -395,7 +395,7 @@ func testContainmentRefused(t *testing.T, s *kit.Store) {
 			}
 			t.Logf("exit 2: %s", said)
 			if runs := h.runs(); len(runs) != 0 {
-				t.Fatalf("a child ran:\n%s", describe(runs))
+				t.Fatalf("a child ran:\n%s", kit.Describe(runs))
 			}
 		})
 	}
@@ -551,7 +551,7 @@ func (h *harness) finishTrees(w *tree.Watch, opt record.Options) {
 	h.t.Logf("tree watch: %d run starts checked in /proc, at most %s after their first line", starts, ms(lag))
 	lg := h.all()
 	if err := lg.Check(opt); err != nil {
-		h.t.Errorf("record log:\n%v\nruns:\n%s", err, describe(lg.Runs))
+		h.t.Errorf("record log:\n%v\nruns:\n%s", err, kit.Describe(lg.Runs))
 	}
 	if alive := h.liveWorkers(lg.Runs); alive != "" {
 		h.t.Errorf("workers still alive at the end: %s", alive)

@@ -356,17 +356,7 @@ func (l *life) kill9() {
 
 func (l *life) signal(sig syscall.Signal) error { return syscall.Kill(l.Pid(), sig) }
 
-func (l *life) tail() string {
-	b, err := os.ReadFile(l.logPath)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > logTail {
-		lines = lines[len(lines)-logTail:]
-	}
-	return fmt.Sprintf("--- last lines of %s (%s):\n%s", l.node.id, l.logPath, strings.Join(lines, "\n"))
-}
+func (l *life) tail() string { return kit.Tail(l.node.id, l.logPath, logTail) }
 
 func (l *life) do(method, path string) (int, []byte, error) {
 	req, err := http.NewRequest(method, "http://"+l.http+path, nil)
