@@ -9,4 +9,8 @@
 // A backend provides a Harness that makes candidates and restarts the store;
 // the suite routes candidates through TCP fault proxies (internal/faultproxy)
 // where it needs to cut one off.
+//
+// A few helpers serve the backends' own tests too: Campaign, MustLead,
+// StillWaiting and Resign drive a candidate, Eventually polls a condition,
+// and Logger is the logger their electors get ($ELECTD_TEST_LOG).
 package electortest

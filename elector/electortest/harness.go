@@ -2,7 +2,6 @@ package electortest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -77,73 +76,10 @@ func proxiedSlots(t testing.TB, h Harness, election, id string, ttl time.Duratio
 	return e, p
 }
 
-// campaign runs Campaign in the background; the result arrives on the channel.
-type result struct {
-	term *elector.Term
-	err  error
-	at   time.Time
-}
-
-func campaign(ctx context.Context, e elector.Elector) <-chan result {
-	ch := make(chan result, 1)
-	go func() {
-		term, err := e.Campaign(ctx)
-		ch <- result{term: term, err: err, at: time.Now()}
-	}()
-	return ch
-}
-
-func mustWin(t testing.TB, ch <-chan result, within time.Duration, who string) result {
-	t.Helper()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			t.Fatalf("%s: campaign: %v", who, r.err)
-		}
-		return r
-	case <-time.After(within):
-		t.Fatalf("%s: did not lead within %s", who, within)
-	}
-	return result{}
-}
-
-func mustWait(t testing.TB, ch <-chan result, who string) {
-	t.Helper()
-	select {
-	case r := <-ch:
-		t.Fatalf("%s: campaign returned while another leads (term %v, err %v)", who, r.term != nil, r.err)
-	default:
-	}
-}
-
-func resign(t testing.TB, term *elector.Term) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := term.Resign(ctx); err != nil {
-		t.Fatalf("resign: %v", err)
-	}
-	if !errors.Is(term.Err(), elector.ErrResigned) {
-		t.Fatalf("after resign, term.Err() = %v, want ErrResigned", term.Err())
-	}
-}
-
-// eventually polls cond until it holds or within passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition, not synchronising on time
-	}
-}
-
 // waitQueued waits until the store holds n candidates of election.
 func waitQueued(t testing.TB, h Harness, election string, n int) {
 	t.Helper()
-	eventually(t, 10*time.Second, fmt.Sprintf("%d queued candidates", n), func() bool { return h.Queued(t, election) == n })
+	Eventually(t, 10*time.Second, fmt.Sprintf("%d queued candidates", n), func() bool { return h.Queued(t, election) == n })
 }
 
 // observer records what Observe delivers.

@@ -51,7 +51,7 @@ func testTryFree(t *testing.T, h Harness) {
 	if n := h.Queued(t, el); n != 1 {
 		t.Fatalf("store holds %d candidates, want 1", n)
 	}
-	resign(t, term)
+	Resign(t, term)
 	waitQueued(t, h, el, 0)
 }
 
@@ -59,7 +59,7 @@ func testTryBusy(t *testing.T, h Harness) {
 	el := uniqueElection(t)
 	ctx := context.Background()
 	a, b := candidate(t, h, el, "a", 2*time.Second), candidate(t, h, el, "b", 2*time.Second)
-	ra := mustWin(t, campaign(ctx, a), 10*time.Second, "a")
+	ra := MustLead(t, Campaign(ctx, a), 10*time.Second, "a")
 	start := time.Now()
 	term, err := try(ctx, b)
 	if !errors.Is(err, elector.ErrBusy) {
@@ -72,15 +72,15 @@ func testTryBusy(t *testing.T, h Harness) {
 	if l, err := a.Leader(ctx); err != nil || l.ID != "a" {
 		t.Fatalf("Leader() = %+v, %v; want a", l, err)
 	}
-	resign(t, ra.term)
+	Resign(t, ra.Term)
 	rb, err := try(ctx, b)
 	if err != nil {
 		t.Fatalf("try after a resigned: %v", err)
 	}
-	if rb.Token <= ra.term.Token {
-		t.Fatalf("token %d after %d", rb.Token, ra.term.Token)
+	if rb.Token <= ra.Term.Token {
+		t.Fatalf("token %d after %d", rb.Token, ra.Term.Token)
 	}
-	resign(t, rb)
+	Resign(t, rb)
 }
 
 // testSemaphore: of five candidates of a 3-slot semaphore the first three
@@ -92,41 +92,41 @@ func testSemaphore(t *testing.T, h Harness) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ids := []string{"a", "b", "c", "d", "e"}
-	chans := make([]<-chan result, len(ids))
+	chans := make([]<-chan Result, len(ids))
 	for i, id := range ids {
-		chans[i] = campaign(ctx, slotted(t, h, el, id, 2*time.Second, slots))
+		chans[i] = Campaign(ctx, slotted(t, h, el, id, 2*time.Second, slots))
 		waitQueued(t, h, el, i+1)
 	}
 	terms := make([]*elector.Term, len(ids))
 	var last uint64
 	for i := range slots {
-		r := mustWin(t, chans[i], 10*time.Second, ids[i])
-		terms[i] = r.term
-		if r.term.Token <= last {
-			t.Fatalf("%s: token %d not greater than %d", ids[i], r.term.Token, last)
+		r := MustLead(t, chans[i], 10*time.Second, ids[i])
+		terms[i] = r.Term
+		if r.Term.Token <= last {
+			t.Fatalf("%s: token %d not greater than %d", ids[i], r.Term.Token, last)
 		}
-		last = r.term.Token
+		last = r.Term.Token
 	}
-	mustWait(t, chans[3], "d")
-	mustWait(t, chans[4], "e")
+	StillWaiting(t, chans[3], "d")
+	StillWaiting(t, chans[4], "e")
 	// Releasing the second holder lets d in (not e); then the first lets e in.
 	for k, pair := range [][2]int{{1, 3}, {0, 4}} {
-		resign(t, terms[pair[0]])
-		r := mustWin(t, chans[pair[1]], 10*time.Second, ids[pair[1]])
-		terms[pair[1]] = r.term
-		if r.term.Token <= last {
-			t.Fatalf("%s: token %d not greater than %d", ids[pair[1]], r.term.Token, last)
+		Resign(t, terms[pair[0]])
+		r := MustLead(t, chans[pair[1]], 10*time.Second, ids[pair[1]])
+		terms[pair[1]] = r.Term
+		if r.Term.Token <= last {
+			t.Fatalf("%s: token %d not greater than %d", ids[pair[1]], r.Term.Token, last)
 		}
-		last = r.term.Token
+		last = r.Term.Token
 		if k == 0 {
-			mustWait(t, chans[4], "e")
+			StillWaiting(t, chans[4], "e")
 		}
 	}
 	for _, i := range []int{2, 3, 4} {
 		if err := terms[i].Err(); err != nil {
 			t.Fatalf("%s's term ended: %v", ids[i], err)
 		}
-		resign(t, terms[i])
+		Resign(t, terms[i])
 	}
 	waitQueued(t, h, el, 0)
 }
@@ -149,13 +149,13 @@ func testSemaphoreTry(t *testing.T, h Harness) {
 	if n := h.Queued(t, el); n != 2 {
 		t.Fatalf("store holds %d candidates, want 2", n)
 	}
-	resign(t, ra)
+	Resign(t, ra)
 	rc, err := try(ctx, c)
 	if err != nil {
 		t.Fatalf("c after a released: %v", err)
 	}
-	resign(t, rb)
-	resign(t, rc)
+	Resign(t, rb)
+	Resign(t, rc)
 	waitQueued(t, h, el, 0)
 }
 
@@ -173,29 +173,29 @@ func testSlotsMismatch(t *testing.T, h Harness) {
 			el := uniqueElection(t)
 			ctx := context.Background()
 			a := slotted(t, h, el, "a", 2*time.Second, tt.first)
-			ra := mustWin(t, campaign(ctx, a), 10*time.Second, "a")
+			ra := MustLead(t, Campaign(ctx, a), 10*time.Second, "a")
 			b := slotted(t, h, el, "b", 2*time.Second, tt.later)
 			for _, mode := range []string{"campaign", "try"} {
-				var r result
+				var r Result
 				if mode == "try" {
 					term, err := try(ctx, b)
-					r = result{term: term, err: err}
+					r = Result{Term: term, Err: err}
 				} else {
 					select {
-					case r = <-campaign(ctx, b):
+					case r = <-Campaign(ctx, b):
 					case <-time.After(10 * time.Second):
 						t.Fatalf("%s with %d slots against %d: still waiting", mode, tt.later, tt.first)
 					}
 				}
 				var se *elector.SlotsError
-				if !errors.As(r.err, &se) || se.Mine != tt.later || se.Theirs != tt.first {
-					t.Fatalf("%s with %d slots against %d: term %v, err %v; want a SlotsError", mode, tt.later, tt.first, r.term != nil, r.err)
+				if !errors.As(r.Err, &se) || se.Mine != tt.later || se.Theirs != tt.first {
+					t.Fatalf("%s with %d slots against %d: term %v, err %v; want a SlotsError", mode, tt.later, tt.first, r.Term != nil, r.Err)
 				}
 				if n := h.Queued(t, el); n != 1 {
 					t.Fatalf("after the refusal the store holds %d candidates, want 1", n)
 				}
 			}
-			resign(t, ra.term)
+			Resign(t, ra.Term)
 		})
 	}
 }
@@ -207,34 +207,34 @@ func testSemaphoreCutOff(t *testing.T, h Harness) {
 	el := uniqueElection(t)
 	ctx := context.Background()
 	a, pa := proxiedSlots(t, h, el, "a", ttl, 2)
-	ra := mustWin(t, campaign(ctx, a), 10*time.Second, "a")
+	ra := MustLead(t, Campaign(ctx, a), 10*time.Second, "a")
 	b := slotted(t, h, el, "b", 2*time.Second, 2)
-	rb := mustWin(t, campaign(ctx, b), 10*time.Second, "b")
+	rb := MustLead(t, Campaign(ctx, b), 10*time.Second, "b")
 	c := slotted(t, h, el, "c", 2*time.Second, 2)
-	cc := campaign(ctx, c)
+	cc := Campaign(ctx, c)
 	waitQueued(t, h, el, 3)
-	mustWait(t, cc, "c")
+	StillWaiting(t, cc, "c")
 
 	doneAt := make(chan time.Time, 1)
-	go func() { <-ra.term.Done(); doneAt <- time.Now() }()
+	go func() { <-ra.Term.Done(); doneAt <- time.Now() }()
 	cutAt := time.Now()
 	pa.Cut()
-	rc := mustWin(t, cc, 4*ttl, "c")
+	rc := MustLead(t, cc, 4*ttl, "c")
 	select {
 	case aDone := <-doneAt:
-		if !aDone.Before(rc.at) || !ra.term.ValidUntil().Before(rc.at) {
-			t.Fatalf("a done at %s, valid until %s, c granted at %s", aDone.Sub(cutAt), ra.term.ValidUntil().Sub(cutAt), rc.at.Sub(cutAt))
+		if !aDone.Before(rc.At) || !ra.Term.ValidUntil().Before(rc.At) {
+			t.Fatalf("a done at %s, valid until %s, c granted at %s", aDone.Sub(cutAt), ra.Term.ValidUntil().Sub(cutAt), rc.At.Sub(cutAt))
 		}
 	default:
-		t.Fatalf("c was granted a's slot at %s after the cut while a's term is still open", rc.at.Sub(cutAt))
+		t.Fatalf("c was granted a's slot at %s after the cut while a's term is still open", rc.At.Sub(cutAt))
 	}
-	if err := rb.term.Err(); err != nil {
+	if err := rb.Term.Err(); err != nil {
 		t.Fatalf("b's term ended: %v", err)
 	}
-	t.Logf("cut at 0; a's slot went to c at %s", rc.at.Sub(cutAt).Round(time.Millisecond))
+	t.Logf("cut at 0; a's slot went to c at %s", rc.At.Sub(cutAt).Round(time.Millisecond))
 	pa.Heal()
-	resign(t, rb.term)
-	resign(t, rc.term)
+	Resign(t, rb.Term)
+	Resign(t, rc.Term)
 }
 
 // testSemaphoreWakeups: releases in a 2-slot semaphore never wake a
@@ -281,7 +281,7 @@ func testSemaphoreWakeups(t *testing.T, h Harness) {
 				newest = i
 			}
 		}
-		resign(t, holders[newest])
+		Resign(t, holders[newest])
 		holders[newest] = next(fmt.Sprintf("release %d", k))
 	}
 	cancel()
@@ -324,7 +324,7 @@ func testRunRecord(t *testing.T, h Harness) {
 		t.Fatalf("the record shows as %d queued candidates", n)
 	}
 	// etcd rounds a lease up to whole seconds and may keep it a little longer.
-	eventually(t, 8*time.Second, "the record to lapse", func() bool {
+	Eventually(t, 8*time.Second, "the record to lapse", func() bool {
 		_, err := b.LastRun(ctx)
 		return errors.Is(err, elector.ErrNoRun)
 	})

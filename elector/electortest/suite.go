@@ -36,8 +36,8 @@ func Run(t *testing.T, h Harness) {
 func testLoneCandidate(t *testing.T, h Harness) {
 	el := uniqueElection(t)
 	a := candidate(t, h, el, "a", 2*time.Second)
-	r := mustWin(t, campaign(context.Background(), a), 10*time.Second, "a")
-	term := r.term
+	r := MustLead(t, Campaign(context.Background(), a), 10*time.Second, "a")
+	term := r.Term
 	if term.Token == 0 || term.Leader.ID != "a" || term.Leader.Token != term.Token {
 		t.Fatalf("term = %+v, want id a and a non-zero token", term.Leader)
 	}
@@ -51,19 +51,19 @@ func testLoneCandidate(t *testing.T, h Harness) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	eventually(t, 5*time.Second, "Leader() to report a", func() bool {
+	Eventually(t, 5*time.Second, "Leader() to report a", func() bool {
 		l, err := a.Leader(ctx)
 		return err == nil && l.ID == "a" && l.Token == term.Token
 	})
 	// Renewals keep the term alive past one TTL.
-	eventually(t, 10*time.Second, "ValidUntil to move forward", func() bool {
-		return term.ValidUntil().After(r.at.Add(2 * time.Second))
+	Eventually(t, 10*time.Second, "ValidUntil to move forward", func() bool {
+		return term.ValidUntil().After(r.At.Add(2 * time.Second))
 	})
 	if err := term.Err(); err != nil {
 		t.Fatalf("term ended while renewing: %v", err)
 	}
-	resign(t, term)
-	eventually(t, 5*time.Second, "no leader after resign", func() bool {
+	Resign(t, term)
+	Eventually(t, 5*time.Second, "no leader after resign", func() bool {
 		_, err := a.Leader(ctx)
 		return errors.Is(err, elector.ErrNoLeader)
 	})
@@ -73,22 +73,22 @@ func testArrivalOrder(t *testing.T, h Harness) {
 	el := uniqueElection(t)
 	ctx := context.Background()
 	ids := []string{"a", "b", "c"}
-	chans := make([]<-chan result, len(ids))
+	chans := make([]<-chan Result, len(ids))
 	for i, id := range ids {
-		chans[i] = campaign(ctx, candidate(t, h, el, id, 2*time.Second))
+		chans[i] = Campaign(ctx, candidate(t, h, el, id, 2*time.Second))
 		waitQueued(t, h, el, i+1) // each joins after the previous one queued
 	}
 	var last uint64
 	for i, id := range ids {
-		r := mustWin(t, chans[i], 10*time.Second, id)
+		r := MustLead(t, chans[i], 10*time.Second, id)
 		for _, later := range chans[i+1:] {
-			mustWait(t, later, "a later candidate")
+			StillWaiting(t, later, "a later candidate")
 		}
-		if r.term.Token <= last {
-			t.Fatalf("%s: token %d not greater than previous %d", id, r.term.Token, last)
+		if r.Term.Token <= last {
+			t.Fatalf("%s: token %d not greater than previous %d", id, r.Term.Token, last)
 		}
-		last = r.term.Token
-		resign(t, r.term)
+		last = r.Term.Token
+		Resign(t, r.Term)
 	}
 }
 
@@ -97,24 +97,24 @@ func testResignHandsOver(t *testing.T, h Harness) {
 	const ttl = 5 * time.Second
 	ctx := context.Background()
 	a, b := candidate(t, h, el, "a", ttl), candidate(t, h, el, "b", ttl)
-	ra := mustWin(t, campaign(ctx, a), 10*time.Second, "a")
-	cb := campaign(ctx, b)
+	ra := MustLead(t, Campaign(ctx, a), 10*time.Second, "a")
+	cb := Campaign(ctx, b)
 	waitQueued(t, h, el, 2)
-	mustWait(t, cb, "b")
+	StillWaiting(t, cb, "b")
 	start := time.Now()
-	resign(t, ra.term)
-	rb := mustWin(t, cb, ttl, "b")
+	Resign(t, ra.Term)
+	rb := MustLead(t, cb, ttl, "b")
 	// Well under the TTL: the handover was driven by the resignation, not
 	// by the old lease expiring.
-	if gap := rb.at.Sub(start); gap > ttl/3 {
+	if gap := rb.At.Sub(start); gap > ttl/3 {
 		t.Fatalf("handover took %s, want far less than the %s TTL", gap, ttl)
 	} else {
 		t.Logf("handover after resign: %s", gap)
 	}
-	if rb.term.Token <= ra.term.Token {
-		t.Fatalf("token %d after %d", rb.term.Token, ra.term.Token)
+	if rb.Term.Token <= ra.Term.Token {
+		t.Fatalf("token %d after %d", rb.Term.Token, ra.Term.Token)
 	}
-	resign(t, rb.term)
+	Resign(t, rb.Term)
 }
 
 func testTokensIncrease(t *testing.T, h Harness) {
@@ -123,12 +123,12 @@ func testTokensIncrease(t *testing.T, h Harness) {
 	cands := []elector.Elector{candidate(t, h, el, "a", 2*time.Second), candidate(t, h, el, "b", 2*time.Second)}
 	var last uint64
 	for i := range 6 {
-		r := mustWin(t, campaign(ctx, cands[i%2]), 10*time.Second, fmt.Sprintf("term %d", i))
-		if r.term.Token <= last {
-			t.Fatalf("term %d: token %d not greater than %d", i, r.term.Token, last)
+		r := MustLead(t, Campaign(ctx, cands[i%2]), 10*time.Second, fmt.Sprintf("term %d", i))
+		if r.Term.Token <= last {
+			t.Fatalf("term %d: token %d not greater than %d", i, r.Term.Token, last)
 		}
-		last = r.term.Token
-		resign(t, r.term)
+		last = r.Term.Token
+		Resign(t, r.Term)
 	}
 }
 
@@ -138,31 +138,31 @@ func testObserve(t *testing.T, h Harness) {
 	defer cancel()
 	watcher := candidate(t, h, el, "watcher", 2*time.Second)
 	o := observe(ctx, watcher)
-	eventually(t, 5*time.Second, "initial 'no leader'", func() bool { return slices.Equal(o.ids(), []string{"<none>"}) })
+	Eventually(t, 5*time.Second, "initial 'no leader'", func() bool { return slices.Equal(o.ids(), []string{"<none>"}) })
 
 	a, b := candidate(t, h, el, "a", 2*time.Second), candidate(t, h, el, "b", 2*time.Second)
-	ra := mustWin(t, campaign(ctx, a), 10*time.Second, "a")
-	eventually(t, 5*time.Second, "a observed", func() bool { l, _ := o.last(); return l.ID == "a" })
-	if l, _ := o.last(); l.Token != ra.term.Token {
-		t.Fatalf("observed token %d, term token %d", l.Token, ra.term.Token)
+	ra := MustLead(t, Campaign(ctx, a), 10*time.Second, "a")
+	Eventually(t, 5*time.Second, "a observed", func() bool { l, _ := o.last(); return l.ID == "a" })
+	if l, _ := o.last(); l.Token != ra.Term.Token {
+		t.Fatalf("observed token %d, term token %d", l.Token, ra.Term.Token)
 	}
 	// Every copy reports the same start of the term as its holder.
-	eventually(t, 5*time.Second, "observed since = the term's since", func() bool {
+	Eventually(t, 5*time.Second, "observed since = the term's since", func() bool {
 		l, _ := o.last()
-		d := l.Since.Sub(ra.term.Leader.Since)
+		d := l.Since.Sub(ra.Term.Leader.Since)
 		return d < time.Millisecond && d > -time.Millisecond
 	})
-	cb := campaign(ctx, b)
+	cb := Campaign(ctx, b)
 	waitQueued(t, h, el, 2)
-	resign(t, ra.term)
-	rb := mustWin(t, cb, 10*time.Second, "b")
-	eventually(t, 5*time.Second, "b observed", func() bool { l, _ := o.last(); return l.ID == "b" })
-	if l, _ := o.last(); l.Token != rb.term.Token {
-		t.Fatalf("observed token %d, term token %d", l.Token, rb.term.Token)
+	Resign(t, ra.Term)
+	rb := MustLead(t, cb, 10*time.Second, "b")
+	Eventually(t, 5*time.Second, "b observed", func() bool { l, _ := o.last(); return l.ID == "b" })
+	if l, _ := o.last(); l.Token != rb.Term.Token {
+		t.Fatalf("observed token %d, term token %d", l.Token, rb.Term.Token)
 	}
-	resign(t, rb.term)
+	Resign(t, rb.Term)
 	want := []string{"<none>", "a", "b", "<none>"}
-	eventually(t, 5*time.Second, fmt.Sprintf("observed sequence %v", want), func() bool { return slices.Equal(o.ids(), want) })
+	Eventually(t, 5*time.Second, fmt.Sprintf("observed sequence %v", want), func() bool { return slices.Equal(o.ids(), want) })
 
 	// Observe's channel closes when its context ends.
 	cctx, ccancel := context.WithCancel(context.Background())
@@ -189,41 +189,41 @@ func testCutOff(t *testing.T, h Harness) {
 	ctx := context.Background()
 	a, pa := proxied(t, h, el, "a", ttl)
 	b := candidate(t, h, el, "b", ttl)
-	ra := mustWin(t, campaign(ctx, a), 10*time.Second, "a")
-	cb := campaign(ctx, b)
+	ra := MustLead(t, Campaign(ctx, a), 10*time.Second, "a")
+	cb := Campaign(ctx, b)
 	waitQueued(t, h, el, 2)
 
 	doneAt := make(chan time.Time, 1)
-	go func() { <-ra.term.Done(); doneAt <- time.Now() }()
+	go func() { <-ra.Term.Done(); doneAt <- time.Now() }()
 	cutAt := time.Now()
 	pa.Cut()
 
-	rb := mustWin(t, cb, 4*ttl, "b")
+	rb := MustLead(t, cb, 4*ttl, "b")
 	var aDone time.Time
 	select {
 	case aDone = <-doneAt:
 	default:
 		t.Fatalf("b was granted a term at %s after the cut while a's term is still open (a valid until %s)",
-			rb.at.Sub(cutAt), ra.term.ValidUntil().Sub(cutAt))
+			rb.At.Sub(cutAt), ra.Term.ValidUntil().Sub(cutAt))
 	}
-	validUntil := ra.term.ValidUntil()
-	if !aDone.Before(rb.at) {
-		t.Fatalf("a's Done closed %s after b's grant", aDone.Sub(rb.at))
+	validUntil := ra.Term.ValidUntil()
+	if !aDone.Before(rb.At) {
+		t.Fatalf("a's Done closed %s after b's grant", aDone.Sub(rb.At))
 	}
-	if !validUntil.Before(rb.at) {
-		t.Fatalf("a's ValidUntil is %s after b's grant", validUntil.Sub(rb.at))
+	if !validUntil.Before(rb.At) {
+		t.Fatalf("a's ValidUntil is %s after b's grant", validUntil.Sub(rb.At))
 	}
-	if !errors.Is(ra.term.Err(), elector.ErrLeaseExpired) && !errors.Is(ra.term.Err(), elector.ErrLeaseLost) {
-		t.Fatalf("cut-off term ended with %v, want ErrLeaseExpired", ra.term.Err())
+	if !errors.Is(ra.Term.Err(), elector.ErrLeaseExpired) && !errors.Is(ra.Term.Err(), elector.ErrLeaseLost) {
+		t.Fatalf("cut-off term ended with %v, want ErrLeaseExpired", ra.Term.Err())
 	}
-	if rb.term.Token <= ra.term.Token {
-		t.Fatalf("token %d after %d", rb.term.Token, ra.term.Token)
+	if rb.Term.Token <= ra.Term.Token {
+		t.Fatalf("token %d after %d", rb.Term.Token, ra.Term.Token)
 	}
 	t.Logf("cut at 0; a done at %s (ValidUntil %s); b granted at %s: margin %s",
 		aDone.Sub(cutAt).Round(time.Millisecond), validUntil.Sub(cutAt).Round(time.Millisecond),
-		rb.at.Sub(cutAt).Round(time.Millisecond), rb.at.Sub(validUntil).Round(time.Millisecond))
+		rb.At.Sub(cutAt).Round(time.Millisecond), rb.At.Sub(validUntil).Round(time.Millisecond))
 	pa.Heal()
-	resign(t, rb.term)
+	Resign(t, rb.Term)
 }
 
 // span is one term as seen by its holder.
@@ -276,7 +276,7 @@ func testStoreRestart(t *testing.T, h Harness) {
 			}
 		}()
 	}
-	eventually(t, 10*time.Second, "a first leader", func() bool {
+	Eventually(t, 10*time.Second, "a first leader", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return active == 1
@@ -286,7 +286,7 @@ func testStoreRestart(t *testing.T, h Harness) {
 	// A leader holds after the restart: a term granted since, or one that
 	// is still open a full TTL after the store came back.
 	back := time.Now()
-	eventually(t, 8*ttl, "a leader after the restart", func() bool {
+	Eventually(t, 8*ttl, "a leader after the restart", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return active == 1 && (newest.After(restartAt) || time.Since(back) > ttl)
@@ -311,15 +311,15 @@ func testStoreRestart(t *testing.T, h Harness) {
 func testCancel(t *testing.T, h Harness) {
 	el := uniqueElection(t)
 	a, b := candidate(t, h, el, "a", 2*time.Second), candidate(t, h, el, "b", 2*time.Second)
-	ra := mustWin(t, campaign(context.Background(), a), 10*time.Second, "a")
+	ra := MustLead(t, Campaign(context.Background(), a), 10*time.Second, "a")
 	ctx, cancel := context.WithCancel(context.Background())
-	cb := campaign(ctx, b)
+	cb := Campaign(ctx, b)
 	waitQueued(t, h, el, 2)
 	cancel()
 	select {
 	case r := <-cb:
-		if !errors.Is(r.err, context.Canceled) {
-			t.Fatalf("cancelled campaign returned term=%v err=%v, want context.Canceled", r.term != nil, r.err)
+		if !errors.Is(r.Err, context.Canceled) {
+			t.Fatalf("cancelled campaign returned term=%v err=%v, want context.Canceled", r.Term != nil, r.Err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("campaign did not return after its context was cancelled")
@@ -327,7 +327,7 @@ func testCancel(t *testing.T, h Harness) {
 	if n := h.Queued(t, el); n != 1 {
 		t.Fatalf("after cancel the store holds %d candidates, want 1 (the leader)", n)
 	}
-	resign(t, ra.term)
+	Resign(t, ra.Term)
 	waitQueued(t, h, el, 0)
 }
 
@@ -370,7 +370,7 @@ func testCrowd(t *testing.T, h Harness) {
 		default:
 		}
 		led[i] = true
-		resign(t, terms[i])
+		Resign(t, terms[i])
 	}
 	// The last resignation woke one more successor.
 	select {

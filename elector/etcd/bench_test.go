@@ -46,7 +46,7 @@ func BenchmarkHandover(b *testing.B) {
 			}
 			next <- t
 		}()
-		eventually(b, 5*time.Second, "successor queued", func() bool { return h.Queued(b, "bench") == 2 })
+		electortest.Eventually(b, 5*time.Second, "successor queued", func() bool { return h.Queued(b, "bench") == 2 })
 		start := time.Now()
 		if err := term.Resign(ctx); err != nil {
 			b.Fatal(err)
@@ -103,7 +103,7 @@ func BenchmarkIdleFollowerRequests(b *testing.B) {
 	}
 	rpcAlone, msgAlone := countOver(b, srv, window)
 	go func() { _, _ = mk("follower").Campaign(ctx) }()
-	eventually(b, 5*time.Second, "follower queued", func() bool { return h.Queued(b, "idle") == 2 })
+	electortest.Eventually(b, 5*time.Second, "follower queued", func() bool { return h.Queued(b, "idle") == 2 })
 	rpcBoth, msgBoth := countOver(b, srv, window)
 	perMin := func(n int) float64 { return float64(n) * float64(time.Minute) / float64(window) }
 	b.ReportMetric(perMin(rpcBoth-rpcAlone), "follower-rpc/min")

@@ -2,8 +2,6 @@ package etcd_test
 
 import (
 	"context"
-	"log/slog"
-	"os"
 	"testing"
 	"time"
 
@@ -26,7 +24,7 @@ func (h *harness) New(t testing.TB, c electortest.Candidate) elector.Locker {
 	t.Helper()
 	cli := newClient(t, c.StoreAddr)
 	cand := c.Candidate
-	cand.Logger = testLogger()
+	cand.Logger = electortest.Logger()
 	e, err := etcd.New(etcd.Config{Client: cli, Candidate: cand})
 	if err != nil {
 		t.Fatalf("new elector: %v", err)
@@ -68,13 +66,6 @@ func newClient(t testing.TB, addr string) *clientv3.Client {
 		}
 	})
 	return cli
-}
-
-func testLogger() *slog.Logger {
-	if os.Getenv("ELECTD_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return nil
 }
 
 func TestConformance(t *testing.T) {

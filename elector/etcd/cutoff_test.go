@@ -67,7 +67,7 @@ func TestCutOffBeatsSessionDone(t *testing.T) {
 			wWon <- time.Now()
 		}
 	}()
-	eventually(t, 5*time.Second, "both waiters queued", func() bool {
+	electortest.Eventually(t, 5*time.Second, "both waiters queued", func() bool {
 		return h.Queued(t, "cut") == 2 && countPrefix(t, srv, "/lib/cut/") == 2
 	})
 

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/electortest"
 	"github.com/electd/electd/internal/faultproxy"
 )
 
@@ -63,12 +64,12 @@ func TestLoneCandidateLeads(t *testing.T) {
 	srv, cli := startRedis(t)
 	a := newElector(t, srv.Addr(), "lone", "a")
 	start := time.Now()
-	r := mustLead(t, campaign(context.Background(), a), 5*testTTL, "a")
+	r := electortest.MustLead(t, electortest.Campaign(context.Background(), a), 5*testTTL, "a")
 	// A fresh election grants nothing during its first TTL (see doc.go).
-	if waited := r.at.Sub(start); waited < testTTL {
+	if waited := r.At.Sub(start); waited < testTTL {
 		t.Fatalf("first term granted after %s, before one TTL", waited)
 	}
-	term := r.term
+	term := r.Term
 	if term.Token == 0 || term.Leader.ID != "a" || term.Leader.Address != "http://a.test" || term.Leader.Since.IsZero() {
 		t.Fatalf("term leader = %+v", term.Leader)
 	}
@@ -79,17 +80,17 @@ func TestLoneCandidateLeads(t *testing.T) {
 	if err != nil || l != term.Leader {
 		t.Fatalf("Leader = %+v, %v; want %+v", l, err, term.Leader)
 	}
-	eventually(t, 3*testTTL, "renewals to carry the term past one TTL", func() bool {
-		return term.ValidUntil().After(r.at.Add(testTTL))
+	electortest.Eventually(t, 3*testTTL, "renewals to carry the term past one TTL", func() bool {
+		return term.ValidUntil().After(r.At.Add(testTTL))
 	})
 	if err := term.Err(); err != nil {
 		t.Fatalf("term ended while renewing: %v", err)
 	}
-	resign(t, term)
+	electortest.Resign(t, term)
 	if !errors.Is(term.Err(), elector.ErrResigned) {
 		t.Fatalf("term.Err = %v after resign", term.Err())
 	}
-	eventually(t, 2*time.Second, "no leader", func() bool {
+	electortest.Eventually(t, 2*time.Second, "no leader", func() bool {
 		_, err := a.Leader(context.Background())
 		return errors.Is(err, elector.ErrNoLeader)
 	})
@@ -101,25 +102,25 @@ func TestLoneCandidateLeads(t *testing.T) {
 func TestFIFOOrderAndTokens(t *testing.T) {
 	srv, cli := startRedis(t)
 	ctx := context.Background()
-	var chans []<-chan result
+	var chans []<-chan electortest.Result
 	for i, id := range []string{"a", "b", "c"} {
-		chans = append(chans, campaign(ctx, newElector(t, srv.Addr(), "fifo", id)))
+		chans = append(chans, electortest.Campaign(ctx, newElector(t, srv.Addr(), "fifo", id)))
 		waitQueued(t, cli, "fifo", i+1)
 	}
 	var last uint64
 	for i, id := range []string{"a", "b", "c"} {
-		r := mustLead(t, chans[i], 5*testTTL, id)
-		if r.term.Leader.ID != id {
-			t.Fatalf("leader %s, want %s", r.term.Leader.ID, id)
+		r := electortest.MustLead(t, chans[i], 5*testTTL, id)
+		if r.Term.Leader.ID != id {
+			t.Fatalf("leader %s, want %s", r.Term.Leader.ID, id)
 		}
 		for _, ch := range chans[i+1:] {
-			stillWaiting(t, ch, "a later candidate")
+			electortest.StillWaiting(t, ch, "a later candidate")
 		}
-		if r.term.Token <= last {
-			t.Fatalf("%s: token %d not above %d", id, r.term.Token, last)
+		if r.Term.Token <= last {
+			t.Fatalf("%s: token %d not above %d", id, r.Term.Token, last)
 		}
-		last = r.term.Token
-		resign(t, r.term)
+		last = r.Term.Token
+		electortest.Resign(t, r.Term)
 	}
 }
 
@@ -127,18 +128,18 @@ func TestResignHandsOverPromptly(t *testing.T) {
 	srv, cli := startRedis(t)
 	ctx := context.Background()
 	a, b := newElector(t, srv.Addr(), "handover", "a"), newElector(t, srv.Addr(), "handover", "b")
-	ra := mustLead(t, campaign(ctx, a), 5*testTTL, "a")
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*testTTL, "a")
 	var lat []time.Duration
 	for round := range 5 {
-		cb := campaign(ctx, b)
+		cb := electortest.Campaign(ctx, b)
 		waitQueued(t, cli, "handover", 2)
 		wb := b.Wakeups()
 		start := time.Now()
-		resign(t, ra.term)
-		rb := mustLead(t, cb, testTTL, "b")
-		lat = append(lat, rb.at.Sub(start))
-		if rb.term.Token <= ra.term.Token {
-			t.Fatalf("token %d after %d", rb.term.Token, ra.term.Token)
+		electortest.Resign(t, ra.Term)
+		rb := electortest.MustLead(t, cb, testTTL, "b")
+		lat = append(lat, rb.At.Sub(start))
+		if rb.Term.Token <= ra.Term.Token {
+			t.Fatalf("token %d after %d", rb.Term.Token, ra.Term.Token)
 		}
 		if w := b.Wakeups() - wb; w != 1 {
 			t.Errorf("round %d: successor woke %d times, want 1", round, w)
@@ -150,7 +151,7 @@ func TestResignHandsOverPromptly(t *testing.T) {
 	if lat[len(lat)/2] > testTTL/4 {
 		t.Fatalf("median handover %s: not driven by the resignation", lat[len(lat)/2])
 	}
-	resign(t, ra.term)
+	electortest.Resign(t, ra.Term)
 }
 
 // TestCutOffLeaderEndsFirst: a leader cut off from Redis closes Done, and
@@ -165,41 +166,41 @@ func TestCutOffLeaderEndsFirst(t *testing.T) {
 	ctx := context.Background()
 	a := newElector(t, p.Addr(), "cutoff", "a")
 	b := newElector(t, srv.Addr(), "cutoff", "b")
-	ra := mustLead(t, campaign(ctx, a), 5*testTTL, "a")
-	cb := campaign(ctx, b)
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*testTTL, "a")
+	cb := electortest.Campaign(ctx, b)
 	waitQueued(t, cli, "cutoff", 2)
 
 	doneAt := make(chan time.Time, 1)
-	go func() { <-ra.term.Done(); doneAt <- time.Now() }()
+	go func() { <-ra.Term.Done(); doneAt <- time.Now() }()
 	cut := time.Now()
 	p.Cut()
-	rb := mustLead(t, cb, 4*testTTL, "b")
+	rb := electortest.MustLead(t, cb, 4*testTTL, "b")
 	var aDone time.Time
 	select {
 	case aDone = <-doneAt:
 	default:
-		t.Fatalf("b leads %s after the cut while a's term is open", rb.at.Sub(cut))
+		t.Fatalf("b leads %s after the cut while a's term is open", rb.At.Sub(cut))
 	}
-	vu := ra.term.ValidUntil()
-	if !aDone.Before(rb.at) || !vu.Before(rb.at) {
-		t.Fatalf("a done at %s, valid until %s, b granted at %s (after the cut)", aDone.Sub(cut), vu.Sub(cut), rb.at.Sub(cut))
+	vu := ra.Term.ValidUntil()
+	if !aDone.Before(rb.At) || !vu.Before(rb.At) {
+		t.Fatalf("a done at %s, valid until %s, b granted at %s (after the cut)", aDone.Sub(cut), vu.Sub(cut), rb.At.Sub(cut))
 	}
-	if !errors.Is(ra.term.Err(), elector.ErrLeaseExpired) {
-		t.Fatalf("cut-off term ended with %v", ra.term.Err())
+	if !errors.Is(ra.Term.Err(), elector.ErrLeaseExpired) {
+		t.Fatalf("cut-off term ended with %v", ra.Term.Err())
 	}
-	if rb.term.Token <= ra.term.Token {
-		t.Fatalf("token %d after %d", rb.term.Token, ra.term.Token)
+	if rb.Term.Token <= ra.Term.Token {
+		t.Fatalf("token %d after %d", rb.Term.Token, ra.Term.Token)
 	}
 	t.Logf("ttl %s: a done %s after the cut (valid until %s), b leads %s after the cut, %s after a's deadline",
 		testTTL, aDone.Sub(cut).Round(time.Millisecond), vu.Sub(cut).Round(time.Millisecond),
-		rb.at.Sub(cut).Round(time.Millisecond), rb.at.Sub(vu).Round(time.Millisecond))
+		rb.At.Sub(cut).Round(time.Millisecond), rb.At.Sub(vu).Round(time.Millisecond))
 	p.Heal()
 	// Healed, a can campaign again and queues behind b.
-	ca := campaign(ctx, a)
+	ca := electortest.Campaign(ctx, a)
 	waitQueued(t, cli, "cutoff", 2)
-	stillWaiting(t, ca, "a")
-	resign(t, rb.term)
-	mustLead(t, ca, testTTL, "a")
+	electortest.StillWaiting(t, ca, "a")
+	electortest.Resign(t, rb.Term)
+	electortest.MustLead(t, ca, testTTL, "a")
 }
 
 // TestRestartEmptyUnderLeader: Redis restarts with no data under a leader.
@@ -208,48 +209,48 @@ func TestRestartEmptyUnderLeader(t *testing.T) {
 	srv, cli := startRedis(t)
 	ctx := context.Background()
 	a, b := newElector(t, srv.Addr(), "restart", "a"), newElector(t, srv.Addr(), "restart", "b")
-	ra := mustLead(t, campaign(ctx, a), 5*testTTL, "a")
-	cb := campaign(ctx, b)
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*testTTL, "a")
+	cb := electortest.Campaign(ctx, b)
 	waitQueued(t, cli, "restart", 2)
 	doneAt := make(chan time.Time, 1)
-	go func() { <-ra.term.Done(); doneAt <- time.Now() }()
+	go func() { <-ra.Term.Done(); doneAt <- time.Now() }()
 
 	srv.Restart(t)
 	back := time.Now()
-	rb := mustLead(t, cb, 5*testTTL, "b")
+	rb := electortest.MustLead(t, cb, 5*testTTL, "b")
 	select {
 	case d := <-doneAt:
-		if !d.Before(rb.at) || !ra.term.ValidUntil().Before(rb.at) {
-			t.Fatalf("a ended at %s, b began at %s (after restart)", d.Sub(back), rb.at.Sub(back))
+		if !d.Before(rb.At) || !ra.Term.ValidUntil().Before(rb.At) {
+			t.Fatalf("a ended at %s, b began at %s (after restart)", d.Sub(back), rb.At.Sub(back))
 		}
-		t.Logf("a ended %s after the restart (%v), b leads %s after it", d.Sub(back).Round(time.Millisecond), ra.term.Err(), rb.at.Sub(back).Round(time.Millisecond))
+		t.Logf("a ended %s after the restart (%v), b leads %s after it", d.Sub(back).Round(time.Millisecond), ra.Term.Err(), rb.At.Sub(back).Round(time.Millisecond))
 	default:
 		t.Fatalf("b leads while a's term is open")
 	}
-	if !errors.Is(ra.term.Err(), elector.ErrLeaseLost) && !errors.Is(ra.term.Err(), elector.ErrLeaseExpired) {
-		t.Fatalf("a's term ended with %v", ra.term.Err())
+	if !errors.Is(ra.Term.Err(), elector.ErrLeaseLost) && !errors.Is(ra.Term.Err(), elector.ErrLeaseExpired) {
+		t.Fatalf("a's term ended with %v", ra.Term.Err())
 	}
-	if rb.term.Token <= ra.term.Token {
-		t.Fatalf("token %d after restart, %d before", rb.term.Token, ra.term.Token)
+	if rb.Term.Token <= ra.Term.Token {
+		t.Fatalf("token %d after restart, %d before", rb.Term.Token, ra.Term.Token)
 	}
-	if rb.at.Sub(back) < testTTL {
-		t.Fatalf("a term was granted %s after the state reappeared, before one TTL", rb.at.Sub(back))
+	if rb.At.Sub(back) < testTTL {
+		t.Fatalf("a term was granted %s after the state reappeared, before one TTL", rb.At.Sub(back))
 	}
-	resign(t, rb.term)
+	electortest.Resign(t, rb.Term)
 }
 
 func TestCancelledCampaignLeavesNoKeys(t *testing.T) {
 	srv, cli := startRedis(t)
 	a, b := newElector(t, srv.Addr(), "cancel", "a"), newElector(t, srv.Addr(), "cancel", "b")
-	ra := mustLead(t, campaign(context.Background(), a), 5*testTTL, "a")
+	ra := electortest.MustLead(t, electortest.Campaign(context.Background(), a), 5*testTTL, "a")
 	ctx, cancel := context.WithCancel(context.Background())
-	cb := campaign(ctx, b)
+	cb := electortest.Campaign(ctx, b)
 	waitQueued(t, cli, "cancel", 2)
 	cancel()
 	select {
 	case r := <-cb:
-		if !errors.Is(r.err, context.Canceled) {
-			t.Fatalf("cancelled campaign = %v, %v", r.term, r.err)
+		if !errors.Is(r.Err, context.Canceled) {
+			t.Fatalf("cancelled campaign = %v, %v", r.Term, r.Err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("campaign did not return after cancel")
@@ -260,7 +261,7 @@ func TestCancelledCampaignLeavesNoKeys(t *testing.T) {
 			t.Fatalf("cancelled candidate left %q behind (keys %v)", e, keys)
 		}
 	}
-	resign(t, ra.term)
+	electortest.Resign(t, ra.Term)
 	keys, entries = electionKeys(t, cli, "cancel")
 	if len(entries) != 0 {
 		t.Fatalf("entries after resign: %v", entries)
@@ -275,8 +276,8 @@ func TestIdleFollowerCommands(t *testing.T) {
 	srv, cli := startRedis(t)
 	ctx := context.Background()
 	a, b := newElector(t, srv.Addr(), "idle", "a"), newElector(t, srv.Addr(), "idle", "b")
-	ra := mustLead(t, campaign(ctx, a), 5*testTTL, "a")
-	cb := campaign(ctx, b)
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*testTTL, "a")
+	cb := electortest.Campaign(ctx, b)
 	waitQueued(t, cli, "idle", 2)
 	if err := cli.ConfigResetStat(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -286,7 +287,7 @@ func TestIdleFollowerCommands(t *testing.T) {
 	time.Sleep(window)              // measuring a rate over a window, not synchronising
 	stats := commandStats(t, cli)
 	elapsed := time.Since(start)
-	stillWaiting(t, cb, "b")
+	electortest.StillWaiting(t, cb, "b")
 	inScripts := map[string]bool{}
 	for _, c := range []string{"time", "info", "hmget", "hset", "hget", "hdel", "zadd", "zrem", "zrange", "zrangebyscore", "zscore", "zrank", "exists", "get", "set", "incr", "del", "publish"} {
 		inScripts[c] = true
@@ -304,8 +305,8 @@ func TestIdleFollowerCommands(t *testing.T) {
 		t.Fatalf("%d commands in %s (%v); want at most %d", top, elapsed, stats, bound)
 	}
 	t.Logf("leader+follower: %d commands in %s (%d renewal intervals): %v", top, elapsed.Round(time.Millisecond), renewals, stats)
-	resign(t, ra.term)
-	mustLead(t, cb, testTTL, "b").term.Resign(ctx)
+	electortest.Resign(t, ra.Term)
+	electortest.MustLead(t, cb, testTTL, "b").Term.Resign(ctx)
 }
 
 func TestObserveSeesEveryChange(t *testing.T) {
@@ -327,7 +328,7 @@ func TestObserveSeesEveryChange(t *testing.T) {
 	}()
 	expect := func(want ...string) {
 		t.Helper()
-		eventually(t, 3*testTTL, "observed "+strings.Join(want, ","), func() bool {
+		electortest.Eventually(t, 3*testTTL, "observed "+strings.Join(want, ","), func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return slices.Equal(seen, want)
@@ -335,16 +336,16 @@ func TestObserveSeesEveryChange(t *testing.T) {
 	}
 	expect("")
 	a, b := newElector(t, srv.Addr(), "observe", "a"), newElector(t, srv.Addr(), "observe", "b")
-	ra := mustLead(t, campaign(ctx, a), 5*testTTL, "a")
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*testTTL, "a")
 	expect("", "a")
-	resign(t, ra.term)
+	electortest.Resign(t, ra.Term)
 	expect("", "a", "")
-	rb := mustLead(t, campaign(ctx, b), 5*testTTL, "b")
+	rb := electortest.MustLead(t, electortest.Campaign(ctx, b), 5*testTTL, "b")
 	expect("", "a", "", "b")
-	ca := campaign(ctx, a)
-	eventually(t, 3*testTTL, "a queued", func() bool { return queued(t, w.cfg.Client, "observe") == 2 })
-	resign(t, rb.term)
-	ra = mustLead(t, ca, testTTL, "a")
+	ca := electortest.Campaign(ctx, a)
+	electortest.Eventually(t, 3*testTTL, "a queued", func() bool { return queued(t, w.cfg.Client, "observe") == 2 })
+	electortest.Resign(t, rb.Term)
+	ra = electortest.MustLead(t, ca, testTTL, "a")
 	expect("", "a", "", "b", "a")
 	// A crashed leader publishes nothing: the view notices at its deadline.
 	if err := a.Close(); err != nil {
@@ -368,19 +369,19 @@ func TestCloseEndsTermAndHandsOver(t *testing.T) {
 	srv, cli := startRedis(t)
 	ctx := context.Background()
 	a, b := newElector(t, srv.Addr(), "close", "a"), newElector(t, srv.Addr(), "close", "b")
-	ra := mustLead(t, campaign(ctx, a), 5*testTTL, "a")
-	cb := campaign(ctx, b)
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*testTTL, "a")
+	cb := electortest.Campaign(ctx, b)
 	waitQueued(t, cli, "close", 2)
 	start := time.Now()
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if !errors.Is(ra.term.Err(), elector.ErrClosed) {
-		t.Fatalf("term.Err after Close = %v", ra.term.Err())
+	if !errors.Is(ra.Term.Err(), elector.ErrClosed) {
+		t.Fatalf("term.Err after Close = %v", ra.Term.Err())
 	}
-	rb := mustLead(t, cb, testTTL/2, "b")
-	t.Logf("handover after Close: %s", rb.at.Sub(start))
-	resign(t, rb.term)
+	rb := electortest.MustLead(t, cb, testTTL/2, "b")
+	t.Logf("handover after Close: %s", rb.At.Sub(start))
+	electortest.Resign(t, rb.Term)
 }
 
 func TestStoreDownThenUp(t *testing.T) {
@@ -388,12 +389,12 @@ func TestStoreDownThenUp(t *testing.T) {
 	inst := &countingInstrument{}
 	a := newElectorWith(t, Config{Client: newClient(t, srv.Addr()), Candidate: elector.Candidate{Election: "down", ID: "a", Timing: testTiming(), Instrument: inst}})
 	srv.Stop(t)
-	ca := campaign(context.Background(), a)
-	eventually(t, 5*time.Second, "store errors to be reported", func() bool { return inst.n.Load() > 0 })
-	stillWaiting(t, ca, "a")
+	ca := electortest.Campaign(context.Background(), a)
+	electortest.Eventually(t, 5*time.Second, "store errors to be reported", func() bool { return inst.n.Load() > 0 })
+	electortest.StillWaiting(t, ca, "a")
 	srv.Start(t)
-	r := mustLead(t, ca, 5*testTTL, "a")
-	resign(t, r.term)
+	r := electortest.MustLead(t, ca, 5*testTTL, "a")
+	electortest.Resign(t, r.Term)
 }
 
 func TestPermanentErrors(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/electortest"
 	"github.com/electd/electd/internal/faultproxy"
 )
 
@@ -32,10 +33,10 @@ func TestWaiterCutOffRejoinsBehind(t *testing.T) {
 	a := newElector(t, srv.Addr(), "rejoin", "a")
 	b := newElector(t, p.Addr(), "rejoin", "b")
 	c := newElector(t, srv.Addr(), "rejoin", "c")
-	ra := mustLead(t, campaign(ctx, a), 5*testTTL, "a")
-	cb := campaign(ctx, b)
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*testTTL, "a")
+	cb := electortest.Campaign(ctx, b)
 	waitQueued(t, cli, "rejoin", 2)
-	cc := campaign(ctx, c)
+	cc := electortest.Campaign(ctx, c)
 	waitQueued(t, cli, "rejoin", 3)
 
 	p.Cut()
@@ -47,11 +48,11 @@ func TestWaiterCutOffRejoinsBehind(t *testing.T) {
 	if n := strings.Count(strings.Join(entries, " "), "b#"); n != 3 { // queue, expiry, cand
 		t.Fatalf("b has %d traces in %v, want one entry", n, entries)
 	}
-	resign(t, ra.term)
-	rc := mustLead(t, cc, testTTL, "c")
-	stillWaiting(t, cb, "b")
-	resign(t, rc.term)
-	resign(t, mustLead(t, cb, testTTL, "b").term)
+	electortest.Resign(t, ra.Term)
+	rc := electortest.MustLead(t, cc, testTTL, "c")
+	electortest.StillWaiting(t, cb, "b")
+	electortest.Resign(t, rc.Term)
+	electortest.Resign(t, electortest.MustLead(t, cb, testTTL, "b").Term)
 }
 
 // TestCrashedLeaderObservedGone: a leader that stops renewing without a word
@@ -64,7 +65,7 @@ func TestCrashedLeaderObservedGone(t *testing.T) {
 	defer cancel()
 	w := newElector(t, srv.Addr(), "crash", "w")
 	a := newElector(t, p.Addr(), "crash", "a")
-	ra := mustLead(t, campaign(ctx, a), 5*testTTL, "a")
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*testTTL, "a")
 	ch := w.Observe(ctx)
 	for l := range ch {
 		if l.ID == "a" {
@@ -82,7 +83,7 @@ func TestCrashedLeaderObservedGone(t *testing.T) {
 		t.Fatal("crashed leader still observed")
 	}
 	gone := time.Since(cut)
-	if vu := ra.term.ValidUntil(); time.Now().Before(vu) {
+	if vu := ra.Term.ValidUntil(); time.Now().Before(vu) {
 		t.Fatalf("observed no leader before a's ValidUntil")
 	}
 	if gone > testTTL+testTTL/2 {
@@ -110,12 +111,12 @@ func TestLeaderAnswersFromView(t *testing.T) {
 	srv, cli := startRedis(t)
 	ctx := context.Background()
 	a := newElector(t, srv.Addr(), "view", "a")
-	ra := mustLead(t, campaign(ctx, a), 5*testTTL, "a")
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*testTTL, "a")
 	w := newElector(t, srv.Addr(), "view", "w")
-	if l, err := w.Leader(ctx); err != nil || l != ra.term.Leader { // starts the view
+	if l, err := w.Leader(ctx); err != nil || l != ra.Term.Leader { // starts the view
 		t.Fatalf("Leader = %+v, %v", l, err)
 	}
-	eventually(t, 2*time.Second, "the view to sync", func() bool {
+	electortest.Eventually(t, 2*time.Second, "the view to sync", func() bool {
 		_, ok := w.view.current()
 		return ok
 	})
@@ -123,7 +124,7 @@ func TestLeaderAnswersFromView(t *testing.T) {
 	start := time.Now()
 	for range 1000 {
 		l, err := w.Leader(ctx)
-		if err != nil || l.Token != ra.term.Token {
+		if err != nil || l.Token != ra.Term.Token {
 			t.Fatalf("Leader = %+v, %v", l, err)
 		}
 	}
@@ -132,7 +133,7 @@ func TestLeaderAnswersFromView(t *testing.T) {
 	if d := after["evalsha"] + after["eval"] - before["evalsha"] - before["eval"]; d > renewals {
 		t.Fatalf("1000 Leader calls cost %d script calls (leader renewals allow %d)", d, renewals)
 	}
-	resign(t, ra.term)
+	electortest.Resign(t, ra.Term)
 }
 
 func TestScriptCommandDenied(t *testing.T) {
@@ -163,9 +164,9 @@ func TestCloseBoundedWhenCutOff(t *testing.T) {
 	p := newProxy(t, srv.Addr())
 	ctx := context.Background()
 	a := newElector(t, p.Addr(), "closecut", "a")
-	ra := mustLead(t, campaign(ctx, a), 5*testTTL, "a")
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*testTTL, "a")
 	b := newElector(t, p.Addr(), "closecut", "b")
-	cb := campaign(ctx, b)
+	cb := electortest.Campaign(ctx, b)
 	waitQueued(t, cli, "closecut", 2)
 	p.Cut()
 	start := time.Now()
@@ -175,11 +176,11 @@ func TestCloseBoundedWhenCutOff(t *testing.T) {
 		}
 	}
 	took := time.Since(start)
-	if !errors.Is(ra.term.Err(), elector.ErrClosed) {
-		t.Fatalf("term.Err = %v", ra.term.Err())
+	if !errors.Is(ra.Term.Err(), elector.ErrClosed) {
+		t.Fatalf("term.Err = %v", ra.Term.Err())
 	}
-	if r := <-cb; !errors.Is(r.err, elector.ErrClosed) {
-		t.Fatalf("waiting campaign returned %v after Close", r.err)
+	if r := <-cb; !errors.Is(r.Err, elector.ErrClosed) {
+		t.Fatalf("waiting campaign returned %v after Close", r.Err)
 	}
 	if bound := 2 * (a.cleanupTimeout() + a.callTimeout()); took > bound {
 		t.Fatalf("Close took %s while cut off, want at most %s", took, bound)

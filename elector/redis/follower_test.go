@@ -13,6 +13,7 @@ import (
 
 	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/electortest"
 )
 
 // TestIdleFollowerCommandsPerMinute counts, with MONITOR, every command a
@@ -33,13 +34,13 @@ func TestIdleFollowerCommandsPerMinute(t *testing.T) {
 	fcli := redis.NewClient(&redis.Options{Addr: srv.Addr(), ClientName: "follower", ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = fcli.Close() })
 	follower := newElectorWith(t, Config{Client: fcli, Candidate: elector.Candidate{Election: "idle-minute", ID: "follower", Timing: tm}})
-	ra := mustLead(t, campaign(ctx, leader), 5*ttl, "leader")
-	cb := campaign(ctx, follower)
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, leader), 5*ttl, "leader")
+	cb := electortest.Campaign(ctx, follower)
 	waitQueued(t, cli, "idle-minute", 2)
 
 	mon := startMonitor(t, srv.Addr())
 	byAddr := mon.until(time.Now().Add(window), "")
-	stillWaiting(t, cb, "follower")
+	electortest.StillWaiting(t, cb, "follower")
 
 	sent, detail := sentBy(t, cli, "follower", byAddr)
 	renewals := int(window / tm.WithDefaults().RenewInterval)
@@ -56,7 +57,7 @@ func TestIdleFollowerCommandsPerMinute(t *testing.T) {
 	if detail["evalsha"]+detail["eval"] > renewals+1 {
 		t.Fatalf("%d script calls in %s for %d renewal intervals: a polling loop", detail["evalsha"]+detail["eval"], window, renewals)
 	}
-	resign(t, ra.term)
+	electortest.Resign(t, ra.Term)
 }
 
 // TestLeaderChangeCostsWatchersNoRead: every message that reports a change
@@ -69,8 +70,8 @@ func TestLeaderChangeCostsWatchersNoRead(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a, b := newElector(t, srv.Addr(), "views", "a"), newElector(t, srv.Addr(), "views", "b")
-	ra := mustLead(t, campaign(ctx, a), 5*testTTL, "a")
-	cb := campaign(ctx, b)
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*testTTL, "a")
+	cb := electortest.Campaign(ctx, b)
 	waitQueued(t, cli, "views", 2)
 	seen := make([]<-chan elector.Leader, watchers)
 	for i := range seen {
@@ -82,14 +83,14 @@ func TestLeaderChangeCostsWatchersNoRead(t *testing.T) {
 			Clock: clock.NewFake(time.Now())}})
 		seen[i] = w.Observe(ctx)
 		waitLeader(t, seen[i], "a")
-		eventually(t, 5*testTTL, "the watcher's view in sync with its subscription", func() bool {
+		electortest.Eventually(t, 5*testTTL, "the watcher's view in sync with its subscription", func() bool {
 			return w.view.inSync(w.bus.state())
 		})
 	}
 
 	mon := startMonitor(t, srv.Addr())
-	resign(t, ra.term)
-	rb := mustLead(t, cb, testTTL, "b")
+	electortest.Resign(t, ra.Term)
+	rb := electortest.MustLead(t, cb, testTTL, "b")
 	for _, ch := range seen {
 		waitLeader(t, ch, "b")
 	}
@@ -100,7 +101,7 @@ func TestLeaderChangeCostsWatchersNoRead(t *testing.T) {
 	if reads := detail["evalsha"] + detail["eval"]; reads != 0 {
 		t.Errorf("watching copies sent %d scripts for one leader change, want 0: %v", reads, detail)
 	}
-	resign(t, rb.term)
+	electortest.Resign(t, rb.Term)
 }
 
 // waitLeader reads ch until it reports the leader id.
@@ -247,7 +248,7 @@ func TestViewReadsOnlyWhenAMessageLacksTheView(t *testing.T) {
 		}
 	}
 	waitFor("no leader", elector.Leader.IsZero)
-	eventually(t, 5*testTTL, "the watcher's view in sync with its subscription", func() bool {
+	electortest.Eventually(t, 5*testTTL, "the watcher's view in sync with its subscription", func() bool {
 		return w.view.inSync(w.bus.state())
 	})
 	publish := func(payload string) {

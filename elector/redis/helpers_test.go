@@ -2,10 +2,7 @@ package redis
 
 import (
 	"context"
-	"log/slog"
-	"os"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/electortest"
 	"github.com/electd/electd/internal/testenv"
 )
 
@@ -20,14 +18,6 @@ import (
 const testTTL = time.Second
 
 func testTiming() elector.Timing { return elector.Timing{TTL: testTTL} }
-
-// testLogger logs to stderr when ELECTD_TEST_LOG is set, else discards.
-func testLogger() *slog.Logger {
-	if os.Getenv("ELECTD_TEST_LOG") == "" {
-		return nil
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
 
 // newClient dials addr the way electd should: with context deadlines honoured.
 func newClient(t testing.TB, addr string) *redis.Client {
@@ -55,7 +45,7 @@ func newElector(t testing.TB, addr, election, id string) *Elector {
 func newElectorWith(t testing.TB, cfg Config) *Elector {
 	t.Helper()
 	if cfg.Logger == nil {
-		cfg.Logger = testLogger()
+		cfg.Logger = electortest.Logger()
 	}
 	e, err := New(cfg)
 	if err != nil {
@@ -67,66 +57,6 @@ func newElectorWith(t testing.TB, cfg Config) *Elector {
 		}
 	})
 	return e
-}
-
-// result is a finished Campaign and when it returned.
-type result struct {
-	term *elector.Term
-	err  error
-	at   time.Time
-}
-
-func campaign(ctx context.Context, e *Elector) <-chan result {
-	ch := make(chan result, 1)
-	go func() {
-		term, err := e.Campaign(ctx)
-		ch <- result{term, err, time.Now()}
-	}()
-	return ch
-}
-
-func mustLead(t testing.TB, ch <-chan result, within time.Duration, who string) result {
-	t.Helper()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			t.Fatalf("%s: campaign: %v", who, r.err)
-		}
-		return r
-	case <-time.After(within):
-		t.Fatalf("%s: did not lead within %s", who, within)
-	}
-	return result{}
-}
-
-func stillWaiting(t testing.TB, ch <-chan result, who string) {
-	t.Helper()
-	select {
-	case r := <-ch:
-		t.Fatalf("%s: campaign returned (term %v, err %v) while another leads", who, r.term != nil, r.err)
-	default:
-	}
-}
-
-func resign(t testing.TB, term *elector.Term) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := term.Resign(ctx); err != nil {
-		t.Fatalf("resign: %v", err)
-	}
-}
-
-// eventually polls cond until it holds, failing the test after within.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(2 * time.Millisecond) // polling a condition, not synchronising on time
-	}
 }
 
 // queued counts the live candidates of election by the server's clock.
@@ -145,7 +75,7 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')`
 
 func waitQueued(t testing.TB, cli redis.UniversalClient, election string, n int) {
 	t.Helper()
-	eventually(t, 10*time.Second, strconv.Itoa(n)+" queued candidates", func() bool { return queued(t, cli, election) == n })
+	electortest.Eventually(t, 10*time.Second, strconv.Itoa(n)+" queued candidates", func() bool { return queued(t, cli, election) == n })
 }
 
 // electionKeys lists the election's keys and every member or field that
@@ -182,19 +112,9 @@ func electionKeys(t testing.TB, cli *redis.Client, election string) (keyNames []
 // commandStats returns INFO commandstats as command → calls.
 func commandStats(t testing.TB, cli *redis.Client) map[string]int {
 	t.Helper()
-	info, err := cli.Info(context.Background(), "commandstats").Result()
+	stats, err := testenv.RedisCommandStats(context.Background(), cli)
 	if err != nil {
-		t.Fatalf("info commandstats: %v", err)
-	}
-	stats := map[string]int{}
-	for line := range strings.SplitSeq(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		if !ok {
-			continue
-		}
-		calls, _, _ := strings.Cut(rest, ",")
-		n, _ := strconv.Atoi(calls)
-		stats[strings.TrimPrefix(name, "cmdstat_")] = n
+		t.Fatal(err)
 	}
 	return stats
 }

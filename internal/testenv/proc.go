@@ -7,23 +7,18 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/electd/electd/internal/deathsig"
 )
 
 // proc is one run of a server process.
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the process has been reaped
-	err  error         // Wait's result; read only after done
-}
+type proc struct{ *deathsig.Process }
 
-// startProc starts bin with its output appended to logPath. The process gets
-// its own process group and, on Linux, SIGKILL when the starting thread dies.
-// That thread is the goroutine below, locked and kept until the process is
-// reaped, so no unrelated thread exit can kill the child early.
+// startProc starts bin with its output appended to logPath, in its own
+// process group, dying with the test binary (see package deathsig).
 func startProc(bin string, args []string, logPath string) (*proc, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -32,60 +27,34 @@ func startProc(bin string, args []string, logPath string) (*proc, error) {
 	defer logf.Close()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = sysProcAttr()
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p, err := deathsig.Start(cmd)
+	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	return p, nil
-}
-
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
+	return &proc{p}, nil
 }
 
 // signal sends sig to the process group, or to the process if that fails.
 func (p *proc) signal(sig syscall.Signal) error {
-	if p.exited() {
+	if p.Exited() {
 		return nil
 	}
-	if err := syscall.Kill(-p.pid(), sig); err == nil {
+	if err := syscall.Kill(-p.Pid(), sig); err == nil {
 		return nil
 	}
-	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("signal %v to pid %d: %w", sig, p.pid(), err)
+	if err := p.Cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("signal %v to pid %d: %w", sig, p.Pid(), err)
 	}
 	return nil
 }
 
 // wait waits up to d for the process to be reaped.
 func (p *proc) wait(d time.Duration) error {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-p.done:
-		return nil
-	case <-timer.C:
-		return fmt.Errorf("wait for pid %d: still running after %v", p.pid(), d)
+	if !p.Wait(d) {
+		return fmt.Errorf("wait for pid %d: still running after %v", p.Pid(), d)
 	}
+	return nil
 }
 
 // stop sends SIGTERM and waits up to grace, then SIGKILLs. It reports an
@@ -100,7 +69,7 @@ func (p *proc) stop(grace time.Duration) error {
 	if err := p.kill(); err != nil {
 		return fmt.Errorf("stop: %w", err)
 	}
-	return fmt.Errorf("stop: pid %d ignored SIGTERM for %v; killed", p.pid(), grace)
+	return fmt.Errorf("stop: pid %d ignored SIGTERM for %v; killed", p.Pid(), grace)
 }
 
 // kill sends SIGKILL and waits for the process to be reaped.
@@ -118,10 +87,10 @@ const killWait = 10 * time.Second
 
 // exitError describes how the process ended; call after done.
 func (p *proc) exitError() error {
-	if p.err == nil {
+	if p.Err() == nil {
 		return errors.New("exited with status 0")
 	}
-	return p.err
+	return p.Err()
 }
 
 // logSize returns the current size of the log, to read one run's output later.

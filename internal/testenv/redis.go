@@ -1,10 +1,12 @@
 package testenv
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -134,4 +136,24 @@ func (r *Redis) probe(pid int) error {
 		return fmt.Errorf("redis on %s is pid %d, not ours (%d)", r.Addr(), got, pid)
 	}
 	return nil
+}
+
+// RedisCommandStats reads INFO commandstats: the calls of every command,
+// those run inside scripts included, by command name.
+func RedisCommandStats(ctx context.Context, cli redis.UniversalClient) (map[string]int, error) {
+	info, err := cli.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, fmt.Errorf("info commandstats: %w", err)
+	}
+	stats := map[string]int{}
+	for line := range strings.SplitSeq(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		n, _ := strconv.Atoi(calls)
+		stats[strings.TrimPrefix(name, "cmdstat_")] = n
+	}
+	return stats, nil
 }

@@ -36,8 +36,8 @@ type server struct {
 func (s *server) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.p != nil && !s.p.exited() {
-		return fmt.Errorf("start %s: already running (pid %d)", s.name, s.p.pid())
+	if s.p != nil && !s.p.Exited() {
+		return fmt.Errorf("start %s: already running (pid %d)", s.name, s.p.Pid())
 	}
 	offset := logSize(s.logPath)
 	p, err := startProc(s.bin, s.args(), s.logPath)
@@ -49,12 +49,12 @@ func (s *server) start() error {
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
 	for {
-		perr := s.probe(p.pid())
+		perr := s.probe(p.Pid())
 		if perr == nil {
 			return nil
 		}
 		select {
-		case <-p.done:
+		case <-p.Done():
 			err := fmt.Errorf("start %s: exited before ready: %w", s.name, p.exitError())
 			if portInUse(logSince(s.logPath, offset)) {
 				return fmt.Errorf("%w: %w", errPortInUse, err)
@@ -73,7 +73,7 @@ func (s *server) start() error {
 func (s *server) current() *proc {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.p == nil || s.p.exited() {
+	if s.p == nil || s.p.Exited() {
 		return nil
 	}
 	return s.p
@@ -81,7 +81,7 @@ func (s *server) current() *proc {
 
 func (s *server) pid() int {
 	if p := s.current(); p != nil {
-		return p.pid()
+		return p.Pid()
 	}
 	return 0
 }

@@ -6,9 +6,9 @@
 // one is missing the test is skipped with a loud message, or fails if $CI is
 // set. A variable that names a missing file always fails the test.
 //
-// Each server runs in its own process group with Pdeathsig=SIGKILL (Linux),
-// so it never outlives the test binary, and is SIGKILLed and reaped in
-// t.Cleanup. Its output goes to a log file in a temporary directory; when the
+// Each server runs in its own process group and dies with the test binary
+// (internal/deathsig: Pdeathsig=SIGKILL on Linux), and is SIGKILLed and
+// reaped in t.Cleanup. Its output goes to a log file in a temporary directory; when the
 // test has failed, the tail of that log is printed at cleanup.
 //
 // Start, Restart and the Start* constructors call t.Fatalf and so must run on

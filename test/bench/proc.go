@@ -12,16 +12,17 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/electd/electd/internal/deathsig"
 	pidwatch "github.com/electd/electd/test/proc"
 )
 
 // proc is one process the benchmark started. Each runs in its own process
 // group (so that a kill of the group also reaches anything it forked that
 // did not make a group of its own, such as etcdctl lock's command) and gets
-// SIGKILL if the benchmark dies (pidwatch.Start).
+// SIGKILL if the benchmark dies (deathsig.Start).
 type proc struct {
 	name string
-	*pidwatch.Process
+	*deathsig.Process
 }
 
 func (p *proc) signal(sig syscall.Signal) error {
@@ -83,7 +84,7 @@ func (r *registry) start(name, bin string, args []string, o startOpts) (*proc, e
 		cmd.Stdout = o.stdout
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	pp, err := pidwatch.Start(cmd) // SIGKILLed if the benchmark dies
+	pp, err := deathsig.Start(cmd) // SIGKILLed if the benchmark dies
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electd/electd/test/kit"
 	"github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
 )
@@ -21,7 +22,7 @@ import (
 const beatSlack = 50 * time.Millisecond
 
 // testOnExit covers --on-exit when the child exits on its own while leading.
-func testOnExit(t *testing.T, s *store) {
+func testOnExit(t *testing.T, s *kit.Store) {
 	exits := []struct {
 		name      string
 		childCode string // RECORD_EXIT_CODE; -9 = kills itself with SIGKILL
@@ -41,7 +42,7 @@ func testOnExit(t *testing.T, s *store) {
 			}
 			runs := h.check(record.Options{})
 			if len(runs) != 1 || runs[0].Exit.IsZero() || strconv.Itoa(runs[0].ExitCode) != tt.childCode {
-				t.Fatalf("want one run that exited with %s:\n%s", tt.childCode, describe(runs))
+				t.Fatalf("want one run that exited with %s:\n%s", tt.childCode, kit.Describe(runs))
 			}
 		})
 	}
@@ -52,17 +53,17 @@ func testOnExit(t *testing.T, s *store) {
 			env: []string{"RECORD_EXIT_AFTER=300ms", "RECORD_EXIT_CODE=3"}}))
 		h.poll(leaderTimeout, "a third start of the child", func() (bool, string) {
 			runs := h.runs()
-			return len(runs) >= 3, "runs:\n" + describe(runs)
+			return len(runs) >= 3, "runs:\n" + kit.Describe(runs)
 		})
 		runs := h.check(record.Options{AllowRestarts: true})
 		for _, r := range runs[1:] {
 			if r.Node != n.id || r.Token != runs[0].Token {
-				t.Fatalf("restarts must keep the node and the token:\n%s", describe(runs))
+				t.Fatalf("restarts must keep the node and the token:\n%s", kit.Describe(runs))
 			}
 		}
 		for _, r := range runs[:len(runs)-1] {
 			if r.Exit.IsZero() || r.ExitCode != 3 {
-				t.Fatalf("a run was restarted without exiting on its own:\n%s", describe(runs))
+				t.Fatalf("a run was restarted without exiting on its own:\n%s", kit.Describe(runs))
 			}
 		}
 		d, _, err := n.leader()
@@ -88,7 +89,7 @@ func testOnExit(t *testing.T, s *store) {
 			prev = r
 		}
 		if prev.Node != n1.id || prev.Exit.IsZero() || !prev.Exit.Before(next.Start) {
-			t.Fatalf("n2's child %s does not follow an exited child of n1:\n%s", next, describe(runs))
+			t.Fatalf("n2's child %s does not follow an exited child of n1:\n%s", next, kit.Describe(runs))
 		}
 		t.Logf("resign on exit: n1's child exited, n2's child started %s later (token %d -> %d)",
 			ms(next.Start.Sub(prev.Exit)), prev.Token, next.Token)
@@ -100,7 +101,7 @@ func testOnExit(t *testing.T, s *store) {
 
 // testStopTimeout: a child that ignores SIGTERM gets the whole
 // --stop-timeout, then SIGKILL; electd still exits 0.
-func testStopTimeout(t *testing.T, s *store) {
+func testStopTimeout(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
 	n := h.startNode("n1", h.direct(nodeOpts{env: []string{"RECORD_IGNORE_TERM=1"}}))
 	_, run := h.waitLeader(n)
@@ -132,7 +133,7 @@ func testStopTimeout(t *testing.T, s *store) {
 // container's entrypoint), because the kernel then kills the namespace.
 // That is the deployment the docs require for this guarantee; outside one,
 // a grandchild can outlive a kill -9 of electd (documented limitation).
-func testGrandchildren(t *testing.T, s *store) {
+func testGrandchildren(t *testing.T, s *kit.Store) {
 	tests := []struct {
 		name  string
 		env   []string
@@ -210,11 +211,11 @@ func ignoresTerm(t *testing.T, pid int) bool {
 // testEnvironment: the child gets the four ELECTD_* variables of its term
 // and none of electd's own ELECTD_* settings; the store URL comes from
 // $ELECTD_STORE here to prove that it is stripped.
-func testEnvironment(t *testing.T, s *store) {
+func testEnvironment(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
 	envFile := filepath.Join(h.dir, "child.env")
 	n := h.startNode("n1", nodeOpts{env: []string{
-		"ELECTD_STORE=" + s.url(s.addr),
+		"ELECTD_STORE=" + s.URL(s.Addr),
 		"ELECTD_ADMIN_TOKEN=not-for-the-child",
 		"ELECTD_SOMETHING_ELSE=x",
 		"RECORD_ENV_FILE=" + envFile,
@@ -262,7 +263,7 @@ func testEnvironment(t *testing.T, s *store) {
 
 // testLeaderSince: the moment the term began is one fact: the child's
 // ELECTD_LEADER_SINCE and the "since" of /leader on every copy agree.
-func testLeaderSince(t *testing.T, s *store) {
+func testLeaderSince(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
 	envFile := filepath.Join(h.dir, "child.env")
 	lead, follower, _ := h.leaderAndFollower(h.direct(nodeOpts{env: []string{"RECORD_ENV_FILE=" + envFile}}))

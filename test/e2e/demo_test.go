@@ -3,13 +3,13 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"github.com/electd/electd/test/proc"
 	"os/exec"
-	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/electd/electd/internal/deathsig"
+	"github.com/electd/electd/test/proc"
 )
 
 // TestDemo runs `electd demo` (embedded etcd, three sidecars, scripted
@@ -18,15 +18,16 @@ import (
 func TestDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, electdBin, "demo", "--duration", "10s")
+	cmd := exec.CommandContext(ctx, bin.Electd, "demo", "--duration", "10s")
 	cmd.Env = proc.BaseEnv()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = 5 * time.Second
-	runtime.LockOSThread() // Pdeathsig follows the starting thread
-	err := cmd.Run()
-	runtime.UnlockOSThread()
+	p, err := deathsig.Start(cmd)
+	if err == nil {
+		<-p.Done()
+		err = p.Err()
+	}
 	text := out.String()
 	if err != nil {
 		t.Fatalf("electd demo: %v\n%s", err, text)

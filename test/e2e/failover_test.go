@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/internal/faultproxy"
+	"github.com/electd/electd/test/kit"
 	"github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
 )
@@ -16,7 +17,7 @@ import (
 // testThreeCopies: of three copies exactly one runs its child, all agree on
 // who leads and with which token, only the leader is ready, and the term
 // survives its own TTL (renewals work).
-func testThreeCopies(t *testing.T, s *store) {
+func testThreeCopies(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
 	nodes := []*node{h.startNode("n1", h.direct()), h.startNode("n2", h.direct()), h.startNode("n3", h.direct())}
 	lead, run := h.waitLeader(nodes...)
@@ -61,13 +62,13 @@ func testThreeCopies(t *testing.T, s *store) {
 	// Longer than the TTL: only renewals keep the term alive that long.
 	h.hold(ttl+ttl/2, "one leader, one child, one ready copy", state)
 	if runs := h.check(record.Options{}); len(runs) != 1 {
-		t.Fatalf("%d children ran, want 1:\n%s", len(runs), describe(runs))
+		t.Fatalf("%d children ran, want 1:\n%s", len(runs), kit.Describe(runs))
 	}
 }
 
 // testSIGTERMLeader: SIGTERM stops the child, resigns and exits 0; the next
 // copy's child starts only after the old one stopped.
-func testSIGTERMLeader(t *testing.T, s *store) {
+func testSIGTERMLeader(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
 	lead, follower, run := h.leaderAndFollower(h.direct())
 	sent := time.Now()
@@ -95,7 +96,7 @@ func testSIGTERMLeader(t *testing.T, s *store) {
 // testKill9Leader: after kill -9 of the leader's electd its child dies
 // (Pdeathsig) within a second, and the next child starts no earlier than the
 // old lease could have lapsed on the store.
-func testKill9Leader(t *testing.T, s *store) {
+func testKill9Leader(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
 	lead, follower, run := h.leaderAndFollower(h.direct())
 	killed := time.Now()
@@ -127,14 +128,14 @@ func testKill9Leader(t *testing.T, s *store) {
 // testCutOffLeader: the leader loses the store (a black-holed proxy); it
 // stops its child on its own deadline, before the other copy's child starts.
 // After the partition heals it follows the new leader.
-func testCutOffLeader(t *testing.T, s *store) {
+func testCutOffLeader(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
-	px, err := faultproxy.New(s.addr)
+	px, err := faultproxy.New(s.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = px.Close() })
-	n1 := h.startNode("n1", nodeOpts{store: s.url(px.Addr())})
+	n1 := h.startNode("n1", nodeOpts{store: s.URL(px.Addr())})
 	_, run := h.waitLeader(n1)
 	n2 := h.startNode("n2", h.direct())
 	h.waitFollower(n2, n1.id)
@@ -170,7 +171,7 @@ func testCutOffLeader(t *testing.T, s *store) {
 // without --admin-token. (A non-loopback caller cannot be made without a
 // network namespace; its 403 and the bearer token are covered by health's
 // unit tests.)
-func testResignEndpoint(t *testing.T, s *store) {
+func testResignEndpoint(t *testing.T, s *kit.Store) {
 	tests := []struct {
 		name string
 		args []string
@@ -218,7 +219,7 @@ func testResignEndpoint(t *testing.T, s *store) {
 // to stop its child on its own deadline. Whatever each backend does
 // meanwhile, no two children overlap, tokens grow, and a leader runs its
 // child again.
-func testStoreRestart(t *testing.T, s *store) {
+func testStoreRestart(t *testing.T, s *kit.Store) {
 	tests := []struct {
 		name       string
 		outlastTTL bool // keep the store down until the leader stopped its child
@@ -231,7 +232,7 @@ func testStoreRestart(t *testing.T, s *store) {
 			h := newHarness(t, s)
 			lead, follower, run := h.leaderAndFollower(h.direct())
 			killed := time.Now()
-			s.srv.Kill(t)
+			s.Kill(t)
 			if tt.outlastTTL {
 				h.waitRun(ttl+time.Second, "the cut-off leader stopping its child", func(r record.Run) bool {
 					return r.Pid == run.Pid && r.Ended()
@@ -240,7 +241,7 @@ func testStoreRestart(t *testing.T, s *store) {
 					t.Errorf("child stopped %s after the store died, past any lease deadline", stopped)
 				}
 			}
-			s.srv.Start(t)
+			s.Start(t)
 			back := time.Since(killed)
 			// Through the aftermath (a leader that learns its lease is gone
 			// stops its child), never two children at once.

@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electd/electd/test/kit"
 	"github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
 )
 
 const (
-	pollEvery     = 10 * time.Millisecond
 	leaderTimeout = 15 * time.Second // a leader with a running child, from any state
 	goneTimeout   = time.Second      // a killed electd's child disappears
 )
@@ -23,7 +23,7 @@ const (
 // all its children, and the electd processes it started.
 type harness struct {
 	t        *testing.T
-	s        *store
+	s        *kit.Store
 	election string
 	dir      string
 	logPath  string
@@ -33,7 +33,7 @@ type harness struct {
 // newHarness prepares a scenario on s. At cleanup it kills every electd,
 // checks that their children died with them (Pdeathsig) and kills any
 // leftover, checks the record log, and on failure prints the logs.
-func newHarness(t *testing.T, s *store) *harness {
+func newHarness(t *testing.T, s *kit.Store) *harness {
 	dir := t.TempDir()
 	h := &harness{
 		t: t, s: s, dir: dir,
@@ -60,7 +60,7 @@ func (h *harness) cleanup() {
 	}
 	runs := lg.Runs
 	for _, r := range runs {
-		if !proc.WaitGone(r.Pid, goneTimeout) && proc.IsOurs(r.Pid, recorderBin) {
+		if !proc.WaitGone(r.Pid, goneTimeout) && proc.IsOurs(r.Pid, bin.Recorder) {
 			t.Errorf("child %s outlived its electd (SIGKILLed) by %s; killing it", r, goneTimeout)
 			_ = syscall.Kill(r.Pid, syscall.SIGKILL)
 		}
@@ -83,53 +83,23 @@ func (h *harness) cleanup() {
 		for _, n := range h.nodes {
 			t.Log(n.tail())
 		}
-		t.Logf("runs in %s:\n%s", h.logPath, describe(runs))
+		t.Logf("runs in %s:\n%s", h.logPath, kit.Describe(runs))
 	}
-}
-
-func describe(runs []record.Run) string {
-	var b strings.Builder
-	for _, r := range runs {
-		fmt.Fprintf(&b, "  %s\n", r)
-	}
-	return b.String()
 }
 
 // runs reads the record log, failing the test if it does not parse.
-func (h *harness) runs() []record.Run {
-	h.t.Helper()
-	runs, err := record.ReadFile(h.logPath)
-	if err != nil {
-		h.t.Fatalf("record log: %v", err)
-	}
-	return runs
-}
+func (h *harness) runs() []record.Run { h.t.Helper(); return kit.Runs(h.t, h.logPath) }
 
 // check proves the record log safe so far.
 func (h *harness) check(opt record.Options) []record.Run {
 	h.t.Helper()
-	runs := h.runs()
-	if err := record.Check(runs, opt); err != nil {
-		h.t.Fatalf("record log:\n%v\nruns:\n%s", err, describe(runs))
-	}
-	return runs
+	return kit.Check(h.t, h.logPath, opt)
 }
 
-// poll calls cond every pollEvery until it reports done, and fails the test
-// with cond's last status after within.
+// poll is kit.Poll on the harness's test.
 func (h *harness) poll(within time.Duration, what string, cond func() (bool, string)) {
 	h.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, status := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%s: not within %s; last: %s", what, within, status)
-		}
-		time.Sleep(pollEvery)
-	}
+	kit.Poll(h.t, within, what, cond)
 }
 
 // waitRun waits for a run matching match and returns it.
@@ -144,7 +114,7 @@ func (h *harness) waitRun(within time.Duration, what string, match func(record.R
 				return true, ""
 			}
 		}
-		return false, "runs:\n" + describe(runs)
+		return false, "runs:\n" + kit.Describe(runs)
 	})
 	return found
 }
@@ -222,23 +192,14 @@ func (h *harness) nextRun(prev record.Run, within time.Duration) record.Run {
 }
 
 // runOf returns the current state of the run with pid.
-func (h *harness) runOf(pid int) record.Run {
-	h.t.Helper()
-	for _, r := range h.runs() {
-		if r.Pid == pid {
-			return r
-		}
-	}
-	h.t.Fatalf("no run with pid %d", pid)
-	return record.Run{}
-}
+func (h *harness) runOf(pid int) record.Run { h.t.Helper(); return kit.RunOf(h.t, h.logPath, pid) }
 
 // ms renders a duration in milliseconds for logs.
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
 // direct are the options of a node that talks to the store directly.
 func (h *harness) direct(more ...nodeOpts) nodeOpts {
-	o := nodeOpts{store: h.s.url(h.s.addr)}
+	o := nodeOpts{store: h.s.URL(h.s.Addr)}
 	for _, m := range more {
 		o.args = append(o.args, m.args...)
 		o.env = append(o.env, m.env...)
@@ -266,6 +227,6 @@ func (h *harness) hold(d time.Duration, what string, cond func() (bool, string))
 		if ok, status := cond(); !ok {
 			h.t.Fatalf("%s: stopped holding after %s: %s", what, d-time.Until(end), status)
 		}
-		time.Sleep(pollEvery)
+		time.Sleep(kit.PollEvery)
 	}
 }

@@ -1,64 +1,21 @@
 package e2e
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
-	"github.com/electd/electd/internal/testenv"
-	"github.com/electd/electd/test/proc"
+	"github.com/electd/electd/test/kit"
 )
 
-// Paths of the binaries built by TestMain.
-var (
-	electdBin   string
-	recorderBin string
-)
+// bin holds electd and the recorder, built by TestMain.
+var bin kit.Binaries
 
-func TestMain(m *testing.M) {
-	os.Exit(buildAndRun(m))
-}
-
-func buildAndRun(m *testing.M) int {
-	b, err := proc.Build("e2e", "E2E")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
-	defer b.Remove()
-	electdBin, recorderBin = b.Electd, b.Recorder
-	return m.Run()
-}
-
-// backend is a store kind: how to start a server and how electd names it.
-type backend struct {
-	name   string
-	scheme string                              // of --store
-	start  func(t *testing.T) (server, string) // starts a server, returns it and host:port
-}
-
-// server is a running store server (testenv.Etcd, testenv.Redis).
-type server interface {
-	Kill(t testing.TB)
-	Start(t testing.TB)
-}
-
-var backends = []backend{
-	{name: "etcd", scheme: "etcd", start: func(t *testing.T) (server, string) {
-		e := testenv.StartEtcd(t)
-		return e, e.Endpoint()
-	}},
-	{name: "redis", scheme: "redis", start: func(t *testing.T) (server, string) {
-		r := testenv.StartRedis(t)
-		return r, r.Addr()
-	}},
-}
+func TestMain(m *testing.M) { kit.Main(m, "e2e", "E2E", &bin) }
 
 // scenarios run, one after another, against each backend's one server;
 // each has its own election and record log.
 var scenarios = []struct {
 	name string
-	run  func(t *testing.T, s *store)
+	run  func(t *testing.T, s *kit.Store)
 }{
 	{"ThreeCopies", testThreeCopies},
 	{"SIGTERMLeader", testSIGTERMLeader},
@@ -80,24 +37,9 @@ var scenarios = []struct {
 // TestBackends runs every scenario against a real etcd and a real Redis;
 // the two backends run in parallel, each on its own server.
 func TestBackends(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			s := &store{backend: b}
-			s.srv, s.addr = b.start(t)
-			for _, sc := range scenarios {
-				t.Run(sc.name, func(t *testing.T) { sc.run(t, s) })
-			}
-		})
-	}
+	kit.Run(t, kit.Backends, func(t *testing.T, s *kit.Store) {
+		for _, sc := range scenarios {
+			t.Run(sc.name, func(t *testing.T) { sc.run(t, s) })
+		}
+	})
 }
-
-// store is one running server of a backend.
-type store struct {
-	backend
-	srv  server
-	addr string
-}
-
-// url is the --store value for addr (the server itself, or a proxy to it).
-func (s *store) url(addr string) string { return s.scheme + "://" + addr }

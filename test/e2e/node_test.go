@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electd/electd/internal/deathsig"
 	"github.com/electd/electd/internal/testenv"
+	"github.com/electd/electd/test/kit"
 	"github.com/electd/electd/test/proc"
 )
 
@@ -31,12 +33,12 @@ const (
 
 // node is one `electd run` process.
 type node struct {
-	t             *testing.T
-	id            string
-	http          string // host:port of its HTTP API
-	logPath       string // its stdout and stderr (and its child's)
-	*proc.Process        // electd; nil until started
-	client        *http.Client
+	t                 *testing.T
+	id                string
+	http              string // host:port of its HTTP API
+	logPath           string // its stdout and stderr (and its child's)
+	*deathsig.Process        // electd; nil until started
+	client            *http.Client
 }
 
 // nodeOpts are the per-process differences.
@@ -79,19 +81,19 @@ func (h *harness) tryStart(id string, o nodeOpts) (*node, error) {
 	if o.store != "" {
 		args = append(args, "--store", o.store)
 	}
-	args = append(append(args, o.args...), "--", recorderBin)
+	args = append(append(args, o.args...), "--", bin.Recorder)
 	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	defer logf.Close()
-	cmd := exec.Command(electdBin, args...)
+	cmd := exec.Command(bin.Electd, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(proc.BaseEnv("RECORD_LOG="+h.logPath), o.env...)
 	if o.pidNamespace {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
 	}
-	if n.Process, err = proc.Start(cmd); err != nil { // dies with the test
+	if n.Process, err = deathsig.Start(cmd); err != nil { // dies with the test
 		return nil, err
 	}
 	h.nodes = append(h.nodes, n)
@@ -148,17 +150,7 @@ func (n *node) kill() {
 }
 
 // tail is the end of the node's log, for failure messages.
-func (n *node) tail() string {
-	b, err := os.ReadFile(n.logPath)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > logTailLines {
-		lines = lines[len(lines)-logTailLines:]
-	}
-	return fmt.Sprintf("--- last lines of %s (%s):\n%s", n.id, n.logPath, strings.Join(lines, "\n"))
-}
+func (n *node) tail() string { return kit.Tail(n.id, n.logPath, logTailLines) }
 
 func (n *node) do(method, path, bearer string) (int, []byte, error) {
 	req, err := http.NewRequest(method, "http://"+n.http+path, nil)

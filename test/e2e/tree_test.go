@@ -14,6 +14,7 @@ import (
 
 	"github.com/electd/electd/internal/faultproxy"
 	"github.com/electd/electd/test/e2e/tree"
+	"github.com/electd/electd/test/kit"
 	"github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
 )
@@ -56,7 +57,7 @@ var (
 // next run's first line, and none is alive once the next run has started or
 // once electd has exited. pgroup is run too (resign): electd must find and
 // kill the workers that left the group while it lives.
-func testTreeMainKilled(t *testing.T, s *store) {
+func testTreeMainKilled(t *testing.T, s *kit.Store) {
 	tests := []struct {
 		name   string
 		onExit string
@@ -87,7 +88,7 @@ func testTreeMainKilled(t *testing.T, s *store) {
 			case "restart":
 				h.poll(leaderTimeout, "a third start of the child", func() (bool, string) {
 					runs := h.runs()
-					return len(runs) >= 3, "runs:\n" + describe(runs)
+					return len(runs) >= 3, "runs:\n" + kit.Describe(runs)
 				})
 				for _, r := range h.runs() {
 					if r.Node != n1.id || r.Token != first.Token {
@@ -168,7 +169,7 @@ func testTreeMainKilled(t *testing.T, s *store) {
 // time is logged. In pgroup mode the documented limit holds: the direct
 // child dies (Pdeathsig), its workers live on. Each subtest also checks
 // that electd says which mode is in force.
-func testTreeKill9(t *testing.T, s *store) {
+func testTreeKill9(t *testing.T, s *kit.Store) {
 	tests := []struct {
 		name      string
 		o         nodeOpts
@@ -237,7 +238,7 @@ func testTreeKill9(t *testing.T, s *store) {
 // by ValidUntil − margin for a cut-off leader: every worker's last line is
 // before the successor's first, and no process of the tree is alive when
 // the successor starts.
-func testTreeIgnoresTerm(t *testing.T, s *store) {
+func testTreeIgnoresTerm(t *testing.T, s *kit.Store) {
 	tests := []struct {
 		name string
 		cut  bool // cut the store off, else POST /resign
@@ -257,11 +258,11 @@ func testTreeIgnoresTerm(t *testing.T, s *store) {
 			var px *faultproxy.Proxy
 			if tt.cut {
 				var err error
-				if px, err = faultproxy.New(s.addr); err != nil {
+				if px, err = faultproxy.New(s.Addr); err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { _ = px.Close() })
-				o.store = s.url(px.Addr())
+				o.store = s.URL(px.Addr())
 			}
 			n1 := h.startNode("n1", o)
 			_, run := h.waitLeader(n1)
@@ -359,7 +360,7 @@ func testTreeIgnoresTerm(t *testing.T, s *store) {
 
 // testContainmentRefused: a mode that is not available, or not a mode,
 // exits 2 before campaigning, with a message naming --containment.
-func testContainmentRefused(t *testing.T, s *store) {
+func testContainmentRefused(t *testing.T, s *kit.Store) {
 	tests := []struct {
 		name string
 		o    nodeOpts
@@ -394,7 +395,7 @@ func testContainmentRefused(t *testing.T, s *store) {
 			}
 			t.Logf("exit 2: %s", said)
 			if runs := h.runs(); len(runs) != 0 {
-				t.Fatalf("a child ran:\n%s", describe(runs))
+				t.Fatalf("a child ran:\n%s", kit.Describe(runs))
 			}
 		})
 	}
@@ -550,7 +551,7 @@ func (h *harness) finishTrees(w *tree.Watch, opt record.Options) {
 	h.t.Logf("tree watch: %d run starts checked in /proc, at most %s after their first line", starts, ms(lag))
 	lg := h.all()
 	if err := lg.Check(opt); err != nil {
-		h.t.Errorf("record log:\n%v\nruns:\n%s", err, describe(lg.Runs))
+		h.t.Errorf("record log:\n%v\nruns:\n%s", err, kit.Describe(lg.Runs))
 	}
 	if alive := h.liveWorkers(lg.Runs); alive != "" {
 		h.t.Errorf("workers still alive at the end: %s", alive)

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electd/electd/internal/deathsig"
 	"github.com/electd/electd/test/e2e/tree"
+	"github.com/electd/electd/test/kit"
 	pidwatch "github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
 )
@@ -20,7 +22,6 @@ const (
 	ttl         = 2 * time.Second
 	stopTimeout = 500 * time.Millisecond
 
-	pollEvery    = 10 * time.Millisecond
 	runTimeout   = 15 * time.Second // a command starts, from any state
 	exitTimeout  = 20 * time.Second // an electd exits, from any state
 	goneTimeout  = 2 * time.Second  // a killed electd's child disappears
@@ -65,7 +66,7 @@ func (h *harness) cleanup() {
 		t.Errorf("record log: %v", err)
 	}
 	for _, r := range runs {
-		if !pidwatch.WaitGone(r.Pid, goneTimeout) && pidwatch.IsOurs(r.Pid, recorderBin) {
+		if !pidwatch.WaitGone(r.Pid, goneTimeout) && pidwatch.IsOurs(r.Pid, bin.Recorder) {
 			t.Errorf("command %s outlived its electd by %s; killing it", r, goneTimeout)
 			_ = syscall.Kill(r.Pid, syscall.SIGKILL)
 		}
@@ -79,7 +80,7 @@ func (h *harness) cleanup() {
 		for _, p := range h.procs {
 			t.Log(p.tail())
 		}
-		t.Logf("runs in %s:\n%s", h.logPath, describe(runs))
+		t.Logf("runs in %s:\n%s", h.logPath, kit.Describe(runs))
 	}
 }
 
@@ -96,13 +97,13 @@ func (h *harness) lock(id string, o opts) *proc {
 	h.t.Helper()
 	addr := o.store
 	if addr == "" {
-		addr = h.s.addr
+		addr = h.s.Addr
 	}
-	args := []string{"lock", "--store", h.s.url(addr), "--id", id, "--ttl", ttl.String(),
+	args := []string{"lock", "--store", h.s.URL(addr), "--id", id, "--ttl", ttl.String(),
 		"--stop-timeout", stopTimeout.String(), "--log-format", "json", "--log-level", "debug"}
 	args = append(append(args, o.args...), h.name, "--")
 	if len(o.command) == 0 {
-		o.command = []string{recorderBin}
+		o.command = []string{bin.Recorder}
 	}
 	return h.start(id, append(args, o.command...), o.env)
 }
@@ -117,10 +118,10 @@ func (h *harness) start(id string, args, env []string) *proc {
 		h.t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(electdBin, args...)
+	cmd := exec.Command(bin.Electd, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(pidwatch.BaseEnv("RECORD_LOG="+h.logPath), env...)
-	if p.Process, err = pidwatch.Start(cmd); err != nil { // dies with the test
+	if p.Process, err = deathsig.Start(cmd); err != nil { // dies with the test
 		h.t.Fatalf("start %s: %v", id, err)
 	}
 	h.procs = append(h.procs, p)
@@ -132,7 +133,7 @@ type proc struct {
 	t       *testing.T
 	id      string
 	logPath string // its stdout and stderr (and its command's)
-	*pidwatch.Process
+	*deathsig.Process
 }
 
 // wait waits for electd to exit and returns its exit code (128+signal if a
@@ -212,49 +213,21 @@ func (p *proc) said(parts ...string) {
 }
 
 // tail is the end of the process's output, for failure messages.
-func (p *proc) tail() string {
-	lines := strings.Split(strings.TrimRight(p.output(), "\n"), "\n")
-	if len(lines) > logTailLines {
-		lines = lines[len(lines)-logTailLines:]
-	}
-	return fmt.Sprintf("--- last lines of %s (%s):\n%s", p.id, p.logPath, strings.Join(lines, "\n"))
-}
+func (p *proc) tail() string { return kit.Tail(p.id, p.logPath, logTailLines) }
 
 // runs reads the record log, failing the test if it does not parse.
-func (h *harness) runs() []record.Run {
-	h.t.Helper()
-	runs, err := record.ReadFile(h.logPath)
-	if err != nil {
-		h.t.Fatalf("record log: %v", err)
-	}
-	return runs
-}
+func (h *harness) runs() []record.Run { h.t.Helper(); return kit.Runs(h.t, h.logPath) }
 
 // check proves the record log safe: no overlap, growing tokens.
 func (h *harness) check() []record.Run {
 	h.t.Helper()
-	runs := h.runs()
-	if err := record.Check(runs, record.Options{}); err != nil {
-		h.t.Fatalf("record log:\n%v\nruns:\n%s", err, describe(runs))
-	}
-	return runs
+	return kit.Check(h.t, h.logPath, record.Options{})
 }
 
-// poll calls cond every pollEvery until it reports done, and fails the test
-// with cond's last status after within.
+// poll is kit.Poll on the harness's test.
 func (h *harness) poll(within time.Duration, what string, cond func() (bool, string)) {
 	h.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, status := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%s: not within %s; last: %s", what, within, status)
-		}
-		time.Sleep(pollEvery)
-	}
+	kit.Poll(h.t, within, what, cond)
 }
 
 // waitRun waits for a run of node's command and returns it.
@@ -274,22 +247,13 @@ func (h *harness) waitRunWithin(node string, within time.Duration) record.Run {
 				return true, ""
 			}
 		}
-		return false, "runs:\n" + describe(runs)
+		return false, "runs:\n" + kit.Describe(runs)
 	})
 	return found
 }
 
 // runOf returns the current state of the run with pid.
-func (h *harness) runOf(pid int) record.Run {
-	h.t.Helper()
-	for _, r := range h.runs() {
-		if r.Pid == pid {
-			return r
-		}
-	}
-	h.t.Fatalf("no run with pid %d", pid)
-	return record.Run{}
-}
+func (h *harness) runOf(pid int) record.Run { h.t.Helper(); return kit.RunOf(h.t, h.logPath, pid) }
 
 // waitQueued waits until the store holds n candidates for the lock.
 func (h *harness) waitQueued(n int) {
@@ -298,14 +262,6 @@ func (h *harness) waitQueued(n int) {
 		got := h.s.queued(h.t, h.name)
 		return got == n, fmt.Sprintf("%d candidates", got)
 	})
-}
-
-func describe(runs []record.Run) string {
-	var b strings.Builder
-	for _, r := range runs {
-		fmt.Fprintf(&b, "  %s\n", r)
-	}
-	return b.String()
 }
 
 // ms renders a duration in milliseconds for logs.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/internal/faultproxy"
+	"github.com/electd/electd/test/kit"
 	pidwatch "github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
 )
@@ -32,7 +33,7 @@ func testMutualExclusion(t *testing.T, s *store) {
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"COUNTER=" + counter, "RECORDER=" + recorderBin, "RECORD_EXIT_AFTER=30ms"}
+	env := []string{"COUNTER=" + counter, "RECORDER=" + bin.Recorder, "RECORD_EXIT_AFTER=30ms"}
 	procs := make([]*proc, n)
 	for i := range n {
 		procs[i] = h.lock(fmt.Sprintf("p%02d", i), opts{env: env, command: []string{script}})
@@ -53,7 +54,7 @@ func testMutualExclusion(t *testing.T, s *store) {
 		nodes[r.Node] = true
 	}
 	if len(runs) != n || len(nodes) != n {
-		t.Fatalf("%d runs on %d nodes, want %d on %d:\n%s", len(runs), len(nodes), n, n, describe(runs))
+		t.Fatalf("%d runs on %d nodes, want %d on %d:\n%s", len(runs), len(nodes), n, n, kit.Describe(runs))
 	}
 	h.waitQueued(0)
 }
@@ -80,7 +81,7 @@ func testHandover(t *testing.T, s *store) {
 	}
 	slices.Sort(gaps)
 	t.Logf("%s: command end to next command start over %d handovers: min %s, median %s, max %s",
-		s.name, len(gaps), ms(gaps[0]), ms(gaps[len(gaps)/2]), ms(gaps[len(gaps)-1]))
+		s.Name, len(gaps), ms(gaps[0]), ms(gaps[len(gaps)/2]), ms(gaps[len(gaps)-1]))
 }
 
 // testBusy: while the lock is held, --wait 0 and --wait D exit 75 naming
@@ -148,7 +149,7 @@ func testSignals(t *testing.T, s *store) {
 		t.Fatalf("after the holder's exit the store holds %d candidates, want 0", n)
 	}
 	if runs := h.check(); len(runs) != 1 {
-		t.Fatalf("%d runs, want only the holder's:\n%s", len(runs), describe(runs))
+		t.Fatalf("%d runs, want only the holder's:\n%s", len(runs), kit.Describe(runs))
 	}
 }
 
@@ -171,7 +172,7 @@ func testExitCodes(t *testing.T, s *store) {
 			p.mustExit(tt.want)
 			runs := h.check()
 			if len(runs) != 1 || runs[0].Exit.IsZero() {
-				t.Fatalf("runs:\n%s", describe(runs))
+				t.Fatalf("runs:\n%s", kit.Describe(runs))
 			}
 			h.waitQueued(0)
 		})
@@ -182,7 +183,7 @@ func testExitCodes(t *testing.T, s *store) {
 // own deadline, before the next holder's command starts, and exits 76.
 func testLostLock(t *testing.T, s *store) {
 	h := newHarness(t, s)
-	px, err := faultproxy.New(s.addr)
+	px, err := faultproxy.New(s.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +246,7 @@ func testSlots(t *testing.T, s *store) {
 	// the next contender in, until all six have run.
 	for started := slots; started <= contenders; started++ {
 		if n := len(h.runs()); n != started {
-			t.Fatalf("%d commands started, want %d:\n%s", n, started, describe(h.runs()))
+			t.Fatalf("%d commands started, want %d:\n%s", n, started, kit.Describe(h.runs()))
 		}
 		run := running()[0]
 		p := procs[run.Node]
@@ -265,12 +266,12 @@ func testSlots(t *testing.T, s *store) {
 	}
 	runs := h.runs()
 	if len(runs) != contenders {
-		t.Fatalf("%d runs, want %d:\n%s", len(runs), contenders, describe(runs))
+		t.Fatalf("%d runs, want %d:\n%s", len(runs), contenders, kit.Describe(runs))
 	}
 	tokens := map[uint64]bool{}
 	for _, r := range runs {
 		if tokens[r.Token] {
-			t.Fatalf("token %d given twice:\n%s", r.Token, describe(runs))
+			t.Fatalf("token %d given twice:\n%s", r.Token, kit.Describe(runs))
 		}
 		tokens[r.Token] = true
 		if r.Stop.IsZero() {
@@ -278,7 +279,7 @@ func testSlots(t *testing.T, s *store) {
 		}
 	}
 	if most := maxConcurrent(runs); most != slots {
-		t.Fatalf("at most %d commands ran at once with --slots %d, want exactly %d:\n%s", most, slots, slots, describe(runs))
+		t.Fatalf("at most %d commands ran at once with --slots %d, want exactly %d:\n%s", most, slots, slots, kit.Describe(runs))
 	}
 	h.waitQueued(0)
 }
@@ -309,7 +310,7 @@ func testSlotsMismatch(t *testing.T, s *store) {
 	holder.signal(syscall.SIGTERM)
 	holder.mustExit(128 + int(syscall.SIGTERM))
 	if runs := h.runs(); len(runs) != 1 {
-		t.Fatalf("%d runs, want only the holder's:\n%s", len(runs), describe(runs))
+		t.Fatalf("%d runs, want only the holder's:\n%s", len(runs), kit.Describe(runs))
 	}
 }
 
@@ -328,7 +329,7 @@ func testOncePer(t *testing.T, s *store) {
 	}
 	runs := h.runs()
 	if len(runs) != 1 {
-		t.Fatalf("%d runs, want exactly 1:\n%s", len(runs), describe(runs))
+		t.Fatalf("%d runs, want exactly 1:\n%s", len(runs), kit.Describe(runs))
 	}
 	for _, p := range procs {
 		if p.id != runs[0].Node {
@@ -350,13 +351,13 @@ func testOncePerRetry(t *testing.T, s *store) {
 	b.mustExit(0)
 	runs := h.check()
 	if len(runs) != 2 || runs[0].Node != "a" || runs[1].Node != "b" {
-		t.Fatalf("runs, want a's then b's:\n%s", describe(runs))
+		t.Fatalf("runs, want a's then b's:\n%s", kit.Describe(runs))
 	}
 	c := h.lock("c", opts{args: once, env: []string{"RECORD_EXIT_AFTER=50ms"}})
 	c.mustExit(0)
 	c.said("already run by b")
 	if runs := h.runs(); len(runs) != 2 {
-		t.Fatalf("the job ran again within --once-per:\n%s", describe(runs))
+		t.Fatalf("the job ran again within --once-per:\n%s", kit.Describe(runs))
 	}
 	h.waitQueued(0)
 }
@@ -378,7 +379,7 @@ func testLeaderWatch(t *testing.T, s *store) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, s)
-			w := h.start("watch", []string{"leader", "--store", s.url(s.addr), "--election", h.name, "--ttl", ttl.String(),
+			w := h.start("watch", []string{"leader", "--store", s.URL(s.Addr), "--election", h.name, "--ttl", ttl.String(),
 				"--watch", "-o", tt.format, "--log-level", "warn"}, nil)
 			seen := func(match func(string) bool, after int) func() (bool, string) {
 				return func() (bool, string) {

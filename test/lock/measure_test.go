@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/electd/electd/internal/testenv"
+	"github.com/electd/electd/test/kit"
 )
 
 // TestMeasureIdleWaiter measures the store requests that one `electd lock`
@@ -33,44 +34,39 @@ func TestMeasureIdleWaiter(t *testing.T) {
 			t.Fatalf("ELECTD_LOCK_MEASURE_WINDOW: %v", err)
 		}
 	}
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			s := b.start(t)
-			count := etcdCounts(s.addr)
-			if b.name == "redis" {
-				cli := redis.NewClient(&redis.Options{Addr: s.addr})
-				t.Cleanup(func() { _ = cli.Close() })
-				count = redisCounts(cli)
+	kit.Run(t, kit.Backends, func(t *testing.T, ks *kit.Store) {
+		s := newStore(t, ks)
+		count := etcdCounts(s.Addr)
+		if s.redis != nil {
+			count = func() (map[string]int, error) { return testenv.RedisCommandStats(context.Background(), s.redis) }
+		}
+		h := newHarness(t, s)
+		slow := opts{args: []string{"--ttl", "15s", "--log-level", "warn"}}
+		h.lock("holder", slow)
+		h.waitRunWithin("holder", 3*15*time.Second) // Redis: one TTL before the first grant
+		alone := measure(t, count, window)
+		h.lock("waiter", slow)
+		h.waitQueued(2)
+		both := measure(t, count, window)
+		perMin := func(n int) float64 { return float64(n) * float64(time.Minute) / float64(window) }
+		var parts []string
+		total := 0
+		for _, m := range sortedKeys(both, alone) {
+			if d := both[m] - alone[m]; d != 0 {
+				parts = append(parts, fmt.Sprintf("%s %.1f", m, perMin(d)))
+				total += d
 			}
-			h := newHarness(t, s)
-			slow := opts{args: []string{"--ttl", "15s", "--log-level", "warn"}}
-			h.lock("holder", slow)
-			h.waitRunWithin("holder", 3*15*time.Second) // Redis: one TTL before the first grant
-			alone := measure(t, count, window)
-			h.lock("waiter", slow)
-			h.waitQueued(2)
-			both := measure(t, count, window)
-			perMin := func(n int) float64 { return float64(n) * float64(time.Minute) / float64(window) }
-			var parts []string
-			total := 0
-			for _, m := range sortedKeys(both, alone) {
-				if d := both[m] - alone[m]; d != 0 {
-					parts = append(parts, fmt.Sprintf("%s %.1f", m, perMin(d)))
-					total += d
-				}
+		}
+		requests := total
+		if s.redis != nil { // round trips; the rest run inside the scripts
+			requests = 0
+			for _, c := range []string{"evalsha", "eval", "ping", "subscribe"} {
+				requests += both[c] - alone[c]
 			}
-			requests := total
-			if b.name == "redis" { // round trips; the rest run inside the scripts
-				requests = 0
-				for _, c := range []string{"evalsha", "eval", "ping", "subscribe"} {
-					requests += both[c] - alone[c]
-				}
-			}
-			t.Logf("%s, --ttl 15s: a waiting electd lock sends %.1f requests/min; the store runs %.1f commands/min for it (%s); the holder alone: %.1f/min",
-				s.name, perMin(requests), perMin(total), strings.Join(parts, ", "), perMin(sum(alone)))
-		})
-	}
+		}
+		t.Logf("%s, --ttl 15s: a waiting electd lock sends %.1f requests/min; the store runs %.1f commands/min for it (%s); the holder alone: %.1f/min",
+			s.Name, perMin(requests), perMin(total), strings.Join(parts, ", "), perMin(sum(alone)))
+	})
 }
 
 // measure returns what count grew by over window, per key.
@@ -119,28 +115,6 @@ func etcdCounts(addr string) func() (map[string]int, error) {
 			out[method] += int(n)
 		}
 		return out, sc.Err()
-	}
-}
-
-// redisCounts reads INFO commandstats: every command, those run inside
-// scripts included (the measuring INFO calls cancel out in the difference).
-func redisCounts(cli *redis.Client) func() (map[string]int, error) {
-	return func() (map[string]int, error) {
-		info, err := cli.Info(context.Background(), "commandstats").Result()
-		if err != nil {
-			return nil, err
-		}
-		out := map[string]int{}
-		for line := range strings.SplitSeq(info, "\n") {
-			name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-			if !ok {
-				continue
-			}
-			calls, _, _ := strings.Cut(rest, ",")
-			n, _ := strconv.Atoi(calls)
-			out[strings.TrimPrefix(name, "cmdstat_")] = n
-		}
-		return out, nil
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/test/e2e/tree"
+	"github.com/electd/electd/test/kit"
 	"github.com/electd/electd/test/record"
 )
 
@@ -86,10 +87,10 @@ func testTreeMainKilled(t *testing.T, s *store) {
 			t.Logf("tree watch: %d command starts checked in /proc, at most %s after their first line", starts, ms(lag))
 			lg := h.all()
 			if err := lg.Check(record.Options{}); err != nil {
-				t.Fatalf("record log:\n%v\nruns:\n%s", err, describe(lg.Runs))
+				t.Fatalf("record log:\n%v\nruns:\n%s", err, kit.Describe(lg.Runs))
 			}
 			if len(lg.Runs) != 2 {
-				t.Fatalf("%d runs, want a's and b's:\n%s", len(lg.Runs), describe(lg.Runs))
+				t.Fatalf("%d runs, want a's and b's:\n%s", len(lg.Runs), kit.Describe(lg.Runs))
 			}
 			for _, r := range lg.Runs {
 				ws := lg.WorkersOf(r)
@@ -112,7 +113,7 @@ func testContainmentRefused(t *testing.T, s *store) {
 	p.mustExit(2)
 	p.said("--containment", "cgroup")
 	if runs := h.runs(); len(runs) != 0 {
-		t.Fatalf("the command ran:\n%s", describe(runs))
+		t.Fatalf("the command ran:\n%s", kit.Describe(runs))
 	}
 }
 

@@ -1,6 +1,7 @@
 // Package proc has what the end-to-end, lock, torture and benchmark
-// harnesses share to start the processes they test (Start: children that
-// die with the test) and to watch them through /proc.
+// harnesses share to watch the processes they test through /proc, and the
+// environment to start them in. (They start them with internal/deathsig, so
+// that they die with the test.)
 package proc
 
 import (

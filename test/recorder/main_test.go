@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electd/electd/internal/deathsig"
 	"github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
 )
@@ -56,7 +57,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // start runs the test binary as the recorder in a process group of its own,
 // logging to a new file, with node a and token 7.
-func start(t *testing.T, cmd *exec.Cmd, env ...string) (*proc.Process, string) {
+func start(t *testing.T, cmd *exec.Cmd, env ...string) (*deathsig.Process, string) {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "record.log")
 	cmd.Env = proc.BaseEnv(append([]string{"RECORD_LOG=" + logPath, "ELECTD_ID=a", "ELECTD_FENCING_TOKEN=7"}, env...)...)
@@ -64,7 +65,7 @@ func start(t *testing.T, cmd *exec.Cmd, env ...string) (*proc.Process, string) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	}
-	p, err := proc.Start(cmd)
+	p, err := deathsig.Start(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func (c *cluster) verify() []error {
 				errs = append(errs, fmt.Errorf("child %s outlived its electd %s (pid %d, gone at %s) by %s",
 					r, l.node.id, l.Pid(), end.Format("15:04:05.000000"), over))
 			}
-			if !r.Ended() && now.Sub(end) > goneBound && proc.Alive(r.Pid) && proc.IsOurs(r.Pid, recorderBin) {
+			if !r.Ended() && now.Sub(end) > goneBound && proc.Alive(r.Pid) && proc.IsOurs(r.Pid, bin.Recorder) {
 				errs = append(errs, fmt.Errorf("child %s is still alive %s after its electd %s was gone; killing it",
 					r, now.Sub(end), l.node.id))
 				_ = syscall.Kill(r.Pid, syscall.SIGKILL)

@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electd/electd/internal/deathsig"
 	"github.com/electd/electd/internal/faultproxy"
 	"github.com/electd/electd/internal/testenv"
+	"github.com/electd/electd/test/kit"
 	"github.com/electd/electd/test/proc"
 )
 
@@ -32,8 +34,7 @@ const (
 type cluster struct {
 	t        *testing.T
 	cfg      config
-	be       backend
-	srv      server
+	s        *kit.Store
 	dir      string
 	logPath  string
 	election string
@@ -84,7 +85,7 @@ func (n *node) kind() string {
 // life is one electd process.
 type life struct {
 	node *node
-	*proc.Process
+	*deathsig.Process
 	http    string
 	logPath string
 	client  *http.Client
@@ -93,15 +94,13 @@ type life struct {
 	killed time.Time
 }
 
-func newCluster(t *testing.T, cfg config, be backend) *cluster {
-	c := &cluster{t: t, cfg: cfg, be: be, dir: t.TempDir(), election: "torture-" + be.name}
+func newCluster(t *testing.T, cfg config, s *kit.Store) *cluster {
+	c := &cluster{t: t, cfg: cfg, s: s, dir: t.TempDir(), election: "torture-" + s.Name}
 	c.logPath = filepath.Join(c.dir, "record.log")
 	c.j = newJournal(c.logPath)
-	var addr string
-	c.srv, addr = be.start(t)
 	t.Cleanup(c.cleanup) // runs before the store's cleanup (LIFO)
 	for i := 1; i <= cfg.nodes; i++ {
-		px, err := faultproxy.New(addr)
+		px, err := faultproxy.New(s.Addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +145,7 @@ func (c *cluster) killAll() {
 		c.t.Errorf("record log: %v", err)
 	}
 	for _, r := range c.j.runs {
-		if !proc.WaitGone(r.Pid, goneBound) && proc.IsOurs(r.Pid, recorderBin) {
+		if !proc.WaitGone(r.Pid, goneBound) && proc.IsOurs(r.Pid, bin.Recorder) {
 			c.t.Errorf("child %s outlived its electd (SIGKILLed) by %s; killing it", r, goneBound)
 			_ = syscall.Kill(r.Pid, syscall.SIGKILL)
 		}
@@ -190,21 +189,21 @@ func (c *cluster) tryStart(n *node) (*life, error) {
 		client:  &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
 	}
 	args := []string{"run", "--election", c.election, "--id", n.id,
-		"--store", c.be.scheme + "://" + n.proxy.Addr(),
+		"--store", c.s.URL(n.proxy.Addr()),
 		"--ttl", c.cfg.ttl.String(), "--stop-timeout", c.cfg.stopTimeout.String(),
 		"--cool-down", c.cfg.coolDown.String(), "--listen", l.http,
 		"--log-format", "json", "--log-level", "debug"}
 	if *flagContain != "" {
 		args = append(args, "--containment", *flagContain)
 	}
-	args = append(args, "--", recorderBin)
+	args = append(args, "--", bin.Recorder)
 	logf, err := os.OpenFile(l.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	defer logf.Close()
 	fmt.Fprintf(logf, "=== torture: starting %s at %s\n", n.id, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(electdBin, args...)
+	cmd := exec.Command(bin.Electd, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	env := []string{"RECORD_LOG=" + c.logPath}
 	if n.workers {
@@ -214,7 +213,7 @@ func (c *cluster) tryStart(n *node) (*life, error) {
 		env = append(env, "RECORD_WORKERS_IGNORE_TERM=1")
 	}
 	cmd.Env = proc.BaseEnv(env...)
-	if l.Process, err = proc.Start(cmd); err != nil { // dies with the test
+	if l.Process, err = deathsig.Start(cmd); err != nil { // dies with the test
 		return nil, err
 	}
 	l.started = time.Now()
@@ -357,17 +356,7 @@ func (l *life) kill9() {
 
 func (l *life) signal(sig syscall.Signal) error { return syscall.Kill(l.Pid(), sig) }
 
-func (l *life) tail() string {
-	b, err := os.ReadFile(l.logPath)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > logTail {
-		lines = lines[len(lines)-logTail:]
-	}
-	return fmt.Sprintf("--- last lines of %s (%s):\n%s", l.node.id, l.logPath, strings.Join(lines, "\n"))
-}
+func (l *life) tail() string { return kit.Tail(l.node.id, l.logPath, logTail) }
 
 func (l *life) do(method, path string) (int, []byte, error) {
 	req, err := http.NewRequest(method, "http://"+l.http+path, nil)

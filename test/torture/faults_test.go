@@ -268,10 +268,10 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 		f.target, f.note = "", fmt.Sprintf("down %s", d)
 		c.awaitReply(lead)
 		f.at = time.Now()
-		c.srv.Kill(t)
+		c.s.Kill(t)
 		f.lost = time.Now() // killed and reaped: it acknowledges nothing more
 		time.Sleep(d)
-		c.srv.Start(t)
+		c.s.Start(t)
 		f.healed = time.Now()
 
 	case restartNode:

@@ -6,13 +6,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/electd/electd/elector"
-	"github.com/electd/electd/internal/testenv"
-	"github.com/electd/electd/test/proc"
+	"github.com/electd/electd/test/kit"
 )
 
 // Flags of the test binary. Each defaults to an environment variable, so
@@ -71,68 +69,18 @@ func (c config) rng(backend string) *rand.Rand {
 	return rand.New(rand.NewPCG(c.seed, h))
 }
 
-// Paths of the binaries built by TestMain.
-var (
-	electdBin   string
-	recorderBin string
-)
+// bin holds electd and the recorder, built by TestMain.
+var bin kit.Binaries
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	os.Exit(buildAndRun(m))
-}
-
-func buildAndRun(m *testing.M) int {
-	b, err := proc.Build("torture", "TORTURE")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "torture:", err)
-		return 1
-	}
-	defer b.Remove()
-	electdBin, recorderBin = b.Electd, b.Recorder
-	return m.Run()
-}
-
-// backend is a store kind: how to start a server and how electd names it.
-type backend struct {
-	name   string
-	scheme string
-	start  func(t *testing.T) (server, string)
-}
-
-// server is a running store server (testenv.Etcd, testenv.Redis).
-type server interface {
-	Kill(t testing.TB)
-	Start(t testing.TB)
-}
-
-var backends = []backend{
-	{name: "etcd", scheme: "etcd", start: func(t *testing.T) (server, string) {
-		e := testenv.StartEtcd(t)
-		return e, e.Endpoint()
-	}},
-	{name: "redis", scheme: "redis", start: func(t *testing.T) (server, string) {
-		r := testenv.StartRedis(t)
-		return r, r.Addr()
-	}},
-}
+func TestMain(m *testing.M) { kit.Main(m, "torture", "TORTURE", &bin) }
 
 // selected are the backends named by -torture.backends.
-func selected(t *testing.T) []backend {
-	var out []backend
-	for _, name := range strings.Split(*flagBackends, ",") {
-		name = strings.TrimSpace(name)
-		found := false
-		for _, b := range backends {
-			if b.name == name {
-				out, found = append(out, b), true
-			}
-		}
-		if !found && name != "" {
-			t.Fatalf("torture: unknown backend %q (want etcd, redis)", name)
-		}
+func selected(t *testing.T) []kit.Backend {
+	bs, err := kit.Select(*flagBackends)
+	if err != nil {
+		t.Fatalf("torture: %v", err)
 	}
-	return out
+	return bs
 }
 
 func envString(name, def string) string {

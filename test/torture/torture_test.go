@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electd/electd/test/kit"
 	"github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
 )
@@ -27,19 +28,15 @@ func TestTorture(t *testing.T) {
 	cfg := newConfig(t)
 	t.Logf("torture: seed %d (replay with -torture.seed=%d or TORTURE_SEED=%d), %d faults per backend, %d nodes, ttl %s",
 		cfg.seed, cfg.seed, cfg.seed, cfg.faults, cfg.nodes, cfg.ttl)
-	for _, be := range selected(t) {
-		t.Run(be.name, func(t *testing.T) {
-			t.Parallel()
-			c := newCluster(t, cfg, be)
-			c.torture()
-		})
-	}
+	kit.Run(t, selected(t), func(t *testing.T, s *kit.Store) {
+		newCluster(t, cfg, s).torture()
+	})
 }
 
 // torture runs the whole schedule on c, then the final checks.
 func (c *cluster) torture() {
 	t := c.t
-	rng := c.cfg.rng(c.be.name)
+	rng := c.cfg.rng(c.s.Name)
 	sched := newScheduler(rng, c.cfg.nodes)
 	var history []*fault
 	c.history = &history
@@ -76,7 +73,7 @@ func (c *cluster) torture() {
 	tab := newTable(c, history)
 	t.Logf("torture %s: seed %d, %d faults in %s, %d children, %d record lines (%d writes accepted by the fence, %d rejected); "+
 		"0 overlaps, 0 token regressions, %d orphans\n%s",
-		c.be.name, c.cfg.seed, len(history), took.Round(time.Second), len(c.j.runs), c.j.lines,
+		c.s.Name, c.cfg.seed, len(history), took.Round(time.Second), len(c.j.runs), c.j.lines,
 		c.j.fence.accepted, c.j.fence.rejected, c.orphans, tab.text())
 	if *flagReport != "" {
 		c.report(tab, len(history), took)
@@ -212,7 +209,7 @@ func (c *cluster) agreed(status *string) (*record.Run, bool) {
 func (c *cluster) fatalf(f *fault, format string, args ...any) {
 	c.t.Helper()
 	var b strings.Builder
-	fmt.Fprintf(&b, "torture %s, seed %d", c.be.name, c.cfg.seed)
+	fmt.Fprintf(&b, "torture %s, seed %d", c.s.Name, c.cfg.seed)
 	if f != nil {
 		fmt.Fprintf(&b, ", fault #%d %s on %s (%s)", f.seq, f.kind, f.target, f.note)
 	}
@@ -260,6 +257,6 @@ func (c *cluster) report(tab *table, faults int, took time.Duration) {
 		return
 	}
 	defer f.Close()
-	fmt.Fprintf(f, "\n### %s: seed %d, %d faults, %d nodes, ttl %s, %s containment, %s\n\n%s", c.be.name, c.cfg.seed, faults,
+	fmt.Fprintf(f, "\n### %s: seed %d, %d faults, %d nodes, ttl %s, %s containment, %s\n\n%s", c.s.Name, c.cfg.seed, faults,
 		c.cfg.nodes, c.cfg.ttl, c.containment, took.Round(time.Second), tab.markdown())
 }

@@ -1,4 +1,18 @@
-package proc
+// Package deathsig starts child processes that die with their parent: the
+// tests' store servers and electd processes, and the demo's sidecars.
+//
+// On Linux the child gets Pdeathsig = SIGKILL. The kernel sends that signal
+// when the *thread* that forked the child exits, not the process, and the Go
+// runtime may retire threads. So Start forks from a goroutine locked to its
+// OS thread, and that goroutine stays on its thread, blocked in Wait, until
+// the child is reaped: only the parent's own death sends the signal. (It
+// reaches the direct child only, not its descendants.) Elsewhere there is no
+// Pdeathsig, and a child outlives a parent killed with SIGKILL.
+//
+// The supervisor's child runner (supervisor.StartChild) follows the same
+// rule with more around it (containment, signal dispositions) and does not
+// use this package.
+package deathsig
 
 import (
 	"os"
@@ -8,8 +22,7 @@ import (
 	"time"
 )
 
-// Process is a child that dies with the test process and is reaped by its
-// own goroutine.
+// Process is a child started by Start, reaped by its own goroutine.
 type Process struct {
 	Cmd *exec.Cmd
 
@@ -19,19 +32,20 @@ type Process struct {
 	reaped time.Time
 }
 
-// Start starts cmd with Pdeathsig SIGKILL (added to its SysProcAttr). The
-// signal follows the thread that started the child, so Start runs it from a
-// goroutine locked to its OS thread that keeps the thread until the child is
-// reaped: only the test process's own death sends it.
+// Start starts cmd so that it dies with this process (see the package doc),
+// adding Pdeathsig to cmd.SysProcAttr and keeping the rest of it. Do not
+// call cmd.Wait: the Process waits, and Done tells when it has.
 func Start(cmd *exec.Cmd) (*Process, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	setDeathsig(cmd.SysProcAttr)
 	p := &Process{Cmd: cmd, done: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
+		// Unlocked only once the child is reaped: the thread lives as long
+		// as the child does.
 		defer runtime.UnlockOSThread()
 		if err := cmd.Start(); err != nil {
 			started <- err

@@ -1,0 +1,5 @@
+package deathsig
+
+import "syscall"
+
+func setDeathsig(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }

@@ -1,7 +1,0 @@
-package testenv
-
-import "syscall"
-
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-}

@@ -1,0 +1,87 @@
+package kit
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/test/record"
+)
+
+// PollEvery is how often Poll and Hold look at their condition.
+const PollEvery = 10 * time.Millisecond
+
+// Poll calls cond every PollEvery until it reports done, and fails the test
+// with cond's last status after within.
+func Poll(t testing.TB, within time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, status := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s; last: %s", what, within, status)
+		}
+		time.Sleep(PollEvery) // polling a condition with a deadline
+	}
+}
+
+// Runs reads the record log at path, failing the test if it does not parse.
+func Runs(t testing.TB, path string) []record.Run {
+	t.Helper()
+	runs, err := record.ReadFile(path)
+	if err != nil {
+		t.Fatalf("record log: %v", err)
+	}
+	return runs
+}
+
+// Check proves the record log at path safe so far, and returns its runs.
+func Check(t testing.TB, path string, opt record.Options) []record.Run {
+	t.Helper()
+	runs := Runs(t, path)
+	if err := record.Check(runs, opt); err != nil {
+		t.Fatalf("record log:\n%v\nruns:\n%s", err, Describe(runs))
+	}
+	return runs
+}
+
+// RunOf returns the current state of the run with pid in the record log at
+// path, failing the test if there is none.
+func RunOf(t testing.TB, path string, pid int) record.Run {
+	t.Helper()
+	for _, r := range Runs(t, path) {
+		if r.Pid == pid {
+			return r
+		}
+	}
+	t.Fatalf("no run with pid %d", pid)
+	return record.Run{}
+}
+
+// Describe lists runs, one an indented line, for failure messages.
+func Describe(runs []record.Run) string {
+	var b strings.Builder
+	for _, r := range runs {
+		fmt.Fprintf(&b, "  %s\n", r)
+	}
+	return b.String()
+}
+
+// Tail is the last n lines of the log at path of process id, under a
+// header, for failure messages.
+func Tail(id, path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return fmt.Sprintf("--- last lines of %s (%s):\n%s", id, path, strings.Join(lines, "\n"))
+}
