@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/internal/deathsig"
 	"github.com/electd/electd/store"
 )
 
@@ -121,6 +122,7 @@ type demo struct {
 type demoNode struct {
 	id, http string
 	cmd      *exec.Cmd
+	proc     *deathsig.Process // dies with the demo, even on kill -9
 	done     chan struct{}
 	exitedAt time.Time
 }
@@ -150,7 +152,6 @@ func (d *demo) startNode(id string) error {
 		"--ttl", d.ttl.String(), "--listen", n.http, "--cool-down", "500ms", "--log-level", "warn",
 		"--", d.self, "demo-job")
 	n.cmd.Env = os.Environ()
-	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("start %s: %w", id, err)
@@ -160,7 +161,7 @@ func (d *demo) startNode(id string) error {
 	if d.verbose {
 		n.cmd.Stderr = os.Stderr
 	}
-	err = n.cmd.Start()
+	n.proc, err = deathsig.Start(n.cmd)
 	pw.Close() // the node and its job hold the write end now
 	if err != nil {
 		pr.Close()
@@ -177,7 +178,7 @@ func (d *demo) startNode(id string) error {
 	}()
 	go func() {
 		defer d.wg.Done()
-		_ = n.cmd.Wait() // a non-zero exit is expected after kill -9
+		<-n.proc.Done() // a non-zero exit is expected after kill -9
 		d.mu.Lock()
 		n.exitedAt = time.Now()
 		var left []*jobSpan
