@@ -66,6 +66,7 @@ type Elector struct {
 	clk      clock.Clock
 	log      *slog.Logger
 	ins      elector.Instrument
+	fails    *elector.StoreLog // retried store failures, rate-limited
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -153,6 +154,7 @@ func New(cfg Config) (*Elector, error) {
 		runKey:   runPfx + cfg.Election,
 		name:     cfg.Election,
 	}
+	e.fails = elector.NewStoreLog(e.clk, e.log)
 	e.slots.Store(int64(slots))
 	return e, nil
 }

@@ -52,6 +52,7 @@ type Elector struct {
 
 	wakeups atomic.Uint64
 	slots   atomic.Int64
+	fails   *elector.StoreLog // retried store failures, rate-limited
 }
 
 // New validates cfg and returns an Elector. It does not contact Redis.
@@ -68,6 +69,7 @@ func New(cfg Config) (*Elector, error) {
 		inst:  cfg.Instrument,
 		done:  make(chan struct{}),
 	}
+	e.fails = elector.NewStoreLog(cfg.Clock, e.log)
 	e.slots.Store(int64(cfg.Slots))
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.bus = newBus(e)
