@@ -28,9 +28,10 @@ const StoreLogInterval = 30 * time.Second
 //     again") with the number of failures and how long the outage lasted.
 //
 // A request that fails and succeeds in turn (flapping) still gets at most
-// one warning per interval: an outage whose first failure falls within the
-// interval of the last warning is not announced, nor is its end. Counting
-// errors for metrics stays with Instrument.
+// one warning per interval: an outage that begins within the interval of
+// the last warning is announced only once that interval has passed (if it
+// still fails), and its end only if it was announced. Counting errors for
+// metrics stays with Instrument.
 //
 // It is safe for concurrent use.
 type StoreLog struct {
