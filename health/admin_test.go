@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -122,5 +123,71 @@ func TestServeBothListeners(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("servers did not stop")
 		}
+	}
+}
+
+// TestResignRequireToken: with RequireToken a loopback peer (such as a
+// sidecar proxy: Istio's Envoy connects from 127.0.0.6) needs the token
+// like any other; without it loopback is trusted.
+func TestResignRequireToken(t *testing.T) {
+	const token = "s3cret-token"
+	withToken := http.Header{"Authorization": {"Bearer " + token}}
+	wrongToken := http.Header{"Authorization": {"Bearer nope"}}
+	tests := []struct {
+		name    string
+		require bool
+		admin   bool // through AdminHandler (SeparateAdmin), else Handler
+		remote  string
+		hdr     http.Header
+		code    int
+	}{
+		{name: "off: loopback v4 without token", remote: "127.0.0.1:40000", code: http.StatusOK},
+		{name: "off: sidecar 127.0.0.6 without token", remote: "127.0.0.6:40000", code: http.StatusOK},
+		{name: "off: loopback v6 without token", remote: "[::1]:40000", code: http.StatusOK},
+		{name: "off: remote without token", remote: "10.0.0.5:1234", code: http.StatusForbidden},
+		{name: "off: remote with token", remote: "10.0.0.5:1234", hdr: withToken, code: http.StatusOK},
+		{name: "on: loopback v4 without token", require: true, remote: "127.0.0.1:40000", code: http.StatusForbidden},
+		{name: "on: sidecar 127.0.0.6 without token", require: true, remote: "127.0.0.6:40000", code: http.StatusForbidden},
+		{name: "on: loopback v6 without token", require: true, remote: "[::1]:40000", code: http.StatusForbidden},
+		{name: "on: loopback v4-mapped v6 without token", require: true, remote: "[::ffff:127.0.0.1]:40000", code: http.StatusForbidden},
+		{name: "on: sidecar 127.0.0.6 with wrong token", require: true, remote: "127.0.0.6:40000", hdr: wrongToken, code: http.StatusForbidden},
+		{name: "on: sidecar 127.0.0.6 with token", require: true, remote: "127.0.0.6:40000", hdr: withToken, code: http.StatusOK},
+		{name: "on: loopback v6 with token", require: true, remote: "[::1]:40000", hdr: withToken, code: http.StatusOK},
+		{name: "on: remote without token", require: true, remote: "10.0.0.5:1234", code: http.StatusForbidden},
+		{name: "on: remote with token", require: true, remote: "10.0.0.5:1234", hdr: withToken, code: http.StatusOK},
+		{name: "on: admin listener, loopback without token", require: true, admin: true, remote: "127.0.0.1:40000", code: http.StatusForbidden},
+		{name: "on: admin listener, loopback with token", require: true, admin: true, remote: "127.0.0.1:40000", hdr: withToken, code: http.StatusOK},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resigned := 0
+			s, _ := newTestServer(t, func(c *Config) {
+				c.AdminToken, c.RequireToken, c.SeparateAdmin = token, tc.require, tc.admin
+				c.Leading = func() bool { return true }
+				c.Resign = func(context.Context) error { resigned++; return nil }
+			})
+			r := httptest.NewRequest("POST", "/resign", nil)
+			r.RemoteAddr = tc.remote
+			for k, vs := range tc.hdr {
+				r.Header[k] = vs
+			}
+			w := httptest.NewRecorder()
+			h := s.Handler()
+			if tc.admin {
+				h = s.AdminHandler()
+			}
+			h.ServeHTTP(w, r)
+			if w.Code != tc.code {
+				t.Fatalf("POST /resign from %s = %d, want %d: %s", tc.remote, w.Code, tc.code, w.Body)
+			}
+			if got, want := resigned == 1, tc.code == http.StatusOK; got != want || resigned > 1 {
+				t.Errorf("Resign called %d times, want it called = %v", resigned, want)
+			}
+			if tc.code == http.StatusForbidden && tc.require {
+				if m := decode(t, w); !strings.Contains(m["error"].(string), "needs the admin bearer token") {
+					t.Errorf("error = %q, want it to say the token is needed", m["error"])
+				}
+			}
+		})
 	}
 }

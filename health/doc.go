@@ -62,14 +62,17 @@
 // address, never X-Forwarded-For or similar headers, which the client
 // writes) is a loopback address, or when an admin token is configured and
 // the request carries "Authorization: Bearer <token>"; the token is compared
-// in constant time. Everything else gets 403. Cross-site browser requests
-// are refused as well (http.CrossOriginProtection), so a web page open on
-// the same host cannot make the browser resign on its behalf.
+// in constant time. With Config.RequireToken the loopback exemption is off
+// and every peer needs the token. Everything else gets 403. Cross-site
+// browser requests are refused as well (http.CrossOriginProtection), so a
+// web page open on the same host cannot make the browser resign on its
+// behalf.
 //
 // Consequences for operators: a reverse proxy or sidecar on the same host
-// connects from loopback, so it passes every request on with loopback
-// rights; do not route /resign through one, or bind --listen to an address
-// that only trusted peers reach. The token travels in clear text over plain
+// (nginx on localhost, Istio's Envoy connecting from 127.0.0.6) connects
+// from loopback, so it passes every request on with loopback rights; behind
+// one, set RequireToken (electd's --admin-token-required), or keep /resign
+// out of its reach. The token travels in clear text over plain
 // HTTP: use it on trusted networks or behind TLS. The other endpoints are
 // read-only and unauthenticated; /leader reveals the leader's advertised
 // address and /healthz the store error text.

@@ -108,7 +108,11 @@ func (s *Server) handleResign(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.authorized(r) {
 		s.log.Warn("resign refused", "remote", r.RemoteAddr)
-		writeError(w, http.StatusForbidden, "resign is allowed from loopback or with the admin bearer token")
+		msg := "resign is allowed from loopback or with the admin bearer token"
+		if s.cfg.RequireToken {
+			msg = "resign needs the admin bearer token"
+		}
+		writeError(w, http.StatusForbidden, msg)
 		return
 	}
 	if !s.cfg.Leading() {
@@ -126,11 +130,11 @@ func (s *Server) handleResign(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resignJSON{Resigned: true})
 }
 
-// authorized admits the TCP peer when it is a loopback address, or any peer
-// presenting the admin token. Headers such as X-Forwarded-For are ignored:
-// they are written by the client.
+// authorized admits the TCP peer when it is a loopback address (unless
+// RequireToken), or any peer presenting the admin token. Headers such as
+// X-Forwarded-For are ignored: they are written by the client.
 func (s *Server) authorized(r *http.Request) bool {
-	if isLoopback(r.RemoteAddr) {
+	if !s.cfg.RequireToken && isLoopback(r.RemoteAddr) {
 		return true
 	}
 	if s.cfg.AdminToken == "" {

@@ -68,6 +68,12 @@ type Config struct {
 	// AdminToken, when not empty, lets POST /resign in from any address
 	// with "Authorization: Bearer <AdminToken>".
 	AdminToken string
+	// RequireToken turns the loopback exemption of POST /resign off: every
+	// peer, loopback included, must present AdminToken (electd's
+	// --admin-token-required). Use it when a reverse proxy or sidecar on the
+	// same host forwards requests, which then arrive from loopback. It needs
+	// an AdminToken.
+	RequireToken bool
 	// ReadyCode and NotReadyCode are the /readyz statuses; 0 means 200 and
 	// 503. Each must be a final status, 200..599.
 	ReadyCode, NotReadyCode int
@@ -99,7 +105,8 @@ type Server struct {
 }
 
 // NewServer checks cfg and builds the Server. A bad status code is reported
-// as *elector.ConfigError with Field "ready-code" or "not-ready-code".
+// as *elector.ConfigError with Field "ready-code" or "not-ready-code", and
+// RequireToken without an AdminToken with Field "admin-token-required".
 func NewServer(cfg Config) (*Server, error) {
 	if cfg.Election == "" {
 		return nil, &elector.ConfigError{Field: "election", Reason: "must not be empty"}
@@ -113,6 +120,10 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if cfg.NotReadyCode, err = statusCode("not-ready-code", cfg.NotReadyCode, DefaultNotReadyCode); err != nil {
 		return nil, err
+	}
+	if cfg.RequireToken && cfg.AdminToken == "" {
+		return nil, elector.Configf("admin-token-required",
+			"needs an admin token, or nobody could resign over HTTP; set --admin-token (or $ELECTD_ADMIN_TOKEN), or leave --admin-token-required off")
 	}
 	if cfg.Leading == nil {
 		cfg.Leading = func() bool { return false }

@@ -201,6 +201,8 @@ func TestNewServerConfig(t *testing.T) {
 		{name: "not-ready-code too large", cfg: Config{Election: "e", View: v, NotReadyCode: 1000}, wantErr: true, wantField: "not-ready-code"},
 		{name: "no election", cfg: Config{View: v}, wantErr: true, wantField: "election"},
 		{name: "no view", cfg: Config{Election: "e"}, wantErr: true},
+		{name: "token required and given", cfg: Config{Election: "e", View: v, RequireToken: true, AdminToken: "t"}},
+		{name: "token required, none given", cfg: Config{Election: "e", View: v, RequireToken: true}, wantErr: true, wantField: "admin-token-required"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

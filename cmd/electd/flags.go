@@ -45,6 +45,9 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "cool-down", EnvVars: env("COOL_DOWN"), Value: time.Second, Usage: "wait before rejoining the queue after resigning"},
 		&cli.BoolFlag{Name: "shell", EnvVars: env("SHELL"), Usage: "run COMMAND with /bin/sh -c"},
 		&cli.StringFlag{Name: "admin-token", EnvVars: env("ADMIN_TOKEN"), Usage: "bearer token allowing POST /resign from non-loopback addresses"},
+		&cli.BoolFlag{Name: "admin-token-required", EnvVars: env("ADMIN_TOKEN_REQUIRED"),
+			Usage: "require --admin-token on POST /resign from loopback too (set it behind a proxy or sidecar on this host, " +
+				"which connects from loopback); without --admin-token electd refuses to start (it does not disable /resign)"},
 		&cli.IntFlag{Name: "ready-code", EnvVars: env("READY_CODE"), Value: 200, Usage: "HTTP status of /readyz when ready"},
 		&cli.IntFlag{Name: "not-ready-code", EnvVars: env("NOT_READY_CODE"), Value: 503, Usage: "HTTP status of /readyz when not ready"},
 		slotsFlag(),

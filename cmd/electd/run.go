@@ -181,7 +181,8 @@ func runAction(c *cli.Context) error {
 		Election: rc.election, SelfID: rc.id, View: view,
 		Leading: sup.Leading, Ready: sup.Ready, Live: sup.Live, Resign: sup.Resign,
 		Healthy: st.Ping, Containment: string(mode),
-		AdminToken: rc.adminToken, ReadyCode: rc.readyCode, NotReadyCode: rc.notReadyCode,
+		AdminToken: rc.adminToken, RequireToken: c.Bool("admin-token-required"),
+		ReadyCode: rc.readyCode, NotReadyCode: rc.notReadyCode,
 		Gatherer: reg, Logger: log, SeparateAdmin: adminLn != nil,
 	})
 	if err != nil {

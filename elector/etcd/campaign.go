@@ -53,7 +53,7 @@ func (e *Elector) campaign(ctx context.Context, try bool) (*elector.Term, error)
 		if me := (*elector.SlotsError)(nil); errors.As(err, &me) {
 			return nil, err
 		}
-		e.log.Warn("campaign attempt failed; retrying", "err", err, "backoff", backoff)
+		e.fails.Failed("campaign", err, "backoff", backoff)
 		if err := e.wait(ctx, backoff); err != nil {
 			return nil, err
 		}
@@ -80,9 +80,7 @@ func (e *Elector) campaignOnce(ctx context.Context, try bool) (_ *elector.Term, 
 		if err != nil {
 			rctx, cancel := context.WithTimeout(context.Background(), e.opTimeout())
 			defer cancel()
-			if rerr := s.release(rctx); rerr != nil {
-				e.log.Warn("leaving the queue failed", "err", rerr)
-			}
+			_ = s.release(rctx) // logged and counted inside
 		}
 	}()
 	// The campaign lives only as long as the session can be guaranteed.
@@ -104,6 +102,7 @@ func (e *Elector) campaignOnce(ctx context.Context, try bool) (_ *elector.Term, 
 		return nil, fmt.Errorf("campaign: key %s already exists", key)
 	}
 	s.key, s.rev = key, resp.Header.Revision
+	e.fails.Answered("campaign")
 	e.log.Debug("queued", "key", key, "rev", s.rev)
 
 	slots := e.Slots()
@@ -164,6 +163,7 @@ func (e *Elector) claim(cctx, ctx context.Context, s *session, try bool) (*elect
 		if err != nil {
 			return nil, e.sessionErr(s, ctx, "campaign", err)
 		}
+		e.fails.Answered("watch") // the re-check after a broken watch answered
 		if resp.Succeeded {
 			if err := s.dl.Err(); err != nil {
 				return nil, err
@@ -191,7 +191,7 @@ func (e *Elector) claim(cctx, ctx context.Context, s *session, try bool) (*elect
 			}
 			// A broken watch is not a reason to lose our place: look again.
 			e.ins.StoreError("watch", err)
-			e.log.Debug("watch on predecessor broke; re-checking", "err", err)
+			e.fails.Failed("watch", err, "on", "predecessor")
 			if err := e.wait(cctx, 50*time.Millisecond); err != nil {
 				return nil, e.sessionErr(s, ctx, "campaign", err)
 			}
@@ -302,6 +302,7 @@ func (e *Elector) watchOwnKey(s *session, rev int64) {
 			werr = errors.New("watch closed")
 		}
 		e.ins.StoreError("watch", werr)
+		e.fails.Failed("watch", werr, "on", "own key")
 		// We may have missed events (e.g. compaction): look the key up.
 		if err := e.wait(s.ctx, 50*time.Millisecond); err != nil {
 			return
@@ -312,10 +313,12 @@ func (e *Elector) watchOwnKey(s *session, rev int64) {
 		switch {
 		case err != nil:
 			e.ins.StoreError("watch", err)
+			e.fails.Failed("watch", err, "on", "own key")
 		case len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != s.rev:
 			s.dl.End(elector.ErrLeadershipLost)
 			return
 		default:
+			e.fails.Answered("watch")
 			rev = g.Header.Revision + 1
 		}
 	}

@@ -26,6 +26,7 @@ type Elector struct {
 	clk      clock.Clock
 	log      *slog.Logger
 	ins      elector.Instrument
+	fails    *elector.StoreLog // retried store failures, rate-limited
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -53,7 +54,7 @@ func New(cfg Config) (*Elector, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Elector{
+	e := &Elector{
 		client:   cfg.Client,
 		id:       cfg.ID,
 		addr:     cfg.Address,
@@ -70,7 +71,9 @@ func New(cfg Config) (*Elector, error) {
 		runKey:   cfg.RunPrefix + cfg.Election,
 		name:     cfg.Election,
 		slots:    cfg.Slots,
-	}, nil
+	}
+	e.fails = elector.NewStoreLog(e.clk, e.log)
+	return e, nil
 }
 
 // Slots is the number of candidates that may hold at once.

@@ -34,6 +34,7 @@ func (e *Elector) waitSlots(ctx context.Context, maxRev int64, slots int, try bo
 		if err != nil {
 			return e.storeErr("campaign", err)
 		}
+		e.fails.Answered("watch") // the re-check after a broken watch answered
 		if err := e.checkSlots(resp.Kvs, ""); err != nil {
 			return err
 		}
@@ -52,7 +53,7 @@ func (e *Elector) waitSlots(ctx context.Context, maxRev int64, slots int, try bo
 				return ctx.Err()
 			}
 			e.ins.StoreError("watch", err)
-			e.log.Debug("watch on the keys ahead broke; re-checking", "err", err)
+			e.fails.Failed("watch", err, "on", "keys ahead")
 			if err := e.wait(ctx, 50*time.Millisecond); err != nil {
 				return err
 			}

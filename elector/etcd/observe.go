@@ -54,7 +54,7 @@ func (e *Elector) runView() {
 			return
 		}
 		e.ins.StoreError("observe", err)
-		e.log.Debug("leader view interrupted; reloading", "err", err)
+		e.fails.Failed("observe", err)
 		if e.wait(e.ctx, 100*time.Millisecond) != nil {
 			return
 		}
@@ -68,6 +68,7 @@ func (e *Elector) followView() error {
 	if err != nil {
 		return err
 	}
+	e.fails.Answered("observe")
 	cands := make(map[string]candidate, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		cands[string(kv.Key)] = candidate{rev: kv.CreateRevision, val: decodeValue(kv.Value)}

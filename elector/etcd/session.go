@@ -101,11 +101,13 @@ func (s *session) renewLoop() {
 		cancel()
 		switch {
 		case err == nil:
+			e.fails.Answered("renew")
 			if until, ok := s.dl.Renewed(sent); ok {
 				e.log.Debug("lease renewed", "lease", int64(s.lease), "valid_until", until)
 			}
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			e.ins.StoreError("renew", err)
+			e.fails.Answered("renew") // it answered: the lease is gone
 			if s.dl.End(elector.ErrLeaseLost) {
 				e.log.Warn("lease gone on the store", "lease", int64(s.lease))
 			}
@@ -114,7 +116,7 @@ func (s *session) renewLoop() {
 			return
 		default:
 			e.ins.StoreError("renew", err)
-			e.log.Warn("lease renewal failed; retrying", "lease", int64(s.lease), "err", err,
+			e.fails.Failed("renew", err, "lease", int64(s.lease),
 				"valid_for", s.dl.ValidUntil().Sub(e.clk.Now()).Round(time.Millisecond))
 		}
 	}

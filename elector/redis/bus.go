@@ -116,7 +116,7 @@ func (h *bus) run() {
 			return
 		}
 		h.e.inst.StoreError("watch", err)
-		h.e.log.Debug("subscription broken; resubscribing", "err", err)
+		h.e.fails.Failed("watch", err)
 		if !h.e.sleep(h.e.ctx, b.next()) {
 			return
 		}
@@ -153,6 +153,7 @@ func (h *bus) receive(ps *redis.PubSub, b *backoff) error {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
 				b.reset()
+				h.e.fails.Answered("watch")
 				h.setLive(true)
 			}
 		case *redis.Message:

@@ -105,9 +105,9 @@ func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, 
 	for {
 		send := clk.Now()
 		cctx, ccancel := context.WithTimeout(ctx, e.callTimeout())
-		dropArg := ""
+		dropArg, op := "", "renew"
 		if mode == join {
-			dropArg = stale
+			dropArg, op = stale, "join"
 		}
 		r, err := e.step(cctx, mode, entry, 0, dropArg)
 		ccancel()
@@ -116,10 +116,6 @@ func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, 
 				e.cleanup(entry, stale)
 				return nil, "", campaignEnded(ctx, lastErr)
 			}
-			op := "renew"
-			if mode == join {
-				op = "join"
-			}
 			e.inst.StoreError(op, err)
 			if isPermanent(err) {
 				log.Error("redis refused the campaign", "err", err)
@@ -127,7 +123,7 @@ func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, 
 				return nil, "", &elector.StoreError{Op: "campaign", Err: explain(err), Permanent: true}
 			}
 			lastErr = err
-			log.Debug("store request failed; retrying", "op", op, "err", err)
+			e.fails.Failed(op, err, "entry", entry)
 			t := clk.NewTimer(b.next())
 			select {
 			case <-t.C():
@@ -146,6 +142,7 @@ func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, 
 			continue
 		}
 		b.reset()
+		e.fails.Answered(op)
 		lastErr = nil
 		switch r.status {
 		case "gone":
@@ -280,6 +277,9 @@ func (e *Elector) keep(entry string, token uint64, dl *elector.Deadline, lastSen
 		ctx, cancel := context.WithTimeout(e.ctx, e.callTimeout())
 		r, err := e.step(ctx, "hold", entry, token, "")
 		cancel()
+		if err == nil {
+			e.fails.Answered("renew")
+		}
 		switch {
 		case err != nil && e.ctx.Err() != nil:
 			dl.End(elector.ErrClosed)
@@ -290,7 +290,7 @@ func (e *Elector) keep(entry string, token uint64, dl *elector.Deadline, lastSen
 				dl.End(&elector.StoreError{Op: "renew", Err: explain(err), Permanent: true})
 				break
 			}
-			log.Debug("renewal failed; retrying", "err", err, "valid_until", dl.ValidUntil())
+			e.fails.Failed("renew", err, "entry", entry, "valid_until", dl.ValidUntil())
 			next = clk.Now().Add(b.next())
 		case r.status == "leader":
 			b.reset()

@@ -45,6 +45,7 @@ type Elector struct {
 	view *view
 
 	wakeups atomic.Uint64
+	fails   *elector.StoreLog // retried store failures, rate-limited
 }
 
 // New validates cfg and returns an Elector. It does not contact Redis.
@@ -61,6 +62,7 @@ func New(cfg Config) (*Elector, error) {
 		inst:  cfg.Instrument,
 		done:  make(chan struct{}),
 	}
+	e.fails = elector.NewStoreLog(cfg.Clock, e.log)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.bus = newBus(e)
 	e.view = newView(e)

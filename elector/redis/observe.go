@@ -159,9 +159,11 @@ func (v *view) run() {
 					return
 				}
 				e.inst.StoreError("leader", err)
+				e.fails.Failed("leader", err)
 				wait = b.next()
 			} else {
 				b.reset()
+				e.fails.Answered("leader")
 				v.update(r, gen, live)
 			}
 		}
