@@ -104,9 +104,26 @@ type Server struct {
 	writeTimeout    time.Duration
 }
 
-// NewServer checks cfg and builds the Server. A bad status code is reported
-// as *elector.ConfigError with Field "ready-code" or "not-ready-code", and
+// CheckSettings checks the fields an operator sets (the status codes, the
+// admin token), so that a command can refuse them before it touches the
+// network; NewServer checks them again. A bad status code is reported as
+// *elector.ConfigError with Field "ready-code" or "not-ready-code", and
 // RequireToken without an AdminToken with Field "admin-token-required".
+func (cfg Config) CheckSettings() error {
+	if _, err := statusCode("ready-code", cfg.ReadyCode, DefaultReadyCode); err != nil {
+		return err
+	}
+	if _, err := statusCode("not-ready-code", cfg.NotReadyCode, DefaultNotReadyCode); err != nil {
+		return err
+	}
+	if cfg.RequireToken && cfg.AdminToken == "" {
+		return elector.Configf("admin-token-required",
+			"needs an admin token, or nobody could resign over HTTP; set --admin-token (or $ELECTD_ADMIN_TOKEN), or leave --admin-token-required off")
+	}
+	return nil
+}
+
+// NewServer checks cfg (see CheckSettings) and builds the Server.
 func NewServer(cfg Config) (*Server, error) {
 	if cfg.Election == "" {
 		return nil, &elector.ConfigError{Field: "election", Reason: "must not be empty"}
@@ -114,17 +131,11 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.View == nil {
 		return nil, errors.New("health server: nil view")
 	}
-	var err error
-	if cfg.ReadyCode, err = statusCode("ready-code", cfg.ReadyCode, DefaultReadyCode); err != nil {
+	if err := cfg.CheckSettings(); err != nil {
 		return nil, err
 	}
-	if cfg.NotReadyCode, err = statusCode("not-ready-code", cfg.NotReadyCode, DefaultNotReadyCode); err != nil {
-		return nil, err
-	}
-	if cfg.RequireToken && cfg.AdminToken == "" {
-		return nil, elector.Configf("admin-token-required",
-			"needs an admin token, or nobody could resign over HTTP; set --admin-token (or $ELECTD_ADMIN_TOKEN), or leave --admin-token-required off")
-	}
+	cfg.ReadyCode, _ = statusCode("ready-code", cfg.ReadyCode, DefaultReadyCode)
+	cfg.NotReadyCode, _ = statusCode("not-ready-code", cfg.NotReadyCode, DefaultNotReadyCode)
 	if cfg.Leading == nil {
 		cfg.Leading = func() bool { return false }
 	}

@@ -78,6 +78,11 @@ func parseRunConfig(c *cli.Context) (*runConfig, error) {
 	if id == "" {
 		return nil, elector.Configf("id", "is empty and the hostname is unknown; set --id")
 	}
+	httpSettings := health.Config{ReadyCode: c.Int("ready-code"), NotReadyCode: c.Int("not-ready-code"),
+		AdminToken: c.String("admin-token"), RequireToken: c.Bool("admin-token-required")}
+	if err := httpSettings.CheckSettings(); err != nil {
+		return nil, err
+	}
 	if err := elector.ValidateSlots(c.Int("slots")); err != nil {
 		return nil, err
 	}
