@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -91,8 +89,8 @@ func TestRedact(t *testing.T) {
 }
 
 func TestStorePassword(t *testing.T) {
-	pw := writeFile(t, "pw", "from-file\r\n")
-	empty := writeFile(t, "empty", "\n")
+	pw := testenv.WriteFile(t, "pw", "from-file\r\n")
+	empty := testenv.WriteFile(t, "empty", "\n")
 	tests := []struct {
 		name  string
 		opts  Options
@@ -201,13 +199,4 @@ func TestScrubbedLogger(t *testing.T) {
 	if !errors.As(err, &ce) || strings.Contains(err.Error(), "s3cr") {
 		t.Fatalf("scrubbed error %v: want no secret and the ConfigError kept", err)
 	}
-}
-
-func writeFile(t *testing.T, name, content string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }

@@ -3,10 +3,41 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 
 	"github.com/urfave/cli/v2"
 )
+
+// commands is electd's command line, one row per command; each command's
+// help text, flags and action are in its own file.
+func commands() []*cli.Command {
+	return []*cli.Command{
+		{Name: "run", Usage: "campaign forever; the leader runs COMMAND (or, without one, reports ready)",
+			ArgsUsage: "[-- COMMAND [ARG...]]", Description: runHelp, Flags: runFlags(), Action: withLogger(runAction)},
+		{Name: "lock", Usage: "take the lock NAME, run COMMAND once, release, exit with its code",
+			ArgsUsage: "NAME -- COMMAND [ARG...]", Description: lockHelp, Flags: lockFlags(), Action: withLogger(lockAction)},
+		{Name: "leader", Usage: "print who leads (asks the store; does not campaign)",
+			Description: leaderHelp, Flags: leaderFlags(), Action: withLogger(leaderAction)},
+		{Name: "demo", Usage: "embedded etcd + three sidecars + failovers, no setup",
+			Description: demoHelp, Flags: demoFlags(), Action: demoAction},
+		{Name: "dev", Usage: "run an embedded single-member etcd for local experiments", Flags: devFlags(), Action: devAction},
+		{Name: "version", Usage: "print the version", Action: versionAction},
+		{Name: "demo-job", Hidden: true, Usage: "the job run by `electd demo` (reports start and stop)", Action: demoJobAction},
+	}
+}
+
+// withLogger builds the process logger from --log-format and --log-level
+// for action.
+func withLogger(action func(c *cli.Context, log *slog.Logger) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		log, err := newLogger(c)
+		if err != nil {
+			return err
+		}
+		return action(c, log)
+	}
+}
 
 // version is set at build time with -ldflags "-X main.version=…".
 var version = ""
@@ -29,15 +60,7 @@ func run(ctx context.Context, args []string) error {
 		Version: buildVersion(),
 		Description: "Copies of electd campaign in etcd or Redis. The leader runs COMMAND (or reports ready),\n" +
 			"and stops it before its lease can lapse, so at most one copy of COMMAND runs at any instant.",
-		Commands: []*cli.Command{
-			runCommand(),
-			lockCommand(),
-			leaderCommand(),
-			demoCommand(),
-			devCommand(),
-			versionCommand(),
-			demoJobCommand(),
-		},
+		Commands:             commands(),
 		HideVersion:          false,
 		EnableBashCompletion: false,
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
@@ -59,18 +82,12 @@ func run(ctx context.Context, args []string) error {
 	return nil
 }
 
-func versionCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "version",
-		Usage: "print the version",
-		Action: func(c *cli.Context) error {
-			bi, _ := debug.ReadBuildInfo()
-			goVersion := ""
-			if bi != nil {
-				goVersion = bi.GoVersion
-			}
-			_, err := fmt.Fprintf(c.App.Writer, "electd %s %s\n", buildVersion(), goVersion)
-			return err
-		},
+func versionAction(c *cli.Context) error {
+	bi, _ := debug.ReadBuildInfo()
+	goVersion := ""
+	if bi != nil {
+		goVersion = bi.GoVersion
 	}
+	_, err := fmt.Fprintf(c.App.Writer, "electd %s %s\n", buildVersion(), goVersion)
+	return err
 }

@@ -13,19 +13,16 @@ import (
 	"github.com/electd/electd/internal/demo"
 )
 
-func demoCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "demo",
-		Usage: "embedded etcd + three sidecars + failovers, no setup",
-		Description: "Starts an embedded etcd and three `electd run` processes wrapping a small job, then\n" +
-			"resigns, kill -9s and SIGTERMs the leader in turn and prints a timeline with measured\n" +
-			"handover and failover times, and whether two jobs ever ran at once.",
-		Flags: []cli.Flag{
-			&cli.DurationFlag{Name: "duration", Value: 20 * time.Second, Usage: "how long the demo runs"},
-			&cli.DurationFlag{Name: "ttl", Value: 2 * time.Second, Usage: "lease TTL of the sidecars"},
-			&cli.BoolFlag{Name: "verbose", Usage: "show the sidecars' logs"},
-		},
-		Action: demoAction,
+// demoHelp is the description of `electd demo`.
+const demoHelp = "Starts an embedded etcd and three `electd run` processes wrapping a small job, then\n" +
+	"resigns, kill -9s and SIGTERMs the leader in turn and prints a timeline with measured\n" +
+	"handover and failover times, and whether two jobs ever ran at once."
+
+func demoFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{Name: "duration", Value: 20 * time.Second, Usage: "how long the demo runs"},
+		&cli.DurationFlag{Name: "ttl", Value: 2 * time.Second, Usage: "lease TTL of the sidecars"},
+		&cli.BoolFlag{Name: "verbose", Usage: "show the sidecars' logs"},
 	}
 }
 

@@ -13,23 +13,18 @@ import (
 
 // demoJobCommand is the small job the demo's sidecars run: it reports its
 // start and stop, with its fencing token, on stdout.
-func demoJobCommand() *cli.Command {
-	return &cli.Command{
-		Name:   "demo-job",
-		Hidden: true,
-		Usage:  "the job run by `electd demo` (reports start and stop)",
-		Action: func(c *cli.Context) error {
-			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
-			defer stop()
-			id, token := os.Getenv("ELECTD_ID"), os.Getenv("ELECTD_FENCING_TOKEN")
-			if _, err := fmt.Fprintf(c.App.Writer, "demo-job start %s %s %d %d\n", id, token, time.Now().UnixNano(), hostPid()); err != nil {
-				return err
-			}
-			<-ctx.Done()
-			_, err := fmt.Fprintf(c.App.Writer, "demo-job stop %s %s %d %d\n", id, token, time.Now().UnixNano(), hostPid())
-			return err
-		},
+// demoJobAction is the job run by `electd demo`: it reports its start
+// and stop.
+func demoJobAction(c *cli.Context) error {
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	id, token := os.Getenv("ELECTD_ID"), os.Getenv("ELECTD_FENCING_TOKEN")
+	if _, err := fmt.Fprintf(c.App.Writer, "demo-job start %s %s %d %d\n", id, token, time.Now().UnixNano(), hostPid()); err != nil {
+		return err
 	}
+	<-ctx.Done()
+	_, err := fmt.Fprintf(c.App.Writer, "demo-job stop %s %s %d %d\n", id, token, time.Now().UnixNano(), hostPid())
+	return err
 }
 
 // hostPid is this process's pid as the demo (outside the job's PID

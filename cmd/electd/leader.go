@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,19 +17,16 @@ import (
 	"github.com/electd/electd/elector"
 )
 
-func leaderCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "leader",
-		Usage: "print who leads (asks the store; does not campaign)",
-		Description: "Prints the current leader of --election. Exit status 0 when there is one, 3 when there is none.\n" +
-			"With --watch, prints every change until interrupted.",
-		Flags: append(storeFlags(),
-			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "print every leader change until interrupted"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json"},
-			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, Usage: "how long to wait for the store (without --watch)"},
-		),
-		Action: leaderAction,
-	}
+// leaderHelp is the description of `electd leader`.
+const leaderHelp = "Prints the current leader of --election. Exit status 0 when there is one, 3 when there is none.\n" +
+	"With --watch, prints every change until interrupted."
+
+func leaderFlags() []cli.Flag {
+	return append(storeFlags(),
+		&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "print every leader change until interrupted"},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json"},
+		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, Usage: "how long to wait for the store (without --watch)"},
+	)
 }
 
 type leaderOut struct {
@@ -36,7 +34,7 @@ type leaderOut struct {
 	Leader   *elector.Leader `json:"leader"`
 }
 
-func leaderAction(c *cli.Context) error {
+func leaderAction(c *cli.Context, log *slog.Logger) error {
 	election, err := requireElection(c)
 	if err != nil {
 		return err
@@ -52,25 +50,16 @@ func leaderAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(c)
-	if err != nil {
-		return err
-	}
 	host, _ := os.Hostname()
 	cand := elector.Candidate{Election: election, ID: "observer-" + sanitizeID(host), Timing: timing, Logger: log}
 	if _, err := cand.Validate(); err != nil {
 		return err
 	}
-	st, err := openStore(c, log)
+	st, el, done, err := openCandidate(c, log, cand)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = st.Close() }()
-	el, err := st.NewElector(cand)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = el.Close() }()
+	defer done()
 	print := func(w io.Writer, l elector.Leader) error {
 		if format == "json" {
 			out := leaderOut{Election: election}

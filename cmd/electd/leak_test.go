@@ -60,7 +60,7 @@ func TestNoCredentialLeak(t *testing.T) {
 		}},
 		{"redis, default user's password from a file", func(t *testing.T) ([]string, []string) {
 			r := testenv.StartRedisWith(t, testenv.RedisOptions{Users: []testenv.RedisUser{{Name: "electd", Password: leakSecret}}})
-			pw := writeFile(t, "pw", leakSecret+"\n")
+			pw := testenv.WriteFile(t, "pw", leakSecret+"\n")
 			return nil, []string{"--store", strings.Replace(r.URL(), "://", "://electd@", 1), "--store-password-file", pw}
 		}},
 	}
@@ -232,23 +232,20 @@ func childOf(t *testing.T, pid int) int {
 
 func httpGet(t *testing.T, u string) (int, string) {
 	t.Helper()
-	return httpDo(t, http.MethodGet, u)
+	return httpDo(t, http.MethodGet, u, "")
 }
 
 func httpPost(t *testing.T, u string) (int, string) {
 	t.Helper()
-	return httpDo(t, http.MethodPost, u)
+	return httpDo(t, http.MethodPost, u, "")
 }
 
-func httpDo(t *testing.T, method, u string) (int, string) {
+// httpDo makes one request, with "Authorization: auth" unless auth is
+// empty, and returns the status and body (0 and the error if it failed).
+func httpDo(t *testing.T, method, u, auth string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	resp, cancel, err := send(t, method, u, auth)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}
@@ -257,16 +254,27 @@ func httpDo(t *testing.T, method, u string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// firstEvent returns the first data line of a Server-Sent Events stream.
-func firstEvent(t *testing.T, u string) string {
+// send makes one request bounded by 5 s; the caller closes the body, then
+// calls cancel.
+func send(t *testing.T, method, u, auth string) (*http.Response, context.CancelFunc, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
 	resp, err := http.DefaultClient.Do(req)
+	return resp, cancel, err
+}
+
+// firstEvent returns the first data line of a Server-Sent Events stream.
+func firstEvent(t *testing.T, u string) string {
+	t.Helper()
+	resp, cancel, err := send(t, http.MethodGet, u, "")
+	defer cancel()
 	if err != nil {
 		t.Fatalf("GET %s: %v", u, err)
 	}

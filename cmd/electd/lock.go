@@ -20,37 +20,29 @@ import (
 	"github.com/electd/electd/supervisor"
 )
 
-func lockCommand() *cli.Command {
-	return &cli.Command{
-		Name:      "lock",
-		Usage:     "take the lock NAME, run COMMAND once, release, exit with its code",
-		ArgsUsage: "NAME -- COMMAND [ARG...]",
-		Description: "Waits for the lock NAME (an election of its own in --store), runs COMMAND once with the same\n" +
-			"child handling and environment as run (ELECTD_FENCING_TOKEN, ...), releases the lock and exits with\n" +
-			"COMMAND's code (128+N if signal N killed it). If the lease cannot be renewed, COMMAND is stopped\n" +
-			"(--stop-signal, then SIGKILL after --stop-timeout) before it could lapse, and electd exits 76.\n" +
-			"Flags go before NAME.\n" +
-			"\n" +
-			"Exit codes: COMMAND's own; 75 not acquired within --wait (the holder is named); 76 lock lost while\n" +
-			"COMMAND ran (it was stopped); 130/143 SIGINT/SIGTERM to electd (COMMAND stopped, lock released);\n" +
-			"127/126 COMMAND not found/not executable; 2 bad usage or configuration, or --slots differing\n" +
-			"from the other holders'; 1 runtime failure (e.g. the store refused electd).\n" +
-			"\n" +
-			"Recipes:\n" +
-			"  # cron on every host; one host runs the job, at most once per day. The others queue, then see\n" +
-			"  # the record and exit 0; if the run fails, nothing is recorded and the next host in line runs it.\n" +
-			"  0 3 * * * electd lock --store etcd://etcd:2379 --once-per 20h --wait 1h --log-level warn \\\n" +
-			"              nightly-report -- /usr/local/bin/report\n" +
-			"\n" +
-			"  # a schema migration that must never run twice at once; concurrent deploys wait their turn:\n" +
-			"  electd lock --store redis://redis:6379 --ttl 30s --wait 15m db-migrate -- ./migrate up\n" +
-			"\n" +
-			"  # at most 3 heavy jobs at once across the fleet (every copy must say --slots 3):\n" +
-			"  electd lock --store etcd://etcd:2379 --slots 3 encoder -- ./encode input.mov",
-		Flags:  lockFlags(),
-		Action: lockAction,
-	}
-}
+// lockHelp is the description of `electd lock`.
+const lockHelp = "Waits for the lock NAME (an election of its own in --store), runs COMMAND once with the same\n" +
+	"child handling and environment as run (ELECTD_FENCING_TOKEN, ...), releases the lock and exits with\n" +
+	"COMMAND's code (128+N if signal N killed it). If the lease cannot be renewed, COMMAND is stopped\n" +
+	"(--stop-signal, then SIGKILL after --stop-timeout) before it could lapse, and electd exits 76.\n" +
+	"Flags go before NAME.\n" +
+	"\n" +
+	"Exit codes: COMMAND's own; 75 not acquired within --wait (the holder is named); 76 lock lost while\n" +
+	"COMMAND ran (it was stopped); 130/143 SIGINT/SIGTERM to electd (COMMAND stopped, lock released);\n" +
+	"127/126 COMMAND not found/not executable; 2 bad usage or configuration, or --slots differing\n" +
+	"from the other holders'; 1 runtime failure (e.g. the store refused electd).\n" +
+	"\n" +
+	"Recipes:\n" +
+	"  # cron on every host; one host runs the job, at most once per day. The others queue, then see\n" +
+	"  # the record and exit 0; if the run fails, nothing is recorded and the next host in line runs it.\n" +
+	"  0 3 * * * electd lock --store etcd://etcd:2379 --once-per 20h --wait 1h --log-level warn \\\n" +
+	"              nightly-report -- /usr/local/bin/report\n" +
+	"\n" +
+	"  # a schema migration that must never run twice at once; concurrent deploys wait their turn:\n" +
+	"  electd lock --store redis://redis:6379 --ttl 30s --wait 15m db-migrate -- ./migrate up\n" +
+	"\n" +
+	"  # at most 3 heavy jobs at once across the fleet (every copy must say --slots 3):\n" +
+	"  electd lock --store etcd://etcd:2379 --slots 3 encoder -- ./encode input.mov"
 
 // lockConfig is everything `electd lock` needs, checked before anything starts.
 type lockConfig struct {
@@ -156,36 +148,19 @@ func findCommand(path string) error {
 	return nil
 }
 
-func lockAction(c *cli.Context) error {
+func lockAction(c *cli.Context, log *slog.Logger) error {
 	lc, err := parseLockConfig(c)
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(c)
-	if err != nil {
-		return err
-	}
 	log = log.With("lock", lc.name)
-	st, err := openStore(c, log)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := st.Close(); err != nil {
-			log.Warn("closing the store connection", "err", err)
-		}
-	}()
 	lc.cand.Logger = log
-	el, err := st.NewElector(lc.cand)
+	st, el, done, err := openCandidate(c, log, lc.cand)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := el.Close(); err != nil {
-			log.Warn("closing the elector", "err", err)
-		}
-	}()
-	sup, err := supervisor.New(supervisor.Config{
+	defer done()
+	sup, err := newSupervisor(log, supervisor.Config{
 		Elector: el, Timing: lc.timing, Election: lc.name, ID: lc.id,
 		Command: lc.command, Shell: lc.shell, Env: childEnv(os.Environ()),
 		StopSignal: lc.stopSignal, StopTimeout: lc.stopTimeout, OnExit: supervisor.OnExitExit,
@@ -194,11 +169,6 @@ func lockAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := supervisor.BecomeSubreaper(); err != nil {
-		log.Warn("cannot become child subreaper; orphaned grandchildren will go to init", "err", err)
-	}
-	mode, why := sup.Containment()
-	log.Info("containment", "mode", mode, "why", why)
 	l := &locking{c: c, log: log, store: st, el: el, sup: sup, lc: lc}
 	lockErr, sig, err := superviseGroup(c.Context, log, sup, l.run)
 	// SIGTERM or SIGINT, while waiting or running: the child was stopped,

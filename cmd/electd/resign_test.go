@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -68,32 +67,11 @@ func TestAdminTokenRequired(t *testing.T) {
 		}
 		for _, tc := range tests { // in order: the last one resigns
 			t.Run(tc.name, func(t *testing.T) {
-				code, body := postResign(t, "http://"+listen+"/resign", tc.auth)
+				code, body := httpDo(t, http.MethodPost, "http://"+listen+"/resign", tc.auth)
 				if code != tc.code || !strings.Contains(body, tc.body) {
 					t.Errorf("POST /resign from loopback = %d %s, want %d with %s", code, body, tc.code, tc.body)
 				}
 			})
 		}
 	})
-}
-
-// postResign posts to u with the Authorization header auth (none if empty).
-func postResign(t *testing.T, u, auth string) (int, string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("POST %s: %v", u, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }

@@ -18,18 +18,10 @@ import (
 	"github.com/electd/electd/supervisor"
 )
 
-func runCommand() *cli.Command {
-	return &cli.Command{
-		Name:      "run",
-		Usage:     "campaign forever; the leader runs COMMAND (or, without one, reports ready)",
-		ArgsUsage: "[-- COMMAND [ARG...]]",
-		Description: "Every copy campaigns in --election. The leader starts COMMAND with ELECTD_FENCING_TOKEN\n" +
-			"and stops it (--stop-signal, then SIGKILL after --stop-timeout) before its lease can lapse.\n" +
-			"SIGTERM or SIGINT: stop the child, resign, exit 0.",
-		Flags:  runFlags(),
-		Action: runAction,
-	}
-}
+// runHelp is the description of `electd run`.
+const runHelp = "Every copy campaigns in --election. The leader starts COMMAND with ELECTD_FENCING_TOKEN\n" +
+	"and stops it (--stop-signal, then SIGKILL after --stop-timeout) before its lease can lapse.\n" +
+	"SIGTERM or SIGINT: stop the child, resign, exit 0."
 
 // runConfig is everything `electd run` needs, checked before anything starts.
 type runConfig struct {
@@ -121,25 +113,11 @@ func childEnv(environ []string) []string {
 	return out
 }
 
-func runAction(c *cli.Context) error {
+func runAction(c *cli.Context, log *slog.Logger) error {
 	rc, err := parseRunConfig(c)
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(c)
-	if err != nil {
-		return err
-	}
-	st, err := openStore(c, log)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := st.Close(); err != nil {
-			log.Warn("closing the store connection", "err", err)
-		}
-	}()
-
 	reg := prometheus.NewRegistry()
 	var sup *supervisor.Supervisor
 	metrics, err := health.NewMetrics(reg, rc.election, func() float64 { return sup.LeaseRemaining() })
@@ -147,22 +125,17 @@ func runAction(c *cli.Context) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	rc.cand.Logger, rc.cand.Instrument = log, metrics
-	el, err := st.NewElector(rc.cand)
+	st, el, done, err := openCandidate(c, log, rc.cand)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := el.Close(); err != nil {
-			log.Warn("closing the elector", "err", err)
-		}
-	}()
+	defer done()
 	rc.sup.Elector, rc.sup.Events, rc.sup.Logger = el, metrics, log
-	if sup, err = supervisor.New(rc.sup); err != nil {
+	if sup, err = newSupervisor(log, rc.sup); err != nil {
 		return err
 	}
-	mode, why := sup.Containment()
+	mode, _ := sup.Containment()
 	metrics.Containment(string(mode))
-	log.Info("containment", "mode", mode, "why", why)
 	view := health.NewView(rc.election, el, log)
 	view.CountChanges(metrics)
 
@@ -197,9 +170,6 @@ func runAction(c *cli.Context) error {
 			}
 		}
 		return err
-	}
-	if err := supervisor.BecomeSubreaper(); err != nil {
-		log.Warn("cannot become child subreaper; orphaned grandchildren will go to init", "err", err)
 	}
 	log.Info("starting", "election", rc.election, "id", rc.id, "store", st.Redacted(),
 		"timing", rc.timing.String(), "stop_timeout", rc.sup.StopTimeout, "command", rc.sup.Command)

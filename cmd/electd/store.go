@@ -6,7 +6,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/electd/electd/elector"
 	"github.com/electd/electd/store"
+	"github.com/electd/electd/supervisor"
 )
 
 // storeOptions reads the store flags (storeFlags, tlsFlags).
@@ -26,4 +28,42 @@ func storeOptions(c *cli.Context) store.Options {
 // first thing that touches the network.
 func openStore(c *cli.Context, log *slog.Logger) (*store.Store, error) {
 	return store.Open(c.Context, storeOptions(c), log)
+}
+
+// openCandidate opens --store and makes cand on it; done closes both,
+// logging what fails.
+func openCandidate(c *cli.Context, log *slog.Logger, cand elector.Candidate) (st *store.Store, el elector.Locker, done func(), err error) {
+	if st, err = openStore(c, log); err != nil {
+		return nil, nil, nil, err
+	}
+	closeStore := func() {
+		if err := st.Close(); err != nil {
+			log.Warn("closing the store connection", "err", err)
+		}
+	}
+	if el, err = st.NewElector(cand); err != nil {
+		closeStore()
+		return nil, nil, nil, err
+	}
+	return st, el, func() {
+		if err := el.Close(); err != nil {
+			log.Warn("closing the elector", "err", err)
+		}
+		closeStore()
+	}, nil
+}
+
+// newSupervisor makes the supervisor of `run` or `lock`, makes electd the
+// subreaper of the child's orphans, and logs the containment in force.
+func newSupervisor(log *slog.Logger, cfg supervisor.Config) (*supervisor.Supervisor, error) {
+	sup, err := supervisor.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := supervisor.BecomeSubreaper(); err != nil {
+		log.Warn("cannot become child subreaper; orphaned grandchildren will go to init", "err", err)
+	}
+	mode, why := sup.Containment()
+	log.Info("containment", "mode", mode, "why", why)
+	return sup, nil
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,15 +50,6 @@ func runStoreCases(t *testing.T, secret string, cases []storeCase) {
 	}
 }
 
-func writeFile(t *testing.T, name, content string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func TestEtcdTLSAndAuth(t *testing.T) {
 	ca, other := testenv.NewCA(t, "store-ca"), testenv.NewCA(t, "other-ca")
 	e := testenv.StartEtcdTLS(t, ca)
@@ -92,8 +81,8 @@ func TestEtcdTLSAndAuth(t *testing.T) {
 	e.EnableAuth(t, root)
 	e.AddUser(t, "electd", secret, "/electd/")
 	e.AddUser(t, "stranger", secret, "/other/")
-	pwFile := writeFile(t, "password", secret+"\n")
-	wrongFile := writeFile(t, "wrong", "not-"+secret+"\n")
+	pwFile := testenv.WriteFile(t, "password", secret+"\n")
+	wrongFile := testenv.WriteFile(t, "wrong", "not-"+secret+"\n")
 	userURL := strings.Replace(e.URL(), "://", "://electd@", 1)
 	withPW := strings.Replace(e.URL(), "://", "://electd:"+secret+"@", 1)
 	tls := tlsArgs(ca.CertFile, &good)
@@ -125,7 +114,7 @@ func TestRedisTLSAndACL(t *testing.T) {
 	tls := []string{"--ca-file", ca.CertFile, "--cert-file", good.CertFile, "--key-file", good.KeyFile}
 	userURL := strings.Replace(r.URL(), "://", "://electd@", 1)
 	withPW := strings.Replace(r.URL(), "://", "://electd:"+secret+"@", 1)
-	pwFile := writeFile(t, "password", secret+"\n")
+	pwFile := testenv.WriteFile(t, "password", secret+"\n")
 	runStoreCases(t, secret, []storeCase{
 		{name: "password in the URL", store: withPW, args: tls},
 		{name: "password from the environment", store: userURL, args: tls, env: []string{"ELECTD_STORE_PASSWORD=" + secret}},

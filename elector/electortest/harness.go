@@ -128,3 +128,51 @@ func (o *observer) last() (elector.Leader, bool) {
 	}
 	return o.seen[len(o.seen)-1], true
 }
+
+// Dial is a Harness.New for backend b: it dials c.StoreAddr as the store
+// package does (the client options electd runs with), makes the candidate
+// on that connection, and closes both when the test ends. A candidate
+// without a Logger gets Logger().
+func Dial(t testing.TB, b elector.Backend, c Candidate) elector.Locker {
+	t.Helper()
+	var scheme string
+	for s, tls := range b.Schemes {
+		if !tls {
+			scheme = s
+		}
+	}
+	conn, err := b.Dial(context.Background(), elector.Endpoint{Scheme: scheme, Hosts: []string{c.StoreAddr}, Logger: Logger()})
+	if err != nil {
+		t.Fatalf("dial %s at %s: %v", b.Name, c.StoreAddr, err)
+	}
+	t.Cleanup(func() {
+		if err := conn.Close(); err != nil {
+			t.Logf("close the %s connection: %v", b.Name, err)
+		}
+	})
+	if c.Logger == nil {
+		c.Logger = Logger()
+	}
+	e, err := conn.NewElector(c.Candidate)
+	if err != nil {
+		t.Fatalf("new %s elector: %v", b.Name, err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Errorf("close the elector: %v", err)
+		}
+	})
+	return e
+}
+
+// test is one test of a suite, run against a harness.
+type test struct {
+	name string
+	fn   func(*testing.T, Harness)
+}
+
+func runTests(t *testing.T, h Harness, tests []test) {
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
+	}
+}

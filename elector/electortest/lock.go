@@ -14,10 +14,7 @@ import (
 // RunLock runs the suite of the lock features (try once, semaphores, run
 // records) against h. A backend that lacks a feature skips its tests.
 func RunLock(t *testing.T, h Harness) {
-	tests := []struct {
-		name string
-		fn   func(*testing.T, Harness)
-	}{
+	runTests(t, h, []test{
 		{"TryWhenFree", testTryFree},
 		{"TryWhenHeldLeavesNothing", testTryBusy},
 		{"SemaphoreHoldsNInOrder", testSemaphore},
@@ -26,10 +23,7 @@ func RunLock(t *testing.T, h Harness) {
 		{"SemaphoreCutOffHolderEndsFirst", testSemaphoreCutOff},
 		{"SemaphoreWakesFew", testSemaphoreWakeups},
 		{"RunRecordExpires", testRunRecord},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
-	}
+	})
 }
 
 func try(ctx context.Context, e elector.Locker) (*elector.Term, error) {

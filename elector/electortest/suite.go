@@ -14,10 +14,7 @@ import (
 
 // Run runs the whole conformance suite against h.
 func Run(t *testing.T, h Harness) {
-	tests := []struct {
-		name string
-		fn   func(*testing.T, Harness)
-	}{
+	runTests(t, h, []test{
 		{"LoneCandidateLeads", testLoneCandidate},
 		{"ArrivalOrder", testArrivalOrder},
 		{"ResignHandsOver", testResignHandsOver},
@@ -27,10 +24,7 @@ func Run(t *testing.T, h Harness) {
 		{"StoreRestart", testStoreRestart},
 		{"CancelLeavesNoKey", testCancel},
 		{"CrowdWakesOnlySuccessor", testCrowd},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
-	}
+	})
 }
 
 func testLoneCandidate(t *testing.T, h Harness) {

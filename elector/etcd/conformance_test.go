@@ -22,19 +22,7 @@ func (h *harness) Addr() string         { return h.srv.Endpoint() }
 func (h *harness) Restart(t testing.TB) { h.srv.Restart(t) }
 func (h *harness) New(t testing.TB, c electortest.Candidate) elector.Locker {
 	t.Helper()
-	cli := newClient(t, c.StoreAddr)
-	cand := c.Candidate
-	cand.Logger = electortest.Logger()
-	e, err := etcd.New(etcd.Config{Client: cli, Candidate: cand})
-	if err != nil {
-		t.Fatalf("new elector: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := e.Close(); err != nil {
-			t.Errorf("close elector: %v", err)
-		}
-	})
-	return e
+	return electortest.Dial(t, etcd.Backend, c)
 }
 
 func (h *harness) Queued(t testing.TB, election string) int {

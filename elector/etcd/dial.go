@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"time"
@@ -65,6 +66,10 @@ func Dial(ctx context.Context, ep elector.Endpoint) (elector.Conn, error) {
 		// authority, not tls.Config.ServerName.
 		cfg.DialOptions = append(cfg.DialOptions, grpc.WithAuthority(ep.TLS.ServerName))
 	}
+	log := ep.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	backoff := 500 * time.Millisecond
 	for {
 		cli, err := clientv3.New(cfg)
@@ -74,7 +79,7 @@ func Dial(ctx context.Context, ep elector.Endpoint) (elector.Conn, error) {
 		if ep.User == "" || refused(err) != elector.NotRefused || isCertError(err) {
 			return nil, fmt.Errorf("connect to etcd: %w", err)
 		}
-		ep.Logger.Warn("etcd does not answer the login yet; retrying", "err", err, "in", backoff)
+		log.Warn("etcd does not answer the login yet; retrying", "err", err, "in", backoff)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():

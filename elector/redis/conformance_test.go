@@ -19,7 +19,7 @@ type harness struct {
 
 func (h *harness) New(t testing.TB, c electortest.Candidate) elector.Locker {
 	t.Helper()
-	return newElectorWith(t, Config{Client: newClient(t, c.StoreAddr), Candidate: c.Candidate})
+	return electortest.Dial(t, Backend, c)
 }
 
 func (h *harness) Addr() string { return h.srv.Addr() }

@@ -208,10 +208,7 @@ func TestCutOffLeaderEndsFirst(t *testing.T) {
 func TestRestartEmptyUnderLeader(t *testing.T) {
 	srv, cli := startRedis(t)
 	ctx := context.Background()
-	a, b := newElector(t, srv.Addr(), "restart", "a"), newElector(t, srv.Addr(), "restart", "b")
-	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*testTTL, "a")
-	cb := electortest.Campaign(ctx, b)
-	waitQueued(t, cli, "restart", 2)
+	_, _, ra, cb := leaderAndWaiter(ctx, t, srv, cli, "restart")
 	doneAt := make(chan time.Time, 1)
 	go func() { <-ra.Term.Done(); doneAt <- time.Now() }()
 
@@ -241,11 +238,8 @@ func TestRestartEmptyUnderLeader(t *testing.T) {
 
 func TestCancelledCampaignLeavesNoKeys(t *testing.T) {
 	srv, cli := startRedis(t)
-	a, b := newElector(t, srv.Addr(), "cancel", "a"), newElector(t, srv.Addr(), "cancel", "b")
-	ra := electortest.MustLead(t, electortest.Campaign(context.Background(), a), 5*testTTL, "a")
 	ctx, cancel := context.WithCancel(context.Background())
-	cb := electortest.Campaign(ctx, b)
-	waitQueued(t, cli, "cancel", 2)
+	_, _, ra, cb := leaderAndWaiter(ctx, t, srv, cli, "cancel")
 	cancel()
 	select {
 	case r := <-cb:
@@ -275,10 +269,7 @@ func TestCancelledCampaignLeavesNoKeys(t *testing.T) {
 func TestIdleFollowerCommands(t *testing.T) {
 	srv, cli := startRedis(t)
 	ctx := context.Background()
-	a, b := newElector(t, srv.Addr(), "idle", "a"), newElector(t, srv.Addr(), "idle", "b")
-	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*testTTL, "a")
-	cb := electortest.Campaign(ctx, b)
-	waitQueued(t, cli, "idle", 2)
+	a, _, ra, cb := leaderAndWaiter(ctx, t, srv, cli, "idle")
 	if err := cli.ConfigResetStat(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -368,10 +359,7 @@ func TestObserveSeesEveryChange(t *testing.T) {
 func TestCloseEndsTermAndHandsOver(t *testing.T) {
 	srv, cli := startRedis(t)
 	ctx := context.Background()
-	a, b := newElector(t, srv.Addr(), "close", "a"), newElector(t, srv.Addr(), "close", "b")
-	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*testTTL, "a")
-	cb := electortest.Campaign(ctx, b)
-	waitQueued(t, cli, "close", 2)
+	a, _, ra, cb := leaderAndWaiter(ctx, t, srv, cli, "close")
 	start := time.Now()
 	if err := a.Close(); err != nil {
 		t.Fatal(err)

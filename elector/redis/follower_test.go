@@ -69,10 +69,7 @@ func TestLeaderChangeCostsWatchersNoRead(t *testing.T) {
 	srv, cli := startRedis(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a, b := newElector(t, srv.Addr(), "views", "a"), newElector(t, srv.Addr(), "views", "b")
-	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*testTTL, "a")
-	cb := electortest.Campaign(ctx, b)
-	waitQueued(t, cli, "views", 2)
+	_, _, ra, cb := leaderAndWaiter(ctx, t, srv, cli, "views")
 	seen := make([]<-chan elector.Leader, watchers)
 	for i := range seen {
 		wcli := redis.NewClient(&redis.Options{Addr: srv.Addr(), ClientName: "watcher", ContextTimeoutEnabled: true})

@@ -124,3 +124,14 @@ func startRedis(t testing.TB) (*testenv.Redis, *redis.Client) {
 	srv := testenv.StartRedis(t)
 	return srv, newClient(t, srv.Addr())
 }
+
+// leaderAndWaiter makes candidates a and b of election on srv: a leads, and
+// b's campaign (with ctx) waits in the queue behind it.
+func leaderAndWaiter(ctx context.Context, t *testing.T, srv *testenv.Redis, cli *redis.Client, election string) (a, b *Elector, ra electortest.Result, cb <-chan electortest.Result) {
+	t.Helper()
+	a, b = newElector(t, srv.Addr(), election, "a"), newElector(t, srv.Addr(), election, "b")
+	ra = electortest.MustLead(t, electortest.Campaign(context.Background(), a), 5*testTTL, "a")
+	cb = electortest.Campaign(ctx, b)
+	waitQueued(t, cli, election, 2)
+	return a, b, ra, cb
+}
