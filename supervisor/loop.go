@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
 )
 
@@ -160,7 +161,7 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 		case endResigned, endStartError:
 			// Handed over on purpose: let the others take it before we
 			// queue again.
-			if err := s.sleep(ctx, s.cfg.CoolDown); err != nil {
+			if err := clock.Sleep(ctx, s.cfg.Clock, s.cfg.CoolDown); err != nil {
 				return nil
 			}
 		default:
@@ -225,16 +226,5 @@ func (s *Supervisor) childGone(c *Child, st ExitStatus) {
 	s.mu.Unlock()
 	if was {
 		s.cfg.Events.ChildExited(st.Outcome())
-	}
-}
-
-func (s *Supervisor) sleep(ctx context.Context, d time.Duration) error {
-	t := s.cfg.Clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
