@@ -124,18 +124,27 @@ func (s *Supervisor) Resign(ctx context.Context) error {
 	}
 }
 
+// setRunning marks the loop live for Live, as Run and RunOnce begin.
+func (s *Supervisor) setRunning() {
+	s.mu.Lock()
+	s.running = true
+	s.mu.Unlock()
+}
+
+// setStopped, deferred by Run and RunOnce, marks the loop stopped with the
+// error *err they return, for Live.
+func (s *Supervisor) setStopped(err *error) {
+	s.mu.Lock()
+	s.running, s.lastErr = false, *err
+	s.mu.Unlock()
+}
+
 // Run campaigns and leads until ctx ends, then stops the child, resigns and
 // returns nil. It returns an *ExitError under OnExitExit when the child
 // exits, and other errors when the elector fails for good.
 func (s *Supervisor) Run(ctx context.Context) (err error) {
-	s.mu.Lock()
-	s.running = true
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.running, s.lastErr = false, err
-		s.mu.Unlock()
-	}()
+	s.setRunning()
+	defer s.setStopped(&err)
 	for {
 		start := s.cfg.Clock.Now()
 		term, err := s.cfg.Elector.Campaign(ctx)
