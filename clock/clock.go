@@ -8,7 +8,10 @@
 // suspended time too (CLOCK_BOOTTIME).
 package clock
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Clock tells the time and schedules callbacks.
 type Clock interface {
@@ -59,4 +62,17 @@ func OrReal(c Clock) Clock {
 		return Real{}
 	}
 	return c
+}
+
+// Sleep waits d on c or until ctx ends. It returns nil once d has elapsed,
+// else ctx.Err().
+func Sleep(ctx context.Context, c Clock, d time.Duration) error {
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -1,6 +1,8 @@
 package clock
 
 import (
+	"context"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -93,5 +95,20 @@ func TestRealBootTimerReleasesFd(t *testing.T) {
 	}
 	if after := fds(); after > before {
 		t.Fatalf("%d descriptors open after 50 stopped timers, %d before", after, before)
+	}
+}
+
+func TestSleep(t *testing.T) {
+	if err := Sleep(context.Background(), Real{}, 0); err != nil {
+		t.Fatalf("Sleep(0) = %v, want nil", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	f := NewFake(time.Unix(0, 0))
+	if err := Sleep(ctx, f, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Sleep with ctx cancelled = %v, want context.Canceled", err)
+	}
+	if n := f.Pending(); n != 0 {
+		t.Fatalf("%d timers armed after Sleep returned, want 0 (stopped)", n)
 	}
 }

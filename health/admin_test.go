@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -41,14 +40,7 @@ func TestSeparateAdmin(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := httptest.NewRequest(tc.method, tc.path, nil)
-			r.RemoteAddr = tc.remote
-			w := httptest.NewRecorder()
-			h := s.Handler()
-			if tc.admin {
-				h = s.AdminHandler()
-			}
-			h.ServeHTTP(w, r)
+			w := doOn(t, s, tc.admin, tc.method, tc.path, tc.remote, nil)
 			if w.Code != tc.code {
 				t.Fatalf("%s %s = %d, want %d: %s", tc.method, tc.path, w.Code, tc.code, w.Body)
 			}
@@ -166,17 +158,7 @@ func TestResignRequireToken(t *testing.T) {
 				c.Leading = func() bool { return true }
 				c.Resign = func(context.Context) error { resigned++; return nil }
 			})
-			r := httptest.NewRequest("POST", "/resign", nil)
-			r.RemoteAddr = tc.remote
-			for k, vs := range tc.hdr {
-				r.Header[k] = vs
-			}
-			w := httptest.NewRecorder()
-			h := s.Handler()
-			if tc.admin {
-				h = s.AdminHandler()
-			}
-			h.ServeHTTP(w, r)
+			w := doOn(t, s, tc.admin, "POST", "/resign", tc.remote, tc.hdr)
 			if w.Code != tc.code {
 				t.Fatalf("POST /resign from %s = %d, want %d: %s", tc.remote, w.Code, tc.code, w.Body)
 			}

@@ -64,70 +64,49 @@ func NewMetrics(reg prometheus.Registerer, election string, leaseRemaining func(
 	if leaseRemaining == nil {
 		leaseRemaining = func() float64 { return 0 }
 	}
+	// Every collector has the namespace electd and the election's label;
+	// a counter vector starts with each of its known label values at 0.
 	const ns = "electd"
 	cl := prometheus.Labels{"election": election}
+	opts := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: ns, Name: name, Help: help, ConstLabels: cl}
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts(opts(name, help)))
+	}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts(opts(name, help)))
+	}
+	counterVec := func(name, help, label string, values []string) *prometheus.CounterVec {
+		vec := prometheus.NewCounterVec(prometheus.CounterOpts(opts(name, help)), []string{label})
+		for _, v := range values {
+			vec.WithLabelValues(v)
+		}
+		return vec
+	}
 	m := &Metrics{
-		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: ns, Name: "is_leader", ConstLabels: cl,
-			Help: "1 while this copy holds a term of the election, else 0.",
-		}),
-		fencingToken: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: ns, Name: "fencing_token", ConstLabels: cl,
-			Help: "Fencing token of the last term this copy won (kept after the term ends).",
-		}),
-		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Name: "leader_changes_total", ConstLabels: cl,
-			Help: "New leadership terms observed in the election (by any copy).",
-		}),
-		acquisitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "acquisitions_total", ConstLabels: cl,
-			Help: "Campaigns that ended, by result (won, error).",
-		}, []string{"result"}),
+		isLeader:      gauge("is_leader", "1 while this copy holds a term of the election, else 0."),
+		fencingToken:  gauge("fencing_token", "Fencing token of the last term this copy won (kept after the term ends)."),
+		leaderChanges: counter("leader_changes_total", "New leadership terms observed in the election (by any copy)."),
+		acquisitions: counterVec("acquisitions_total", "Campaigns that ended, by result (won, error).",
+			"result", acquisitionResults),
 		campaignWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: ns, Name: "campaign_wait_seconds", ConstLabels: cl,
 			Help:    "Time from the start of a campaign to winning it.",
 			Buckets: campaignWaitBuckets,
 		}),
-		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "leadership_lost_total", ConstLabels: cl,
-			Help: "Terms of this copy that ended, by reason (deadline, suspended, lease_lost, key_lost, resigned, closed, other).",
-		}, []string{"reason"}),
-		leaseRemaining: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: ns, Name: "lease_remaining_seconds", ConstLabels: cl,
-			Help: "Seconds until the current term's conservative local deadline (0 when not leading).",
-		}, leaseRemaining),
-		childRunning: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: ns, Name: "child_running", ConstLabels: cl,
-			Help: "1 while the supervised command runs, else 0.",
-		}),
-		childStarts: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Name: "child_starts_total", ConstLabels: cl,
-			Help: "Times the supervised command was started.",
-		}),
-		childExits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "child_exits_total", ConstLabels: cl,
-			Help: "Exits of the supervised command, by outcome (success, failure, signaled, killed).",
-		}, []string{"outcome"}),
-		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "store_errors_total", ConstLabels: cl,
-			Help: "Failed store operations, by operation, including those retried.",
-		}, []string{"op"}),
-		containment: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: ns, Name: "containment_info", ConstLabels: cl,
-			Help: "1 for the containment mode in force for the child's process tree (pidns, pgroup, or none without a command).",
-		}, []string{"mode"}),
-	}
-	for _, v := range acquisitionResults {
-		m.acquisitions.WithLabelValues(v)
-	}
-	for _, v := range lossReasons {
-		m.lost.WithLabelValues(v)
-	}
-	for _, v := range childOutcomes {
-		m.childExits.WithLabelValues(v)
-	}
-	for _, v := range storeOps {
-		m.storeErrors.WithLabelValues(v)
+		lost: counterVec("leadership_lost_total", "Terms of this copy that ended, by reason (deadline, suspended, lease_lost, key_lost, resigned, closed, other).",
+			"reason", lossReasons),
+		leaseRemaining: prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("lease_remaining_seconds",
+			"Seconds until the current term's conservative local deadline (0 when not leading).")), leaseRemaining),
+		childRunning: gauge("child_running", "1 while the supervised command runs, else 0."),
+		childStarts:  counter("child_starts_total", "Times the supervised command was started."),
+		childExits: counterVec("child_exits_total", "Exits of the supervised command, by outcome (success, failure, signaled, killed).",
+			"outcome", childOutcomes),
+		storeErrors: counterVec("store_errors_total", "Failed store operations, by operation, including those retried.",
+			"op", storeOps),
+		containment: prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("containment_info",
+			"1 for the containment mode in force for the child's process tree (pidns, pgroup, or none without a command).")), []string{"mode"}),
 	}
 
 	own := []prometheus.Collector{

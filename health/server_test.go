@@ -37,13 +37,24 @@ func newTestServer(t *testing.T, mod func(*Config)) (*Server, *fakeObserver) {
 // do runs one request through the handler; remote is the TCP peer.
 func do(t *testing.T, s *Server, method, path, remote string, hdr http.Header) *httptest.ResponseRecorder {
 	t.Helper()
+	return doOn(t, s, false, method, path, remote, hdr)
+}
+
+// doOn is do through the admin handler when admin is set, else through the
+// main one.
+func doOn(t *testing.T, s *Server, admin bool, method, path, remote string, hdr http.Header) *httptest.ResponseRecorder {
+	t.Helper()
 	r := httptest.NewRequest(method, path, nil)
 	r.RemoteAddr = remote
 	for k, vs := range hdr {
 		r.Header[k] = vs
 	}
 	w := httptest.NewRecorder()
-	s.Handler().ServeHTTP(w, r)
+	h := s.Handler()
+	if admin {
+		h = s.AdminHandler()
+	}
+	h.ServeHTTP(w, r)
 	return w
 }
 

@@ -178,14 +178,8 @@ func TestStopGraceful(t *testing.T) {
 }
 
 func TestStopCustomSignal(t *testing.T) {
-	out := newSyncBuf()
-	c := runChild(t, ChildSpec{
-		Path:        "/bin/sh",
-		Args:        []string{"-c", `trap 'echo bye; exit 0' INT; echo ready; while :; do sleep 1000 & wait; done`},
-		Stdout:      out,
-		StopSignal:  syscall.SIGINT,
-		StopTimeout: time.Minute,
-	})
+	c, out := runSh(t, `trap 'echo bye; exit 0' INT; echo ready; while :; do sleep 1000 & wait; done`,
+		ChildSpec{StopSignal: syscall.SIGINT, StopTimeout: time.Minute})
 	out.waitFor(t, "ready")
 	st := stopOK(t, c, context.Background())
 	if st.Code != 0 || st.Signal != 0 || st.Outcome() != "success" {
@@ -198,12 +192,11 @@ func TestStopCustomSignal(t *testing.T) {
 
 // ignoreTerm prints "ready" once SIGTERM is ignored (the ignored disposition
 // survives exec, so the sleep ignores it too).
-var ignoreTerm = []string{"-c", "trap '' TERM; echo ready; exec sleep 1000"}
+const ignoreTerm = "trap '' TERM; echo ready; exec sleep 1000"
 
 func TestStopEscalatesAfterTimeout(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	out := newSyncBuf()
-	c := runChild(t, ChildSpec{Path: "/bin/sh", Args: ignoreTerm, Stdout: out, StopTimeout: timeout})
+	c, out := runSh(t, ignoreTerm, ChildSpec{StopTimeout: timeout})
 	out.waitFor(t, "ready")
 	begin := time.Now()
 	st := stopOK(t, c, context.Background())
@@ -216,8 +209,7 @@ func TestStopEscalatesAfterTimeout(t *testing.T) {
 }
 
 func TestStopTimeoutZeroKillsAtOnce(t *testing.T) {
-	out := newSyncBuf()
-	c := runChild(t, ChildSpec{Path: "/bin/sh", Args: ignoreTerm, Stdout: out})
+	c, out := runSh(t, ignoreTerm, ChildSpec{})
 	out.waitFor(t, "ready")
 	st := stopOK(t, c, context.Background())
 	if !st.Killed || st.ExitCode() != 137 {
@@ -226,8 +218,7 @@ func TestStopTimeoutZeroKillsAtOnce(t *testing.T) {
 }
 
 func TestStopContextBoundsGraceOnly(t *testing.T) {
-	out := newSyncBuf()
-	c := runChild(t, ChildSpec{Path: "/bin/sh", Args: ignoreTerm, Stdout: out, StopTimeout: time.Hour})
+	c, out := runSh(t, ignoreTerm, ChildSpec{StopTimeout: time.Hour})
 	out.waitFor(t, "ready")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -246,8 +237,7 @@ func TestStopContextBoundsGraceOnly(t *testing.T) {
 }
 
 func TestStopConcurrentAndIdempotent(t *testing.T) {
-	out := newSyncBuf()
-	c := runChild(t, ChildSpec{Path: "/bin/sh", Args: ignoreTerm, Stdout: out, StopTimeout: time.Hour})
+	c, out := runSh(t, ignoreTerm, ChildSpec{StopTimeout: time.Hour})
 	out.waitFor(t, "ready")
 
 	type result struct {
@@ -304,8 +294,7 @@ func grandchild(t *testing.T, out *syncBuf) int {
 }
 
 func TestStopKillsGrandchildren(t *testing.T) {
-	out := newSyncBuf()
-	c := runChild(t, ChildSpec{Path: "/bin/sh", Args: []string{"-c", "sleep 1000 & echo $!; wait"}, Stdout: out, StopTimeout: time.Minute})
+	c, out := runSh(t, "sleep 1000 & echo $!; wait", ChildSpec{StopTimeout: time.Minute})
 	g := grandchild(t, out)
 	if st, err := readStat(g); err != nil || st.pgrp != c.Pid() || procDead(g) {
 		t.Fatalf("grandchild %d: %+v, %v; want alive in group %d", g, st, err, c.Pid())
@@ -320,8 +309,7 @@ func TestStopKillsGrandchildren(t *testing.T) {
 }
 
 func TestStopAfterNaturalExitKillsLeftovers(t *testing.T) {
-	out := newSyncBuf()
-	c := runChild(t, ChildSpec{Path: "/bin/sh", Args: []string{"-c", "sleep 1000 & echo $!; exit 5"}, Stdout: out})
+	c, out := runSh(t, "sleep 1000 & echo $!; exit 5", ChildSpec{})
 	g := grandchild(t, out)
 	if st := waitDone(t, c); st.Code != 5 {
 		t.Errorf("exit %+v, want code 5", st)
@@ -344,8 +332,7 @@ func TestStopAfterNaturalExitKillsLeftovers(t *testing.T) {
 func TestSignalReachesWholeGroup(t *testing.T) {
 	// The background sleep starts before the trap, so SIGUSR1 kills it; the
 	// leader ignores SIGUSR1 (the ignored disposition survives exec).
-	out := newSyncBuf()
-	c := runChild(t, ChildSpec{Path: "/bin/sh", Args: []string{"-c", "sleep 1000 & echo $!; trap '' USR1; echo ready; exec sleep 1001"}, Stdout: out})
+	c, out := runSh(t, "sleep 1000 & echo $!; trap '' USR1; echo ready; exec sleep 1001", ChildSpec{})
 	g := grandchild(t, out)
 	out.waitFor(t, "ready")
 	if err := c.Signal(syscall.SIGUSR1); err != nil {
@@ -363,8 +350,7 @@ func TestSignalReachesWholeGroup(t *testing.T) {
 // waiter on its locked thread, the output copiers) are gone.
 func TestNoGoroutineLeak(t *testing.T) {
 	run := func() {
-		out := newSyncBuf()
-		c := runChild(t, ChildSpec{Path: "/bin/sh", Args: []string{"-c", "sleep 1000 & echo $!; wait"}, Stdout: out, Stderr: newSyncBuf()})
+		c, out := runSh(t, "sleep 1000 & echo $!; wait", ChildSpec{Stderr: newSyncBuf()})
 		grandchild(t, out)
 		stopOK(t, c, context.Background())
 	}

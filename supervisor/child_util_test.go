@@ -63,6 +63,15 @@ func runChild(t *testing.T, spec ChildSpec) *Child {
 	return c
 }
 
+// runSh is runChild of /bin/sh -c script with its stdout in the returned
+// buffer; spec sets the other fields.
+func runSh(t *testing.T, script string, spec ChildSpec) (*Child, *syncBuf) {
+	t.Helper()
+	out := newSyncBuf()
+	spec.Path, spec.Args, spec.Stdout = "/bin/sh", []string{"-c", script}, out
+	return runChild(t, spec), out
+}
+
 func waitDone(t *testing.T, c *Child) ExitStatus {
 	t.Helper()
 	select {

@@ -136,11 +136,10 @@ func TestPidnsPassesThrough(t *testing.T) {
 // SIGTERM stops gracefully, not by SIGKILL.
 func TestPidnsStopReachesWholeTree(t *testing.T) {
 	needMode(t, ContainPidns)
-	out := newSyncBuf()
-	c := runChild(t, ChildSpec{Path: "/bin/sh", Args: []string{"-c",
-		"setsid sh -c 'trap \"echo daemon-term; exit 0\" TERM; echo daemon; while :; do sleep 0.01; done' & " +
-			"trap 'wait; exit 0' TERM; while :; do sleep 0.01; done"},
-		Stdout: out, StopTimeout: 5 * time.Second, Containment: ContainPidns})
+	c, out := runSh(t,
+		"setsid sh -c 'trap \"echo daemon-term; exit 0\" TERM; echo daemon; while :; do sleep 0.01; done' & "+
+			"trap 'wait; exit 0' TERM; while :; do sleep 0.01; done",
+		ChildSpec{StopTimeout: 5 * time.Second, Containment: ContainPidns})
 	out.waitFor(t, "daemon")
 	st, err := c.Stop(context.Background())
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
 )
 
@@ -123,18 +124,27 @@ func (s *Supervisor) Resign(ctx context.Context) error {
 	}
 }
 
+// setRunning marks the loop live for Live, as Run and RunOnce begin.
+func (s *Supervisor) setRunning() {
+	s.mu.Lock()
+	s.running = true
+	s.mu.Unlock()
+}
+
+// setStopped, deferred by Run and RunOnce, marks the loop stopped with the
+// error *err they return, for Live.
+func (s *Supervisor) setStopped(err *error) {
+	s.mu.Lock()
+	s.running, s.lastErr = false, *err
+	s.mu.Unlock()
+}
+
 // Run campaigns and leads until ctx ends, then stops the child, resigns and
 // returns nil. It returns an *ExitError under OnExitExit when the child
 // exits, and other errors when the elector fails for good.
 func (s *Supervisor) Run(ctx context.Context) (err error) {
-	s.mu.Lock()
-	s.running = true
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.running, s.lastErr = false, err
-		s.mu.Unlock()
-	}()
+	s.setRunning()
+	defer s.setStopped(&err)
 	for {
 		start := s.cfg.Clock.Now()
 		term, err := s.cfg.Elector.Campaign(ctx)
@@ -160,7 +170,7 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 		case endResigned, endStartError:
 			// Handed over on purpose: let the others take it before we
 			// queue again.
-			if err := s.sleep(ctx, s.cfg.CoolDown); err != nil {
+			if err := clock.Sleep(ctx, s.cfg.Clock, s.cfg.CoolDown); err != nil {
 				return nil
 			}
 		default:
@@ -225,16 +235,5 @@ func (s *Supervisor) childGone(c *Child, st ExitStatus) {
 	s.mu.Unlock()
 	if was {
 		s.cfg.Events.ChildExited(st.Outcome())
-	}
-}
-
-func (s *Supervisor) sleep(ctx context.Context, d time.Duration) error {
-	t := s.cfg.Clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }

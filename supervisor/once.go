@@ -73,14 +73,8 @@ func (s *Supervisor) RunOnce(ctx context.Context, term *elector.Term, afterExit 
 	if len(s.cfg.Command) == 0 {
 		return errors.New("supervisor: RunOnce needs a command")
 	}
-	s.mu.Lock()
-	s.running = true
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.running, s.lastErr = false, err
-		s.mu.Unlock()
-	}()
+	s.setRunning()
+	defer s.setStopped(&err)
 
 	e := s.hold(ctx, term, OnExitExit, afterExit)
 	switch {

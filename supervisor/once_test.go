@@ -47,6 +47,18 @@ func newOnceRun(t *testing.T, command ...string) *onceRun {
 	return o
 }
 
+// wantExit is a check of TestRunOnce: RunOnce returned an *ExitError with
+// code.
+func wantExit(code int) func(*testing.T, error) {
+	return func(t *testing.T, err error) {
+		t.Helper()
+		var xe *ExitError
+		if !errors.As(err, &xe) || xe.Code() != code {
+			t.Fatalf("RunOnce = %v, want ExitError code %d", err, code)
+		}
+	}
+}
+
 func TestRunOnce(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -59,25 +71,15 @@ func TestRunOnce(t *testing.T) {
 		wantSteps []string
 	}{
 		{
-			name:    "child exits: afterExit runs before the release",
-			command: []string{"sh", "-c", "exit 3"},
-			check: func(t *testing.T, err error) {
-				var xe *ExitError
-				if !errors.As(err, &xe) || xe.Code() != 3 {
-					t.Fatalf("RunOnce = %v, want ExitError code 3", err)
-				}
-			},
+			name:      "child exits: afterExit runs before the release",
+			command:   []string{"sh", "-c", "exit 3"},
+			check:     wantExit(3),
 			wantSteps: []string{"after:3", "resign"},
 		},
 		{
-			name:    "killed child gives 128+signal",
-			command: []string{"sh", "-c", "kill -9 $$"},
-			check: func(t *testing.T, err error) {
-				var xe *ExitError
-				if !errors.As(err, &xe) || xe.Code() != 137 {
-					t.Fatalf("RunOnce = %v, want ExitError code 137", err)
-				}
-			},
+			name:      "killed child gives 128+signal",
+			command:   []string{"sh", "-c", "kill -9 $$"},
+			check:     wantExit(137),
 			wantSteps: []string{"after:137", "resign"},
 		},
 		{

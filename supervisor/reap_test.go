@@ -39,8 +39,7 @@ func zombieChildren() []int {
 func TestReapOrphans(t *testing.T) {
 	// A child leaves an orphan that outlives it: "( sleep & echo $! )" is a
 	// double fork, the subshell exits at once and the sleep is adopted by us.
-	out := newSyncBuf()
-	c := runChild(t, ChildSpec{Path: "/bin/sh", Args: []string{"-c", "(sleep 1000 & echo $!); exit 7"}, Stdout: out})
+	c, out := runSh(t, "(sleep 1000 & echo $!); exit 7", ChildSpec{})
 	g := grandchild(t, out)
 	if st := waitDone(t, c); st.Code != 7 {
 		t.Errorf("exit %+v, want code 7", st)
@@ -73,9 +72,8 @@ func TestReapOrphansKeepsChildStatus(t *testing.T) {
 		if i == 1 {
 			code = 255
 		}
-		out := newSyncBuf()
 		script := fmt.Sprintf("(sleep 1000 & echo $!); (sh -c 'exit 9' &); (true &); exit %d", code)
-		c := runChild(t, ChildSpec{Path: "/bin/sh", Args: []string{"-c", script}, Stdout: out})
+		c, out := runSh(t, script, ChildSpec{})
 		orphans = append(orphans, grandchild(t, out))
 		st := waitDone(t, c)
 		if st.Code != code || st.Signal != 0 {

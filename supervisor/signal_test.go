@@ -52,12 +52,7 @@ func sendUntil(t *testing.T, sig syscall.Signal, cond func() bool, what string) 
 }
 
 func TestForwardSignals(t *testing.T) {
-	out := newSyncBuf()
-	c := runChild(t, ChildSpec{
-		Path:   "/bin/sh",
-		Args:   []string{"-c", `trap 'echo got-usr1' USR1; echo ready; while :; do sleep 1000 & wait; done`},
-		Stdout: out,
-	})
+	c, out := runSh(t, `trap 'echo got-usr1' USR1; echo ready; while :; do sleep 1000 & wait; done`, ChildSpec{})
 	out.waitFor(t, "ready")
 	forwarding(t, func() *Child { return c }, syscall.SIGUSR1)
 	sendUntil(t, syscall.SIGUSR1, func() bool {

@@ -3,16 +3,16 @@
 package deathsig
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/electd/electd/internal/deathsig/deathsigtest"
 )
 
 // helperEnv makes this test binary the parent: it starts "sleep 1000" with
@@ -37,15 +37,7 @@ func helper(mode string) {
 		os.Exit(1)
 	}
 	if mode == "churn" {
-		var wg sync.WaitGroup
-		for range 32 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				runtime.LockOSThread() // exits locked: the runtime ends this thread
-			}()
-		}
-		wg.Wait()
+		deathsigtest.RetireThreads(32)
 	}
 	os.Stdout.WriteString(strconv.Itoa(p.Pid()) + "\n")
 	<-p.Done()
@@ -60,27 +52,7 @@ func TestChildDiesWithParent(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			parent := exec.Command(os.Args[0], "-test.run=^$")
 			parent.Env = append(os.Environ(), helperEnv+"="+mode)
-			parent.Stderr = os.Stderr
-			out, err := parent.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := parent.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = parent.Process.Kill(); _ = parent.Wait() })
-			line, err := bufio.NewReader(out).ReadString('\n')
-			if err != nil {
-				t.Fatalf("helper printed no pid: %v", err)
-			}
-			pid, err := strconv.Atoi(strings.TrimSpace(line))
-			if err != nil {
-				t.Fatalf("helper printed %q: %v", line, err)
-			}
-			t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-			if comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); err != nil || strings.TrimSpace(string(comm)) != "sleep" {
-				t.Fatalf("pid %d is %q (%v), want the helper's sleep", pid, comm, err)
-			}
+			pid := deathsigtest.StartParent(t, parent, 10*time.Second)
 			if !running(pid) {
 				t.Fatalf("sleep %d is not running before its parent was killed", pid)
 			}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -78,6 +77,13 @@ func newProxy(t *testing.T, target string) *Proxy {
 	return p
 }
 
+// newEchoProxy is newProxy in front of a new echo server.
+func newEchoProxy(t *testing.T) (*echoServer, *Proxy) {
+	t.Helper()
+	echo := startEcho(t)
+	return echo, newProxy(t, echo.ln.Addr().String())
+}
+
 func dial(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, patience)
@@ -123,6 +129,19 @@ func expectSilence(t *testing.T, c net.Conn, d time.Duration) {
 }
 
 // waitFor polls cond until it holds or patience runs out.
+// expectClosed reads from c and fails unless the read reports the
+// connection closed within patience (what names the read).
+func expectClosed(t *testing.T, c net.Conn, what string) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(patience))
+	var b [1]byte
+	_, err := c.Read(b[:])
+	var ne net.Error // os.ErrDeadlineExceeded is one, with Timeout true
+	if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+		t.Fatalf("%s: %v, want a closed connection", what, err)
+	}
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(patience)
@@ -136,8 +155,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestForward(t *testing.T) {
-	echo := startEcho(t)
-	p := newProxy(t, echo.ln.Addr().String())
+	_, p := newEchoProxy(t)
 	if !strings.HasPrefix(p.Addr(), "127.0.0.1:") {
 		t.Fatalf("Addr() = %q, want 127.0.0.1:PORT", p.Addr())
 	}
@@ -154,8 +172,7 @@ func TestForward(t *testing.T) {
 }
 
 func TestHalfCloseIsPassedOn(t *testing.T) {
-	echo := startEcho(t)
-	p := newProxy(t, echo.ln.Addr().String())
+	_, p := newEchoProxy(t)
 	c := dial(t, p.Addr())
 	if _, err := c.Write([]byte("bye")); err != nil {
 		t.Fatalf("write: %v", err)
@@ -171,8 +188,7 @@ func TestHalfCloseIsPassedOn(t *testing.T) {
 }
 
 func TestCutHoldsAndHealDelivers(t *testing.T) {
-	echo := startEcho(t)
-	p := newProxy(t, echo.ln.Addr().String())
+	echo, p := newEchoProxy(t)
 	c := dial(t, p.Addr())
 	roundTrip(t, c, "before")
 
@@ -201,39 +217,26 @@ func TestCutHoldsAndHealDelivers(t *testing.T) {
 }
 
 func TestReset(t *testing.T) {
-	echo := startEcho(t)
-	p := newProxy(t, echo.ln.Addr().String())
+	_, p := newEchoProxy(t)
 	c := dial(t, p.Addr())
 	roundTrip(t, c, "one")
 
 	p.Reset()
-	_ = c.SetReadDeadline(time.Now().Add(patience))
-	var b [1]byte
-	_, err := c.Read(b[:])
-	var ne net.Error
-	if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
-		t.Fatalf("read after reset: %v, want a closed connection", err)
-	}
+	expectClosed(t, c, "read after reset")
 	roundTrip(t, dial(t, p.Addr()), "still listening")
 }
 
 func TestResetWhileCut(t *testing.T) {
-	echo := startEcho(t)
-	p := newProxy(t, echo.ln.Addr().String())
+	_, p := newEchoProxy(t)
 	p.Cut()
 	c := dial(t, p.Addr())
 	waitFor(t, "the held connection", func() bool { return p.Stats().Conns == 1 })
 	p.Reset()
-	_ = c.SetReadDeadline(time.Now().Add(patience))
-	var b [1]byte
-	if _, err := c.Read(b[:]); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("read after reset: %v, want a closed connection", err)
-	}
+	expectClosed(t, c, "read after reset")
 }
 
 func TestSetDelay(t *testing.T) {
-	echo := startEcho(t)
-	p := newProxy(t, echo.ln.Addr().String())
+	_, p := newEchoProxy(t)
 	c := dial(t, p.Addr())
 	roundTrip(t, c, "warm")
 
@@ -272,11 +275,7 @@ func TestTargetDown(t *testing.T) {
 		return // reset before the dial even completed: fine
 	}
 	defer c.Close()
-	_ = c.SetReadDeadline(time.Now().Add(patience))
-	var b [1]byte
-	if _, err := c.Read(b[:]); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("read via proxy to a dead target: %v, want a closed connection", err)
-	}
+	expectClosed(t, c, "read via proxy to a dead target")
 }
 
 // proxyGoroutines lists the stacks of goroutines running proxy code.
@@ -325,11 +324,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		t.Fatalf("second close: %v", err)
 	}
 	for _, c := range []net.Conn{live, held} {
-		_ = c.SetReadDeadline(time.Now().Add(patience))
-		var b [1]byte
-		if _, err := c.Read(b[:]); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("read after close: %v, want a closed connection", err)
-		}
+		expectClosed(t, c, "read after close")
 		_ = c.Close()
 	}
 	if _, err := net.DialTimeout("tcp", p.Addr(), patience); err == nil {

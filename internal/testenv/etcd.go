@@ -21,9 +21,12 @@ const etcdHow = "run `make etcd`, or `go build -o bin/etcd go.etcd.io/etcd/serve
 
 var etcdSeq atomic.Int64 // makes member names unique within this process
 
-// Etcd is a single-member etcd server run as a child process.
+// Etcd is a single-member etcd server run as a child process. Start and
+// Restart keep its data dir and ports; its log is at level warn. etcd drains
+// gRPC streams first: with a watch open, Stop takes about 5 s (measured);
+// Kill is immediate.
 type Etcd struct {
-	srv        server
+	lifecycle
 	name       string
 	dataDir    string
 	clientPort int
@@ -56,7 +59,7 @@ func startEtcd(t testing.TB, tc *etcdTLS) *Etcd {
 		dataDir: filepath.Join(dir, "data"),
 		tls:     tc,
 	}
-	e.srv = server{
+	e.srv = &server{
 		name:    "etcd",
 		bin:     bin,
 		logPath: filepath.Join(dir, "etcd.log"),
@@ -64,7 +67,7 @@ func startEtcd(t testing.TB, tc *etcdTLS) *Etcd {
 		probe:   e.probe,
 	}
 	t.Cleanup(func() { e.srv.cleanup(t) }) // before t.TempDir's removal (LIFO)
-	firstStart(t, &e.srv, func() error {
+	firstStart(t, e.srv, func() error {
 		ports, err := freePorts(2)
 		if err != nil {
 			return err
@@ -81,12 +84,6 @@ func (e *Etcd) Endpoint() string { return "127.0.0.1:" + strconv.Itoa(e.clientPo
 
 // DataDir returns the server's data directory, kept across restarts.
 func (e *Etcd) DataDir() string { return e.dataDir }
-
-// LogPath returns the file that receives the server's output (log level warn).
-func (e *Etcd) LogPath() string { return e.srv.logPath }
-
-// Pid returns the server's process id, or 0 when it is not running.
-func (e *Etcd) Pid() int { return e.srv.pid() }
 
 // Client returns a client of this server alone, closed in t.Cleanup. Created
 // after StartEtcd with the same t (or a subtest), it is closed before the
@@ -110,27 +107,6 @@ func (e *Etcd) Client(t testing.TB) *clientv3.Client {
 	}
 	t.Cleanup(func() { _ = cli.Close() })
 	return cli
-}
-
-// Stop sends SIGTERM and waits for the server to exit (SIGKILL after 10 s,
-// reported as a test error). A no-op if it is not running. etcd drains gRPC
-// streams first: with a watch open, Stop takes about 5 s (measured); Kill is
-// immediate.
-func (e *Etcd) Stop(t testing.TB) { t.Helper(); e.srv.stop(t) }
-
-// Kill sends SIGKILL and waits for the server to exit. A no-op if it is not
-// running.
-func (e *Etcd) Kill(t testing.TB) { t.Helper(); e.srv.kill(t) }
-
-// Start starts a stopped server again on the same data dir and ports, and
-// waits until it is healthy.
-func (e *Etcd) Start(t testing.TB) { t.Helper(); e.srv.restart(t) }
-
-// Restart is Stop then Start.
-func (e *Etcd) Restart(t testing.TB) {
-	t.Helper()
-	e.Stop(t)
-	e.Start(t)
 }
 
 func (e *Etcd) args() []string {

@@ -47,22 +47,20 @@ func (e *Etcd) rootPassword() string {
 // turns authentication on. Clients made by Client afterwards log in as root.
 func (e *Etcd) EnableAuth(t testing.TB, rootPassword string) {
 	t.Helper()
-	cli := e.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	steps := []struct {
-		what string
-		do   func() error
-	}{
-		{"add user root", func() error { _, err := cli.UserAdd(ctx, "root", rootPassword); return err }},
-		{"grant role root", func() error { _, err := cli.UserGrantRole(ctx, "root", "root"); return err }},
-		{"enable auth", func() error { _, err := cli.AuthEnable(ctx); return err }},
-	}
-	for _, s := range steps {
-		if err := s.do(); err != nil {
-			t.Fatalf("testenv: etcd %s: %v", s.what, err)
-		}
-	}
+	e.adminSteps(t, "", []adminStep{
+		{"add user root", func(ctx context.Context, cli *clientv3.Client) error {
+			_, err := cli.UserAdd(ctx, "root", rootPassword)
+			return err
+		}},
+		{"grant role root", func(ctx context.Context, cli *clientv3.Client) error {
+			_, err := cli.UserGrantRole(ctx, "root", "root")
+			return err
+		}},
+		{"enable auth", func(ctx context.Context, cli *clientv3.Client) error {
+			_, err := cli.AuthEnable(ctx)
+			return err
+		}},
+	})
 	e.mu.Lock()
 	e.rootPass = rootPassword
 	e.mu.Unlock()
@@ -73,25 +71,43 @@ func (e *Etcd) EnableAuth(t testing.TB, rootPassword string) {
 // after EnableAuth.
 func (e *Etcd) AddUser(t testing.TB, user, password, prefix string) {
 	t.Helper()
-	cli := e.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	steps := []struct {
-		what string
-		do   func() error
-	}{
-		{"add role", func() error { _, err := cli.RoleAdd(ctx, user); return err }},
-		{"grant permission", func() error {
+	e.adminSteps(t, " for "+user, []adminStep{
+		{"add role", func(ctx context.Context, cli *clientv3.Client) error {
+			_, err := cli.RoleAdd(ctx, user)
+			return err
+		}},
+		{"grant permission", func(ctx context.Context, cli *clientv3.Client) error {
 			_, err := cli.RoleGrantPermission(ctx, user, prefix, clientv3.GetPrefixRangeEnd(prefix),
 				clientv3.PermissionType(clientv3.PermReadWrite))
 			return err
 		}},
-		{"add user", func() error { _, err := cli.UserAdd(ctx, user, password); return err }},
-		{"grant role", func() error { _, err := cli.UserGrantRole(ctx, user, user); return err }},
-	}
+		{"add user", func(ctx context.Context, cli *clientv3.Client) error {
+			_, err := cli.UserAdd(ctx, user, password)
+			return err
+		}},
+		{"grant role", func(ctx context.Context, cli *clientv3.Client) error {
+			_, err := cli.UserGrantRole(ctx, user, user)
+			return err
+		}},
+	})
+}
+
+// adminStep is one call of EnableAuth or AddUser, named for its error.
+type adminStep struct {
+	what string
+	do   func(context.Context, *clientv3.Client) error
+}
+
+// adminSteps runs steps in order through one new Client within 30 s, and
+// fails the test at the first that fails ("testenv: etcd WHAT<suffix>: ERR").
+func (e *Etcd) adminSteps(t testing.TB, suffix string, steps []adminStep) {
+	t.Helper()
+	cli := e.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	for _, s := range steps {
-		if err := s.do(); err != nil {
-			t.Fatalf("testenv: etcd %s for %s: %v", s.what, user, err)
+		if err := s.do(ctx, cli); err != nil {
+			t.Fatalf("testenv: etcd %s%s: %v", s.what, suffix, err)
 		}
 	}
 }

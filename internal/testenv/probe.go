@@ -69,28 +69,15 @@ func redisInfoPID(tlsCfg *tls.Config, auth redisAuth, addr string) (int, error) 
 	_ = conn.SetDeadline(time.Now().Add(probeTimeout))
 	r := bufio.NewReader(conn)
 	if auth.user != "" {
-		if _, err := io.WriteString(conn, respCommand("AUTH", auth.user, auth.password)); err != nil {
-			return 0, fmt.Errorf("redis auth: %w", err)
-		}
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return 0, fmt.Errorf("redis auth: %w", err)
-		}
-		if strings.TrimSpace(line) != "+OK" {
-			return 0, fmt.Errorf("redis auth: answer %q", strings.TrimSpace(line))
+		if err := ask(conn, r, "redis auth", respCommand("AUTH", auth.user, auth.password), "+OK"); err != nil {
+			return 0, err
 		}
 	}
-	if _, err := io.WriteString(conn, "PING\r\nINFO server\r\n"); err != nil {
-		return 0, fmt.Errorf("ping redis: %w", err)
+	// INFO goes with PING: its answer is read after the PONG.
+	if err := ask(conn, r, "ping redis", "PING\r\nINFO server\r\n", "+PONG"); err != nil {
+		return 0, err
 	}
 	line, err := r.ReadString('\n')
-	if err != nil {
-		return 0, fmt.Errorf("ping redis: %w", err)
-	}
-	if strings.TrimSpace(line) != "+PONG" {
-		return 0, fmt.Errorf("ping redis: answer %q", strings.TrimSpace(line))
-	}
-	line, err = r.ReadString('\n')
 	if err != nil {
 		return 0, fmt.Errorf("redis info: %w", err)
 	}
@@ -112,6 +99,22 @@ func redisInfoPID(tlsCfg *tls.Config, auth redisAuth, addr string) (int, error) 
 		}
 	}
 	return 0, fmt.Errorf("redis info: no process_id")
+}
+
+// ask writes cmd to conn and reads one reply line from r, which must be want;
+// its errors start with what.
+func ask(conn net.Conn, r *bufio.Reader, what, cmd, want string) error {
+	if _, err := io.WriteString(conn, cmd); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if strings.TrimSpace(line) != want {
+		return fmt.Errorf("%s: answer %q", what, strings.TrimSpace(line))
+	}
+	return nil
 }
 
 // respCommand encodes a command as a RESP array of bulk strings.

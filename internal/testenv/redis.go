@@ -14,9 +14,10 @@ import (
 
 const redisHow = "`apt-get install -y redis-server`"
 
-// Redis is a redis-server run as a child process, without persistence.
+// Redis is a redis-server run as a child process, without persistence:
+// Start and Restart keep its port and bring it back with EMPTY data.
 type Redis struct {
-	srv  server
+	lifecycle
 	dir  string
 	port int
 	opts RedisOptions
@@ -63,7 +64,7 @@ func startRedis(t testing.TB, opts RedisOptions, pick func() (int, error)) *Redi
 		r.testenvTLS = opts.CA.ClientTLS(t, &own)
 		r.testenvTLS.ServerName = "127.0.0.1"
 	}
-	r.srv = server{
+	r.srv = &server{
 		name:    "redis-server",
 		bin:     bin,
 		logPath: filepath.Join(dir, "redis.log"),
@@ -71,7 +72,7 @@ func startRedis(t testing.TB, opts RedisOptions, pick func() (int, error)) *Redi
 		probe:   r.probe,
 	}
 	t.Cleanup(func() { r.srv.cleanup(t) }) // before t.TempDir's removal (LIFO)
-	firstStart(t, &r.srv, func() (err error) {
+	firstStart(t, r.srv, func() (err error) {
 		r.port, err = pick()
 		return err
 	})
@@ -81,12 +82,6 @@ func startRedis(t testing.TB, opts RedisOptions, pick func() (int, error)) *Redi
 // Addr returns the server's address, "127.0.0.1:PORT".
 func (r *Redis) Addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
 
-// LogPath returns the file that receives the server's output.
-func (r *Redis) LogPath() string { return r.srv.logPath }
-
-// Pid returns the server's process id, or 0 when it is not running.
-func (r *Redis) Pid() int { return r.srv.pid() }
-
 // Client returns a go-redis client of this server, closed in t.Cleanup.
 func (r *Redis) Client(t testing.TB) *redis.Client {
 	t.Helper()
@@ -94,25 +89,6 @@ func (r *Redis) Client(t testing.TB) *redis.Client {
 		Username: r.admin.user, Password: r.admin.password})
 	t.Cleanup(func() { _ = cli.Close() })
 	return cli
-}
-
-// Stop sends SIGTERM and waits for the server to exit (SIGKILL after 10 s,
-// reported as a test error). A no-op if it is not running.
-func (r *Redis) Stop(t testing.TB) { t.Helper(); r.srv.stop(t) }
-
-// Kill sends SIGKILL and waits for the server to exit. A no-op if it is not
-// running.
-func (r *Redis) Kill(t testing.TB) { t.Helper(); r.srv.kill(t) }
-
-// Start starts a stopped server again on the same port, with EMPTY data
-// (nothing is ever persisted), and waits until it answers PING.
-func (r *Redis) Start(t testing.TB) { t.Helper(); r.srv.restart(t) }
-
-// Restart is Stop then Start; the server comes back empty.
-func (r *Redis) Restart(t testing.TB) {
-	t.Helper()
-	r.Stop(t)
-	r.Start(t)
 }
 
 func (r *Redis) args() []string {

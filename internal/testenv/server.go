@@ -32,6 +32,36 @@ type server struct {
 	p  *proc // current or last run; nil before the first
 }
 
+// lifecycle gives Etcd and Redis the methods that control their server
+// process; each type's documentation says what a restart keeps.
+type lifecycle struct{ srv *server }
+
+// LogPath returns the file that receives the server's output, every run's
+// appended.
+func (l *lifecycle) LogPath() string { return l.srv.logPath }
+
+// Pid returns the server's process id, or 0 when it is not running.
+func (l *lifecycle) Pid() int { return l.srv.pid() }
+
+// Stop sends SIGTERM and waits for the server to exit (SIGKILL after 10 s,
+// reported as a test error). A no-op if it is not running.
+func (l *lifecycle) Stop(t testing.TB) { t.Helper(); l.srv.stop(t) }
+
+// Kill sends SIGKILL and waits for the server to exit. A no-op if it is not
+// running.
+func (l *lifecycle) Kill(t testing.TB) { t.Helper(); l.srv.kill(t) }
+
+// Start starts a stopped server again on the same ports, and waits until it
+// is ready.
+func (l *lifecycle) Start(t testing.TB) { t.Helper(); l.srv.restart(t) }
+
+// Restart is Stop then Start.
+func (l *lifecycle) Restart(t testing.TB) {
+	t.Helper()
+	l.Stop(t)
+	l.Start(t)
+}
+
 // start runs the binary and waits until the probe succeeds.
 func (s *server) start() error {
 	s.mu.Lock()

@@ -12,9 +12,8 @@ package main
 import (
 	"fmt"
 	"os"
-	"runtime"
-	"sync"
 
+	"github.com/electd/electd/internal/deathsig/deathsigtest"
 	"github.com/electd/electd/supervisor"
 )
 
@@ -28,15 +27,7 @@ func main() {
 		os.Exit(1)
 	}
 	if len(os.Args) > 1 && os.Args[1] == "churn" {
-		var wg sync.WaitGroup
-		for range 32 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				runtime.LockOSThread() // exits locked: the runtime ends this thread
-			}()
-		}
-		wg.Wait()
+		deathsigtest.RetireThreads(32)
 	}
 	fmt.Println(c.Pid())
 	<-c.Done()
