@@ -149,16 +149,7 @@ func (e *Elector) opTimeout() time.Duration {
 }
 
 // wait sleeps d on the Elector's clock or until ctx ends.
-func (e *Elector) wait(ctx context.Context, d time.Duration) error {
-	t := e.clk.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (e *Elector) wait(ctx context.Context, d time.Duration) error { return clock.Sleep(ctx, e.clk, d) }
 
 // storeErr wraps a failed store operation, marking errors a retry cannot fix.
 func (e *Elector) storeErr(op string, err error) error {

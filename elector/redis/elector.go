@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
 )
 
@@ -217,14 +218,7 @@ func (e *Elector) cleanupTimeout() time.Duration {
 
 // sleep waits d on the configured clock; false if ctx ended first.
 func (e *Elector) sleep(ctx context.Context, d time.Duration) bool {
-	t := e.cfg.Clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return clock.Sleep(ctx, e.cfg.Clock, d) == nil
 }
 
 // backoff is capped exponential backoff with jitter.
