@@ -72,23 +72,6 @@ func recv(t *testing.T, ch <-chan elector.Leader) elector.Leader {
 	return elector.Leader{}
 }
 
-// waitClosed drains ch until it is closed, failing the test if that takes
-// too long.
-func waitClosed(t *testing.T, ch <-chan elector.Leader) {
-	t.Helper()
-	deadline := time.After(5 * time.Second)
-	for {
-		select {
-		case _, ok := <-ch:
-			if !ok {
-				return
-			}
-		case <-deadline:
-			t.Fatal("channel not closed within 5s")
-		}
-	}
-}
-
 // wantClosed fails the test unless ch is closed, holding no value, within 5s.
 func wantClosed(t *testing.T, ch <-chan elector.Leader) {
 	t.Helper()
@@ -124,69 +107,82 @@ func TestHubSubscribeEveryChange(t *testing.T) {
 	}
 }
 
+// TestHubSubscribeLatest: what a one-value subscriber holds right after each
+// Publish, when it reads whatever it holds at once.
 func TestHubSubscribeLatest(t *testing.T) {
 	a1 := hubLeader("a", 1)
-	t.Run("current first", func(t *testing.T) {
-		h := elector.NewHub()
-		defer h.Close()
-		h.Publish(a1)
-		ch := h.SubscribeLatest(context.Background())
-		if n := len(ch); n != 1 {
-			t.Fatalf("holds %d values at once, want 1", n)
-		}
-		if got := <-ch; !got.Equal(a1) {
-			t.Errorf("got %+v, want %+v", got, a1)
-		}
-	})
-	t.Run("unknown holds nothing", func(t *testing.T) {
-		h := elector.NewHub()
-		defer h.Close()
-		ch := h.SubscribeLatest(context.Background())
-		if n := len(ch); n != 0 {
-			t.Fatalf("holds %d values before the first Publish, want 0", n)
-		}
-		h.Publish(elector.Leader{})
-		if n := len(ch); n != 1 {
-			t.Fatalf("holds %d values after the first Publish, want 1", n)
-		}
-	})
-	t.Run("dropped values are not offered", func(t *testing.T) {
-		h := elector.NewHub()
-		defer h.Close()
-		h.Publish(a1)
-		ch := h.SubscribeLatest(context.Background())
-		<-ch
-		h.Publish(a1)
-		if n := len(ch); n != 0 {
-			t.Fatalf("holds %d values after a repeat, want 0", n)
-		}
-		exact := a1
-		exact.Since = a1.Since.Add(time.Millisecond)
-		h.Publish(exact)
-		if n := len(ch); n != 1 {
-			t.Fatalf("holds %d values after a refinement, want 1", n)
-		}
-	})
-	t.Run("lagging reader ends with the newest", func(t *testing.T) {
-		h := elector.NewHub()
-		defer h.Close()
-		h.Publish(a1)
-		lagging := h.SubscribeLatest(context.Background())
-		prompt := h.SubscribeLatest(context.Background())
-		recv(t, prompt)
-		for tok := uint64(2); tok <= 50; tok++ {
-			h.Publish(hubLeader("n", tok))
-			if l := recv(t, prompt); l.Token != tok {
-				t.Fatalf("prompt reader got token %d, want %d", l.Token, tok)
+	exact := a1
+	exact.Since = a1.Since.Add(time.Millisecond)
+	tests := []struct {
+		name   string
+		before []elector.Leader // published before SubscribeLatest
+		after  []elector.Leader // published after
+		want   []elector.Leader
+	}{
+		{name: "current at once", before: []elector.Leader{a1}, want: []elector.Leader{a1}},
+		{name: "unknown holds nothing"},
+		{name: "first value", after: []elector.Leader{{}}, want: []elector.Leader{{}}},
+		{name: "repeat not offered", before: []elector.Leader{a1}, after: []elector.Leader{a1}, want: []elector.Leader{a1}},
+		{name: "refinement offered", before: []elector.Leader{a1}, after: []elector.Leader{exact, exact}, want: []elector.Leader{a1, exact}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := elector.NewHub()
+			defer h.Close()
+			for _, l := range tt.before {
+				h.Publish(l)
 			}
+			ch := h.SubscribeLatest(context.Background())
+			var got []elector.Leader
+			take := func() {
+				select {
+				case l := <-ch:
+					got = append(got, l)
+				default:
+				}
+			}
+			take()
+			for _, l := range tt.after {
+				h.Publish(l)
+				take()
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+			for i := range got {
+				if !got[i].Equal(tt.want[i]) {
+					t.Errorf("value %d = %+v, want %+v", i, got[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestHubSubscribeLatestCoalesces: a reader that lags holds only the newest
+// value and delays nobody.
+func TestHubSubscribeLatestCoalesces(t *testing.T) {
+	h := elector.NewHub()
+	defer h.Close()
+	h.Publish(hubLeader("a", 1))
+	lagging := h.SubscribeLatest(context.Background())
+	prompt := h.SubscribeLatest(context.Background())
+	recv(t, prompt)
+	for tok := uint64(2); tok <= 50; tok++ {
+		h.Publish(hubLeader("n", tok))
+		if l := recv(t, prompt); l.Token != tok {
+			t.Fatalf("prompt reader got token %d, want %d", l.Token, tok)
 		}
-		if n := len(lagging); n != 1 {
-			t.Fatalf("lagging reader holds %d values, want 1", n)
-		}
-		if l := <-lagging; l.Token != 50 {
-			t.Errorf("lagging reader got token %d, want the newest, 50", l.Token)
-		}
-	})
+	}
+	if n := len(lagging); n != 1 {
+		t.Fatalf("lagging reader holds %d values, want 1", n)
+	}
+	if l := <-lagging; l.Token != 50 {
+		t.Errorf("lagging reader got token %d, want the newest, 50", l.Token)
+	}
+}
+
+func TestHubSubscribeLatestEnds(t *testing.T) {
+	a1 := hubLeader("a", 1)
 	t.Run("closed when its context ends", func(t *testing.T) {
 		h := elector.NewHub()
 		defer h.Close()
@@ -195,7 +191,7 @@ func TestHubSubscribeLatest(t *testing.T) {
 		ch := h.SubscribeLatest(ctx)
 		<-ch
 		cancel()
-		waitClosed(t, ch)
+		wantClosed(t, ch)
 		h.Publish(hubLeader("b", 2)) // no send on the closed channel
 	})
 	t.Run("already ended context", func(t *testing.T) {
