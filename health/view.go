@@ -22,7 +22,7 @@ var _ Observer = elector.Elector(nil)
 
 // ChangeCounter is told about every leader change a View observes.
 // *Metrics implements it (leader_changes_total). LeaderChanged is called
-// from Run, between two observations: it must be quick.
+// from Run, between two observations, with no lock held: it must be quick.
 type ChangeCounter interface {
 	LeaderChanged()
 }
@@ -120,10 +120,11 @@ func (v *View) update(l elector.Leader) {
 		if v.seen && !l.SameTerm(v.term) {
 			v.changes.Add(1)
 			v.mu.Lock()
-			if v.counter != nil {
-				v.counter.LeaderChanged()
-			}
+			counter := v.counter
 			v.mu.Unlock()
+			if counter != nil {
+				counter.LeaderChanged()
+			}
 		}
 		v.term = l
 	}
