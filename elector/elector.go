@@ -36,6 +36,20 @@ type Leader struct {
 // IsZero reports whether l is "no leader".
 func (l Leader) IsZero() bool { return l.ID == "" && l.Token == 0 }
 
+// SameTerm reports whether l and o describe the same tenure: the same holder
+// (ID) with the same fencing token. Address and Since are details of a term,
+// not part of its identity: an observer may learn the exact Since later (the
+// leader's own timestamp replacing its first reading), and a holder's
+// Address says where to reach it, not which term it holds. Two "no leader"
+// values are the same term; "no leader" and a leader are not.
+func (l Leader) SameTerm(o Leader) bool { return l.ID == o.ID && l.Token == o.Token }
+
+// Equal reports whether l and o agree in every field, Since compared as an
+// instant (time.Time.Equal).
+func (l Leader) Equal(o Leader) bool {
+	return l.SameTerm(o) && l.Address == o.Address && l.Since.Equal(o.Since)
+}
+
 // Term is one tenure of leadership, as seen by the winner.
 type Term struct {
 	// Token is the fencing token: strictly greater than every earlier

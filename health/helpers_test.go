@@ -96,3 +96,6 @@ func (s *sseReader) nextEvent() (sseEvent, error) {
 		}
 	}
 }
+
+// sameLeader reports whether a and b agree in every field.
+func sameLeader(a, b elector.Leader) bool { return a.Equal(b) }

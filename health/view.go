@@ -22,7 +22,7 @@ var _ Observer = elector.Elector(nil)
 
 // ChangeCounter is told about every leader change a View observes.
 // *Metrics implements it (leader_changes_total). LeaderChanged is called
-// with the View's lock held: it must be quick and must not call the View.
+// from Run, between two observations, with no lock held: it must be quick.
 type ChangeCounter interface {
 	LeaderChanged()
 }
@@ -36,35 +36,25 @@ var errObserverClosed = errors.New("observer closed its channel")
 // View keeps the current leader of one election, fed by an Observer, so that
 // readers (/leader, /leader/watch) never ask the store per request.
 //
-// Run consumes the observer; Current reads the last value; Subscribe streams
-// it. A View is safe for concurrent use. Run may be called once.
+// Run consumes the observer and publishes into an elector.Hub; Current reads
+// the last value; Subscribe streams it. A View is safe for concurrent use.
+// Run may be called once.
 type View struct {
 	election string
 	obs      Observer
 	log      *slog.Logger
+	hub      *elector.Hub
 
 	changes atomic.Uint64
 	started atomic.Bool
+	stopped atomic.Bool // Run has returned; subscriptions are closed
 
 	mu      sync.Mutex
-	cur     elector.Leader
-	known   bool
-	prev    termKey // last term seen, for counting changes
-	stopped bool    // Run has returned; subscriptions are closed
-	subs    map[*subscription]struct{}
 	counter ChangeCounter
-}
 
-type termKey struct {
-	id    string
-	token uint64
-}
-
-func keyOf(l elector.Leader) termKey { return termKey{id: l.ID, token: l.Token} }
-
-type subscription struct {
-	ch   chan elector.Leader
-	stop func() bool // stops the context.AfterFunc that unsubscribes
+	// Owned by Run.
+	seen bool           // a value has been observed
+	term elector.Leader // the last leader (not "none") observed
 }
 
 // NewView returns a View of election fed by o. log may be nil.
@@ -76,7 +66,7 @@ func NewView(election string, o Observer, log *slog.Logger) *View {
 		election: election,
 		obs:      o,
 		log:      log.With("election", election),
-		subs:     make(map[*subscription]struct{}),
+		hub:      elector.NewHub(),
 	}
 }
 
@@ -115,80 +105,50 @@ func (v *View) Run(ctx context.Context) error {
 	}
 }
 
-// update records l and, when it differs from the current value, hands it to
-// every subscriber.
+// update publishes l and, when it is a new term, counts it.
 func (v *View) update(l elector.Leader) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.known && sameLeader(v.cur, l) {
+	c := v.hub.Publish(l)
+	if c == elector.Unchanged {
 		return
 	}
-	first := !v.known
-	v.cur, v.known = l, true
-	// A change is a new term: a leader whose (id, token) differs from the
-	// last leader seen. "No leader" in between is not a change by itself, so
-	// a handover counts once whether or not the gap was observed. The term
-	// already in place at the first observation is the baseline.
-	if !l.IsZero() {
-		k := keyOf(l)
-		if !first && k != v.prev {
+	// A change is a new term: a leader whose term differs from the last
+	// leader seen. "No leader" in between is not a change by itself, so a
+	// handover counts once whether or not the gap was observed. The term
+	// already in place at the first observation is the baseline. A
+	// refinement of the current term is never a change.
+	if c == elector.Changed && !l.IsZero() {
+		if v.seen && !l.SameTerm(v.term) {
 			v.changes.Add(1)
-			if v.counter != nil {
-				v.counter.LeaderChanged()
+			v.mu.Lock()
+			counter := v.counter
+			v.mu.Unlock()
+			if counter != nil {
+				counter.LeaderChanged()
 			}
 		}
-		v.prev = k
+		v.term = l
 	}
+	v.seen = true
 	if l.IsZero() {
 		v.log.Info("no leader")
 	} else {
 		v.log.Info("leader", "id", l.ID, "address", l.Address, "fencing_token", l.Token)
 	}
-	for s := range v.subs {
-		offer(s.ch, l)
-	}
-}
-
-// offer puts l in ch (capacity 1), replacing a value the subscriber has not
-// read yet. Only the View sends, and only with v.mu held, so the second send
-// cannot block.
-func offer(ch chan elector.Leader, l elector.Leader) {
-	select {
-	case ch <- l:
-		return
-	default:
-	}
-	select {
-	case <-ch:
-	default:
-	}
-	ch <- l
-}
-
-func sameLeader(a, b elector.Leader) bool {
-	return a.ID == b.ID && a.Token == b.Token && a.Address == b.Address && a.Since.Equal(b.Since)
 }
 
 func (v *View) stop() {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.stopped = true
-	v.known = false
-	v.cur = elector.Leader{}
-	for s := range v.subs {
-		s.stop()
-		close(s.ch)
-		delete(v.subs, s)
-	}
+	v.stopped.Store(true)
+	v.hub.Close()
 }
 
 // Current returns the last observed leader; a zero Leader with true means
 // "known: nobody leads". ok is false before the first observation and after
 // Run has returned (unknown).
 func (v *View) Current() (l elector.Leader, ok bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.cur, v.known
+	if v.stopped.Load() {
+		return elector.Leader{}, false
+	}
+	return v.hub.Current()
 }
 
 // Changes is the number of leader changes observed: new terms seen after the
@@ -204,26 +164,5 @@ func (v *View) Changes() uint64 { return v.changes.Load() }
 // by the newer one, so it may skip intermediate leaders but always ends with
 // the newest, and never receives an older value after a newer one.
 func (v *View) Subscribe(ctx context.Context) <-chan elector.Leader {
-	s := &subscription{ch: make(chan elector.Leader, 1)}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.stopped || ctx.Err() != nil {
-		close(s.ch)
-		return s.ch
-	}
-	if v.known {
-		s.ch <- v.cur
-	}
-	v.subs[s] = struct{}{}
-	s.stop = context.AfterFunc(ctx, func() { v.unsubscribe(s) })
-	return s.ch
-}
-
-func (v *View) unsubscribe(s *subscription) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if _, ok := v.subs[s]; ok {
-		delete(v.subs, s)
-		close(s.ch)
-	}
+	return v.hub.SubscribeLatest(ctx)
 }

@@ -108,7 +108,7 @@ func (o *observer) ids() []string {
 	defer o.mu.Unlock()
 	var ids []string
 	for i, l := range o.seen {
-		if i > 0 && o.seen[i-1].ID == l.ID && o.seen[i-1].Token == l.Token {
+		if i > 0 && l.SameTerm(o.seen[i-1]) {
 			continue
 		}
 		id := l.ID

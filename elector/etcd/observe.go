@@ -86,7 +86,7 @@ func (e *Elector) followView() error {
 		case next.IsZero():
 		case !best.val.Since.IsZero():
 			next.Since = best.val.Since // the leader's own timestamp
-		case ok && prev.Token == next.Token && prev.ID == next.ID:
+		case ok && prev.SameTerm(next):
 			next.Since = prev.Since // unchanged leader: keep when we first saw it
 		default:
 			next.Since = e.clk.Now()

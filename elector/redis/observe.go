@@ -190,10 +190,9 @@ func (v *view) update(r viewReply, gen uint64, live bool) {
 	v.mu.Lock()
 	v.gen, v.live, v.at = gen, live, r.at
 	v.mu.Unlock()
-	if old, known := v.leaders.Current(); !known || !sameLeader(old, l) {
+	if v.leaders.Publish(l) != elector.Unchanged {
 		v.e.log.Debug("leader changed", "leader", l.ID, "token", l.Token)
 	}
-	v.leaders.Publish(l)
 }
 
 // current returns the watched leader if the view is in sync with the store:
@@ -249,8 +248,4 @@ func (e *Elector) readLeader(ctx context.Context) (viewReply, error) {
 		return viewReply{}, &permanentError{err}
 	}
 	return r, nil
-}
-
-func sameLeader(a, b elector.Leader) bool {
-	return a.ID == b.ID && a.Address == b.Address && a.Token == b.Token && a.Since.Equal(b.Since)
 }

@@ -71,7 +71,7 @@ func Run(ctx context.Context, cfg Config) error {
 		defer wg.Done()
 		var last elector.Leader
 		for l := range obs.Observe(octx) {
-			if l.ID == last.ID && l.Token == last.Token {
+			if l.SameTerm(last) {
 				continue // the same term again, with the leader's own start time
 			}
 			last = l
