@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	pidwatch "github.com/electd/electd/test/proc"
 	"path/filepath"
 	"strings"
 	"time"
+
+	pidwatch "github.com/electd/electd/test/proc"
+	"github.com/electd/electd/test/record"
 )
 
 // cluster is one election of electd processes whose children (the
@@ -53,18 +55,59 @@ func (c *cluster) add(ctx context.Context) (*node, error) {
 	return n, nil
 }
 
+// startPair starts a first copy, waits until its child runs (within), then
+// a second copy, and waits until both are queued in the store: a leader and
+// its successor. It returns the leader and its child.
+func (c *cluster) startPair(ctx context.Context, within time.Duration) (*node, record.Run, error) {
+	if _, err := c.add(ctx); err != nil {
+		return nil, record.Run{}, err
+	}
+	lead, cur, err := c.waitLeading(ctx, within)
+	if err != nil {
+		return nil, cur, err
+	}
+	if _, err := c.add(ctx); err != nil {
+		return nil, cur, err
+	}
+	if err := c.waitQueued(ctx, 2, 10*time.Second); err != nil {
+		return nil, cur, err
+	}
+	return lead, cur, nil
+}
+
+// runTrials starts a leader and its successor (startPair: the first child
+// within leadWithin), then runs trial n times, each on the leader of the
+// moment and its child; once all have passed it records every two children
+// that ran at once as a violation.
+func (c *cluster) runTrials(ctx context.Context, n int, leadWithin time.Duration, trial func(lead *node, cur record.Run) error) error {
+	if _, _, err := c.startPair(ctx, leadWithin); err != nil {
+		return err
+	}
+	for range n {
+		lead, cur, err := c.waitLeading(ctx, 5*time.Second)
+		if err != nil {
+			return err
+		}
+		if err := trial(lead, cur); err != nil {
+			return err
+		}
+	}
+	c.checkOverlaps(c.e.rep)
+	return nil
+}
+
 // waitLeading waits until a child runs and returns it and its node.
-func (c *cluster) waitLeading(ctx context.Context, within time.Duration) (*node, run, error) {
+func (c *cluster) waitLeading(ctx context.Context, within time.Duration) (*node, record.Run, error) {
 	var (
 		n *node
-		r run
+		r record.Run
 	)
 	err := waitUntil(ctx, within, func() bool {
 		cur, ok := c.rec.current()
 		if !ok {
 			return false
 		}
-		n, r = c.nodes[cur.node], cur
+		n, r = c.nodes[cur.Node], cur
 		return n != nil && !n.p.Exited()
 	})
 	if err != nil {
@@ -88,10 +131,8 @@ func (c *cluster) waitQueued(ctx context.Context, want int, within time.Duration
 }
 
 // nextRun waits for the first run that started after prev on another node.
-func (c *cluster) nextRun(ctx context.Context, prev run, within time.Duration) (run, error) {
-	return c.rec.waitRun(ctx, within, "the child after "+prev.String(), func(r run) bool {
-		return r.start.After(prev.start) && r.node != prev.node
-	})
+func (c *cluster) nextRun(ctx context.Context, prev record.Run, within time.Duration) (record.Run, error) {
+	return c.rec.nextRun(ctx, within, "the child after "+prev.String(), prev)
 }
 
 // waitEnd waits until the child with pid has ended: its stop or exit line
@@ -102,8 +143,8 @@ func (c *cluster) waitEnd(ctx context.Context, pid int, within time.Duration) (e
 	for {
 		gone := !pidwatch.Alive(pid)
 		seen := time.Now()
-		if r, ok := c.rec.get(pid); ok && r.ended() {
-			return r.end(), true, nil
+		if r, ok := c.rec.get(pid); ok && r.Ended() {
+			return r.End(), true, nil
 		}
 		if gone {
 			return seen, false, nil
@@ -118,7 +159,7 @@ func (c *cluster) waitEnd(ctx context.Context, pid int, within time.Duration) (e
 // checkOverlaps records a violation for every pair of overlapping children.
 func (c *cluster) checkOverlaps(rep *report) {
 	for _, o := range c.rec.overlaps() {
-		rep.violation("%s on %s: two children at once: %s", c.election, c.b.name, o)
+		rep.violation("%s on %s: two children at once: %v", c.election, c.b.name, o)
 	}
 }
 
@@ -127,10 +168,7 @@ func (c *cluster) close() {
 	for _, n := range c.order {
 		n.kill()
 	}
-	_ = c.rec.poll()
-	for _, r := range c.rec.snapshot() {
-		killIfOurs(r.pid, c.e.recorder)
-	}
+	c.rec.killRecorders(c.e.recorder)
 }
 
 // describeErr adds the tail of every copy's log to err.

@@ -3,11 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	pidwatch "github.com/electd/electd/test/proc"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	pidwatch "github.com/electd/electd/test/proc"
+	"github.com/electd/electd/test/record"
 )
 
 const (
@@ -47,31 +48,11 @@ func (e *env) crashElectd(ctx context.Context, b *backend, ttl time.Duration, tr
 	const sec = "Crash failover"
 	col := newCollector()
 	var failures atomic.Int64
-	err := groups(ngroups, func(g int) (err error) {
-		n := split(trials, ngroups)[g]
-		if n == 0 {
-			return nil
-		}
+	err := trialGroups(trials, ngroups, func(g, n int) (err error) {
 		c := e.newCluster(b, fmt.Sprintf("crash-%s-%d", ttl, g), ttl, nil, nil)
 		defer c.close()
 		defer func() { err = c.describeErr(err) }()
-		if _, err := c.add(ctx); err != nil {
-			return err
-		}
-		if _, _, err := c.waitLeading(ctx, 3*ttl+5*time.Second); err != nil {
-			return err
-		}
-		if _, err := c.add(ctx); err != nil {
-			return err
-		}
-		if err := c.waitQueued(ctx, 2, 10*time.Second); err != nil {
-			return err
-		}
-		for range n {
-			lead, cur, err := c.waitLeading(ctx, 5*time.Second)
-			if err != nil {
-				return err
-			}
+		return c.runTrials(ctx, n, 3*ttl+5*time.Second, func(lead *node, cur record.Run) error {
 			vu, err := lead.validUntil()
 			if err != nil {
 				return err
@@ -86,7 +67,7 @@ func (e *env) crashElectd(ctx context.Context, b *backend, ttl time.Duration, tr
 					return err
 				}
 			}
-			if gone, ok := pidwatch.GoneAt(cur.pid, 2*time.Second, 500*time.Microsecond); ok {
+			if gone, ok := pidwatch.GoneAt(cur.Pid, 2*time.Second, 500*time.Microsecond); ok {
 				col.add("childGone", gone.Sub(killed))
 			} else {
 				failures.Add(1)
@@ -100,18 +81,18 @@ func (e *env) crashElectd(ctx context.Context, b *backend, ttl time.Duration, tr
 			// vu − window; the store received it later, and the lease
 			// lasts TTL from then: no new term before lastSend + TTL.
 			bound := vu.Add(-window(ttl)).Add(ttl)
-			if next.start.Before(bound) {
+			if next.Start.Before(bound) {
 				e.rep.violation("%s on %s: new child started %s after kill -9, %s BEFORE the old lease could lapse",
-					c.election, b.name, ms(next.start.Sub(killed)), ms(bound.Sub(next.start)))
+					c.election, b.name, ms(next.Start.Sub(killed)), ms(bound.Sub(next.Start)))
 			}
 			if !storeDeadline.IsZero() {
-				if next.start.Before(storeDeadline) {
-					e.rep.violation("%s on redis: new child started %s before the old lease's deadline on Redis", c.election, ms(storeDeadline.Sub(next.start)))
+				if next.Start.Before(storeDeadline) {
+					e.rep.violation("%s on redis: new child started %s before the old lease's deadline on Redis", c.election, ms(storeDeadline.Sub(next.Start)))
 				}
-				col.add("overStore", next.start.Sub(storeDeadline))
+				col.add("overStore", next.Start.Sub(storeDeadline))
 			}
-			col.add("failover", next.start.Sub(killed))
-			col.add("overBound", next.start.Sub(bound))
+			col.add("failover", next.Start.Sub(killed))
+			col.add("overBound", next.Start.Sub(bound))
 			col.add("boundFromKill", bound.Sub(killed))
 			lead.p.Wait(5 * time.Second)
 			if _, err := c.add(ctx); err != nil {
@@ -120,9 +101,8 @@ func (e *env) crashElectd(ctx context.Context, b *backend, ttl time.Duration, tr
 			if err := c.waitQueued(ctx, 2, ttl+10*time.Second); err != nil {
 				return err
 			}
-		}
-		c.checkOverlaps(e.rep)
-		return nil
+			return nil
+		})
 	})
 	if err != nil {
 		e.rep.failed(fmt.Sprintf("crash failover electd %s ttl %s", b.name, ttl), err)
@@ -161,82 +141,47 @@ func (e *env) crashLock(ctx context.Context, ttl time.Duration, trials, ngroups 
 	const sec = "Crash failover"
 	col := newCollector()
 	var orphans, total atomic.Int64
-	err := groups(ngroups, func(g int) error {
-		n := split(trials, ngroups)[g]
-		if n == 0 {
-			return nil
-		}
-		name := fmt.Sprintf("bench-lock-crash-%s-%d", ttl, g)
-		rec := newRecLog(e.dir + "/record-" + name + ".log")
-		var mu sync.Mutex
-		var all []*ctlProc
-		defer func() {
-			mu.Lock()
-			defer mu.Unlock()
-			for _, p := range all {
-				p.p.killGroup()
-			}
-			_ = rec.poll()
-			for _, r := range rec.snapshot() {
-				killIfOurs(r.pid, e.recorder)
-			}
-		}()
-		seq := 0
-		spawn := func() (*ctlProc, error) {
-			seq++
-			p, err := e.startLock(e.etcd.etcd.addr, name, ttl, fmt.Sprintf("l%d", seq), seq, rec.path)
-			if err == nil {
-				mu.Lock()
-				all = append(all, p)
-				mu.Unlock()
-			}
-			return p, err
-		}
-		byLabel := map[string]*ctlProc{}
-		p, err := spawn()
-		if err != nil {
+	err := trialGroups(trials, ngroups, func(g, n int) error {
+		q := e.newLockQueue(fmt.Sprintf("bench-lock-crash-%s-%d", ttl, g), ttl)
+		defer q.close()
+		if _, err := q.add(); err != nil {
 			return err
 		}
-		byLabel[p.label] = p
-		if _, err := rec.waitRun(ctx, 10*time.Second, "first etcdctl lock command", func(run) bool { return true }); err != nil {
+		if err := q.waitFirst(ctx, "first etcdctl lock command"); err != nil {
 			return err
 		}
-		if p, err = spawn(); err != nil {
+		if _, err := q.add(); err != nil {
 			return err
 		}
-		byLabel[p.label] = p
-		if err := waitKeys(ctx, e.etcd.etcd.cli, name+"/", 2, 10*time.Second); err != nil {
+		if err := q.waitQueued(ctx, 2, 10*time.Second); err != nil {
 			return err
 		}
 		for range n {
-			cur, ok := rec.current()
+			cur, ok := q.rec.current()
 			if !ok {
-				return fmt.Errorf("%s: no command running", name)
+				return fmt.Errorf("%s: no command running", q.name)
 			}
-			holder := byLabel[cur.node]
+			holder := q.holder(cur)
 			killed := time.Now()
 			if err := holder.p.signal(syscall.SIGKILL); err != nil {
 				return err
 			}
-			next, err := rec.waitRun(ctx, ttl+10*time.Second, "the next etcdctl lock command", func(r run) bool {
-				return r.start.After(cur.start) && r.node != cur.node
-			})
+			next, err := q.rec.nextRun(ctx, ttl+10*time.Second, "the next etcdctl lock command", cur)
 			if err != nil {
 				return err
 			}
 			total.Add(1)
-			if pidwatch.Alive(cur.pid) {
+			if pidwatch.Alive(cur.Pid) {
 				orphans.Add(1) // the killed etcdctl's command still runs beside the new one
 			}
-			procs.stray(cur.pid, e.recorder)
-			killIfOurs(cur.pid, e.recorder)
-			col.add("failover", next.start.Sub(killed))
+			procs.stray(cur.Pid, e.recorder)
+			killIfOurs(cur.Pid, e.recorder)
+			col.add("failover", next.Start.Sub(killed))
 			holder.p.killGroup()
-			if p, err = spawn(); err != nil {
+			if _, err := q.add(); err != nil {
 				return err
 			}
-			byLabel[p.label] = p
-			if err := waitKeys(ctx, e.etcd.etcd.cli, name+"/", 2, ttl+10*time.Second); err != nil {
+			if err := q.waitQueued(ctx, 2, ttl+10*time.Second); err != nil {
 				return err
 			}
 		}
@@ -272,28 +217,16 @@ func (e *env) crashElect(ctx context.Context, trials int) {
 	}
 	col := newCollector()
 	err := groups(trials, func(g int) error {
-		name := fmt.Sprintf("bench-elect-crash-%d", g)
-		a, err := e.startElect(e.etcd.etcd.addr, name, "a")
+		pair, err := e.startElectPair(ctx, fmt.Sprintf("bench-elect-crash-%d", g))
+		defer pair.close()
 		if err != nil {
-			return err
-		}
-		defer a.p.killGroup()
-		if _, err := a.waitWon(ctx, 10*time.Second); err != nil {
-			return err
-		}
-		b, err := e.startElect(e.etcd.etcd.addr, name, "b")
-		if err != nil {
-			return err
-		}
-		defer b.p.killGroup()
-		if err := waitKeys(ctx, e.etcd.etcd.cli, name+"/", 2, 10*time.Second); err != nil {
 			return err
 		}
 		killed := time.Now()
-		if err := a.p.signal(syscall.SIGKILL); err != nil {
+		if err := pair.a.p.signal(syscall.SIGKILL); err != nil {
 			return err
 		}
-		won, err := b.waitWon(ctx, electTTL+15*time.Second)
+		won, err := pair.b.waitWon(ctx, electTTL+15*time.Second)
 		if err != nil {
 			return err
 		}

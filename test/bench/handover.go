@@ -33,19 +33,23 @@ func (e *env) handover(ctx context.Context) error {
 			e.rep.note(sec, "electd on %s, %s: %s; from the request/signal to the new child's start: %s.", b.name, mode, d, summarize(total))
 		}
 	}
-	if gaps, err := e.handoverLock(ctx); err != nil {
-		e.rep.failed("handover etcdctl lock", err)
-	} else {
+	for _, peer := range []struct {
+		tool, subject, figure, note string
+		gaps                        func(context.Context) ([]time.Duration, error)
+	}{
+		{"etcdctl lock", "etcdctl lock, etcd", "command exits: exit → next waiter's command starts",
+			"etcdctl lock --ttl 2 (the benchmark stops the command with SIGTERM once the next waiter is queued): %s.", e.handoverLock},
+		{"etcdctl elect", "etcdctl elect, etcd", "SIGTERM to the leader → successor prints its key",
+			"etcdctl elect (no command: \"start\" is the successor printing its key, which it does after one more Get): %s.", e.handoverElect},
+	} {
+		gaps, err := peer.gaps(ctx)
+		if err != nil {
+			e.rep.failed("handover "+peer.tool, err)
+			continue
+		}
 		d := summarize(gaps)
-		e.rep.add(sec, "etcdctl lock, etcd", "command exits: exit → next waiter's command starts", d.short(), "(peer)", "")
-		e.rep.note(sec, "etcdctl lock --ttl 2 (the benchmark stops the command with SIGTERM once the next waiter is queued): %s.", d)
-	}
-	if gaps, err := e.handoverElect(ctx); err != nil {
-		e.rep.failed("handover etcdctl elect", err)
-	} else {
-		d := summarize(gaps)
-		e.rep.add(sec, "etcdctl elect, etcd", "SIGTERM to the leader → successor prints its key", d.short(), "(peer)", "")
-		e.rep.note(sec, "etcdctl elect (no command: \"start\" is the successor printing its key, which it does after one more Get): %s.", d)
+		e.rep.add(sec, peer.subject, peer.figure, d.short(), "(peer)", "")
+		e.rep.note(sec, peer.note, d)
 	}
 	if put, get, rset, err := e.storeLatency(ctx); err == nil {
 		e.rep.note(sec, "Store round trips on this machine, for reading the figures (200 sequential requests each): etcd Put %s, etcd Get %s (linearizable), Redis SET %s.", put, get, rset)
@@ -61,16 +65,7 @@ func (e *env) handoverElectd(ctx context.Context, b *backend, mode string) (gaps
 	c := e.newCluster(b, "handover-"+mode, handoverTTL, nil, nil)
 	defer c.close()
 	defer func() { err = c.describeErr(err) }()
-	if _, err := c.add(ctx); err != nil {
-		return nil, nil, err
-	}
-	if _, _, err := c.waitLeading(ctx, 3*handoverTTL+5*time.Second); err != nil {
-		return nil, nil, err
-	}
-	if _, err := c.add(ctx); err != nil {
-		return nil, nil, err
-	}
-	if err := c.waitQueued(ctx, 2, 10*time.Second); err != nil {
+	if _, _, err := c.startPair(ctx, 3*handoverTTL+5*time.Second); err != nil {
 		return nil, nil, err
 	}
 	parts := newCollector()
@@ -93,7 +88,7 @@ func (e *env) handoverElectd(ctx context.Context, b *backend, mode string) (gaps
 		case "sigterm":
 			err = lead.signal(syscall.SIGTERM)
 		default: // the child exits on its own: electd did not ask it to
-			err = syscall.Kill(cur.pid, syscall.SIGTERM)
+			err = syscall.Kill(cur.Pid, syscall.SIGTERM)
 		}
 		if err != nil {
 			return nil, nil, err
@@ -102,23 +97,23 @@ func (e *env) handoverElectd(ctx context.Context, b *backend, mode string) (gaps
 		if err != nil {
 			return nil, nil, err
 		}
-		old, _ := c.rec.get(cur.pid)
-		if old.stop.IsZero() {
+		old, _ := c.rec.get(cur.Pid)
+		if old.Stop.IsZero() {
 			return nil, nil, fmt.Errorf("%s: the old child %s has no stop line", mode, &old)
 		}
-		gap := next.start.Sub(old.stop)
+		gap := next.Start.Sub(old.Stop)
 		if gap <= 0 {
 			e.rep.violation("%s handover on %s: new child %s started %s before the old one %s stopped", mode, b.name, &next, ms(-gap), &old)
 		}
 		gaps = append(gaps, gap)
-		total = append(total, next.start.Sub(t0))
-		if succ := c.nodes[next.node]; succ != nil {
-			leading := lastBefore(succ.logTimes("leading"), next.start)
-			spawned := lastBefore(succ.logTimes("started"), next.start)
-			if !leading.IsZero() && !spawned.IsZero() && leading.After(old.stop) {
-				parts.add("acquire", leading.Sub(old.stop))
+		total = append(total, next.Start.Sub(t0))
+		if succ := c.nodes[next.Node]; succ != nil {
+			leading := lastBefore(succ.logTimes("leading"), next.Start)
+			spawned := lastBefore(succ.logTimes("started"), next.Start)
+			if !leading.IsZero() && !spawned.IsZero() && leading.After(old.Stop) {
+				parts.add("acquire", leading.Sub(old.Stop))
 				parts.add("spawn", spawned.Sub(leading))
-				parts.add("init", next.start.Sub(spawned))
+				parts.add("init", next.Start.Sub(spawned))
 			}
 		}
 		if mode == "sigterm" {
@@ -144,61 +139,39 @@ func (e *env) handoverElectd(ctx context.Context, b *backend, mode string) (gaps
 // etcdctl waits, the benchmark stops the holder's command (SIGTERM to the
 // command, which exits 0): etcdctl unlocks and the waiter's command starts.
 func (e *env) handoverLock(ctx context.Context) ([]time.Duration, error) {
-	const name = "bench-lock-handover"
-	cli := e.etcd.etcd.cli
-	rec := newRecLog(e.dir + "/record-" + name + ".log")
-	var all []*ctlProc
-	defer func() {
-		for _, p := range all {
-			p.p.killGroup()
-		}
-		_ = rec.poll()
-		for _, r := range rec.snapshot() {
-			killIfOurs(r.pid, e.recorder)
-		}
-	}()
-	seq := 0
-	spawn := func() error {
-		seq++
-		p, err := e.startLock(e.etcd.etcd.addr, name, handoverTTL, fmt.Sprintf("l%d", seq), seq, rec.path)
-		if err == nil {
-			all = append(all, p)
-		}
-		return err
-	}
-	if err := spawn(); err != nil {
+	q := e.newLockQueue("bench-lock-handover", handoverTTL)
+	defer q.close()
+	if _, err := q.add(); err != nil {
 		return nil, err
 	}
-	if _, err := rec.waitRun(ctx, 10*time.Second, "the first command", func(run) bool { return true }); err != nil {
+	if err := q.waitFirst(ctx, "the first command"); err != nil {
 		return nil, err
 	}
 	var gaps []time.Duration
 	for range e.cfg.trials {
-		if err := spawn(); err != nil {
+		if _, err := q.add(); err != nil {
 			return nil, err
 		}
-		if err := waitKeys(ctx, cli, name+"/", 2, 10*time.Second); err != nil {
+		if err := q.waitQueued(ctx, 2, 10*time.Second); err != nil {
 			return nil, err
 		}
 		sleepCtx(ctx, handoverSettle)
-		cur, ok := rec.current()
+		cur, ok := q.rec.current()
 		if !ok {
 			return nil, fmt.Errorf("etcdctl lock: no command running")
 		}
-		if err := syscall.Kill(cur.pid, syscall.SIGTERM); err != nil {
+		if err := syscall.Kill(cur.Pid, syscall.SIGTERM); err != nil {
 			return nil, err
 		}
-		next, err := rec.waitRun(ctx, 10*time.Second, "the next command", func(r run) bool {
-			return r.start.After(cur.start) && r.node != cur.node
-		})
+		next, err := q.rec.nextRun(ctx, 10*time.Second, "the next command", cur)
 		if err != nil {
 			return nil, err
 		}
-		old, _ := rec.get(cur.pid)
-		if old.stop.IsZero() {
+		old, _ := q.rec.get(cur.Pid)
+		if old.Stop.IsZero() {
 			return nil, fmt.Errorf("etcdctl lock: command %s has no stop line", &old)
 		}
-		gaps = append(gaps, next.start.Sub(old.stop))
+		gaps = append(gaps, next.Start.Sub(old.Stop))
 	}
 	return gaps, nil
 }

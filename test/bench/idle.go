@@ -163,40 +163,47 @@ func (e *env) idleOn(ctx context.Context, kind string) error {
 	}
 	sleepCtx(ctx, idleSettle)
 
-	a0, err := alone.cnt.snap(ctx)
+	// A sample is the stores' counters, then the pair's electd processes.
+	type usage struct {
+		cpu      time.Duration
+		rss, hwm int64
+	}
+	type sample struct {
+		alone, pair      map[string]float64
+		at               time.Time // when the counters were read
+		leader, follower usage
+	}
+	take := func() (s sample, err error) {
+		if s.alone, err = alone.cnt.snap(ctx); err != nil {
+			return s, err
+		}
+		if s.pair, err = pair.cnt.snap(ctx); err != nil {
+			return s, err
+		}
+		s.at = time.Now()
+		var err1, err2 error
+		s.leader.cpu, s.leader.rss, s.leader.hwm, err1 = procStat(lb.p.Pid())
+		s.follower.cpu, s.follower.rss, s.follower.hwm, err2 = procStat(fb.p.Pid())
+		if err1 != nil || err2 != nil {
+			return s, fmt.Errorf("/proc: %v %v", err1, err2)
+		}
+		return s, nil
+	}
+	s0, err := take()
 	if err != nil {
 		return err
 	}
-	b0, err := pair.cnt.snap(ctx)
-	if err != nil {
-		return err
-	}
-	lcpu0, _, _, err1 := procStat(lb.p.Pid())
-	fcpu0, _, _, err2 := procStat(fb.p.Pid())
-	if err1 != nil || err2 != nil {
-		return fmt.Errorf("/proc: %v %v", err1, err2)
-	}
-	t0 := time.Now()
 	sleepCtx(ctx, e.cfg.idleWindow)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	a1, err := alone.cnt.snap(ctx)
+	s1, err := take()
 	if err != nil {
 		return err
 	}
-	b1, err := pair.cnt.snap(ctx)
-	if err != nil {
-		return err
-	}
-	w := time.Since(t0)
-	lcpu1, lrss, lhwm, err1 := procStat(lb.p.Pid())
-	fcpu1, frss, fhwm, err2 := procStat(fb.p.Pid())
-	if err1 != nil || err2 != nil {
-		return fmt.Errorf("/proc: %v %v", err1, err2)
-	}
+	w := s1.at.Sub(s0.at)
 	perMin := float64(time.Minute) / float64(w)
-	da, db := diffMap(a0, a1), diffMap(b0, b1)
+	da, db := diffMap(s0.alone, s1.alone), diffMap(s0.pair, s1.pair)
 	leader := requests(kind, da) * perMin
 	follower := (requests(kind, db) - requests(kind, da)) * perMin
 	intervals := float64(time.Minute) / float64(idleInterval)
@@ -227,11 +234,10 @@ func (e *env) idleOn(ctx context.Context, kind string) error {
 	// Footprint of the leader and follower of the pair.
 	for _, x := range []struct {
 		who        string
-		cpu0, cpu1 time.Duration
-		rss, hwm   int64
-	}{{"idle leader", lcpu0, lcpu1, lrss, lhwm}, {"idle follower", fcpu0, fcpu1, frss, fhwm}} {
-		cpu := x.cpu1 - x.cpu0
-		e.rep.add(footSec, subj, x.who+": RSS at the end (peak)", fmt.Sprintf("%.1f MB (%.1f MB)", mb(x.rss), mb(x.hwm)), "≤ 25 MB", verdict(x.rss <= rssTarget))
+		start, end usage
+	}{{"idle leader", s0.leader, s1.leader}, {"idle follower", s0.follower, s1.follower}} {
+		cpu := x.end.cpu - x.start.cpu
+		e.rep.add(footSec, subj, x.who+": RSS at the end (peak)", fmt.Sprintf("%.1f MB (%.1f MB)", mb(x.end.rss), mb(x.end.hwm)), "≤ 25 MB", verdict(x.end.rss <= rssTarget))
 		e.rep.add(footSec, subj, x.who+": CPU over the window", fmt.Sprintf("%s = %.3f %%", cpu, 100*float64(cpu)/float64(w)), "", "")
 	}
 	for _, x := range []struct {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/electd/electd/internal/faultproxy"
 	pidwatch "github.com/electd/electd/test/proc"
+	"github.com/electd/electd/test/record"
 )
 
 const lostSec = "Lost lock: what the holder's command does"
@@ -63,7 +64,7 @@ func (e *env) lockLost(ctx context.Context, how string) error {
 		return err
 	}
 	defer h.p.killGroup()
-	hr, err := rec.waitRun(ctx, 10*time.Second, "the holder's command", func(r run) bool { return r.node == "h" })
+	hr, err := rec.waitRun(ctx, 10*time.Second, "the holder's command", func(r record.Run) bool { return r.Node == "h" })
 	if err != nil {
 		return err
 	}
@@ -90,16 +91,16 @@ func (e *env) lockLost(ctx context.Context, how string) error {
 		px.Cut()
 		action = "holder cut off from etcd (black hole)"
 	}
-	wr, err := rec.waitRun(ctx, ttl+10*time.Second, "the waiter's command", func(r run) bool { return r.node == "w" })
+	wr, err := rec.waitRun(ctx, ttl+10*time.Second, "the waiter's command", func(r record.Run) bool { return r.Node == "w" })
 	if err != nil {
 		return err
 	}
 	sleepCtx(ctx, time.Second)
-	now, _ := rec.get(hr.pid)
-	keeps := pidwatch.Alive(hr.pid) && !now.ended()
-	res := fmt.Sprintf("successor's command started %s after; the old one was still running %s later", ms(wr.start.Sub(t0)), ms(time.Since(wr.start)))
+	now, _ := rec.get(hr.Pid)
+	keeps := pidwatch.Alive(hr.Pid) && !now.Ended()
+	res := fmt.Sprintf("successor's command started %s after; the old one was still running %s later", ms(wr.Start.Sub(t0)), ms(time.Since(wr.Start)))
 	if !keeps {
-		res = fmt.Sprintf("successor's command started %s after; the old one had exited", ms(wr.start.Sub(t0)))
+		res = fmt.Sprintf("successor's command started %s after; the old one had exited", ms(wr.Start.Sub(t0)))
 	}
 	e.rep.add(lostSec, "etcdctl lock --ttl 2", action, res, "stops before the successor?", yesno(!keeps))
 	return nil
@@ -114,7 +115,7 @@ func (e *env) lockSIGTERM(ctx context.Context) error {
 		return err
 	}
 	defer h.p.killGroup()
-	hr, err := rec.waitRun(ctx, 10*time.Second, "the holder's command", func(r run) bool { return true })
+	hr, err := rec.waitRun(ctx, 10*time.Second, "the holder's command", func(record.Run) bool { return true })
 	if err != nil {
 		return err
 	}
@@ -122,7 +123,7 @@ func (e *env) lockSIGTERM(ctx context.Context) error {
 		return err
 	}
 	sleepCtx(ctx, time.Second)
-	cmdAlive, ctlAlive := pidwatch.Alive(hr.pid), !h.p.Exited()
+	cmdAlive, ctlAlive := pidwatch.Alive(hr.Pid), !h.p.Exited()
 	e.rep.add(lostSec, "etcdctl lock --ttl 2", "SIGTERM to etcdctl while its command runs",
 		fmt.Sprintf("1 s later: etcdctl running %v, command running %v", ctlAlive, cmdAlive), "(peer)", "")
 	return nil
@@ -135,17 +136,8 @@ func (e *env) electdRevoke(ctx context.Context) (err error) {
 	c := e.newCluster(e.etcd, "lost-revoke", shortTTL, nil, nil)
 	defer c.close()
 	defer func() { err = c.describeErr(err) }()
-	if _, err := c.add(ctx); err != nil {
-		return err
-	}
-	_, cur, err := c.waitLeading(ctx, 10*time.Second)
+	_, cur, err := c.startPair(ctx, 10*time.Second)
 	if err != nil {
-		return err
-	}
-	if _, err := c.add(ctx); err != nil {
-		return err
-	}
-	if err := c.waitQueued(ctx, 2, 10*time.Second); err != nil {
 		return err
 	}
 	lease, _, err := firstLease(ctx, e.etcd.etcd.cli, "/electd/elections/"+c.election+"/")
@@ -156,7 +148,7 @@ func (e *env) electdRevoke(ctx context.Context) (err error) {
 	if _, err := e.etcd.etcd.cli.Revoke(ctx, lease); err != nil {
 		return err
 	}
-	end, graceful, err := c.waitEnd(ctx, cur.pid, 5*time.Second)
+	end, graceful, err := c.waitEnd(ctx, cur.Pid, 5*time.Second)
 	if err != nil {
 		return err
 	}
@@ -164,12 +156,12 @@ func (e *env) electdRevoke(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	overlap := end.Sub(next.start)
+	overlap := end.Sub(next.Start)
 	how := "stopped"
 	if !graceful {
 		how = "SIGKILLed"
 	}
-	res := fmt.Sprintf("child %s %s after the revoke, successor's child started %s after the revoke", how, ms(end.Sub(t0)), ms(next.start.Sub(t0)))
+	res := fmt.Sprintf("child %s %s after the revoke, successor's child started %s after the revoke", how, ms(end.Sub(t0)), ms(next.Start.Sub(t0)))
 	if overlap > 0 {
 		res += fmt.Sprintf(" (overlap %s)", ms(overlap))
 	}
@@ -257,22 +249,12 @@ func (e *env) naiveCut(ctx context.Context) error {
 // "leading" until it notices and exits)?
 func (e *env) electLostLease(ctx context.Context) error {
 	name := "bench-elect-revoke"
-	a, err := e.startElect(e.etcd.etcd.addr, name, "a")
+	pair, err := e.startElectPair(ctx, name)
+	defer pair.close()
 	if err != nil {
 		return err
 	}
-	defer a.p.killGroup()
-	if _, err := a.waitWon(ctx, 10*time.Second); err != nil {
-		return err
-	}
-	b, err := e.startElect(e.etcd.etcd.addr, name, "b")
-	if err != nil {
-		return err
-	}
-	defer b.p.killGroup()
-	if err := waitKeys(ctx, e.etcd.etcd.cli, name+"/", 2, 10*time.Second); err != nil {
-		return err
-	}
+	a, b := pair.a, pair.b
 	lease, _, err := firstLease(ctx, e.etcd.etcd.cli, name+"/")
 	if err != nil {
 		return err

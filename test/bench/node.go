@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/electd/electd/elector"
 )
 
 // Timing constants of electd (README, "Safety"): each acknowledged renewal
@@ -135,13 +137,11 @@ func (n *node) kill() {
 
 func (n *node) signal(sig syscall.Signal) error { return n.p.signal(sig) }
 
-// leaderDoc is GET /leader.
+// leaderDoc is GET /leader: the leader's record (null when none is known)
+// and this copy's own view.
 type leaderDoc struct {
-	Leader *struct {
-		ID           string `json:"id"`
-		FencingToken uint64 `json:"fencing_token"`
-	} `json:"leader"`
-	Self struct {
+	Leader *elector.Leader `json:"leader"`
+	Self   struct {
 		ID     string `json:"id"`
 		Leader bool   `json:"leader"`
 	} `json:"self"`

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electd/electd/test/record"
 )
 
 // stampWriter notes when a process first wrote to stdout (etcdctl elect
@@ -58,6 +60,86 @@ func (e *env) startLock(endpoint, name string, ttl time.Duration, label string, 
 		return nil, err
 	}
 	return &ctlProc{label: label, p: p, log: log}, nil
+}
+
+// lockQueue is one `etcdctl lock NAME` on the main etcd, whose commands
+// (the recorder) write one record log: the peers' counterpart of cluster.
+type lockQueue struct {
+	e       *env
+	name    string
+	ttl     time.Duration
+	rec     *recLog
+	procs   []*ctlProc
+	byLabel map[string]*ctlProc
+}
+
+func (e *env) newLockQueue(name string, ttl time.Duration) *lockQueue {
+	return &lockQueue{e: e, name: name, ttl: ttl, rec: newRecLog(e.dir + "/record-" + name + ".log"), byLabel: map[string]*ctlProc{}}
+}
+
+// add starts one more etcdctl lock; the Nth logs as node lN with token N.
+func (q *lockQueue) add() (*ctlProc, error) {
+	seq := len(q.procs) + 1
+	p, err := q.e.startLock(q.e.etcd.etcd.addr, q.name, q.ttl, fmt.Sprintf("l%d", seq), seq, q.rec.path)
+	if err != nil {
+		return nil, err
+	}
+	q.procs = append(q.procs, p)
+	q.byLabel[p.label] = p
+	return p, nil
+}
+
+// holder is the etcdctl lock whose command is run r.
+func (q *lockQueue) holder(r record.Run) *ctlProc { return q.byLabel[r.Node] }
+
+// waitQueued waits until want etcdctl lock processes hold keys.
+func (q *lockQueue) waitQueued(ctx context.Context, want int, within time.Duration) error {
+	return waitKeys(ctx, q.e.etcd.etcd.cli, q.name+"/", want, within)
+}
+
+// waitFirst waits until the first command runs.
+func (q *lockQueue) waitFirst(ctx context.Context, what string) error {
+	_, err := q.rec.waitRun(ctx, 10*time.Second, what, func(record.Run) bool { return true })
+	return err
+}
+
+// close kills every etcdctl lock (with its group) and any command left
+// behind.
+func (q *lockQueue) close() {
+	for _, p := range q.procs {
+		p.p.killGroup()
+	}
+	q.rec.killRecorders(q.e.recorder)
+}
+
+// electPair is `etcdctl elect NAME a`, the leader, and `… b`, queued
+// behind it.
+type electPair struct{ a, b *ctlProc }
+
+// startElectPair starts a, waits until it has won, then b, and waits until
+// b is queued. Close the pair also when it fails.
+func (e *env) startElectPair(ctx context.Context, name string) (electPair, error) {
+	var p electPair
+	var err error
+	if p.a, err = e.startElect(e.etcd.etcd.addr, name, "a"); err != nil {
+		return p, err
+	}
+	if _, err := p.a.waitWon(ctx, 10*time.Second); err != nil {
+		return p, err
+	}
+	if p.b, err = e.startElect(e.etcd.etcd.addr, name, "b"); err != nil {
+		return p, err
+	}
+	return p, waitKeys(ctx, e.etcd.etcd.cli, name+"/", 2, 10*time.Second)
+}
+
+// close kills both, the successor first.
+func (p electPair) close() {
+	for _, c := range []*ctlProc{p.b, p.a} {
+		if c != nil {
+			c.p.killGroup()
+		}
+	}
 }
 
 // startElect runs `etcdctl elect NAME PROPOSAL`.

@@ -26,28 +26,32 @@ type row struct {
 	seq                                              int
 }
 
-// rank orders rows within a section: electd on etcd, then on Redis (short
-// TTL before long, campaign only before + view), then the peers.
+// subjectRanks order rows within a section by the first prefix of their
+// subject that matches: electd on etcd, then on Redis, then the peers; the
+// baseline of its section (bare) comes first, any other subject last.
+var subjectRanks = []struct {
+	prefix string
+	rank   int
+}{
+	{"electd, etcd", 0},
+	{"electd, redis", 10},
+	{"electd", 20},
+	{"etcdctl lock", 30},
+	{"etcdctl elect", 40},
+	{"naive", 50},
+	{"bare", -10},
+}
+
+// rank orders rows within a section (subjectRanks), the short TTL before
+// the long and campaign only before + view.
 func (x row) rank() int {
 	s := x.subject
-	r := 0
-	switch {
-	case strings.HasPrefix(s, "electd, etcd"):
-		r = 0
-	case strings.HasPrefix(s, "electd, redis"):
-		r = 10
-	case strings.HasPrefix(s, "electd"):
-		r = 20
-	case strings.HasPrefix(s, "etcdctl lock"):
-		r = 30
-	case strings.HasPrefix(s, "etcdctl elect"):
-		r = 40
-	case strings.HasPrefix(s, "naive"):
-		r = 50
-	case strings.HasPrefix(s, "bare"):
-		r = -10 // the baseline of its section comes first
-	default:
-		r = 70
+	r := 70
+	for _, p := range subjectRanks {
+		if strings.HasPrefix(s, p.prefix) {
+			r = p.rank
+			break
+		}
 	}
 	if strings.Contains(s, "--ttl 15") || strings.Contains(s, "+ leader view") {
 		r += 5

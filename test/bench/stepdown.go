@@ -10,6 +10,7 @@ import (
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/internal/faultproxy"
 	"github.com/electd/electd/supervisor"
+	"github.com/electd/electd/test/record"
 )
 
 // stepDown: the leader's connection to the store is black-holed (both
@@ -30,11 +31,7 @@ func (e *env) stepDownOn(ctx context.Context, b *backend) {
 	col := newCollector()
 	var killed atomic.Int64
 	ngroups := max(1, e.cfg.groups-1)
-	err := groups(ngroups, func(g int) (err error) {
-		n := split(e.cfg.trials, ngroups)[g]
-		if n == 0 {
-			return nil
-		}
+	err := trialGroups(e.cfg.trials, ngroups, func(g, n int) (err error) {
 		c := e.newCluster(b, fmt.Sprintf("cut-%d", g), ttl, nil, nil)
 		pxs := map[string]*faultproxy.Proxy{}
 		defer func() {
@@ -52,23 +49,7 @@ func (e *env) stepDownOn(ctx context.Context, b *backend) {
 			pxs[id] = px
 		}
 		c.store = func(id string) string { return b.storeURL(pxs[id].Addr()) }
-		if _, err := c.add(ctx); err != nil {
-			return err
-		}
-		if _, _, err := c.waitLeading(ctx, 3*ttl+5*time.Second); err != nil {
-			return err
-		}
-		if _, err := c.add(ctx); err != nil {
-			return err
-		}
-		if err := c.waitQueued(ctx, 2, 10*time.Second); err != nil {
-			return err
-		}
-		for range n {
-			lead, cur, err := c.waitLeading(ctx, 5*time.Second)
-			if err != nil {
-				return err
-			}
+		return c.runTrials(ctx, n, 3*ttl+5*time.Second, func(lead *node, cur record.Run) error {
 			px := pxs[lead.id]
 			cut := time.Now()
 			px.Cut()
@@ -86,7 +67,7 @@ func (e *env) stepDownOn(ctx context.Context, b *backend) {
 					return err
 				}
 			}
-			end, graceful, err := c.waitEnd(ctx, cur.pid, ttl+2*time.Second)
+			end, graceful, err := c.waitEnd(ctx, cur.Pid, ttl+2*time.Second)
 			if err != nil {
 				return err
 			}
@@ -100,12 +81,12 @@ func (e *env) stepDownOn(ctx context.Context, b *backend) {
 			if !end.Before(bound) {
 				e.rep.violation("%s on %s: the cut-off leader's child ran until %s after the last acknowledged renewal + TTL", c.election, b.name, ms(end.Sub(bound)))
 			}
-			if !next.start.After(end) {
-				e.rep.violation("%s on %s: the new child started %s before the cut-off one exited", c.election, b.name, ms(end.Sub(next.start)))
+			if !next.Start.After(end) {
+				e.rep.violation("%s on %s: the new child started %s before the cut-off one exited", c.election, b.name, ms(end.Sub(next.Start)))
 			}
 			col.add("margin", bound.Sub(end))
 			col.add("exitAfterCut", end.Sub(cut))
-			col.add("observed", next.start.Sub(end))
+			col.add("observed", next.Start.Sub(end))
 			if !storeDeadline.IsZero() {
 				col.add("storeMargin", storeDeadline.Sub(end))
 			}
@@ -120,9 +101,8 @@ func (e *env) stepDownOn(ctx context.Context, b *backend) {
 			}); err != nil {
 				return fmt.Errorf("%s did not follow after the heal: %w", lead.id, err)
 			}
-		}
-		c.checkOverlaps(e.rep)
-		return nil
+			return nil
+		})
 	})
 	if err != nil {
 		e.rep.failed("step-down "+b.name, err)

@@ -67,6 +67,19 @@ func groups(n int, f func(g int) error) error {
 	return fmt.Errorf("%d groups failed; first: %w", len(out), out[0])
 }
 
+// trialGroups splits trials over ngroups groups run in parallel, as
+// groups does: f gets its group and its share, n ≥ 1; a group without a
+// trial does not run.
+func trialGroups(trials, ngroups int, f func(g, n int) error) error {
+	shares := split(trials, ngroups)
+	return groups(ngroups, func(g int) error {
+		if shares[g] == 0 {
+			return nil
+		}
+		return f(g, shares[g])
+	})
+}
+
 // split divides total trials over n groups (the first get one more).
 func split(total, n int) []int {
 	out := make([]int, n)

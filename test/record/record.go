@@ -310,12 +310,8 @@ func Parse(r io.Reader) ([]Run, error) {
 // ignored.
 func ParseAll(r io.Reader) (Log, error) {
 	var (
-		runs    []*Run
-		open    = map[int]*Run{} // pid -> its latest run
-		workers = map[WorkerKey]*Worker{}
-		order   []*Worker
-		torn    []string
-		br      = bufio.NewReader(r)
+		b  Builder
+		br = bufio.NewReader(r)
 	)
 	for n := 1; ; n++ {
 		text, err := br.ReadString('\n')
@@ -325,45 +321,11 @@ func ParseAll(r io.Reader) (Log, error) {
 		if err != nil {
 			return Log{}, err
 		}
-		line := strings.TrimSuffix(text, "\n")
-		l, err := ParseLine(line)
-		if err != nil {
-			if frag, next, ok := SplitTorn(line); ok {
-				torn, l, err = append(torn, frag), next, nil
-			}
-		}
-		if err == nil {
-			switch l.Kind {
-			case KindStart:
-				r := &Run{Node: l.Node, Token: l.Token, Pid: l.Pid, Start: l.At}
-				open[l.Pid] = r
-				runs = append(runs, r)
-			case KindWorker:
-				w := workers[KeyOf(l)]
-				if w == nil {
-					w = &Worker{}
-					workers[KeyOf(l)] = w
-					order = append(order, w)
-				}
-				err = w.Add(l)
-			default:
-				err = open[l.Pid].Add(l)
-			}
-		}
-		if err != nil {
+		if err := b.Add(strings.TrimSuffix(text, "\n")); err != nil {
 			return Log{}, fmt.Errorf("record line %d %q: %w", n, strings.TrimSpace(text), err)
 		}
 	}
-	lg := Log{Runs: make([]Run, len(runs)), Workers: make([]Worker, len(order)), Torn: torn}
-	for i, r := range runs {
-		lg.Runs[i] = *r
-	}
-	for i, w := range order {
-		lg.Workers[i] = *w
-	}
-	sort.SliceStable(lg.Runs, func(i, j int) bool { return lg.Runs[i].Start.Before(lg.Runs[j].Start) })
-	sort.SliceStable(lg.Workers, func(i, j int) bool { return lg.Workers[i].First.Before(lg.Workers[j].First) })
-	return lg, nil
+	return b.Log(), nil
 }
 
 // Line is one parsed line of the log.
@@ -468,18 +430,11 @@ type Options struct {
 // Log{Runs: runs}.Check(opt).
 func Check(runs []Run, opt Options) error { return Log{Runs: runs}.Check(opt) }
 
-// Check proves the safety properties of a log and returns every violation
-// found, joined:
-//
-//   - no two runs overlap (each run's interval is Start..End);
-//   - fencing tokens strictly increase in start order;
-//   - every worker belongs to a run of its node and token, and wrote its
-//     last line before the first line of any later term (a run with a
-//     greater token) and before the next run started: a term lives until
-//     the last line of its last worker, and the whole tree must be gone
-//     before the next one begins (a restart in place included).
-func (lg Log) Check(opt Options) error {
-	sorted := append([]Run(nil), lg.Runs...)
+// Overlaps returns an error for every run that started before an earlier
+// run (in start order) ended: no two runs may overlap, each run's interval
+// being Start..End, ends included.
+func Overlaps(runs []Run) []error {
+	sorted := append([]Run(nil), runs...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Start.Before(sorted[j].Start) })
 	var errs []error
 	latest := -1 // index of the run with the latest End so far
@@ -493,6 +448,25 @@ func (lg Log) Check(opt Options) error {
 		if latest < 0 || r.End().After(sorted[latest].End()) {
 			latest = i
 		}
+	}
+	return errs
+}
+
+// Check proves the safety properties of a log and returns every violation
+// found, joined:
+//
+//   - no two runs overlap (Overlaps);
+//   - fencing tokens strictly increase in start order;
+//   - every worker belongs to a run of its node and token, and wrote its
+//     last line before the first line of any later term (a run with a
+//     greater token) and before the next run started: a term lives until
+//     the last line of its last worker, and the whole tree must be gone
+//     before the next one begins (a restart in place included).
+func (lg Log) Check(opt Options) error {
+	sorted := append([]Run(nil), lg.Runs...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Start.Before(sorted[j].Start) })
+	errs := Overlaps(sorted)
+	for i, r := range sorted {
 		if i == 0 {
 			continue
 		}

@@ -105,6 +105,21 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// Overlaps is the overlap part of Check alone: runs in any order, tokens
+// not looked at.
+func TestOverlaps(t *testing.T) {
+	run := func(node string, token uint64, start, end int) Run {
+		return Run{Node: node, Token: token, Pid: int(token), Start: ms(start), LastBeat: ms(end)}
+	}
+	if errs := Overlaps([]Run{run("b", 1, 20, 30), run("a", 5, 0, 10)}); len(errs) != 0 {
+		t.Errorf("Overlaps of runs one after another, token going down: %v", errs)
+	}
+	errs := Overlaps([]Run{run("c", 3, 50, 60), run("a", 1, 0, 100), run("b", 2, 20, 30)})
+	if len(errs) != 2 || !strings.Contains(errs[0].Error(), "overlap: [b") || !strings.Contains(errs[1].Error(), "overlap: [c") {
+		t.Errorf("Overlaps of two runs nested in a long one: %v", errs)
+	}
+}
+
 func TestCheckUsesStopOverLastBeat(t *testing.T) {
 	a := Run{Node: "a", Token: 1, Start: ms(0), LastBeat: ms(5), Stop: ms(15)}
 	b := Run{Node: "b", Token: 2, Start: ms(10), LastBeat: ms(20)}

@@ -175,6 +175,24 @@ func gone(t *testing.T, pid int) {
 	waitFor(t, fmt.Sprintf("pid %d gone", pid), func() bool { return !proc.Alive(pid) })
 }
 
+// signalWorkers sends sig to every worker.
+func signalWorkers(t *testing.T, ws map[string]record.Worker, sig syscall.Signal) {
+	t.Helper()
+	for _, w := range ws {
+		if err := syscall.Kill(w.Pid, sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// workersGone waits until every worker is gone.
+func workersGone(t *testing.T, ws map[string]record.Worker) {
+	t.Helper()
+	for _, w := range ws {
+		gone(t, w.Pid)
+	}
+}
+
 // The recorder's workers: one in its group, one in a session of its own,
 // one orphaned daemon. They outlive the recorder's SIGKILL (as an OOM kill)
 // and die on SIGTERM.
@@ -218,25 +236,15 @@ func TestWorkers(t *testing.T) {
 	if err := readAll(t, path).Check(record.Options{}); err != nil {
 		t.Errorf("Check of one term: %v", err)
 	}
-	for _, w := range ws {
-		if err := syscall.Kill(w.Pid, syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, w := range ws {
-		gone(t, w.Pid)
-	}
+	signalWorkers(t, ws, syscall.SIGTERM)
+	workersGone(t, ws)
 }
 
 // With RECORD_WORKERS_IGNORE_TERM=1 only SIGKILL ends a worker.
 func TestWorkersIgnoreTerm(t *testing.T) {
 	p, path := start(t, exec.Command(selfPath(t)), "RECORD_WORKERS=1", "RECORD_WORKERS_IGNORE_TERM=1")
 	_, ws := workersOf(t, path)
-	for _, w := range ws {
-		if err := syscall.Kill(w.Pid, syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-	}
+	signalWorkers(t, ws, syscall.SIGTERM)
 	termed := time.Now()
 	for _, w := range ws {
 		writesAfter(t, path, w, termed.Add(20*time.Millisecond))
@@ -248,14 +256,8 @@ func TestWorkersIgnoreTerm(t *testing.T) {
 	if err := syscall.Kill(p.Pid(), syscall.SIGTERM); err != nil || !p.Wait(within) || p.ExitCode() != 0 {
 		t.Fatalf("recorder after SIGTERM: kill %v, exit code %d, want 0", err, p.ExitCode())
 	}
-	for _, w := range ws {
-		if err := syscall.Kill(w.Pid, syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, w := range ws {
-		gone(t, w.Pid)
-	}
+	signalWorkers(t, ws, syscall.SIGKILL)
+	workersGone(t, ws)
 }
 
 // In a PID namespace of its own (as electd runs it when root), the
@@ -304,7 +306,5 @@ func TestWorkersInPidNamespace(t *testing.T) {
 	if err := initProc.Cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range ws {
-		gone(t, w.Pid) // the kernel kills a namespace whose init died
-	}
+	workersGone(t, ws) // the kernel kills a namespace whose init died
 }
