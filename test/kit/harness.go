@@ -30,6 +30,19 @@ func Poll(t testing.TB, within time.Duration, what string, cond func() (bool, st
 	}
 }
 
+// Hold fails the test unless cond holds at every poll for d: a stability
+// check, not a synchronisation.
+func Hold(t testing.TB, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if ok, status := cond(); !ok {
+			t.Fatalf("%s: stopped holding after %s: %s", what, d-time.Until(end), status)
+		}
+		time.Sleep(PollEvery)
+	}
+}
+
 // Runs reads the record log at path, failing the test if it does not parse.
 func Runs(t testing.TB, path string) []record.Run {
 	t.Helper()
