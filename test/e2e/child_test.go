@@ -23,26 +23,17 @@ const beatSlack = 50 * time.Millisecond
 
 // testOnExit covers --on-exit when the child exits on its own while leading.
 func testOnExit(t *testing.T, s *kit.Store) {
-	exits := []struct {
-		name      string
-		childCode string // RECORD_EXIT_CODE; -9 = kills itself with SIGKILL
-		want      int    // electd's exit code
-	}{
-		{"exit/code-7", "7", 7},
-		{"exit/code-0", "0", 0},
-		{"exit/SIGKILL", "-9", 137},
-	}
-	for _, tt := range exits {
-		t.Run(tt.name, func(t *testing.T) {
+	for _, tt := range kit.ChildExits {
+		t.Run("exit/"+tt.Name, func(t *testing.T) {
 			h := newHarness(t, s)
 			n := h.startNode("n1", h.direct(nodeOpts{args: []string{"--on-exit", "exit"},
-				env: []string{"RECORD_EXIT_AFTER=300ms", "RECORD_EXIT_CODE=" + tt.childCode}}))
-			if code := n.WaitExit(leaderTimeout); code != tt.want {
-				t.Fatalf("electd exited with %d, want %d", code, tt.want)
+				env: []string{"RECORD_EXIT_AFTER=300ms", "RECORD_EXIT_CODE=" + tt.Code}}))
+			if code := n.WaitExit(leaderTimeout); code != tt.Want {
+				t.Fatalf("electd exited with %d, want %d", code, tt.Want)
 			}
 			runs := h.Check(record.Options{})
-			if len(runs) != 1 || runs[0].Exit.IsZero() || strconv.Itoa(runs[0].ExitCode) != tt.childCode {
-				t.Fatalf("want one run that exited with %s:\n%s", tt.childCode, kit.Describe(runs))
+			if len(runs) != 1 || runs[0].Exit.IsZero() || strconv.Itoa(runs[0].ExitCode) != tt.Code {
+				t.Fatalf("want one run that exited with %s:\n%s", tt.Code, kit.Describe(runs))
 			}
 		})
 	}
@@ -92,7 +83,7 @@ func testOnExit(t *testing.T, s *kit.Store) {
 			t.Fatalf("n2's child %s does not follow an exited child of n1:\n%s", next, kit.Describe(runs))
 		}
 		t.Logf("resign on exit: n1's child exited, n2's child started %s later (token %d -> %d)",
-			ms(next.Start.Sub(prev.Exit)), prev.Token, next.Token)
+			kit.Millis(next.Start.Sub(prev.Exit)), prev.Token, next.Token)
 		if lead, _ := h.waitLeader(n1, n2); lead != n2 {
 			t.Fatalf("leader %s, want n2", lead.ID)
 		}
@@ -122,7 +113,7 @@ func testStopTimeout(t *testing.T, s *kit.Store) {
 	if lived < stopTimeout-beatSlack {
 		t.Fatalf("child's last beat %s after the SIGTERM: SIGKILLed before the %s stop timeout", lived, stopTimeout)
 	}
-	t.Logf("stop timeout %s: child's last beat %s after SIGTERM, gone by %s", stopTimeout, ms(lived), ms(gone))
+	t.Logf("stop timeout %s: child's last beat %s after SIGTERM, gone by %s", stopTimeout, kit.Millis(lived), kit.Millis(gone))
 	h.Check(record.Options{})
 }
 

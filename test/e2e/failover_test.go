@@ -88,7 +88,7 @@ func testSIGTERMLeader(t *testing.T, s *kit.Store) {
 		t.Fatalf("new child started %s before the old one stopped", old.Stop.Sub(next.Start))
 	}
 	t.Logf("SIGTERM: old child stopped %s after the signal; handover gap old stop -> new start %s (token %d -> %d)",
-		ms(old.Stop.Sub(sent)), ms(next.Start.Sub(old.Stop)), old.Token, next.Token)
+		kit.Millis(old.Stop.Sub(sent)), kit.Millis(next.Start.Sub(old.Stop)), old.Token, next.Token)
 	h.waitLeader(follower)
 	h.Check(record.Options{})
 }
@@ -120,7 +120,7 @@ func testKill9Leader(t *testing.T, s *kit.Store) {
 			next.Start.Sub(killed), ttl-renewInterval)
 	}
 	t.Logf("kill -9: child gone after %s; failover kill -> new child start %s (ttl %s, renew %s, earliest %s)",
-		ms(childGone), ms(next.Start.Sub(killed)), ttl, renewInterval, ttl-renewInterval)
+		kit.Millis(childGone), kit.Millis(next.Start.Sub(killed)), ttl, renewInterval, ttl-renewInterval)
 	h.waitLeader(follower)
 	h.Check(record.Options{})
 }
@@ -143,21 +143,7 @@ func testCutOffLeader(t *testing.T, s *kit.Store) {
 	cut := time.Now()
 	px.Cut()
 	next := h.nextRun(run, leaderTimeout)
-	old := h.RunOf(run.Pid)
-	if old.Stop.IsZero() {
-		t.Errorf("the cut-off leader's child was not stopped with SIGTERM: %s", old)
-	}
-	// Its lease was guaranteed at most ttl·(1−drift) after the last renewal
-	// sent before the cut; the child must be gone by then.
-	if end := old.End(); !end.Before(cut.Add(ttl)) {
-		t.Errorf("the cut-off leader's child ran until %s after the cut, past any lease deadline", end.Sub(cut))
-	}
-	margin := next.Start.Sub(old.End())
-	if margin <= 0 {
-		t.Fatalf("new child started %s before the cut-off one ended", -margin)
-	}
-	t.Logf("cut-off: old child stopped %s after the cut, new child started %s after the cut; margin %s",
-		ms(old.End().Sub(cut)), ms(next.Start.Sub(cut)), ms(margin))
+	kit.CheckCutOff(t, cut, ttl, h.RunOf(run.Pid), next)
 
 	px.Heal()
 	h.waitFollower(n1, n2.ID)
@@ -205,7 +191,7 @@ func testResignEndpoint(t *testing.T, s *kit.Store) {
 				t.Fatalf("next child %s, after %s", next, old)
 			}
 			t.Logf("resign: old child stopped %s after the POST; handover gap old stop -> new start %s (token %d -> %d)",
-				ms(old.Stop.Sub(sent)), ms(next.Start.Sub(old.Stop)), old.Token, next.Token)
+				kit.Millis(old.Stop.Sub(sent)), kit.Millis(next.Start.Sub(old.Stop)), old.Token, next.Token)
 			if newLead, _ := h.waitLeader(lead, follower); newLead != follower {
 				t.Fatalf("leader %s after the resignation, want %s", newLead.ID, follower.ID)
 			}
@@ -257,10 +243,10 @@ func testStoreRestart(t *testing.T, s *kit.Store) {
 			newLead, now := h.waitLeader(lead, follower)
 			old := h.RunOf(run.Pid)
 			if now.Pid == run.Pid {
-				t.Logf("store down %s: %s kept its term and its child", ms(back), lead.ID)
+				t.Logf("store down %s: %s kept its term and its child", kit.Millis(back), lead.ID)
 			} else {
 				t.Logf("store down %s: old child ended %s after the kill; %s's child started %s after the kill (token %d -> %d)",
-					ms(back), ms(old.End().Sub(killed)), newLead.ID, ms(now.Start.Sub(killed)), run.Token, now.Token)
+					kit.Millis(back), kit.Millis(old.End().Sub(killed)), newLead.ID, kit.Millis(now.Start.Sub(killed)), run.Token, now.Token)
 			}
 			h.Check(record.Options{})
 		})

@@ -103,9 +103,6 @@ func (h *harness) nextRun(prev record.Run, within time.Duration) record.Run {
 	})
 }
 
-// ms renders a duration in milliseconds for logs.
-func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
-
 // direct are the options of a node that talks to the store directly.
 func (h *harness) direct(more ...nodeOpts) nodeOpts {
 	o := nodeOpts{store: h.s.URL(h.s.Addr)}

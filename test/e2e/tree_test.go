@@ -121,12 +121,12 @@ func testTreeMainKilled(t *testing.T, s *kit.Store) {
 				next := "none yet"
 				for _, o := range lg.Runs {
 					if o.Start.After(r.Start) {
-						next = ms(o.Start.Sub(r.Exit)) + " (" + o.Node + ")"
+						next = kit.Millis(o.Start.Sub(r.Exit)) + " (" + o.Node + ")"
 						break
 					}
 				}
 				t.Logf("%s: main process SIGKILLed; last worker line %s later (%s), next run started %s later",
-					r, ms(last.Last.Sub(r.Exit)), last.Role, next)
+					r, kit.Millis(last.Last.Sub(r.Exit)), last.Role, next)
 			}
 			// Shutdown is one more way out of a term: SIGTERM to the last
 			// leader stops its child's tree before electd exits 0.
@@ -215,7 +215,7 @@ func testTreeKill9(t *testing.T, s *kit.Store) {
 					})
 				}
 				t.Logf("pgroup: after kill -9 of electd the direct child was gone in %s; its %d workers live on, as documented (the test kills them)",
-					ms(childGone.Sub(killed)), len(run.Spawned))
+					kit.Millis(childGone.Sub(killed)), len(run.Spawned))
 				return
 			}
 			gone, lastGone, alive := tree.GoneAll(procs, goneTimeout)
@@ -224,10 +224,10 @@ func testTreeKill9(t *testing.T, s *kit.Store) {
 			}
 			var parts []string
 			for _, pid := range procs {
-				parts = append(parts, fmt.Sprintf("%d %s", pid, ms(gone[pid].Sub(killed))))
+				parts = append(parts, fmt.Sprintf("%d %s", pid, kit.Millis(gone[pid].Sub(killed))))
 			}
 			t.Logf("%s: kill -9 of electd -> every one of the %d processes of the tree gone in %s (%s)",
-				tt.mode, len(procs), ms(lastGone.Sub(killed)), strings.Join(parts, ", "))
+				tt.mode, len(procs), kit.Millis(lastGone.Sub(killed)), strings.Join(parts, ", "))
 		})
 	}
 }
@@ -314,35 +314,35 @@ func testTreeIgnoresTerm(t *testing.T, s *kit.Store) {
 			)
 			for _, wk := range append(ws, record.Worker{Role: "main", Pid: old.Pid, Last: old.End()}) {
 				after := wk.Last.Sub(term)
-				parts = append(parts, fmt.Sprintf("%s %s", wk.Role, ms(after)))
+				parts = append(parts, fmt.Sprintf("%s %s", wk.Role, kit.Millis(after)))
 				if after >= budget {
 					t.Errorf("the %s process (pid %d) wrote %s after the SIGTERM, past --stop-timeout %s + margin %s",
-						wk.Role, wk.Pid, ms(after), stopTimeout, stopMargin)
+						wk.Role, wk.Pid, kit.Millis(after), stopTimeout, stopMargin)
 				}
 				latest = max(latest, after)
 				if tt.cut && !wk.Last.Before(deadline) {
 					t.Errorf("the %s process (pid %d) wrote %s after the cut, past ValidUntil − margin + %s (%s after the cut; ValidUntil logged: %v)",
-						wk.Role, wk.Pid, ms(wk.Last.Sub(ended)), killSlack, ms(deadline.Sub(ended)), logged)
+						wk.Role, wk.Pid, kit.Millis(wk.Last.Sub(ended)), killSlack, kit.Millis(deadline.Sub(ended)), logged)
 				}
 				if !wk.Last.Before(next.Start) {
-					t.Errorf("the %s process (pid %d) wrote %s after the next child started", wk.Role, wk.Pid, ms(wk.Last.Sub(next.Start)))
+					t.Errorf("the %s process (pid %d) wrote %s after the next child started", wk.Role, wk.Pid, kit.Millis(wk.Last.Sub(next.Start)))
 				}
 			}
 			// The tree as a whole got the whole --stop-timeout. (Not each
 			// process: on a loaded machine one may be starved of the CPU for
 			// longer than a beat.)
 			if latest < stopTimeout-beatSlack {
-				t.Errorf("the tree's last line was %s after the SIGTERM: SIGKILLed before the %s stop timeout", ms(latest), stopTimeout)
+				t.Errorf("the tree's last line was %s after the SIGTERM: SIGKILLed before the %s stop timeout", kit.Millis(latest), stopTimeout)
 			}
 			how := "POST /resign"
 			if tt.cut {
 				how = "the cut"
 			}
 			t.Logf("ignores SIGTERM: SIGTERM %s after %s; last lines after it: %s; next child %s after the SIGTERM",
-				ms(term.Sub(ended)), how, strings.Join(parts, ", "), ms(next.Start.Sub(term)))
+				kit.Millis(term.Sub(ended)), how, strings.Join(parts, ", "), kit.Millis(next.Start.Sub(term)))
 			if tt.cut {
 				t.Logf("cut off: ValidUntil %s after the cut (from electd's log: %v); the tree's last line %s before it",
-					ms(validUntil.Sub(ended)), logged, ms(validUntil.Sub(term.Add(latest))))
+					kit.Millis(validUntil.Sub(ended)), logged, kit.Millis(validUntil.Sub(term.Add(latest))))
 			}
 			if px != nil {
 				px.Heal()
@@ -541,7 +541,7 @@ func (h *harness) finishTrees(w *tree.Watch, opt record.Options) {
 	for _, v := range bad {
 		h.T.Errorf("%s", v)
 	}
-	h.T.Logf("tree watch: %d run starts checked in /proc, at most %s after their first line", starts, ms(lag))
+	h.T.Logf("tree watch: %d run starts checked in /proc, at most %s after their first line", starts, kit.Millis(lag))
 	lg := h.all()
 	if err := lg.Check(opt); err != nil {
 		h.T.Errorf("record log:\n%v\nruns:\n%s", err, kit.Describe(lg.Runs))

@@ -58,6 +58,19 @@ func (h *harness) lock(id string, o opts) *proc {
 	return h.start(id, append(args, o.command...), o.env)
 }
 
+// refused runs `electd lock` with args as "other" while the holder, the
+// only candidate, holds the lock, and fails t unless it exits with code,
+// says every part of says, and leaves the holder alone in the store.
+func (h *harness) refused(t *testing.T, args []string, code int, says ...string) {
+	t.Helper()
+	p := h.lock("other", opts{args: args})
+	p.mustExit(code)
+	p.said(says...)
+	if n := h.s.queued(t, h.Name); n != 1 {
+		t.Fatalf("after exit %d the store holds %d candidates, want 1", code, n)
+	}
+}
+
 // start runs electd with args, the record log in $RECORD_LOG and env. It
 // is killed at cleanup.
 func (h *harness) start(id string, args, env []string) *proc {
@@ -137,9 +150,6 @@ func (h *harness) waitQueued(n int) {
 		return got == n, fmt.Sprintf("%d candidates", got)
 	})
 }
-
-// ms renders a duration in milliseconds for logs.
-func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
 // maxConcurrent is the largest number of runs alive at one instant.
 func maxConcurrent(runs []record.Run) int {

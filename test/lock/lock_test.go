@@ -81,7 +81,7 @@ func testHandover(t *testing.T, s *store) {
 	}
 	slices.Sort(gaps)
 	t.Logf("%s: command end to next command start over %d handovers: min %s, median %s, max %s",
-		s.Name, len(gaps), ms(gaps[0]), ms(gaps[len(gaps)/2]), ms(gaps[len(gaps)-1]))
+		s.Name, len(gaps), kit.Millis(gaps[0]), kit.Millis(gaps[len(gaps)/2]), kit.Millis(gaps[len(gaps)-1]))
 }
 
 // testBusy: while the lock is held, --wait 0 and --wait D exit 75 naming
@@ -100,13 +100,9 @@ func testBusy(t *testing.T, s *store) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			start := time.Now()
-			p := h.lock("other", opts{args: []string{"--wait", tt.wait}})
-			p.mustExit(75)
-			p.said("lock "+h.Name, "not acquired", "held by holder (token "+strconv.FormatUint(run.Token, 10)+")")
-			t.Logf("--wait %s: exit 75 after %s", tt.wait, ms(time.Since(start)))
-			if n := h.s.queued(t, h.Name); n != 1 {
-				t.Fatalf("after exit 75 the store holds %d candidates, want 1", n)
-			}
+			h.refused(t, []string{"--wait", tt.wait}, 75,
+				"lock "+h.Name, "not acquired", "held by holder (token "+strconv.FormatUint(run.Token, 10)+")")
+			t.Logf("--wait %s: exit 75 after %s", tt.wait, kit.Millis(time.Since(start)))
 		})
 	}
 	for _, r := range h.Runs() {
@@ -156,20 +152,11 @@ func testSignals(t *testing.T, s *store) {
 // testExitCodes: the command's exit code passes through, 128+N for a
 // command killed by signal N.
 func testExitCodes(t *testing.T, s *store) {
-	tests := []struct {
-		name string
-		code string // RECORD_EXIT_CODE
-		want int
-	}{
-		{"success", "0", 0},
-		{"failure", "3", 3},
-		{"sigkill", "-9", 137},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+	for _, tt := range kit.ChildExits {
+		t.Run(tt.Name, func(t *testing.T) {
 			h := newHarness(t, s)
-			p := h.lock("x", opts{env: []string{"RECORD_EXIT_AFTER=20ms", "RECORD_EXIT_CODE=" + tt.code}})
-			p.mustExit(tt.want)
+			p := h.lock("x", opts{env: []string{"RECORD_EXIT_AFTER=20ms", "RECORD_EXIT_CODE=" + tt.Code}})
+			p.mustExit(tt.Want)
 			runs := h.Check(record.Options{})
 			if len(runs) != 1 || runs[0].Exit.IsZero() {
 				t.Fatalf("runs:\n%s", kit.Describe(runs))
@@ -198,19 +185,7 @@ func testLostLock(t *testing.T, s *store) {
 	next := h.waitRun("b")
 	a.mustExit(76)
 	a.said("lock "+h.Name+" lost while the command ran", "stopped")
-	old = h.RunOf(old.Pid)
-	if old.Stop.IsZero() {
-		t.Errorf("the cut-off holder's command was not stopped with SIGTERM: %s", old)
-	}
-	if end := old.End(); !end.Before(cut.Add(ttl)) {
-		t.Errorf("the cut-off holder's command ran until %s after the cut, past any lease deadline", end.Sub(cut))
-	}
-	margin := next.Start.Sub(old.End())
-	if margin <= 0 {
-		t.Fatalf("b's command started %s before a's ended", -margin)
-	}
-	t.Logf("cut at 0: a's command stopped at %s, b's started at %s (margin %s)",
-		ms(old.End().Sub(cut)), ms(next.Start.Sub(cut)), ms(margin))
+	kit.CheckCutOff(t, cut, ttl, h.RunOf(old.Pid), next)
 	px.Heal()
 	b.Signal(syscall.SIGTERM)
 	b.mustExit(128 + int(syscall.SIGTERM))
@@ -299,12 +274,7 @@ func testSlotsMismatch(t *testing.T, s *store) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := h.lock("other", opts{args: []string{"--slots", tt.slots, "--wait", "5s"}})
-			p.mustExit(2)
-			p.said("has "+tt.slots+" slot(s)", "have 2", "--slots")
-			if n := h.s.queued(t, h.Name); n != 1 {
-				t.Fatalf("after the refusal the store holds %d candidates, want 1", n)
-			}
+			h.refused(t, []string{"--slots", tt.slots, "--wait", "5s"}, 2, "has "+tt.slots+" slot(s)", "have 2", "--slots")
 		})
 	}
 	holder.Signal(syscall.SIGTERM)

@@ -84,7 +84,7 @@ func testTreeMainKilled(t *testing.T, s *store) {
 			for _, v := range bad {
 				t.Error(v)
 			}
-			t.Logf("tree watch: %d command starts checked in /proc, at most %s after their first line", starts, ms(lag))
+			t.Logf("tree watch: %d command starts checked in /proc, at most %s after their first line", starts, kit.Millis(lag))
 			lg := h.all()
 			if err := lg.Check(record.Options{}); err != nil {
 				t.Fatalf("record log:\n%v\nruns:\n%s", err, kit.Describe(lg.Runs))
@@ -98,7 +98,7 @@ func testTreeMainKilled(t *testing.T, s *store) {
 					t.Fatalf("%d workers of %s wrote, want %d", len(ws), r, tree.Roles)
 				}
 				last := slices.MaxFunc(ws, func(a, b record.Worker) int { return a.Last.Compare(b.Last) })
-				t.Logf("%s: main process ended; its last worker's last line %s later (%s)", r, ms(last.Last.Sub(r.End())), last.Role)
+				t.Logf("%s: main process ended; its last worker's last line %s later (%s)", r, kit.Millis(last.Last.Sub(r.End())), last.Role)
 			}
 			h.waitQueued(0)
 		})
@@ -172,11 +172,11 @@ func (h *harness) recordedWithoutTree(run record.Run) {
 	for _, w := range lg.WorkersOf(run) {
 		if !w.Last.Before(rec.Finished) {
 			h.T.Errorf("the run was recorded as finished at %s, %s before the %s worker's last line",
-				rec.Finished.Format(time.StampMicro), ms(w.Last.Sub(rec.Finished)), w.Role)
+				rec.Finished.Format(time.StampMicro), kit.Millis(w.Last.Sub(rec.Finished)), w.Role)
 		}
 	}
 	h.T.Logf("run recorded: finished %s after the main process's exit line, seen in the store %s after that",
-		ms(rec.Finished.Sub(h.RunOf(run.Pid).End())), ms(seen.Sub(rec.Finished)))
+		kit.Millis(rec.Finished.Sub(h.RunOf(run.Pid).End())), kit.Millis(seen.Sub(rec.Finished)))
 }
 
 // waitWorkersLogged waits until run's log holds its spawned lines (the
