@@ -23,7 +23,7 @@ type Scenario struct {
 	Name    string // prefix plus the test's name
 	Dir     string
 	LogPath string    // the record log
-	Procs   []*Electd // every electd started with a Spec of Spec, in start order
+	Procs   []*Electd // every electd started with a Spec made by s.Spec, in start order
 	// Verify, if set, judges the whole record log at cleanup.
 	Verify func(record.Log) error
 
