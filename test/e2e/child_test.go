@@ -23,26 +23,17 @@ const beatSlack = 50 * time.Millisecond
 
 // testOnExit covers --on-exit when the child exits on its own while leading.
 func testOnExit(t *testing.T, s *kit.Store) {
-	exits := []struct {
-		name      string
-		childCode string // RECORD_EXIT_CODE; -9 = kills itself with SIGKILL
-		want      int    // electd's exit code
-	}{
-		{"exit/code-7", "7", 7},
-		{"exit/code-0", "0", 0},
-		{"exit/SIGKILL", "-9", 137},
-	}
-	for _, tt := range exits {
-		t.Run(tt.name, func(t *testing.T) {
+	for _, tt := range kit.ChildExits {
+		t.Run("exit/"+tt.Name, func(t *testing.T) {
 			h := newHarness(t, s)
 			n := h.startNode("n1", h.direct(nodeOpts{args: []string{"--on-exit", "exit"},
-				env: []string{"RECORD_EXIT_AFTER=300ms", "RECORD_EXIT_CODE=" + tt.childCode}}))
-			if code := n.wait(leaderTimeout); code != tt.want {
-				t.Fatalf("electd exited with %d, want %d", code, tt.want)
+				env: []string{"RECORD_EXIT_AFTER=300ms", "RECORD_EXIT_CODE=" + tt.Code}}))
+			if code := n.WaitExit(leaderTimeout); code != tt.Want {
+				t.Fatalf("electd exited with %d, want %d", code, tt.Want)
 			}
-			runs := h.check(record.Options{})
-			if len(runs) != 1 || runs[0].Exit.IsZero() || strconv.Itoa(runs[0].ExitCode) != tt.childCode {
-				t.Fatalf("want one run that exited with %s:\n%s", tt.childCode, kit.Describe(runs))
+			runs := h.Check(record.Options{})
+			if len(runs) != 1 || runs[0].Exit.IsZero() || strconv.Itoa(runs[0].ExitCode) != tt.Code {
+				t.Fatalf("want one run that exited with %s:\n%s", tt.Code, kit.Describe(runs))
 			}
 		})
 	}
@@ -51,13 +42,13 @@ func testOnExit(t *testing.T, s *kit.Store) {
 		h := newHarness(t, s)
 		n := h.startNode("n1", h.direct(nodeOpts{args: []string{"--on-exit", "restart"},
 			env: []string{"RECORD_EXIT_AFTER=300ms", "RECORD_EXIT_CODE=3"}}))
-		h.poll(leaderTimeout, "a third start of the child", func() (bool, string) {
-			runs := h.runs()
+		h.Poll(leaderTimeout, "a third start of the child", func() (bool, string) {
+			runs := h.Runs()
 			return len(runs) >= 3, "runs:\n" + kit.Describe(runs)
 		})
-		runs := h.check(record.Options{AllowRestarts: true})
+		runs := h.Check(record.Options{AllowRestarts: true})
 		for _, r := range runs[1:] {
-			if r.Node != n.id || r.Token != runs[0].Token {
+			if r.Node != n.ID || r.Token != runs[0].Token {
 				t.Fatalf("restarts must keep the node and the token:\n%s", kit.Describe(runs))
 			}
 		}
@@ -66,10 +57,10 @@ func testOnExit(t *testing.T, s *kit.Store) {
 				t.Fatalf("a run was restarted without exiting on its own:\n%s", kit.Describe(runs))
 			}
 		}
-		d, _, err := n.leader()
-		if err != nil || d.Leader == nil || d.Leader.ID != n.id || d.Leader.FencingToken != runs[0].Token || !d.Self.Leader {
+		d, _, err := n.Leader()
+		if err != nil || d.Leader == nil || d.Leader.ID != n.ID || d.Leader.FencingToken != runs[0].Token || !d.Self.Leader {
 			t.Fatalf("after %d restarts /leader says %+v (%v); want %s still leading with token %d",
-				len(runs)-1, d, err, n.id, runs[0].Token)
+				len(runs)-1, d, err, n.ID, runs[0].Token)
 		}
 	})
 
@@ -77,10 +68,10 @@ func testOnExit(t *testing.T, s *kit.Store) {
 		h := newHarness(t, s)
 		n1 := h.startNode("n1", h.direct(nodeOpts{args: []string{"--on-exit", "resign"},
 			env: []string{"RECORD_EXIT_AFTER=500ms"}}))
-		h.waitRun(leaderTimeout, "n1's child", func(r record.Run) bool { return r.Node == n1.id })
+		h.WaitRun(leaderTimeout, "n1's child", func(r record.Run) bool { return r.Node == n1.ID })
 		n2 := h.startNode("n2", h.direct(nodeOpts{args: []string{"--on-exit", "resign"}}))
-		next := h.waitRun(leaderTimeout, "n2's child", func(r record.Run) bool { return r.Node == n2.id })
-		runs := h.check(record.Options{})
+		next := h.WaitRun(leaderTimeout, "n2's child", func(r record.Run) bool { return r.Node == n2.ID })
+		runs := h.Check(record.Options{})
 		var prev record.Run
 		for _, r := range runs {
 			if r.Pid == next.Pid {
@@ -88,13 +79,13 @@ func testOnExit(t *testing.T, s *kit.Store) {
 			}
 			prev = r
 		}
-		if prev.Node != n1.id || prev.Exit.IsZero() || !prev.Exit.Before(next.Start) {
+		if prev.Node != n1.ID || prev.Exit.IsZero() || !prev.Exit.Before(next.Start) {
 			t.Fatalf("n2's child %s does not follow an exited child of n1:\n%s", next, kit.Describe(runs))
 		}
 		t.Logf("resign on exit: n1's child exited, n2's child started %s later (token %d -> %d)",
-			ms(next.Start.Sub(prev.Exit)), prev.Token, next.Token)
+			kit.Millis(next.Start.Sub(prev.Exit)), prev.Token, next.Token)
 		if lead, _ := h.waitLeader(n1, n2); lead != n2 {
-			t.Fatalf("leader %s, want n2", lead.id)
+			t.Fatalf("leader %s, want n2", lead.ID)
 		}
 	})
 }
@@ -106,15 +97,15 @@ func testStopTimeout(t *testing.T, s *kit.Store) {
 	n := h.startNode("n1", h.direct(nodeOpts{env: []string{"RECORD_IGNORE_TERM=1"}}))
 	_, run := h.waitLeader(n)
 	sent := time.Now()
-	n.signal(syscall.SIGTERM)
+	n.Signal(syscall.SIGTERM)
 	if !proc.WaitGone(run.Pid, 2*time.Second) {
 		t.Fatalf("child %d still alive 2s after SIGTERM to electd (stop timeout %s)", run.Pid, stopTimeout)
 	}
 	gone := time.Since(sent)
-	if code := n.wait(exitTimeout); code != 0 {
+	if code := n.WaitExit(exitTimeout); code != 0 {
 		t.Fatalf("electd exited with %d, want 0", code)
 	}
-	r := h.runOf(run.Pid)
+	r := h.RunOf(run.Pid)
 	if len(r.Terms) == 0 || r.Ended() {
 		t.Fatalf("want a child that logged the ignored SIGTERM and no stop/exit: %s (terms %v)", r, r.Terms)
 	}
@@ -122,8 +113,8 @@ func testStopTimeout(t *testing.T, s *kit.Store) {
 	if lived < stopTimeout-beatSlack {
 		t.Fatalf("child's last beat %s after the SIGTERM: SIGKILLed before the %s stop timeout", lived, stopTimeout)
 	}
-	t.Logf("stop timeout %s: child's last beat %s after SIGTERM, gone by %s", stopTimeout, ms(lived), ms(gone))
-	h.check(record.Options{})
+	t.Logf("stop timeout %s: child's last beat %s after SIGTERM, gone by %s", stopTimeout, kit.Millis(lived), kit.Millis(gone))
+	h.Check(record.Options{})
 }
 
 // testGrandchildren: stopping the child ends its whole process group,
@@ -153,7 +144,7 @@ func testGrandchildren(t *testing.T, s *kit.Store) {
 			}
 			n := h.startNode("n1", o)
 			_, run := h.waitLeader(n)
-			run = h.waitRun(leaderTimeout, "the grandchild line", func(r record.Run) bool {
+			run = h.WaitRun(leaderTimeout, "the grandchild line", func(r record.Run) bool {
 				return r.Pid == run.Pid && len(r.Grandchildren) > 0
 			})
 			gc := run.Grandchildren[0]
@@ -164,8 +155,8 @@ func testGrandchildren(t *testing.T, s *kit.Store) {
 				t.Fatalf("grandchild ignores SIGTERM: %v, want %v", ignores, want)
 			}
 			if tt.kill9 {
-				n.signal(syscall.SIGKILL)
-				n.wait(exitTimeout)
+				n.Signal(syscall.SIGKILL)
+				n.WaitExit(exitTimeout)
 				if !proc.WaitGone(run.Pid, goneTimeout) {
 					t.Fatalf("child %d still alive %s after kill -9 of electd", run.Pid, goneTimeout)
 				}
@@ -175,14 +166,14 @@ func testGrandchildren(t *testing.T, s *kit.Store) {
 				}
 				return
 			}
-			n.signal(syscall.SIGTERM)
-			if code := n.wait(exitTimeout); code != 0 {
+			n.Signal(syscall.SIGTERM)
+			if code := n.WaitExit(exitTimeout); code != 0 {
 				t.Fatalf("electd exited with %d, want 0", code)
 			}
 			if proc.Alive(gc) {
 				t.Fatalf("grandchild %d still alive after electd exited", gc)
 			}
-			if r := h.runOf(run.Pid); r.Stop.IsZero() {
+			if r := h.RunOf(run.Pid); r.Stop.IsZero() {
 				t.Errorf("child did not stop on SIGTERM: %s", r)
 			}
 		})
@@ -213,7 +204,7 @@ func ignoresTerm(t *testing.T, pid int) bool {
 // $ELECTD_STORE here to prove that it is stripped.
 func testEnvironment(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
-	envFile := filepath.Join(h.dir, "child.env")
+	envFile := filepath.Join(h.Dir, "child.env")
 	n := h.startNode("n1", nodeOpts{env: []string{
 		"ELECTD_STORE=" + s.URL(s.Addr),
 		"ELECTD_ADMIN_TOKEN=not-for-the-child",
@@ -221,7 +212,7 @@ func testEnvironment(t *testing.T, s *kit.Store) {
 		"RECORD_ENV_FILE=" + envFile,
 	}})
 	_, run := h.waitLeader(n)
-	d, _, err := n.leader()
+	d, _, err := n.Leader()
 	if err != nil || d.Leader == nil {
 		t.Fatalf("/leader: %+v %v", d, err)
 	}
@@ -243,10 +234,10 @@ func testEnvironment(t *testing.T, s *kit.Store) {
 		t.Errorf("child's ELECTD_* variables: %s\nwant exactly %s", got, want)
 	}
 	for k, want := range map[string]string{
-		"ELECTD_ELECTION":      h.election,
-		"ELECTD_ID":            n.id,
+		"ELECTD_ELECTION":      h.Name,
+		"ELECTD_ID":            n.ID,
 		"ELECTD_FENCING_TOKEN": strconv.FormatUint(d.Leader.FencingToken, 10),
-		"RECORD_LOG":           h.logPath, // other variables pass through
+		"RECORD_LOG":           h.LogPath, // other variables pass through
 	} {
 		if env[k] != want {
 			t.Errorf("child's %s = %q, want %q", k, env[k], want)
@@ -265,7 +256,7 @@ func testEnvironment(t *testing.T, s *kit.Store) {
 // ELECTD_LEADER_SINCE and the "since" of /leader on every copy agree.
 func testLeaderSince(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
-	envFile := filepath.Join(h.dir, "child.env")
+	envFile := filepath.Join(h.Dir, "child.env")
 	lead, follower, _ := h.leaderAndFollower(h.direct(nodeOpts{env: []string{"RECORD_ENV_FILE=" + envFile}}))
 	b, err := os.ReadFile(envFile)
 	if err != nil {
@@ -282,14 +273,14 @@ func testLeaderSince(t *testing.T, s *kit.Store) {
 		t.Fatalf("child's ELECTD_LEADER_SINCE %q: %v", childSince, err)
 	}
 	for _, n := range []*node{lead, follower} {
-		d, _, err := n.leader()
+		d, _, err := n.Leader()
 		if err != nil || d.Leader == nil {
-			t.Fatalf("%s: /leader %+v %v", n.id, d, err)
+			t.Fatalf("%s: /leader %+v %v", n.ID, d, err)
 		}
 		got, err := time.Parse(time.RFC3339Nano, d.Leader.Since)
 		if err != nil || !got.Equal(want) {
 			t.Errorf("%s: /leader since %s, child's ELECTD_LEADER_SINCE %s (off by %s)",
-				n.id, d.Leader.Since, childSince, got.Sub(want))
+				n.ID, d.Leader.Since, childSince, got.Sub(want))
 		}
 	}
 }

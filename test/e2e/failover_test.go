@@ -21,11 +21,11 @@ func testThreeCopies(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
 	nodes := []*node{h.startNode("n1", h.direct()), h.startNode("n2", h.direct()), h.startNode("n3", h.direct())}
 	lead, run := h.waitLeader(nodes...)
-	t.Logf("leader %s, token %d, child pid %d", lead.id, run.Token, run.Pid)
+	t.Logf("leader %s, token %d, child pid %d", lead.ID, run.Token, run.Pid)
 
 	state := func() (bool, string) {
 		running := 0
-		for _, r := range h.runs() {
+		for _, r := range h.Runs() {
 			if !r.Ended() && proc.Alive(r.Pid) {
 				running++
 			}
@@ -38,30 +38,30 @@ func testThreeCopies(t *testing.T, s *kit.Store) {
 		}
 		ready := 0
 		for _, n := range nodes {
-			d, code, err := n.leader()
+			d, code, err := n.Leader()
 			if err != nil || code != http.StatusOK || d.Leader == nil {
-				return false, fmt.Sprintf("%s: /leader %d %v", n.id, code, err)
+				return false, fmt.Sprintf("%s: /leader %d %v", n.ID, code, err)
 			}
-			if d.Leader.ID != lead.id || d.Leader.FencingToken != run.Token {
-				return false, fmt.Sprintf("%s: /leader says %s token %d", n.id, d.Leader.ID, d.Leader.FencingToken)
+			if d.Leader.ID != lead.ID || d.Leader.FencingToken != run.Token {
+				return false, fmt.Sprintf("%s: /leader says %s token %d", n.ID, d.Leader.ID, d.Leader.FencingToken)
 			}
 			if d.Self.Leader != (n == lead) {
-				return false, fmt.Sprintf("%s: self.leader %v", n.id, d.Self.Leader)
+				return false, fmt.Sprintf("%s: self.leader %v", n.ID, d.Self.Leader)
 			}
-			switch code := n.readyz(); {
+			switch code := n.Readyz(); {
 			case code == http.StatusOK && n == lead:
 				ready++
 			case code == http.StatusOK:
-				return false, fmt.Sprintf("follower %s: /readyz 200", n.id)
+				return false, fmt.Sprintf("follower %s: /readyz 200", n.ID)
 			case code != http.StatusServiceUnavailable:
-				return false, fmt.Sprintf("%s: /readyz %d", n.id, code)
+				return false, fmt.Sprintf("%s: /readyz %d", n.ID, code)
 			}
 		}
 		return ready == 1, fmt.Sprintf("%d copies ready", ready)
 	}
 	// Longer than the TTL: only renewals keep the term alive that long.
-	h.hold(ttl+ttl/2, "one leader, one child, one ready copy", state)
-	if runs := h.check(record.Options{}); len(runs) != 1 {
+	h.Hold(ttl+ttl/2, "one leader, one child, one ready copy", state)
+	if runs := h.Check(record.Options{}); len(runs) != 1 {
 		t.Fatalf("%d children ran, want 1:\n%s", len(runs), kit.Describe(runs))
 	}
 }
@@ -72,25 +72,25 @@ func testSIGTERMLeader(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
 	lead, follower, run := h.leaderAndFollower(h.direct())
 	sent := time.Now()
-	lead.signal(syscall.SIGTERM)
-	if code := lead.wait(exitTimeout); code != 0 {
+	lead.Signal(syscall.SIGTERM)
+	if code := lead.WaitExit(exitTimeout); code != 0 {
 		t.Fatalf("electd exited with %d after SIGTERM, want 0", code)
 	}
-	old := h.runOf(run.Pid)
+	old := h.RunOf(run.Pid)
 	if old.Stop.IsZero() {
 		t.Fatalf("the leader's child has no stop line after electd exited: %s", old)
 	}
 	next := h.nextRun(old, leaderTimeout)
-	if next.Node != follower.id {
-		t.Fatalf("next child on %s, want %s", next.Node, follower.id)
+	if next.Node != follower.ID {
+		t.Fatalf("next child on %s, want %s", next.Node, follower.ID)
 	}
 	if !old.Stop.Before(next.Start) {
 		t.Fatalf("new child started %s before the old one stopped", old.Stop.Sub(next.Start))
 	}
 	t.Logf("SIGTERM: old child stopped %s after the signal; handover gap old stop -> new start %s (token %d -> %d)",
-		ms(old.Stop.Sub(sent)), ms(next.Start.Sub(old.Stop)), old.Token, next.Token)
+		kit.Millis(old.Stop.Sub(sent)), kit.Millis(next.Start.Sub(old.Stop)), old.Token, next.Token)
 	h.waitLeader(follower)
-	h.check(record.Options{})
+	h.Check(record.Options{})
 }
 
 // testKill9Leader: after kill -9 of the leader's electd its child dies
@@ -100,17 +100,17 @@ func testKill9Leader(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
 	lead, follower, run := h.leaderAndFollower(h.direct())
 	killed := time.Now()
-	lead.signal(syscall.SIGKILL)
+	lead.Signal(syscall.SIGKILL)
 	if !proc.WaitGone(run.Pid, goneTimeout) {
 		t.Fatalf("child %d still alive %s after kill -9 of its electd", run.Pid, goneTimeout)
 	}
 	childGone := time.Since(killed)
-	if code := lead.wait(exitTimeout); code != 128+int(syscall.SIGKILL) {
+	if code := lead.WaitExit(exitTimeout); code != 128+int(syscall.SIGKILL) {
 		t.Errorf("electd exit code %d after kill -9, want 137", code)
 	}
 	next := h.nextRun(run, leaderTimeout)
-	if next.Node != follower.id {
-		t.Fatalf("next child on %s, want %s", next.Node, follower.id)
+	if next.Node != follower.ID {
+		t.Fatalf("next child on %s, want %s", next.Node, follower.ID)
 	}
 	// The last renewal the store saw was at most one renew interval before
 	// the kill, so the old lease lasts at least until then.
@@ -120,9 +120,9 @@ func testKill9Leader(t *testing.T, s *kit.Store) {
 			next.Start.Sub(killed), ttl-renewInterval)
 	}
 	t.Logf("kill -9: child gone after %s; failover kill -> new child start %s (ttl %s, renew %s, earliest %s)",
-		ms(childGone), ms(next.Start.Sub(killed)), ttl, renewInterval, ttl-renewInterval)
+		kit.Millis(childGone), kit.Millis(next.Start.Sub(killed)), ttl, renewInterval, ttl-renewInterval)
 	h.waitLeader(follower)
-	h.check(record.Options{})
+	h.Check(record.Options{})
 }
 
 // testCutOffLeader: the leader loses the store (a black-holed proxy); it
@@ -138,33 +138,19 @@ func testCutOffLeader(t *testing.T, s *kit.Store) {
 	n1 := h.startNode("n1", nodeOpts{store: s.URL(px.Addr())})
 	_, run := h.waitLeader(n1)
 	n2 := h.startNode("n2", h.direct())
-	h.waitFollower(n2, n1.id)
+	h.waitFollower(n2, n1.ID)
 
 	cut := time.Now()
 	px.Cut()
 	next := h.nextRun(run, leaderTimeout)
-	old := h.runOf(run.Pid)
-	if old.Stop.IsZero() {
-		t.Errorf("the cut-off leader's child was not stopped with SIGTERM: %s", old)
-	}
-	// Its lease was guaranteed at most ttl·(1−drift) after the last renewal
-	// sent before the cut; the child must be gone by then.
-	if end := old.End(); !end.Before(cut.Add(ttl)) {
-		t.Errorf("the cut-off leader's child ran until %s after the cut, past any lease deadline", end.Sub(cut))
-	}
-	margin := next.Start.Sub(old.End())
-	if margin <= 0 {
-		t.Fatalf("new child started %s before the cut-off one ended", -margin)
-	}
-	t.Logf("cut-off: old child stopped %s after the cut, new child started %s after the cut; margin %s",
-		ms(old.End().Sub(cut)), ms(next.Start.Sub(cut)), ms(margin))
+	kit.CheckCutOff(t, cut, ttl, h.RunOf(run.Pid), next)
 
 	px.Heal()
-	h.waitFollower(n1, n2.id)
+	h.waitFollower(n1, n2.ID)
 	if _, now := h.waitLeader(n1, n2); now.Pid != next.Pid {
 		t.Fatalf("after the heal the leader's child is %s, want %s", now, next)
 	}
-	h.check(record.Options{})
+	h.Check(record.Options{})
 }
 
 // testResignEndpoint: POST /resign from loopback hands over at once, with and
@@ -183,11 +169,11 @@ func testResignEndpoint(t *testing.T, s *kit.Store) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, s)
 			lead, follower, run := h.leaderAndFollower(h.direct(nodeOpts{args: tt.args}))
-			if code, body, err := follower.do(http.MethodPost, "/resign", ""); err != nil || code != http.StatusConflict {
+			if code, body, err := follower.Do(http.MethodPost, "/resign", ""); err != nil || code != http.StatusConflict {
 				t.Errorf("POST /resign to the follower: %d %s %v, want 409", code, body, err)
 			}
 			sent := time.Now()
-			code, body, err := lead.do(http.MethodPost, "/resign", "")
+			code, body, err := lead.Do(http.MethodPost, "/resign", "")
 			if err != nil || code != http.StatusOK {
 				t.Fatalf("POST /resign to the leader: %d %s %v, want 200", code, body, err)
 			}
@@ -196,20 +182,20 @@ func testResignEndpoint(t *testing.T, s *kit.Store) {
 				t.Errorf("POST /resign body %s, want resigned true", body)
 			}
 			// /resign answers once the term is given up: the child has stopped.
-			old := h.runOf(run.Pid)
+			old := h.RunOf(run.Pid)
 			if old.Stop.IsZero() || proc.Alive(old.Pid) {
 				t.Fatalf("/resign answered 200 while the child still runs: %s", old)
 			}
 			next := h.nextRun(old, leaderTimeout)
-			if next.Node != follower.id || !old.Stop.Before(next.Start) {
+			if next.Node != follower.ID || !old.Stop.Before(next.Start) {
 				t.Fatalf("next child %s, after %s", next, old)
 			}
 			t.Logf("resign: old child stopped %s after the POST; handover gap old stop -> new start %s (token %d -> %d)",
-				ms(old.Stop.Sub(sent)), ms(next.Start.Sub(old.Stop)), old.Token, next.Token)
+				kit.Millis(old.Stop.Sub(sent)), kit.Millis(next.Start.Sub(old.Stop)), old.Token, next.Token)
 			if newLead, _ := h.waitLeader(lead, follower); newLead != follower {
-				t.Fatalf("leader %s after the resignation, want %s", newLead.id, follower.id)
+				t.Fatalf("leader %s after the resignation, want %s", newLead.ID, follower.ID)
 			}
-			h.check(record.Options{})
+			h.Check(record.Options{})
 		})
 	}
 }
@@ -234,10 +220,10 @@ func testStoreRestart(t *testing.T, s *kit.Store) {
 			killed := time.Now()
 			s.Kill(t)
 			if tt.outlastTTL {
-				h.waitRun(ttl+time.Second, "the cut-off leader stopping its child", func(r record.Run) bool {
+				h.WaitRun(ttl+time.Second, "the cut-off leader stopping its child", func(r record.Run) bool {
 					return r.Pid == run.Pid && r.Ended()
 				})
-				if stopped := h.runOf(run.Pid).End().Sub(killed); stopped >= ttl {
+				if stopped := h.RunOf(run.Pid).End().Sub(killed); stopped >= ttl {
 					t.Errorf("child stopped %s after the store died, past any lease deadline", stopped)
 				}
 			}
@@ -245,9 +231,9 @@ func testStoreRestart(t *testing.T, s *kit.Store) {
 			back := time.Since(killed)
 			// Through the aftermath (a leader that learns its lease is gone
 			// stops its child), never two children at once.
-			h.hold(2*ttl, "at most one child running", func() (bool, string) {
+			h.Hold(2*ttl, "at most one child running", func() (bool, string) {
 				var running []string
-				for _, r := range h.runs() {
+				for _, r := range h.Runs() {
 					if !r.Ended() && proc.Alive(r.Pid) {
 						running = append(running, r.String())
 					}
@@ -255,14 +241,14 @@ func testStoreRestart(t *testing.T, s *kit.Store) {
 				return len(running) <= 1, fmt.Sprintf("running: %v", running)
 			})
 			newLead, now := h.waitLeader(lead, follower)
-			old := h.runOf(run.Pid)
+			old := h.RunOf(run.Pid)
 			if now.Pid == run.Pid {
-				t.Logf("store down %s: %s kept its term and its child", ms(back), lead.id)
+				t.Logf("store down %s: %s kept its term and its child", kit.Millis(back), lead.ID)
 			} else {
 				t.Logf("store down %s: old child ended %s after the kill; %s's child started %s after the kill (token %d -> %d)",
-					ms(back), ms(old.End().Sub(killed)), newLead.id, ms(now.Start.Sub(killed)), run.Token, now.Token)
+					kit.Millis(back), kit.Millis(old.End().Sub(killed)), newLead.ID, kit.Millis(now.Start.Sub(killed)), run.Token, now.Token)
 			}
-			h.check(record.Options{})
+			h.Check(record.Options{})
 		})
 	}
 }

@@ -75,7 +75,7 @@ func testTreeMainKilled(t *testing.T, s *kit.Store) {
 			w := h.watchTrees()
 			args := append([]string{"--on-exit", tt.onExit}, tt.args...)
 			n1 := h.startNode("n1", h.direct(nodeOpts{args: args, env: mainKilled}))
-			first := h.waitRun(leaderTimeout, "n1's child", func(r record.Run) bool { return r.Node == n1.id })
+			first := h.WaitRun(leaderTimeout, "n1's child", func(r record.Run) bool { return r.Node == n1.ID })
 			var n2 *node
 			if tt.second {
 				n2 = h.startNode("n2", h.direct(nodeOpts{args: args, env: withWorkers}))
@@ -84,26 +84,26 @@ func testTreeMainKilled(t *testing.T, s *kit.Store) {
 			var final record.Run // the run that is still running at the end
 			switch tt.onExit {
 			case "resign":
-				final = h.waitRun(leaderTimeout, "n2's child", func(r record.Run) bool { return r.Node == n2.id })
+				final = h.WaitRun(leaderTimeout, "n2's child", func(r record.Run) bool { return r.Node == n2.ID })
 			case "restart":
-				h.poll(leaderTimeout, "a third start of the child", func() (bool, string) {
-					runs := h.runs()
+				h.Poll(leaderTimeout, "a third start of the child", func() (bool, string) {
+					runs := h.Runs()
 					return len(runs) >= 3, "runs:\n" + kit.Describe(runs)
 				})
-				for _, r := range h.runs() {
-					if r.Node != n1.id || r.Token != first.Token {
+				for _, r := range h.Runs() {
+					if r.Node != n1.ID || r.Token != first.Token {
 						t.Fatalf("a restart changed the node or the token: %s after %s", r, first)
 					}
 				}
 			case "exit":
-				if code := n1.wait(leaderTimeout); code != 128+int(syscall.SIGKILL) {
+				if code := n1.WaitExit(leaderTimeout); code != 128+int(syscall.SIGKILL) {
 					t.Fatalf("electd exited with %d, want 137 (its child's SIGKILL)", code)
 				}
 				// The moment electd has exited, its child's whole tree is gone.
 				if alive := h.liveWorkers(h.runsOf(n1)); len(alive) > 0 {
 					t.Errorf("electd --on-exit exit has exited, and workers of its child still run: %s", alive)
 				}
-				final = h.waitRun(leaderTimeout, "n2's child", func(r record.Run) bool { return r.Node == n2.id })
+				final = h.WaitRun(leaderTimeout, "n2's child", func(r record.Run) bool { return r.Node == n2.ID })
 			}
 			// The main process of each run that exited killed itself: the
 			// time from its death to its last worker's last line (up to a
@@ -121,12 +121,12 @@ func testTreeMainKilled(t *testing.T, s *kit.Store) {
 				next := "none yet"
 				for _, o := range lg.Runs {
 					if o.Start.After(r.Start) {
-						next = ms(o.Start.Sub(r.Exit)) + " (" + o.Node + ")"
+						next = kit.Millis(o.Start.Sub(r.Exit)) + " (" + o.Node + ")"
 						break
 					}
 				}
 				t.Logf("%s: main process SIGKILLed; last worker line %s later (%s), next run started %s later",
-					r, ms(last.Last.Sub(r.Exit)), last.Role, next)
+					r, kit.Millis(last.Last.Sub(r.Exit)), last.Role, next)
 			}
 			// Shutdown is one more way out of a term: SIGTERM to the last
 			// leader stops its child's tree before electd exits 0.
@@ -135,27 +135,27 @@ func testTreeMainKilled(t *testing.T, s *kit.Store) {
 				last = n2
 			}
 			if final.Pid != 0 {
-				if last.id != final.Node {
-					t.Fatalf("the last run %s is not %s's", final, last.id)
+				if last.ID != final.Node {
+					t.Fatalf("the last run %s is not %s's", final, last.ID)
 				}
 				h.waitWorkers(final)
 			}
-			for _, n := range h.nodes { // the follower first: it must not take over
+			for _, n := range h.Procs { // the follower first: it must not take over
 				if n == last || n.Exited() {
 					continue
 				}
-				n.signal(syscall.SIGTERM)
-				if code := n.wait(exitTimeout); code != 0 {
-					t.Fatalf("%s exited with %d after SIGTERM, want 0", n.id, code)
+				n.Signal(syscall.SIGTERM)
+				if code := n.WaitExit(exitTimeout); code != 0 {
+					t.Fatalf("%s exited with %d after SIGTERM, want 0", n.ID, code)
 				}
 			}
 			if !last.Exited() {
-				last.signal(syscall.SIGTERM)
-				if code := last.wait(exitTimeout); code != 0 {
-					t.Fatalf("%s exited with %d after SIGTERM, want 0", last.id, code)
+				last.Signal(syscall.SIGTERM)
+				if code := last.WaitExit(exitTimeout); code != 0 {
+					t.Fatalf("%s exited with %d after SIGTERM, want 0", last.ID, code)
 				}
 				if alive := h.liveWorkers(h.all().Runs); len(alive) > 0 {
-					t.Errorf("%s exited after SIGTERM, and workers still run: %s", last.id, alive)
+					t.Errorf("%s exited after SIGTERM, and workers still run: %s", last.ID, alive)
 				}
 			}
 			h.finishTrees(w, record.Options{AllowRestarts: tt.onExit == "restart"})
@@ -196,8 +196,8 @@ func testTreeKill9(t *testing.T, s *kit.Store) {
 			// pgroup's survivors are killed by the harness's cleanup.
 
 			killed := time.Now()
-			n.signal(syscall.SIGKILL)
-			n.wait(exitTimeout)
+			n.Signal(syscall.SIGKILL)
+			n.WaitExit(exitTimeout)
 			if !tt.contained {
 				// The limit: only the direct child dies with electd.
 				if !proc.WaitGone(run.Pid, goneTimeout) {
@@ -205,7 +205,7 @@ func testTreeKill9(t *testing.T, s *kit.Store) {
 				}
 				childGone := time.Now()
 				for _, sp := range run.Spawned {
-					h.poll(exitTimeout, fmt.Sprintf("the %s worker %d writing after the child's death", sp.Role, sp.Pid), func() (bool, string) {
+					h.Poll(exitTimeout, fmt.Sprintf("the %s worker %d writing after the child's death", sp.Role, sp.Pid), func() (bool, string) {
 						for _, wk := range h.all().Workers {
 							if wk.Pid == sp.Pid && wk.Last.After(childGone) {
 								return true, ""
@@ -215,7 +215,7 @@ func testTreeKill9(t *testing.T, s *kit.Store) {
 					})
 				}
 				t.Logf("pgroup: after kill -9 of electd the direct child was gone in %s; its %d workers live on, as documented (the test kills them)",
-					ms(childGone.Sub(killed)), len(run.Spawned))
+					kit.Millis(childGone.Sub(killed)), len(run.Spawned))
 				return
 			}
 			gone, lastGone, alive := tree.GoneAll(procs, goneTimeout)
@@ -224,10 +224,10 @@ func testTreeKill9(t *testing.T, s *kit.Store) {
 			}
 			var parts []string
 			for _, pid := range procs {
-				parts = append(parts, fmt.Sprintf("%d %s", pid, ms(gone[pid].Sub(killed))))
+				parts = append(parts, fmt.Sprintf("%d %s", pid, kit.Millis(gone[pid].Sub(killed))))
 			}
 			t.Logf("%s: kill -9 of electd -> every one of the %d processes of the tree gone in %s (%s)",
-				tt.mode, len(procs), ms(lastGone.Sub(killed)), strings.Join(parts, ", "))
+				tt.mode, len(procs), kit.Millis(lastGone.Sub(killed)), strings.Join(parts, ", "))
 		})
 	}
 }
@@ -268,18 +268,18 @@ func testTreeIgnoresTerm(t *testing.T, s *kit.Store) {
 			_, run := h.waitLeader(n1)
 			run = h.waitWorkers(run)
 			n2 := h.startNode("n2", h.direct(nodeOpts{args: tt.args}))
-			h.waitFollower(n2, n1.id)
+			h.waitFollower(n2, n1.ID)
 
 			ended := time.Now()
 			if tt.cut {
 				px.Cut()
 			} else {
-				code, body, err := n1.do(http.MethodPost, "/resign", "")
+				code, body, err := n1.Do(http.MethodPost, "/resign", "")
 				if err != nil || code != http.StatusOK {
 					t.Fatalf("POST /resign: %d %s %v", code, body, err)
 				}
 				// /resign answers once the term is given up: the tree is gone.
-				if alive := h.liveWorkers([]record.Run{h.runOf(run.Pid)}); len(alive) > 0 || proc.Alive(run.Pid) {
+				if alive := h.liveWorkers([]record.Run{h.RunOf(run.Pid)}); len(alive) > 0 || proc.Alive(run.Pid) {
 					t.Errorf("/resign answered 200 while the tree still runs: workers %s, main alive %v", alive, proc.Alive(run.Pid))
 				}
 			}
@@ -303,7 +303,7 @@ func testTreeIgnoresTerm(t *testing.T, s *kit.Store) {
 			// ValidUntil as electd logged it when its deadline made it stop;
 			// else (the term ended another way) the latest it can have been:
 			// the last renewal was sent before the cut.
-			validUntil, logged := n1.validUntilAtStop()
+			validUntil, logged := validUntilAtStop(n1)
 			if !logged {
 				validUntil = ended.Add(ttl*(100-driftPercent)/100 - epsilon)
 			}
@@ -314,43 +314,43 @@ func testTreeIgnoresTerm(t *testing.T, s *kit.Store) {
 			)
 			for _, wk := range append(ws, record.Worker{Role: "main", Pid: old.Pid, Last: old.End()}) {
 				after := wk.Last.Sub(term)
-				parts = append(parts, fmt.Sprintf("%s %s", wk.Role, ms(after)))
+				parts = append(parts, fmt.Sprintf("%s %s", wk.Role, kit.Millis(after)))
 				if after >= budget {
 					t.Errorf("the %s process (pid %d) wrote %s after the SIGTERM, past --stop-timeout %s + margin %s",
-						wk.Role, wk.Pid, ms(after), stopTimeout, stopMargin)
+						wk.Role, wk.Pid, kit.Millis(after), stopTimeout, stopMargin)
 				}
 				latest = max(latest, after)
 				if tt.cut && !wk.Last.Before(deadline) {
 					t.Errorf("the %s process (pid %d) wrote %s after the cut, past ValidUntil − margin + %s (%s after the cut; ValidUntil logged: %v)",
-						wk.Role, wk.Pid, ms(wk.Last.Sub(ended)), killSlack, ms(deadline.Sub(ended)), logged)
+						wk.Role, wk.Pid, kit.Millis(wk.Last.Sub(ended)), killSlack, kit.Millis(deadline.Sub(ended)), logged)
 				}
 				if !wk.Last.Before(next.Start) {
-					t.Errorf("the %s process (pid %d) wrote %s after the next child started", wk.Role, wk.Pid, ms(wk.Last.Sub(next.Start)))
+					t.Errorf("the %s process (pid %d) wrote %s after the next child started", wk.Role, wk.Pid, kit.Millis(wk.Last.Sub(next.Start)))
 				}
 			}
 			// The tree as a whole got the whole --stop-timeout. (Not each
 			// process: on a loaded machine one may be starved of the CPU for
 			// longer than a beat.)
 			if latest < stopTimeout-beatSlack {
-				t.Errorf("the tree's last line was %s after the SIGTERM: SIGKILLed before the %s stop timeout", ms(latest), stopTimeout)
+				t.Errorf("the tree's last line was %s after the SIGTERM: SIGKILLed before the %s stop timeout", kit.Millis(latest), stopTimeout)
 			}
 			how := "POST /resign"
 			if tt.cut {
 				how = "the cut"
 			}
 			t.Logf("ignores SIGTERM: SIGTERM %s after %s; last lines after it: %s; next child %s after the SIGTERM",
-				ms(term.Sub(ended)), how, strings.Join(parts, ", "), ms(next.Start.Sub(term)))
+				kit.Millis(term.Sub(ended)), how, strings.Join(parts, ", "), kit.Millis(next.Start.Sub(term)))
 			if tt.cut {
 				t.Logf("cut off: ValidUntil %s after the cut (from electd's log: %v); the tree's last line %s before it",
-					ms(validUntil.Sub(ended)), logged, ms(validUntil.Sub(term.Add(latest))))
+					kit.Millis(validUntil.Sub(ended)), logged, kit.Millis(validUntil.Sub(term.Add(latest))))
 			}
 			if px != nil {
 				px.Heal()
 			}
 			for _, n := range []*node{n1, n2} { // the follower first
-				n.signal(syscall.SIGTERM)
-				if code := n.wait(exitTimeout); code != 0 {
-					t.Fatalf("%s exited with %d after SIGTERM, want 0", n.id, code)
+				n.Signal(syscall.SIGTERM)
+				if code := n.WaitExit(exitTimeout); code != 0 {
+					t.Fatalf("%s exited with %d after SIGTERM, want 0", n.ID, code)
 				}
 			}
 			h.finishTrees(w, record.Options{})
@@ -379,11 +379,11 @@ func testContainmentRefused(t *testing.T, s *kit.Store) {
 			if err == nil {
 				t.Fatal("electd started and answered /livez")
 			}
-			n := h.nodes[len(h.nodes)-1]
-			if code := n.wait(exitTimeout); code != 2 {
-				t.Fatalf("electd exited with %d, want 2:\n%s", code, n.tail())
+			n := h.Procs[len(h.Procs)-1]
+			if code := n.WaitExit(exitTimeout); code != 2 {
+				t.Fatalf("electd exited with %d, want 2:\n%s", code, n.Tail())
 			}
-			out, _ := os.ReadFile(n.logPath)
+			out, _ := os.ReadFile(n.LogPath)
 			var said string
 			for _, l := range strings.Split(string(out), "\n") {
 				if l != "" && !slices.ContainsFunc(tt.says, func(s string) bool { return !strings.Contains(l, s) }) {
@@ -394,7 +394,7 @@ func testContainmentRefused(t *testing.T, s *kit.Store) {
 				t.Fatalf("no line of electd's output names %q:\n%s", tt.says, out)
 			}
 			t.Logf("exit 2: %s", said)
-			if runs := h.runs(); len(runs) != 0 {
+			if runs := h.Runs(); len(runs) != 0 {
 				t.Fatalf("a child ran:\n%s", kit.Describe(runs))
 			}
 		})
@@ -403,8 +403,8 @@ func testContainmentRefused(t *testing.T, s *kit.Store) {
 
 // validUntilAtStop is the term's ValidUntil that n logged when its
 // deadline, near without a renewal, made it stop the child.
-func (n *node) validUntilAtStop() (time.Time, bool) {
-	b, _ := os.ReadFile(n.logPath)
+func validUntilAtStop(n *node) (time.Time, bool) {
+	b, _ := os.ReadFile(n.LogPath)
 	for _, l := range bytes.Split(b, []byte("\n")) {
 		var e map[string]any
 		if json.Unmarshal(l, &e) != nil {
@@ -441,9 +441,9 @@ func findKey(m map[string]any, key string) any {
 // start log line (msg "containment", mode), /healthz and the
 // electd_containment_info metric.
 func (h *harness) checkMode(n *node, want string) {
-	h.t.Helper()
+	h.T.Helper()
 	var modes []string
-	b, _ := os.ReadFile(n.logPath)
+	b, _ := os.ReadFile(n.LogPath)
 	for _, l := range bytes.Split(b, []byte("\n")) {
 		var e struct{ Msg, Mode string }
 		if json.Unmarshal(l, &e) == nil && e.Msg == "containment" {
@@ -451,17 +451,17 @@ func (h *harness) checkMode(n *node, want string) {
 		}
 	}
 	if len(modes) != 1 || modes[0] != want {
-		h.t.Errorf("%s's log has containment lines with modes %q, want one with %q", n.id, modes, want)
+		h.T.Errorf("%s's log has containment lines with modes %q, want one with %q", n.ID, modes, want)
 	}
-	code, body, err := n.get("/healthz")
+	code, body, err := n.Get("/healthz")
 	var hz struct {
 		Containment string `json:"containment"`
 	}
 	if err != nil || code != http.StatusOK || json.Unmarshal(body, &hz) != nil || hz.Containment != want {
-		h.t.Errorf("%s: /healthz %d %v: %s; want \"containment\":%q", n.id, code, err, body, want)
+		h.T.Errorf("%s: /healthz %d %v: %s; want \"containment\":%q", n.ID, code, err, body, want)
 	}
-	code, body, err = n.get("/metrics")
-	metric := fmt.Sprintf(`electd_containment_info{election=%q,mode=%q} 1`, h.election, want)
+	code, body, err = n.Get("/metrics")
+	metric := fmt.Sprintf(`electd_containment_info{election=%q,mode=%q} 1`, h.Name, want)
 	if err != nil || code != http.StatusOK || !bytes.Contains(body, []byte(metric)) {
 		var got []string
 		for _, l := range strings.Split(string(body), "\n") {
@@ -469,21 +469,21 @@ func (h *harness) checkMode(n *node, want string) {
 				got = append(got, l)
 			}
 		}
-		h.t.Errorf("%s: /metrics %d %v has %q, want %s", n.id, code, err, got, metric)
+		h.T.Errorf("%s: /metrics %d %v has %q, want %s", n.ID, code, err, got, metric)
 	}
 }
 
 // all reads the whole record log, runs and workers.
 func (h *harness) all() record.Log {
-	h.t.Helper()
-	return tree.ReadLog(h.t, h.logPath)
+	h.T.Helper()
+	return tree.ReadLog(h.T, h.LogPath)
 }
 
 // waitWorkers waits until run has spawned all its workers and each of them
 // runs and has written, and returns the run with its spawned lines.
 func (h *harness) waitWorkers(run record.Run) record.Run {
-	h.t.Helper()
-	h.poll(leaderTimeout, "the workers of "+run.String(), func() (bool, string) {
+	h.T.Helper()
+	h.Poll(leaderTimeout, "the workers of "+run.String(), func() (bool, string) {
 		lg := h.all()
 		for _, r := range lg.Runs {
 			if r.Pid != run.Pid || !r.Start.Equal(run.Start) {
@@ -497,7 +497,7 @@ func (h *harness) waitWorkers(run record.Run) record.Run {
 				return false, fmt.Sprintf("%d workers writing", len(ws))
 			}
 			for _, sp := range r.Spawned {
-				if !tree.WorkerAlive(sp.Pid, h.logPath) {
+				if !tree.WorkerAlive(sp.Pid, h.LogPath) {
 					return false, fmt.Sprintf("the %s worker %d is not running", sp.Role, sp.Pid)
 				}
 			}
@@ -510,10 +510,10 @@ func (h *harness) waitWorkers(run record.Run) record.Run {
 
 // runsOf are n's children's runs.
 func (h *harness) runsOf(n *node) []record.Run {
-	h.t.Helper()
+	h.T.Helper()
 	var out []record.Run
-	for _, r := range h.runs() {
-		if r.Node == n.id {
+	for _, r := range h.Runs() {
+		if r.Node == n.ID {
 			out = append(out, r)
 		}
 	}
@@ -521,20 +521,13 @@ func (h *harness) runsOf(n *node) []record.Run {
 }
 
 // liveWorkers describes the workers of runs still alive ("" when none).
-func (h *harness) liveWorkers(runs []record.Run) string { return tree.Live(runs, h.logPath) }
-
-// killWorkers SIGKILLs every worker of runs still alive, and says so.
-func (h *harness) killWorkers(runs []record.Run) {
-	for _, pid := range tree.Kill(runs, h.logPath, goneTimeout) {
-		h.t.Logf("worker %d was still alive at the end of the test; killed it", pid)
-	}
-}
+func (h *harness) liveWorkers(runs []record.Run) string { return tree.Live(runs, h.LogPath) }
 
 // watchTrees starts a tree.Watch on the harness's log; finishTrees halts
 // it (and so does cleanup).
 func (h *harness) watchTrees() *tree.Watch {
-	w := tree.NewWatch(h.logPath)
-	h.t.Cleanup(func() { w.Halt() })
+	w := tree.NewWatch(h.LogPath)
+	h.T.Cleanup(func() { w.Halt() })
 	return w
 }
 
@@ -543,18 +536,18 @@ func (h *harness) watchTrees() *tree.Watch {
 // that no worker is alive: call it once every electd has exited or has no
 // child.
 func (h *harness) finishTrees(w *tree.Watch, opt record.Options) {
-	h.t.Helper()
+	h.T.Helper()
 	bad, starts, lag := w.Halt()
 	for _, v := range bad {
-		h.t.Errorf("%s", v)
+		h.T.Errorf("%s", v)
 	}
-	h.t.Logf("tree watch: %d run starts checked in /proc, at most %s after their first line", starts, ms(lag))
+	h.T.Logf("tree watch: %d run starts checked in /proc, at most %s after their first line", starts, kit.Millis(lag))
 	lg := h.all()
 	if err := lg.Check(opt); err != nil {
-		h.t.Errorf("record log:\n%v\nruns:\n%s", err, kit.Describe(lg.Runs))
+		h.T.Errorf("record log:\n%v\nruns:\n%s", err, kit.Describe(lg.Runs))
 	}
 	if alive := h.liveWorkers(lg.Runs); alive != "" {
-		h.t.Errorf("workers still alive at the end: %s", alive)
+		h.T.Errorf("workers still alive at the end: %s", alive)
 	}
 }
 

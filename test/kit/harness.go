@@ -30,6 +30,19 @@ func Poll(t testing.TB, within time.Duration, what string, cond func() (bool, st
 	}
 }
 
+// Hold fails the test unless cond holds at every poll for d: a stability
+// check, not a synchronisation.
+func Hold(t testing.TB, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if ok, status := cond(); !ok {
+			t.Fatalf("%s: stopped holding after %s: %s", what, d-time.Until(end), status)
+		}
+		time.Sleep(PollEvery)
+	}
+}
+
 // Runs reads the record log at path, failing the test if it does not parse.
 func Runs(t testing.TB, path string) []record.Run {
 	t.Helper()
@@ -61,6 +74,46 @@ func RunOf(t testing.TB, path string, pid int) record.Run {
 	}
 	t.Fatalf("no run with pid %d", pid)
 	return record.Run{}
+}
+
+// CheckCutOff checks the handover from a holder cut off from the store at
+// cut to the next one: the cut-off run old was stopped with SIGTERM and
+// ended before cut+ttl (its lease was guaranteed at most ttl·(1−drift)
+// after the last renewal sent before the cut, so it must be gone by then),
+// and next started after old ended. It logs the times.
+func CheckCutOff(t testing.TB, cut time.Time, ttl time.Duration, old, next record.Run) {
+	t.Helper()
+	if old.Stop.IsZero() {
+		t.Errorf("the cut-off child %s was not stopped with SIGTERM", old)
+	}
+	if end := old.End(); !end.Before(cut.Add(ttl)) {
+		t.Errorf("the cut-off child ran until %s after the cut, past any lease deadline", end.Sub(cut))
+	}
+	margin := next.Start.Sub(old.End())
+	if margin <= 0 {
+		t.Fatalf("the next child %s started %s before the cut-off one %s ended", next, -margin, old)
+	}
+	t.Logf("cut-off: the old child stopped %s after the cut, the next started %s after the cut; margin %s",
+		Millis(old.End().Sub(cut)), Millis(next.Start.Sub(cut)), Millis(margin))
+}
+
+// Millis renders a duration in milliseconds for logs.
+func Millis(d time.Duration) string {
+	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+}
+
+// ChildExits are the ways the recorder exits on its own, each with the exit
+// code electd passes on: the child's own, or 128+N for a child killed by
+// signal N.
+var ChildExits = []struct {
+	Name string
+	Code string // RECORD_EXIT_CODE; -9: it kills itself with SIGKILL
+	Want int    // electd's exit code
+}{
+	{"code-0", "0", 0},
+	{"code-3", "3", 3},
+	{"code-7", "7", 7},
+	{"SIGKILL", "-9", 137},
 }
 
 // Describe lists runs, one an indented line, for failure messages.

@@ -2,7 +2,9 @@
 // against real store servers (test/e2e, test/lock, test/torture): the
 // TestMain that builds the binaries, the table of backends and how to start
 // a server of each, and the loop that runs a suite on every backend in
-// parallel.
+// parallel; an electd process with its log and HTTP API (Electd), the
+// scenario that e2e's and lock's harnesses embed (Scenario), and the checks
+// of the record log they share.
 //
 // Servers come from internal/testenv, and so does its rule for a missing
 // binary: the test is skipped loudly, or fails when $CI is set.

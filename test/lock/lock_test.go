@@ -24,11 +24,11 @@ import (
 func testMutualExclusion(t *testing.T, s *store) {
 	const n = 10
 	h := newHarness(t, s)
-	counter := filepath.Join(h.dir, "counter")
+	counter := filepath.Join(h.Dir, "counter")
 	if err := os.WriteFile(counter, []byte("0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	script := filepath.Join(h.dir, "increment.sh")
+	script := filepath.Join(h.Dir, "increment.sh")
 	body := "#!/bin/sh\nset -e\nn=$(cat \"$COUNTER\")\n\"$RECORDER\"\necho $((n + 1)) > \"$COUNTER\"\n"
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
@@ -48,7 +48,7 @@ func testMutualExclusion(t *testing.T, s *store) {
 	if got := strings.TrimSpace(string(b)); got != strconv.Itoa(n) {
 		t.Fatalf("counter is %s after %d increments under the lock", got, n)
 	}
-	runs := h.check()
+	runs := h.Check(record.Options{})
 	nodes := map[string]bool{}
 	for _, r := range runs {
 		nodes[r.Node] = true
@@ -71,7 +71,7 @@ func testHandover(t *testing.T, s *store) {
 	for _, p := range procs {
 		p.mustExit(0)
 	}
-	runs := h.check()
+	runs := h.Check(record.Options{})
 	if len(runs) != n {
 		t.Fatalf("%d runs, want %d", len(runs), n)
 	}
@@ -81,7 +81,7 @@ func testHandover(t *testing.T, s *store) {
 	}
 	slices.Sort(gaps)
 	t.Logf("%s: command end to next command start over %d handovers: min %s, median %s, max %s",
-		s.Name, len(gaps), ms(gaps[0]), ms(gaps[len(gaps)/2]), ms(gaps[len(gaps)-1]))
+		s.Name, len(gaps), kit.Millis(gaps[0]), kit.Millis(gaps[len(gaps)/2]), kit.Millis(gaps[len(gaps)-1]))
 }
 
 // testBusy: while the lock is held, --wait 0 and --wait D exit 75 naming
@@ -100,30 +100,26 @@ func testBusy(t *testing.T, s *store) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			start := time.Now()
-			p := h.lock("other", opts{args: []string{"--wait", tt.wait}})
-			p.mustExit(75)
-			p.said("lock "+h.name, "not acquired", "held by holder (token "+strconv.FormatUint(run.Token, 10)+")")
-			t.Logf("--wait %s: exit 75 after %s", tt.wait, ms(time.Since(start)))
-			if n := h.s.queued(t, h.name); n != 1 {
-				t.Fatalf("after exit 75 the store holds %d candidates, want 1", n)
-			}
+			h.refused(t, []string{"--wait", tt.wait}, 75,
+				"lock "+h.Name, "not acquired", "held by holder (token "+strconv.FormatUint(run.Token, 10)+")")
+			t.Logf("--wait %s: exit 75 after %s", tt.wait, kit.Millis(time.Since(start)))
 		})
 	}
-	for _, r := range h.runs() {
+	for _, r := range h.Runs() {
 		if r.Node != "holder" {
 			t.Fatalf("a command ran while the lock was held: %s", r)
 		}
 	}
-	holder.signal(syscall.SIGTERM)
+	holder.Signal(syscall.SIGTERM)
 	holder.mustExit(128 + int(syscall.SIGTERM))
 	holder.said("stopped by SIGTERM", "lock released")
-	if r := h.runOf(run.Pid); r.Stop.IsZero() {
+	if r := h.RunOf(run.Pid); r.Stop.IsZero() {
 		t.Fatalf("the holder's command was not stopped with SIGTERM: %s", r)
 	}
 	h.waitQueued(0)
 	after := h.lock("after", opts{args: []string{"--wait", "0"}, env: []string{"RECORD_EXIT_AFTER=10ms"}})
 	after.mustExit(0)
-	h.check()
+	h.Check(record.Options{})
 }
 
 // testSignals: SIGTERM to a waiter and SIGINT to a holder exit 128+signal
@@ -134,21 +130,21 @@ func testSignals(t *testing.T, s *store) {
 	run := h.waitRun("holder")
 	waiter := h.lock("waiter", opts{})
 	h.waitQueued(2)
-	waiter.signal(syscall.SIGTERM)
+	waiter.Signal(syscall.SIGTERM)
 	waiter.mustExit(128 + int(syscall.SIGTERM))
 	waiter.said("stopped by SIGTERM", "nothing held")
-	if n := h.s.queued(t, h.name); n != 1 {
+	if n := h.s.queued(t, h.Name); n != 1 {
 		t.Fatalf("after the waiter's exit the store holds %d candidates, want 1", n)
 	}
-	holder.signal(syscall.SIGINT)
+	holder.Signal(syscall.SIGINT)
 	holder.mustExit(128 + int(syscall.SIGINT))
-	if r := h.runOf(run.Pid); r.Stop.IsZero() {
+	if r := h.RunOf(run.Pid); r.Stop.IsZero() {
 		t.Fatalf("the holder's command was not stopped: %s", r)
 	}
-	if n := h.s.queued(t, h.name); n != 0 {
+	if n := h.s.queued(t, h.Name); n != 0 {
 		t.Fatalf("after the holder's exit the store holds %d candidates, want 0", n)
 	}
-	if runs := h.check(); len(runs) != 1 {
+	if runs := h.Check(record.Options{}); len(runs) != 1 {
 		t.Fatalf("%d runs, want only the holder's:\n%s", len(runs), kit.Describe(runs))
 	}
 }
@@ -156,21 +152,12 @@ func testSignals(t *testing.T, s *store) {
 // testExitCodes: the command's exit code passes through, 128+N for a
 // command killed by signal N.
 func testExitCodes(t *testing.T, s *store) {
-	tests := []struct {
-		name string
-		code string // RECORD_EXIT_CODE
-		want int
-	}{
-		{"success", "0", 0},
-		{"failure", "3", 3},
-		{"sigkill", "-9", 137},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+	for _, tt := range kit.ChildExits {
+		t.Run(tt.Name, func(t *testing.T) {
 			h := newHarness(t, s)
-			p := h.lock("x", opts{env: []string{"RECORD_EXIT_AFTER=20ms", "RECORD_EXIT_CODE=" + tt.code}})
-			p.mustExit(tt.want)
-			runs := h.check()
+			p := h.lock("x", opts{env: []string{"RECORD_EXIT_AFTER=20ms", "RECORD_EXIT_CODE=" + tt.Code}})
+			p.mustExit(tt.Want)
+			runs := h.Check(record.Options{})
 			if len(runs) != 1 || runs[0].Exit.IsZero() {
 				t.Fatalf("runs:\n%s", kit.Describe(runs))
 			}
@@ -197,24 +184,12 @@ func testLostLock(t *testing.T, s *store) {
 	px.Cut()
 	next := h.waitRun("b")
 	a.mustExit(76)
-	a.said("lock "+h.name+" lost while the command ran", "stopped")
-	old = h.runOf(old.Pid)
-	if old.Stop.IsZero() {
-		t.Errorf("the cut-off holder's command was not stopped with SIGTERM: %s", old)
-	}
-	if end := old.End(); !end.Before(cut.Add(ttl)) {
-		t.Errorf("the cut-off holder's command ran until %s after the cut, past any lease deadline", end.Sub(cut))
-	}
-	margin := next.Start.Sub(old.End())
-	if margin <= 0 {
-		t.Fatalf("b's command started %s before a's ended", -margin)
-	}
-	t.Logf("cut at 0: a's command stopped at %s, b's started at %s (margin %s)",
-		ms(old.End().Sub(cut)), ms(next.Start.Sub(cut)), ms(margin))
+	a.said("lock "+h.Name+" lost while the command ran", "stopped")
+	kit.CheckCutOff(t, cut, ttl, h.RunOf(old.Pid), next)
 	px.Heal()
-	b.signal(syscall.SIGTERM)
+	b.Signal(syscall.SIGTERM)
 	b.mustExit(128 + int(syscall.SIGTERM))
-	h.check()
+	h.Check(record.Options{})
 	h.waitQueued(0)
 }
 
@@ -231,40 +206,40 @@ func testSlots(t *testing.T, s *store) {
 	}
 	running := func() []record.Run {
 		var out []record.Run
-		for _, r := range h.runs() {
+		for _, r := range h.Runs() {
 			if !r.Ended() && pidwatch.Alive(r.Pid) {
 				out = append(out, r)
 			}
 		}
 		return out
 	}
-	h.poll(runTimeout, "three commands running, six candidates queued", func() (bool, string) {
-		n, q := len(running()), h.s.queued(t, h.name)
+	h.Poll(runTimeout, "three commands running, six candidates queued", func() (bool, string) {
+		n, q := len(running()), h.s.queued(t, h.Name)
 		return n == slots && q == contenders, fmt.Sprintf("%d running, %d queued", n, q)
 	})
 	// Release the holders one at a time, oldest first: each release lets
 	// the next contender in, until all six have run.
 	for started := slots; started <= contenders; started++ {
-		if n := len(h.runs()); n != started {
-			t.Fatalf("%d commands started, want %d:\n%s", n, started, kit.Describe(h.runs()))
+		if n := len(h.Runs()); n != started {
+			t.Fatalf("%d commands started, want %d:\n%s", n, started, kit.Describe(h.Runs()))
 		}
 		run := running()[0]
 		p := procs[run.Node]
-		p.signal(syscall.SIGTERM)
+		p.Signal(syscall.SIGTERM)
 		p.mustExit(128 + int(syscall.SIGTERM))
 		want := min(started+1, contenders)
-		h.poll(runTimeout, fmt.Sprintf("%d commands started", want), func() (bool, string) {
-			n := len(h.runs())
+		h.Poll(runTimeout, fmt.Sprintf("%d commands started", want), func() (bool, string) {
+			n := len(h.Runs())
 			return n == want, fmt.Sprintf("%d started", n)
 		})
 	}
 	for _, p := range procs {
 		if !p.Exited() {
-			p.signal(syscall.SIGTERM)
+			p.Signal(syscall.SIGTERM)
 			p.mustExit(128 + int(syscall.SIGTERM))
 		}
 	}
-	runs := h.runs()
+	runs := h.Runs()
 	if len(runs) != contenders {
 		t.Fatalf("%d runs, want %d:\n%s", len(runs), contenders, kit.Describe(runs))
 	}
@@ -299,17 +274,12 @@ func testSlotsMismatch(t *testing.T, s *store) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := h.lock("other", opts{args: []string{"--slots", tt.slots, "--wait", "5s"}})
-			p.mustExit(2)
-			p.said("has "+tt.slots+" slot(s)", "have 2", "--slots")
-			if n := h.s.queued(t, h.name); n != 1 {
-				t.Fatalf("after the refusal the store holds %d candidates, want 1", n)
-			}
+			h.refused(t, []string{"--slots", tt.slots, "--wait", "5s"}, 2, "has "+tt.slots+" slot(s)", "have 2", "--slots")
 		})
 	}
-	holder.signal(syscall.SIGTERM)
+	holder.Signal(syscall.SIGTERM)
 	holder.mustExit(128 + int(syscall.SIGTERM))
-	if runs := h.runs(); len(runs) != 1 {
+	if runs := h.Runs(); len(runs) != 1 {
 		t.Fatalf("%d runs, want only the holder's:\n%s", len(runs), kit.Describe(runs))
 	}
 }
@@ -327,12 +297,12 @@ func testOncePer(t *testing.T, s *store) {
 	for _, p := range procs {
 		p.mustExit(0)
 	}
-	runs := h.runs()
+	runs := h.Runs()
 	if len(runs) != 1 {
 		t.Fatalf("%d runs, want exactly 1:\n%s", len(runs), kit.Describe(runs))
 	}
 	for _, p := range procs {
-		if p.id != runs[0].Node {
+		if p.ID != runs[0].Node {
 			p.said("already run by "+runs[0].Node, "token "+strconv.FormatUint(runs[0].Token, 10))
 		}
 	}
@@ -349,14 +319,14 @@ func testOncePerRetry(t *testing.T, s *store) {
 	b := h.lock("b", opts{args: once, env: []string{"RECORD_EXIT_AFTER=50ms"}})
 	a.mustExit(3)
 	b.mustExit(0)
-	runs := h.check()
+	runs := h.Check(record.Options{})
 	if len(runs) != 2 || runs[0].Node != "a" || runs[1].Node != "b" {
 		t.Fatalf("runs, want a's then b's:\n%s", kit.Describe(runs))
 	}
 	c := h.lock("c", opts{args: once, env: []string{"RECORD_EXIT_AFTER=50ms"}})
 	c.mustExit(0)
 	c.said("already run by b")
-	if runs := h.runs(); len(runs) != 2 {
+	if runs := h.Runs(); len(runs) != 2 {
 		t.Fatalf("the job ran again within --once-per:\n%s", kit.Describe(runs))
 	}
 	h.waitQueued(0)
@@ -379,7 +349,7 @@ func testLeaderWatch(t *testing.T, s *store) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, s)
-			w := h.start("watch", []string{"leader", "--store", s.URL(s.Addr), "--election", h.name, "--ttl", ttl.String(),
+			w := h.start("watch", []string{"leader", "--store", s.URL(s.Addr), "--election", h.Name, "--ttl", ttl.String(),
 				"--watch", "-o", tt.format, "--log-level", "warn"}, nil)
 			seen := func(match func(string) bool, after int) func() (bool, string) {
 				return func() (bool, string) {
@@ -392,14 +362,14 @@ func testLeaderWatch(t *testing.T, s *store) {
 					return false, strings.Join(lines, "\n")
 				}
 			}
-			h.poll(runTimeout, "no holder at first", seen(tt.free, 0))
+			h.Poll(runTimeout, "no holder at first", seen(tt.free, 0))
 			holder := h.lock("holder", opts{args: []string{"--log-level", "warn"}})
-			h.poll(runTimeout, "the holder", seen(tt.held, 0))
+			h.Poll(runTimeout, "the holder", seen(tt.held, 0))
 			n := len(w.allLines())
-			holder.signal(syscall.SIGTERM)
+			holder.Signal(syscall.SIGTERM)
 			holder.mustExit(128 + int(syscall.SIGTERM))
-			h.poll(runTimeout, "no holder after its release", seen(tt.free, n))
-			w.signal(syscall.SIGINT)
+			h.Poll(runTimeout, "no holder after its release", seen(tt.free, n))
+			w.Signal(syscall.SIGINT)
 			w.mustExit(0)
 		})
 	}
@@ -409,19 +379,13 @@ func testLeaderWatch(t *testing.T, s *store) {
 // leader, or no leader when id is empty.
 func jsonLeader(id string) func(string) bool {
 	return func(l string) bool {
-		var d struct {
-			Election string `json:"election"`
-			Leader   *struct {
-				ID    string `json:"id"`
-				Token uint64 `json:"fencing_token"`
-			} `json:"leader"`
-		}
+		var d kit.LeaderDoc
 		if json.Unmarshal([]byte(l), &d) != nil || d.Election == "" {
 			return false
 		}
 		if id == "" {
 			return d.Leader == nil
 		}
-		return d.Leader != nil && d.Leader.ID == id && d.Leader.Token != 0
+		return d.Leader != nil && d.Leader.ID == id && d.Leader.FencingToken != 0
 	}
 }

@@ -45,7 +45,7 @@ func testTreeMainKilled(t *testing.T, s *store) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, s)
-			w := tree.NewWatch(h.logPath)
+			w := tree.NewWatch(h.LogPath)
 			t.Cleanup(func() { w.Halt() })
 			args := tt.args
 			if tt.once {
@@ -64,7 +64,7 @@ func testTreeMainKilled(t *testing.T, s *store) {
 			h.exitedWithoutTree(a, aRun)
 			bRun := h.waitRunOf(b)
 			if tt.once {
-				if rec := s.lastRun(t, h.name); rec != nil && rec.ID == "a" {
+				if rec := s.lastRun(t, h.Name); rec != nil && rec.ID == "a" {
 					t.Fatalf("a's run, whose main process was SIGKILLed, was recorded: %+v", rec)
 				}
 				h.recordedWithoutTree(bRun)
@@ -84,7 +84,7 @@ func testTreeMainKilled(t *testing.T, s *store) {
 			for _, v := range bad {
 				t.Error(v)
 			}
-			t.Logf("tree watch: %d command starts checked in /proc, at most %s after their first line", starts, ms(lag))
+			t.Logf("tree watch: %d command starts checked in /proc, at most %s after their first line", starts, kit.Millis(lag))
 			lg := h.all()
 			if err := lg.Check(record.Options{}); err != nil {
 				t.Fatalf("record log:\n%v\nruns:\n%s", err, kit.Describe(lg.Runs))
@@ -98,7 +98,7 @@ func testTreeMainKilled(t *testing.T, s *store) {
 					t.Fatalf("%d workers of %s wrote, want %d", len(ws), r, tree.Roles)
 				}
 				last := slices.MaxFunc(ws, func(a, b record.Worker) int { return a.Last.Compare(b.Last) })
-				t.Logf("%s: main process ended; its last worker's last line %s later (%s)", r, ms(last.Last.Sub(r.End())), last.Role)
+				t.Logf("%s: main process ended; its last worker's last line %s later (%s)", r, kit.Millis(last.Last.Sub(r.End())), last.Role)
 			}
 			h.waitQueued(0)
 		})
@@ -112,7 +112,7 @@ func testContainmentRefused(t *testing.T, s *store) {
 	p := h.lock("x", opts{args: []string{"--containment", "cgroup"}})
 	p.mustExit(2)
 	p.said("--containment", "cgroup")
-	if runs := h.runs(); len(runs) != 0 {
+	if runs := h.Runs(); len(runs) != 0 {
 		t.Fatalf("the command ran:\n%s", kit.Describe(runs))
 	}
 }
@@ -120,17 +120,17 @@ func testContainmentRefused(t *testing.T, s *store) {
 // waitRunOf waits for the run of p's command, failing at once if p exits
 // before it starts.
 func (h *harness) waitRunOf(p *proc) record.Run {
-	h.t.Helper()
+	h.T.Helper()
 	var found record.Run
-	h.poll(runTimeout, p.id+"'s command running", func() (bool, string) {
-		for _, r := range h.runs() {
-			if r.Node == p.id {
+	h.Poll(runTimeout, p.ID+"'s command running", func() (bool, string) {
+		for _, r := range h.Runs() {
+			if r.Node == p.ID {
 				found = r
 				return true, ""
 			}
 		}
 		if p.Exited() {
-			h.t.Fatalf("%s exited with %d before its command started:\n%s", p.id, p.ExitCode(), p.tail())
+			h.T.Fatalf("%s exited with %d before its command started:\n%s", p.ID, p.ExitCode(), p.Tail())
 		}
 		return false, "no run yet"
 	})
@@ -140,10 +140,10 @@ func (h *harness) waitRunOf(p *proc) record.Run {
 // exitedWithoutTree fails the test if any worker of run is alive now that
 // p, which ran it, has exited.
 func (h *harness) exitedWithoutTree(p *proc, run record.Run) {
-	h.t.Helper()
+	h.T.Helper()
 	run = h.waitWorkersLogged(run)
-	if alive := tree.Live([]record.Run{run}, h.logPath); alive != "" {
-		h.t.Errorf("%s has exited, and workers of its command still run: %s", p.id, alive)
+	if alive := tree.Live([]record.Run{run}, h.LogPath); alive != "" {
+		h.T.Errorf("%s has exited, and workers of its command still run: %s", p.ID, alive)
 	}
 }
 
@@ -151,40 +151,40 @@ func (h *harness) exitedWithoutTree(p *proc, run record.Run) {
 // store directly every millisecond; the moment it appears, no worker of run
 // may be alive, and its time must be after every worker's last line.
 func (h *harness) recordedWithoutTree(run record.Run) {
-	h.t.Helper()
+	h.T.Helper()
 	run = h.waitWorkersLogged(run)
 	deadline := time.Now().Add(runTimeout)
-	rec := h.s.lastRun(h.t, h.name)
-	for ; rec == nil; rec = h.s.lastRun(h.t, h.name) {
+	rec := h.s.lastRun(h.T, h.Name)
+	for ; rec == nil; rec = h.s.lastRun(h.T, h.Name) {
 		if time.Now().After(deadline) {
-			h.t.Fatalf("no run record after %s", runTimeout)
+			h.T.Fatalf("no run record after %s", runTimeout)
 		}
 		time.Sleep(time.Millisecond) // polling a condition with a deadline
 	}
 	seen := time.Now()
-	if alive := tree.Live([]record.Run{run}, h.logPath); alive != "" {
-		h.t.Errorf("the run was recorded while workers of its command still run: %s", alive)
+	if alive := tree.Live([]record.Run{run}, h.LogPath); alive != "" {
+		h.T.Errorf("the run was recorded while workers of its command still run: %s", alive)
 	}
 	if rec.ID != run.Node || rec.Token != run.Token {
-		h.t.Errorf("run record %+v, want %s's with token %d", rec, run.Node, run.Token)
+		h.T.Errorf("run record %+v, want %s's with token %d", rec, run.Node, run.Token)
 	}
 	lg := h.all()
 	for _, w := range lg.WorkersOf(run) {
 		if !w.Last.Before(rec.Finished) {
-			h.t.Errorf("the run was recorded as finished at %s, %s before the %s worker's last line",
-				rec.Finished.Format(time.StampMicro), ms(w.Last.Sub(rec.Finished)), w.Role)
+			h.T.Errorf("the run was recorded as finished at %s, %s before the %s worker's last line",
+				rec.Finished.Format(time.StampMicro), kit.Millis(w.Last.Sub(rec.Finished)), w.Role)
 		}
 	}
-	h.t.Logf("run recorded: finished %s after the main process's exit line, seen in the store %s after that",
-		ms(rec.Finished.Sub(h.runOf(run.Pid).End())), ms(seen.Sub(rec.Finished)))
+	h.T.Logf("run recorded: finished %s after the main process's exit line, seen in the store %s after that",
+		kit.Millis(rec.Finished.Sub(h.RunOf(run.Pid).End())), kit.Millis(seen.Sub(rec.Finished)))
 }
 
 // waitWorkersLogged waits until run's log holds its spawned lines (the
 // recorder writes them before it can exit), and returns the run.
 func (h *harness) waitWorkersLogged(run record.Run) record.Run {
-	h.t.Helper()
-	h.poll(runTimeout, "the spawned lines of "+run.String(), func() (bool, string) {
-		run = h.runOf(run.Pid)
+	h.T.Helper()
+	h.Poll(runTimeout, "the spawned lines of "+run.String(), func() (bool, string) {
+		run = h.RunOf(run.Pid)
 		return len(run.Spawned) == tree.Roles, strconv.Itoa(len(run.Spawned)) + " spawned lines"
 	})
 	return run
@@ -192,6 +192,6 @@ func (h *harness) waitWorkersLogged(run record.Run) record.Run {
 
 // all reads the whole record log, runs and workers.
 func (h *harness) all() record.Log {
-	h.t.Helper()
-	return tree.ReadLog(h.t, h.logPath)
+	h.T.Helper()
+	return tree.ReadLog(h.T, h.LogPath)
 }

@@ -62,7 +62,7 @@ func (c *cluster) verify() []error {
 		}
 		end := l.end()
 		for _, r := range c.j.runs {
-			if r.Node != l.node.id || r.Start.Before(l.started) || r.Start.After(end) {
+			if r.Node != l.node.id || r.Start.Before(l.Started) || r.Start.After(end) {
 				continue
 			}
 			if over := r.End().Sub(end); over > goneBound {

@@ -3,10 +3,7 @@ package torture
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,19 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electd/electd/internal/deathsig"
 	"github.com/electd/electd/internal/faultproxy"
-	"github.com/electd/electd/internal/testenv"
 	"github.com/electd/electd/test/kit"
 	"github.com/electd/electd/test/proc"
 )
 
 const (
-	pollEvery    = 5 * time.Millisecond
-	startTimeout = 15 * time.Second // electd start to /livez
-	exitTimeout  = 10 * time.Second // SIGTERM to exit
-	goneBound    = time.Second      // a kill -9'd electd's child is gone
-	logTail      = 60               // lines of an electd's log shown on failure
+	exitTimeout = 10 * time.Second // SIGTERM to exit
+	goneBound   = time.Second      // a kill -9'd electd's child is gone
 )
 
 // cluster is one backend under attack: its store server, N candidates,
@@ -85,11 +77,7 @@ func (n *node) kind() string {
 // life is one electd process.
 type life struct {
 	node *node
-	*deathsig.Process
-	http    string
-	logPath string
-	client  *http.Client
-	started time.Time
+	*kit.Electd
 	// killed is when the harness sent SIGKILL (zero: it did not).
 	killed time.Time
 }
@@ -122,11 +110,7 @@ func (c *cluster) cleanup() {
 		_ = n.proxy.Close()
 	}
 	for _, l := range c.lives {
-		if b, err := os.ReadFile(l.logPath); err == nil {
-			for _, bad := range proc.Crashes(string(b)) {
-				c.t.Errorf("%s's output contains %q:\n%s", l.node.id, bad, l.tail())
-			}
-		}
+		l.Crashes()
 	}
 }
 
@@ -145,10 +129,7 @@ func (c *cluster) killAll() {
 		c.t.Errorf("record log: %v", err)
 	}
 	for _, r := range c.j.runs {
-		if !proc.WaitGone(r.Pid, goneBound) && proc.IsOurs(r.Pid, bin.Recorder) {
-			c.t.Errorf("child %s outlived its electd (SIGKILLed) by %s; killing it", r, goneBound)
-			_ = syscall.Kill(r.Pid, syscall.SIGKILL)
-		}
+		kit.KillOutlived(c.t, bin.Recorder, goneBound, *r)
 	}
 	for _, w := range c.j.workers {
 		if proc.WaitGone(w.Pid, goneBound) || !c.isWorker(w) {
@@ -169,42 +150,15 @@ func (c *cluster) killAll() {
 // start starts `electd run` as n (a new life) and waits for /livez.
 func (c *cluster) start(n *node) *life {
 	c.t.Helper()
-	for try := 1; ; try++ {
-		l, err := c.tryStart(n)
-		if err == nil {
-			n.cur = l
-			return l
-		}
-		if !strings.Contains(err.Error(), "address already in use") || try == 3 {
-			c.t.Fatalf("start %s: %v", n.id, err)
-		}
-	}
-}
-
-func (c *cluster) tryStart(n *node) (*life, error) {
-	l := &life{
-		node:    n,
-		http:    "127.0.0.1:" + strconv.Itoa(testenv.FreePort(c.t)),
-		logPath: filepath.Join(c.dir, n.id+".log"),
-		client:  &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
-	}
 	args := []string{"run", "--election", c.election, "--id", n.id,
 		"--store", c.s.URL(n.proxy.Addr()),
 		"--ttl", c.cfg.ttl.String(), "--stop-timeout", c.cfg.stopTimeout.String(),
-		"--cool-down", c.cfg.coolDown.String(), "--listen", l.http,
+		"--cool-down", c.cfg.coolDown.String(),
 		"--log-format", "json", "--log-level", "debug"}
 	if *flagContain != "" {
 		args = append(args, "--containment", *flagContain)
 	}
 	args = append(args, "--", bin.Recorder)
-	logf, err := os.OpenFile(l.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	fmt.Fprintf(logf, "=== torture: starting %s at %s\n", n.id, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(bin.Electd, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
 	env := []string{"RECORD_LOG=" + c.logPath}
 	if n.workers {
 		env = append(env, "RECORD_WORKERS=1")
@@ -212,34 +166,29 @@ func (c *cluster) tryStart(n *node) (*life, error) {
 	if n.ignoreTerm {
 		env = append(env, "RECORD_WORKERS_IGNORE_TERM=1")
 	}
-	cmd.Env = proc.BaseEnv(env...)
-	if l.Process, err = deathsig.Start(cmd); err != nil { // dies with the test
-		return nil, err
+	_, err := bin.StartLive(c.t, kit.Spec{
+		ID: n.id, Args: args, Env: env,
+		LogPath:     filepath.Join(c.dir, n.id+".log"),
+		Banner:      fmt.Sprintf("=== torture: starting %s at %s", n.id, time.Now().Format(time.RFC3339Nano)),
+		HTTPTimeout: 3 * time.Second,
+		Started:     func(e *kit.Electd) { c.lives = append(c.lives, &life{node: n, Electd: e}) },
+	})
+	if err != nil {
+		c.t.Fatalf("start %s: %v", n.id, err)
 	}
-	l.started = time.Now()
-	c.lives = append(c.lives, l)
-	deadline := time.Now().Add(startTimeout)
-	for {
-		if code, _, err := l.get("/livez"); err == nil && code == http.StatusOK {
-			return l, c.learnContainment(l)
-		}
-		select {
-		case <-l.Done():
-			return nil, fmt.Errorf("electd exited with %d before /livez answered:\n%s", l.ExitCode(), l.tail())
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			l.kill9()
-			return nil, fmt.Errorf("/livez not 200 after %s:\n%s", startTimeout, l.tail())
-		}
+	l := c.lives[len(c.lives)-1]
+	if err := c.learnContainment(l); err != nil {
+		c.t.Fatalf("start %s: %v", n.id, err)
 	}
+	n.cur = l
+	return l
 }
 
 // learnContainment reads the containment mode from l's /healthz (whose
 // code depends on the store; the body names the mode either way) and
 // checks that every copy reports the same one.
 func (c *cluster) learnContainment(l *life) error {
-	_, body, err := l.get("/healthz")
+	_, body, err := l.Get("/healthz")
 	if err != nil {
 		return fmt.Errorf("/healthz: %w", err)
 	}
@@ -349,51 +298,12 @@ func (l *life) end() time.Time {
 func (l *life) kill9() {
 	if !l.Exited() {
 		l.killed = time.Now()
-		_ = l.Cmd.Process.Kill()
 	}
-	<-l.Done()
-}
-
-func (l *life) signal(sig syscall.Signal) error { return syscall.Kill(l.Pid(), sig) }
-
-func (l *life) tail() string { return kit.Tail(l.node.id, l.logPath, logTail) }
-
-func (l *life) do(method, path string) (int, []byte, error) {
-	req, err := http.NewRequest(method, "http://"+l.http+path, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	resp, err := l.client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, body, err
-}
-
-func (l *life) get(path string) (int, []byte, error) { return l.do(http.MethodGet, path) }
-
-// leaderDoc is the body of GET /leader.
-type leaderDoc struct {
-	Leader *struct {
-		ID           string `json:"id"`
-		FencingToken uint64 `json:"fencing_token"`
-	} `json:"leader"`
-	Self struct {
-		Leader bool `json:"leader"`
-	} `json:"self"`
+	l.Kill()
 }
 
 // leader asks the process's /leader.
-func (l *life) leader() (leaderDoc, error) {
-	var d leaderDoc
-	code, body, err := l.get("/leader")
-	if err != nil {
-		return d, err
-	}
-	if err := json.Unmarshal(body, &d); err != nil {
-		return d, fmt.Errorf("/leader %d: %w: %s", code, err, body)
-	}
-	return d, nil
+func (l *life) leader() (kit.LeaderDoc, error) {
+	d, _, err := l.Leader()
+	return d, err
 }

@@ -130,7 +130,7 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 	case sigtermElectd:
 		l := lead.cur
 		f.at = time.Now()
-		c.must(l.signal(syscall.SIGTERM))
+		c.must(l.TrySignal(syscall.SIGTERM))
 		if !l.Wait(exitTimeout) {
 			c.fatalf(f, "electd %s did not exit within %s of SIGTERM", lead.id, exitTimeout)
 		}
@@ -173,7 +173,7 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 
 	case resign:
 		f.at = time.Now()
-		code, body, err := lead.cur.do(http.MethodPost, "/resign")
+		code, body, err := lead.cur.Do(http.MethodPost, "/resign", "")
 		switch {
 		case err != nil:
 			c.fatalf(f, "POST /resign to %s: %v", lead.id, err)
@@ -242,7 +242,7 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 			f.note = fmt.Sprintf("paused %s, electd resumed %s after its child", d, lag)
 		}
 		f.at = time.Now()
-		c.must(l.signal(syscall.SIGSTOP))
+		c.must(l.TrySignal(syscall.SIGSTOP))
 		c.must(ignoreGone(syscall.Kill(-f.old.Pid, syscall.SIGSTOP))) // the child's process group
 		for _, w := range ws {                                        // and the workers that left it: the whole host pauses
 			c.must(ignoreGone(c.signalWorker(w, syscall.SIGSTOP)))
@@ -260,7 +260,7 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 		if lag > 0 {
 			time.Sleep(lag)
 		}
-		c.must(l.signal(syscall.SIGCONT))
+		c.must(l.TrySignal(syscall.SIGCONT))
 		f.healed = resumed
 
 	case storeRestart:

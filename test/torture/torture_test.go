@@ -101,7 +101,7 @@ func (c *cluster) settle(healed time.Time, f *fault) (*node, *record.Run, time.D
 		}
 		for _, n := range c.up() {
 			if n.cur.Exited() {
-				c.fatalf(f, "electd %s exited on its own with %d:\n%s", n.id, n.cur.ExitCode(), n.cur.tail())
+				c.fatalf(f, "electd %s exited on its own with %d:\n%s", n.id, n.cur.ExitCode(), n.cur.Tail())
 			}
 		}
 		if !recovered {
@@ -228,7 +228,7 @@ func (c *cluster) fatalf(f *fault, format string, args ...any) {
 	}
 	for _, n := range c.nodes {
 		if n.cur != nil {
-			b.WriteString(n.cur.tail() + "\n")
+			b.WriteString(n.cur.Tail() + "\n")
 		}
 	}
 	c.t.Fatal(b.String())
