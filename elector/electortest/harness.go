@@ -63,15 +63,7 @@ func proxied(t testing.TB, h Harness, election, id string, ttl time.Duration) (e
 // proxiedSlots creates a candidate of a semaphore of n slots behind its own
 // fault proxy.
 func proxiedSlots(t testing.TB, h Harness, election, id string, ttl time.Duration, n int) (elector.Locker, *faultproxy.Proxy) {
-	p, err := faultproxy.New(h.Addr())
-	if err != nil {
-		t.Fatalf("start proxy: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			t.Errorf("close proxy: %v", err)
-		}
-	})
+	p := faultproxy.Start(t, h.Addr())
 	e := h.New(t, Candidate{StoreAddr: p.Addr(), Candidate: elector.Candidate{Election: election, ID: id, Timing: timing(ttl), Slots: n}})
 	return e, p
 }

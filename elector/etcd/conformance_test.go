@@ -6,7 +6,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
@@ -34,26 +33,6 @@ func (h *harness) Queued(t testing.TB, election string) int {
 		t.Fatalf("count candidates: %v", err)
 	}
 	return int(resp.Count)
-}
-
-// newClient dials addr; it is closed when the test ends, after the
-// electors made on it (cleanups run last-in first-out).
-func newClient(t testing.TB, addr string) *clientv3.Client {
-	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{addr},
-		DialTimeout: 2 * time.Second,
-		Logger:      zap.NewNop(),
-	})
-	if err != nil {
-		t.Fatalf("etcd client: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := cli.Close(); err != nil {
-			t.Logf("close client: %v", err)
-		}
-	})
-	return cli
 }
 
 func TestConformance(t *testing.T) {

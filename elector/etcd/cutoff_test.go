@@ -27,11 +27,7 @@ func TestCutOffBeatsSessionDone(t *testing.T) {
 	)
 	srv := testenv.StartEtcd(t)
 	h := &harness{srv: srv}
-	proxy, err := faultproxy.New(srv.Endpoint())
-	if err != nil {
-		t.Fatalf("proxy: %v", err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := faultproxy.Start(t, srv.Endpoint())
 	ctx := context.Background()
 
 	// Ours: a behind the proxy, b direct.
@@ -49,14 +45,14 @@ func TestCutOffBeatsSessionDone(t *testing.T) {
 	}()
 
 	// The library's: l behind the same proxy, w direct.
-	ls, err := concurrency.NewSession(newClient(t, proxy.Addr()), concurrency.WithTTL(int(ttl/time.Second)))
+	ls, err := concurrency.NewSession(testenv.EtcdClient(t, proxy.Addr()), concurrency.WithTTL(int(ttl/time.Second)))
 	if err != nil {
 		t.Fatalf("library session: %v", err)
 	}
 	if err := concurrency.NewElection(ls, "/lib/cut").Campaign(ctx, "l"); err != nil {
 		t.Fatalf("library campaign: %v", err)
 	}
-	ws, err := concurrency.NewSession(newClient(t, srv.Endpoint()), concurrency.WithTTL(int(ttl/time.Second)))
+	ws, err := concurrency.NewSession(testenv.EtcdClient(t, srv.Endpoint()), concurrency.WithTTL(int(ttl/time.Second)))
 	if err != nil {
 		t.Fatalf("library session: %v", err)
 	}

@@ -17,7 +17,7 @@ import (
 func TestStoreDownLogged(t *testing.T) {
 	srv := testenv.StartEtcd(t)
 	logs, log := electortest.NewLogs()
-	e, err := etcd.New(etcd.Config{Client: newClient(t, srv.Endpoint()), Candidate: elector.Candidate{Election: "down", ID: "a",
+	e, err := etcd.New(etcd.Config{Client: testenv.EtcdClient(t, srv.Endpoint()), Candidate: elector.Candidate{Election: "down", ID: "a",
 		Timing: timingOf(2 * time.Second), Logger: log}})
 	if err != nil {
 		t.Fatalf("new elector: %v", err)

@@ -158,11 +158,7 @@ func TestResignHandsOverPromptly(t *testing.T) {
 // its ValidUntil passes, before the successor's Campaign returns.
 func TestCutOffLeaderEndsFirst(t *testing.T) {
 	srv, cli := startRedis(t)
-	p, err := faultproxy.New(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
+	p := faultproxy.Start(t, srv.Addr())
 	ctx := context.Background()
 	a := newElector(t, p.Addr(), "cutoff", "a")
 	b := newElector(t, srv.Addr(), "cutoff", "b")

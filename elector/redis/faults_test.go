@@ -14,21 +14,11 @@ import (
 	"github.com/electd/electd/internal/faultproxy"
 )
 
-func newProxy(t testing.TB, target string) *faultproxy.Proxy {
-	t.Helper()
-	p, err := faultproxy.New(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	return p
-}
-
 // TestWaiterCutOffRejoinsBehind: a waiter whose lease lapses while cut off
 // rejoins, once healed, with a new entry at the back of the queue.
 func TestWaiterCutOffRejoinsBehind(t *testing.T) {
 	srv, cli := startRedis(t)
-	p := newProxy(t, srv.Addr())
+	p := faultproxy.Start(t, srv.Addr())
 	ctx := context.Background()
 	a := newElector(t, srv.Addr(), "rejoin", "a")
 	b := newElector(t, p.Addr(), "rejoin", "b")
@@ -60,7 +50,7 @@ func TestWaiterCutOffRejoinsBehind(t *testing.T) {
 // to prune it.
 func TestCrashedLeaderObservedGone(t *testing.T) {
 	srv, _ := startRedis(t)
-	p := newProxy(t, srv.Addr())
+	p := faultproxy.Start(t, srv.Addr())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w := newElector(t, srv.Addr(), "crash", "w")
@@ -161,7 +151,7 @@ func TestScriptCommandDenied(t *testing.T) {
 // when Redis cannot be reached, having ended the term.
 func TestCloseBoundedWhenCutOff(t *testing.T) {
 	srv, cli := startRedis(t)
-	p := newProxy(t, srv.Addr())
+	p := faultproxy.Start(t, srv.Addr())
 	ctx := context.Background()
 	a := newElector(t, p.Addr(), "closecut", "a")
 	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*testTTL, "a")

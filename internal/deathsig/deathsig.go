@@ -18,6 +18,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -109,4 +111,19 @@ func (p *Process) Wait(within time.Duration) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// Alive reports whether pid exists and is not a zombie, by its
+// /proc/PID/stat (false where there is no /proc).
+func Alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the state follows the command name
+	if i < 0 || len(s) < i+3 {
+		return false
+	}
+	return s[i+2] != 'Z' && s[i+2] != 'X'
 }

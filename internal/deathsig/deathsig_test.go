@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -53,7 +52,7 @@ func TestChildDiesWithParent(t *testing.T) {
 			parent := exec.Command(os.Args[0], "-test.run=^$")
 			parent.Env = append(os.Environ(), helperEnv+"="+mode)
 			pid := deathsigtest.StartParent(t, parent, 10*time.Second)
-			if !running(pid) {
+			if !Alive(pid) {
 				t.Fatalf("sleep %d is not running before its parent was killed", pid)
 			}
 			if err := parent.Process.Kill(); err != nil {
@@ -61,7 +60,7 @@ func TestChildDiesWithParent(t *testing.T) {
 			}
 			_ = parent.Wait()
 			deadline := time.Now().Add(5 * time.Second)
-			for running(pid) {
+			for Alive(pid) {
 				if time.Now().After(deadline) {
 					t.Fatalf("sleep %d still runs 5s after its parent was killed with SIGKILL", pid)
 				}
@@ -88,15 +87,4 @@ func TestStartKeepsSysProcAttr(t *testing.T) {
 	if p.ExitCode() != 0 || p.Err() != nil || p.Reaped().IsZero() {
 		t.Fatalf("exit %d, err %v, reaped %v; want 0, nil, a time", p.ExitCode(), p.Err(), p.Reaped())
 	}
-}
-
-// running reports whether pid exists and is neither a zombie nor dead.
-func running(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')') // the state follows the command name
-	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
 }

@@ -63,25 +63,11 @@ func startEcho(t *testing.T) *echoServer {
 	return e
 }
 
-func newProxy(t *testing.T, target string) *Proxy {
-	t.Helper()
-	p, err := New(target)
-	if err != nil {
-		t.Fatalf("new proxy: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			t.Errorf("close proxy: %v", err)
-		}
-	})
-	return p
-}
-
 // newEchoProxy is newProxy in front of a new echo server.
 func newEchoProxy(t *testing.T) (*echoServer, *Proxy) {
 	t.Helper()
 	echo := startEcho(t)
-	return echo, newProxy(t, echo.ln.Addr().String())
+	return echo, Start(t, echo.ln.Addr().String())
 }
 
 func dial(t *testing.T, addr string) net.Conn {
@@ -269,7 +255,7 @@ func TestTargetDown(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
-	p := newProxy(t, addr)
+	p := Start(t, addr)
 	c, err := net.DialTimeout("tcp", p.Addr(), patience)
 	if err != nil {
 		return // reset before the dial even completed: fine

@@ -90,17 +90,26 @@ func (e *Etcd) DataDir() string { return e.dataDir }
 // server is stopped.
 func (e *Etcd) Client(t testing.TB) *clientv3.Client {
 	t.Helper()
-	cfg := clientv3.Config{
-		Endpoints:   []string{e.Endpoint()},
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-	}
+	cfg := clientv3.Config{Endpoints: []string{e.Endpoint()}}
 	if e.tls != nil {
 		cfg.TLS = e.tls.client.Clone()
 	}
 	if pw := e.rootPassword(); pw != "" {
 		cfg.Username, cfg.Password = "root", pw
 	}
+	return dialEtcd(t, cfg)
+}
+
+// EtcdClient returns a plain client of the etcd at addr (a server, or a
+// fault proxy in front of one), closed in t.Cleanup.
+func EtcdClient(t testing.TB, addr string) *clientv3.Client {
+	t.Helper()
+	return dialEtcd(t, clientv3.Config{Endpoints: []string{addr}})
+}
+
+func dialEtcd(t testing.TB, cfg clientv3.Config) *clientv3.Client {
+	t.Helper()
+	cfg.DialTimeout, cfg.Logger = 5*time.Second, zap.NewNop()
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		t.Fatalf("testenv: etcd client: %v", err)

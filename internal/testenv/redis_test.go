@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/electd/electd/internal/deathsig"
 )
 
 func TestRedis(t *testing.T) {
@@ -115,7 +117,7 @@ func TestServerDiesWithTestBinary(t *testing.T) {
 	}
 	_ = cmd.Wait()
 	deadline := time.Now().Add(10 * time.Second)
-	for alive(pid) {
+	for deathsig.Alive(pid) {
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 			t.Fatalf("redis pid %d still running after its parent was killed", pid)
@@ -138,16 +140,4 @@ func readPID(out interface{ Read([]byte) (int, error) }) (int, error) {
 			return strconv.Atoi(strings.TrimSpace(s[i+4:]))
 		}
 	}
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// The state follows the ")" that ends the command name.
-	s := string(stat)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }

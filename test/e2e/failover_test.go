@@ -130,11 +130,7 @@ func testKill9Leader(t *testing.T, s *kit.Store) {
 // After the partition heals it follows the new leader.
 func testCutOffLeader(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
-	px, err := faultproxy.New(s.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = px.Close() })
+	px := faultproxy.Start(t, s.Addr)
 	n1 := h.startNode("n1", nodeOpts{store: s.URL(px.Addr())})
 	_, run := h.waitLeader(n1)
 	n2 := h.startNode("n2", h.direct())

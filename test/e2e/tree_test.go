@@ -257,11 +257,7 @@ func testTreeIgnoresTerm(t *testing.T, s *kit.Store) {
 			o := h.direct(nodeOpts{args: tt.args, env: deaf})
 			var px *faultproxy.Proxy
 			if tt.cut {
-				var err error
-				if px, err = faultproxy.New(s.Addr); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = px.Close() })
+				px = faultproxy.Start(t, s.Addr)
 				o.store = s.URL(px.Addr())
 			}
 			n1 := h.startNode("n1", o)

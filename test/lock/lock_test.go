@@ -170,11 +170,7 @@ func testExitCodes(t *testing.T, s *store) {
 // own deadline, before the next holder's command starts, and exits 76.
 func testLostLock(t *testing.T, s *store) {
 	h := newHarness(t, s)
-	px, err := faultproxy.New(s.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = px.Close() })
+	px := faultproxy.Start(t, s.Addr)
 	a := h.lock("a", opts{store: px.Addr()})
 	old := h.waitRun("a")
 	b := h.lock("b", opts{})

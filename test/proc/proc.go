@@ -5,6 +5,7 @@
 package proc
 
 import (
+	"github.com/electd/electd/internal/deathsig"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,18 +14,7 @@ import (
 )
 
 // Alive reports whether pid exists and is not a zombie.
-func Alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || len(s) < i+3 {
-		return false
-	}
-	return s[i+2] != 'Z' && s[i+2] != 'X'
-}
+func Alive(pid int) bool { return deathsig.Alive(pid) }
 
 // GoneAt waits, polling every poll and at most within, until pid is gone
 // (or a zombie); it returns when it saw it gone, and whether it did.

@@ -1,11 +1,7 @@
 package torture
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"time"
 
 	"github.com/electd/electd/test/record"
@@ -18,8 +14,7 @@ import (
 // resumed. It is used from the test goroutine only.
 type journal struct {
 	path    string
-	off     int64
-	partial []byte
+	tail    record.Tail // what has been read of the log
 	lines   int
 	runs    []*record.Run       // in the order of their start lines
 	open    map[int]*record.Run // pid -> its latest run
@@ -80,43 +75,19 @@ func (p *pause) window() time.Duration {
 }
 
 func newJournal(path string) *journal {
-	return &journal{path: path, open: map[int]*record.Run{}, terms: map[term]*record.Run{},
+	return &journal{path: path, tail: record.Tail{Path: path}, open: map[int]*record.Run{}, terms: map[term]*record.Run{},
 		byKey: map[record.WorkerKey]*worker{}, pauses: map[*record.Run]*pause{}}
 }
 
 // sync reads what was appended since the last call.
 func (j *journal) sync() error {
-	f, err := os.Open(j.path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, err := f.Seek(j.off, io.SeekStart); err != nil {
-		return err
-	}
-	b, err := io.ReadAll(f)
-	if err != nil {
-		return err
-	}
-	j.off += int64(len(b))
-	data := append(j.partial, b...)
-	at := j.off - int64(len(data)) // the file offset of data[0]
-	for {
-		i := bytes.IndexByte(data, '\n')
-		if i < 0 {
-			break
-		}
+	return j.tail.Read(func(text string, at int64) error {
 		j.lines++
-		if err := j.add(string(data[:i]), at); err != nil {
-			return fmt.Errorf("%s line %d %q: %w", j.path, j.lines, data[:i], err)
+		if err := j.add(text, at); err != nil {
+			return fmt.Errorf("%s line %d %q: %w", j.path, j.lines, text, err)
 		}
-		data, at = data[i+1:], at+int64(i+1)
-	}
-	j.partial = append([]byte(nil), data...) // a line still being written
-	return nil
+		return nil
+	})
 }
 
 // add applies one line of the file, which starts at offset at. A torn line
