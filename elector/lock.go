@@ -2,6 +2,7 @@ package elector
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -47,6 +48,29 @@ type RunRecord struct {
 	Finished time.Time `json:"finished"`
 	// Expires is when the record lapses, by the recording host's clock.
 	Expires time.Time `json:"expires"`
+}
+
+// EncodeRun checks period and renders r as the backends store it (JSON).
+func EncodeRun(r RunRecord, period time.Duration) ([]byte, error) {
+	if period <= 0 {
+		return nil, Configf("once-per", "must be positive, got %s", period)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode run record: %w", err)
+	}
+	return b, nil
+}
+
+// DecodeRun reads a stored run record. A value that is not one (written by
+// another tool) is a record all the same, by the ID of its text: its period
+// has not lapsed.
+func DecodeRun(b []byte) RunRecord {
+	var r RunRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return RunRecord{ID: string(b)}
+	}
+	return r
 }
 
 // Locker is an Elector with the lock features `electd lock` uses. Every

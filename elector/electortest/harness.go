@@ -168,3 +168,13 @@ func runTests(t *testing.T, h Harness, tests []test) {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
 	}
 }
+
+// nextToken fails t unless term's fencing token is greater than *last,
+// which it then becomes.
+func nextToken(t testing.TB, who string, term *elector.Term, last *uint64) {
+	t.Helper()
+	if term.Token <= *last {
+		t.Fatalf("%s: token %d not greater than the previous %d", who, term.Token, *last)
+	}
+	*last = term.Token
+}

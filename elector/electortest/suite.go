@@ -78,10 +78,7 @@ func testArrivalOrder(t *testing.T, h Harness) {
 		for _, later := range chans[i+1:] {
 			StillWaiting(t, later, "a later candidate")
 		}
-		if r.Term.Token <= last {
-			t.Fatalf("%s: token %d not greater than previous %d", id, r.Term.Token, last)
-		}
-		last = r.Term.Token
+		nextToken(t, id, r.Term, &last)
 		Resign(t, r.Term)
 	}
 }
@@ -117,11 +114,9 @@ func testTokensIncrease(t *testing.T, h Harness) {
 	cands := []elector.Elector{candidate(t, h, el, "a", 2*time.Second), candidate(t, h, el, "b", 2*time.Second)}
 	var last uint64
 	for i := range 6 {
-		r := MustLead(t, Campaign(ctx, cands[i%2]), 10*time.Second, fmt.Sprintf("term %d", i))
-		if r.Term.Token <= last {
-			t.Fatalf("term %d: token %d not greater than %d", i, r.Term.Token, last)
-		}
-		last = r.Term.Token
+		who := fmt.Sprintf("term %d", i)
+		r := MustLead(t, Campaign(ctx, cands[i%2]), 10*time.Second, who)
+		nextToken(t, who, r.Term, &last)
 		Resign(t, r.Term)
 	}
 }

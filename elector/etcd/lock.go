@@ -2,8 +2,6 @@ package etcd
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -108,12 +106,9 @@ func (e *Elector) checkSlots(kvs []*mvccpb.KeyValue, own string) error {
 // RecordRun stores r under the election's run key, on a lease of period
 // (rounded up to whole seconds): etcd deletes the record when it lapses.
 func (e *Elector) RecordRun(ctx context.Context, r elector.RunRecord, period time.Duration) error {
-	if period <= 0 {
-		return elector.Configf("once-per", "must be positive, got %s", period)
-	}
-	b, err := json.Marshal(r)
+	b, err := elector.EncodeRun(r, period)
 	if err != nil {
-		return fmt.Errorf("encode run record: %w", err)
+		return err
 	}
 	lease, err := e.client.Grant(ctx, int64((period+time.Second-1)/time.Second))
 	if err != nil {
@@ -137,10 +132,5 @@ func (e *Elector) LastRun(ctx context.Context) (elector.RunRecord, error) {
 	if len(resp.Kvs) == 0 {
 		return elector.RunRecord{}, elector.ErrNoRun
 	}
-	var r elector.RunRecord
-	if err := json.Unmarshal(resp.Kvs[0].Value, &r); err != nil {
-		// Not ours, but a record all the same: the period has not lapsed.
-		return elector.RunRecord{ID: string(resp.Kvs[0].Value)}, nil
-	}
-	return r, nil
+	return elector.DecodeRun(resp.Kvs[0].Value), nil
 }

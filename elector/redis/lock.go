@@ -2,9 +2,7 @@ package redis
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -15,12 +13,9 @@ import (
 // RecordRun stores r in the election's lastrun key with SET PX period:
 // Redis deletes it when the period lapses.
 func (e *Elector) RecordRun(ctx context.Context, r elector.RunRecord, period time.Duration) error {
-	if period <= 0 {
-		return elector.Configf("once-per", "must be positive, got %s", period)
-	}
-	b, err := json.Marshal(r)
+	b, err := elector.EncodeRun(r, period)
 	if err != nil {
-		return fmt.Errorf("encode run record: %w", err)
+		return err
 	}
 	if err := e.cfg.Client.Set(ctx, e.keys.lastRun, b, period).Err(); err != nil {
 		e.inst.StoreError("record", err)
@@ -39,10 +34,5 @@ func (e *Elector) LastRun(ctx context.Context) (elector.RunRecord, error) {
 		e.inst.StoreError("last-run", err)
 		return elector.RunRecord{}, &elector.StoreError{Op: "last-run", Err: err, Permanent: isPermanent(err)}
 	}
-	var r elector.RunRecord
-	if err := json.Unmarshal(b, &r); err != nil {
-		// Not ours, but a record all the same: the period has not lapsed.
-		return elector.RunRecord{ID: string(b)}, nil
-	}
-	return r, nil
+	return elector.DecodeRun(b), nil
 }
