@@ -46,9 +46,11 @@ const (
 // CLI's flags (election, id, advertise, ttl, renew-interval, slots).
 //
 // Names (Election and ID) are non-empty, at most MaxNameLen bytes of valid
-// UTF-8, without whitespace or control characters, and without '/', '{' or
-// '}', and not "." or "..": they end up inside store keys (an etcd key
-// prefix, a Redis Cluster hash tag) and must not escape them.
+// UTF-8, without whitespace, control characters or U+FFFD, and without
+// '/', '{' or '}', and not "." or "..": they end up inside store keys (an
+// etcd key prefix, a Redis Cluster hash tag) and must not escape them. The
+// rule is the same for every store, so that a name that works on one works
+// on all.
 func (c Candidate) Validate() (Candidate, error) {
 	if err := ValidateName("election", c.Election); err != nil {
 		return c, err
@@ -93,8 +95,8 @@ func ValidateName(field, v string) error {
 		return Configf(field, "%q is not a valid name", v)
 	}
 	for _, r := range v {
-		if unicode.IsSpace(r) || unicode.IsControl(r) {
-			return Configf(field, "%q must not contain whitespace or control characters", v)
+		if unicode.IsSpace(r) || unicode.IsControl(r) || r == unicode.ReplacementChar {
+			return Configf(field, "%q must not contain whitespace, control characters or U+FFFD (the mark of text decoded wrongly)", v)
 		}
 	}
 	return nil

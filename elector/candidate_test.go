@@ -23,6 +23,7 @@ func TestCandidateValidate(t *testing.T) {
 		{name: "dot dot", mod: func(c *Candidate) { c.Election = ".." }, field: "election"},
 		{name: "space", mod: func(c *Candidate) { c.Election = "a b" }, field: "election"},
 		{name: "control", mod: func(c *Candidate) { c.Election = "a\x01" }, field: "election"},
+		{name: "replacement character", mod: func(c *Candidate) { c.Election = "a\ufffd" }, field: "election"},
 		{name: "invalid utf-8", mod: func(c *Candidate) { c.Election = "a\xff" }, field: "election"},
 		{name: "too long", mod: func(c *Candidate) { c.Election = strings.Repeat("é", 65) }, field: "election"},
 		{name: "longest", mod: func(c *Candidate) { c.Election = strings.Repeat("x", MaxNameLen) }},

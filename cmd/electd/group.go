@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"os/signal"
 	"syscall"
 
 	group "github.com/oklog/run"
@@ -11,30 +13,69 @@ import (
 	"github.com/electd/electd/supervisor"
 )
 
+// shutdownSignals catches SIGTERM and SIGINT from the start of `run` or
+// `lock` until the command returns, so that neither ever kills electd by
+// its default action: the first one ends the command's actor group (see
+// superviseGroup), and later ones are ignored while the child stops and
+// the lease is released. oklog/run's SignalHandler is not enough here: it
+// registers only once its goroutine runs and unregisters at the first
+// signal, so a signal before the group starts, or a second one during the
+// shutdown, would kill electd without a resign (and, with pgroup
+// containment, leave a grandchild that ignores SIGTERM running).
+type shutdownSignals struct{ ch chan os.Signal }
+
+// catchShutdown starts catching SIGTERM and SIGINT; call Stop when the
+// command returns.
+func catchShutdown() *shutdownSignals {
+	s := &shutdownSignals{ch: make(chan os.Signal, 1)}
+	signal.Notify(s.ch, syscall.SIGTERM, syscall.SIGINT)
+	return s
+}
+
+// Stop stops catching the signals.
+func (s *shutdownSignals) Stop() { signal.Stop(s.ch) }
+
+// actor is the group's signal actor: it returns a *group.SignalError (as
+// oklog/run's SignalHandler does) at the first signal caught, including one
+// caught before the group started, or nil once interrupted.
+func (s *shutdownSignals) actor(log *slog.Logger) (execute func() error, interrupt func(error)) {
+	stop := make(chan struct{})
+	return func() error {
+			select {
+			case sig := <-s.ch:
+				log.Info("signal received; stopping", "signal", sig.String())
+				return &group.SignalError{Signal: sig}
+			case <-stop:
+				return nil
+			}
+		}, func(error) {
+			close(stop)
+		}
+}
+
 // superviseGroup runs main, the part of `run` or `lock` that holds terms,
 // as one actor group with what every command that supervises a child needs:
-// a handler of SIGTERM and SIGINT (which end the group: main's context ends,
-// it stops the child and resigns), the forwarding of other signals to the
+// the shutdown signals (the first ends the group: main's context ends, it
+// stops the child and resigns), the forwarding of other signals to the
 // child, and the reaping of orphans. more are further actors (the HTTP
-// servers). When one actor returns, all are interrupted; superviseGroup
-// returns after all have, with main's error and the signal that ended the
-// group, if one did.
-func superviseGroup(parent context.Context, log *slog.Logger, sup *supervisor.Supervisor,
+// servers). When one actor returns, all are interrupted; forwarding and
+// reaping go on until main has returned, that is until the child's tree
+// is gone. superviseGroup returns after every actor has, with main's error
+// and the signal that ended the group, if one did.
+func superviseGroup(parent context.Context, log *slog.Logger, sigs *shutdownSignals, sup *supervisor.Supervisor,
 	main func(ctx context.Context) error, more ...func(ctx context.Context) error) (mainErr error, sig syscall.Signal, err error) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	interrupt := func(error) { cancel() }
+	// The child's helpers outlive the interruption: a SIGHUP while the child
+	// stops is still forwarded to it, and its orphans are still reaped.
+	helpers, stopHelpers := context.WithCancel(context.WithoutCancel(parent))
+	defer stopHelpers()
 
 	var g group.Group
-	onSignal, stopSignals := group.SignalHandler(ctx, syscall.SIGTERM, syscall.SIGINT)
+	g.Add(sigs.actor(log))
 	g.Add(func() error {
-		err := onSignal()
-		if se := (*group.SignalError)(nil); errors.As(err, &se) {
-			log.Info("signal received; stopping", "signal", se.Signal.String())
-		}
-		return err
-	}, stopSignals)
-	g.Add(func() error {
+		defer stopHelpers()
 		mainErr = main(ctx)
 		return mainErr
 	}, interrupt)
@@ -42,13 +83,13 @@ func superviseGroup(parent context.Context, log *slog.Logger, sup *supervisor.Su
 		g.Add(func() error { return f(ctx) }, interrupt)
 	}
 	g.Add(func() error {
-		supervisor.ForwardSignals(ctx, sup.Child, log)
+		supervisor.ForwardSignals(helpers, sup.Child, log)
 		return nil
-	}, interrupt)
+	}, func(error) {}) // ends with main
 	g.Add(func() error {
-		supervisor.ReapOrphans(ctx, log)
+		supervisor.ReapOrphans(helpers, log)
 		return nil
-	}, interrupt)
+	}, func(error) {}) // ends with main
 	err = g.Run()
 	var se *group.SignalError
 	if errors.As(err, &se) {

@@ -149,6 +149,8 @@ func findCommand(path string) error {
 }
 
 func lockAction(c *cli.Context, log *slog.Logger) error {
+	sigs := catchShutdown() // before anything that takes time
+	defer sigs.Stop()
 	lc, err := parseLockConfig(c)
 	if err != nil {
 		return err
@@ -170,7 +172,7 @@ func lockAction(c *cli.Context, log *slog.Logger) error {
 		return err
 	}
 	l := &locking{c: c, log: log, store: st, el: el, sup: sup, lc: lc}
-	lockErr, sig, err := superviseGroup(c.Context, log, sup, l.run)
+	lockErr, sig, err := superviseGroup(c.Context, log, sigs, sup, l.run)
 	// SIGTERM or SIGINT, while waiting or running: the child was stopped,
 	// the queue left or the lock released; exit 128+signal.
 	var se *stoppedError

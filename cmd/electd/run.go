@@ -114,6 +114,8 @@ func childEnv(environ []string) []string {
 }
 
 func runAction(c *cli.Context, log *slog.Logger) error {
+	sigs := catchShutdown() // before anything that takes time
+	defer sigs.Stop()
 	rc, err := parseRunConfig(c)
 	if err != nil {
 		return err
@@ -173,12 +175,12 @@ func runAction(c *cli.Context, log *slog.Logger) error {
 	}
 	log.Info("starting", "election", rc.election, "id", rc.id, "store", st.Redacted(),
 		"timing", rc.timing.String(), "stop_timeout", rc.sup.StopTimeout, "command", rc.sup.Command)
-	return runGroup(c.Context, log, sup, view, srv, ln, adminLn)
+	return runGroup(c.Context, log, sigs, sup, view, srv, ln, adminLn)
 }
 
 // runGroup runs every part of `electd run` as one actor group (see
 // superviseGroup). A signal stops the child, resigns, and exits 0.
-func runGroup(parent context.Context, log *slog.Logger, sup *supervisor.Supervisor, view *health.View, srv *health.Server, ln, adminLn net.Listener) error {
+func runGroup(parent context.Context, log *slog.Logger, sigs *shutdownSignals, sup *supervisor.Supervisor, view *health.View, srv *health.Server, ln, adminLn net.Listener) error {
 	more := []func(context.Context) error{view.Run}
 	if ln != nil {
 		more = append(more, func(ctx context.Context) error { return srv.Serve(ctx, ln) })
@@ -186,7 +188,7 @@ func runGroup(parent context.Context, log *slog.Logger, sup *supervisor.Supervis
 	if adminLn != nil {
 		more = append(more, func(ctx context.Context) error { return srv.ServeAdmin(ctx, adminLn) })
 	}
-	_, sig, err := superviseGroup(parent, log, sup, sup.Run, more...)
+	_, sig, err := superviseGroup(parent, log, sigs, sup, sup.Run, more...)
 	if sig != 0 {
 		log.Info("signal received; child stopped and leadership released")
 	}

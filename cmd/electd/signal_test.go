@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/internal/deathsig"
+	"github.com/electd/electd/internal/testenv"
+)
+
+// TestSignalsDuringShutdown sends electd a second signal while it stops a
+// child whose tree ignores SIGTERM (the shell and its grandchild), under
+// pgroup containment, where only electd can kill the grandchild: electd
+// must not die of it, the whole tree must be gone when it exits, and the
+// exit code is the one of the first signal (run: 0, lock: 128+15).
+func TestSignalsDuringShutdown(t *testing.T) {
+	srv := testenv.StartEtcd(t)
+	store := "etcd://" + srv.Endpoint()
+	tests := []struct {
+		name   string
+		args   []string
+		second syscall.Signal
+		code   int
+		killed bool // the tree ends by SIGKILL after the stop timeout
+	}{
+		{name: "run, SIGTERM twice", args: []string{"run", "--election", "sig-run", "--listen", "127.0.0.1:0"},
+			second: syscall.SIGTERM, code: 0, killed: true},
+		{name: "run, SIGTERM then SIGINT", args: []string{"run", "--election", "sig-run-int", "--listen", "127.0.0.1:0"},
+			second: syscall.SIGINT, code: 0, killed: true},
+		{name: "lock, SIGTERM twice", args: []string{"lock", "sig-lock"}, second: syscall.SIGTERM, code: exitSignal + 15, killed: true},
+		// SIGHUP is forwarded to the child's group: the shell dies of it,
+		// and its grandchild is killed with what is left of the tree.
+		{name: "lock, SIGTERM then SIGHUP", args: []string{"lock", "sig-lock-hup"}, second: syscall.SIGHUP, code: exitSignal + 15},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
+			child := `trap "" TERM; sleep 1001 & echo $! > ` + pidFile + `; wait`
+			args := append([]string{tc.args[0], "--store", store, "--ttl", "10s", "--stop-timeout", "2s",
+				"--containment", "pgroup", "--shell"}, tc.args[1:]...)
+			args = append(args, "--", child)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cmd := electdCmd(ctx, t, nil, args...)
+			var errb lockedBuffer
+			cmd.Stderr = &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			grandchild := waitPidFile(t, pidFile, &errb)
+			t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) })
+
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			waitLog(t, &errb, "msg=stopping") // the child's tree got the stop signal
+			if err := cmd.Process.Signal(tc.second); err != nil {
+				t.Fatal(err)
+			}
+			err := cmd.Wait()
+			var ee *exec.ExitError
+			switch {
+			case err == nil && tc.code == 0:
+			case errors.As(err, &ee) && ee.Exited() && ee.ExitCode() == tc.code:
+			default:
+				t.Fatalf("electd ended with %v, want exit %d:\n%s", err, tc.code, errb.String())
+			}
+			if deathsig.Alive(grandchild) {
+				t.Fatalf("the grandchild %d (ignores SIGTERM) outlived electd:\n%s", grandchild, errb.String())
+			}
+			if tc.killed && !strings.Contains(errb.String(), "signal=SIGKILL") {
+				t.Fatalf("the tree was not SIGKILLed after the stop timeout:\n%s", errb.String())
+			}
+		})
+	}
+}
+
+// waitPidFile waits for the child to write its grandchild's pid.
+func waitPidFile(t *testing.T, path string, log *lockedBuffer) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(b), "\n") {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatalf("pid file %q: %v", b, err)
+			}
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the child did not start within 30s:\n%s", log.String())
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+	}
+}
+
+// waitLog waits for electd's log to contain s.
+func waitLog(t *testing.T, log *lockedBuffer, s string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(log.String(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("electd did not log %q within 30s:\n%s", s, log.String())
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+	}
+}
+
+// TestSignalWhileOpening: a SIGTERM while `lock` or `run` still opens a
+// store that does not answer is caught, not fatal: lock exits 128+15 saying
+// nothing was held, run exits 0.
+func TestSignalWhileOpening(t *testing.T) {
+	ln := blackHole(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		says string
+	}{
+		{name: "lock", args: []string{"lock", "--store", "etcd://" + ln, "--log-level", "debug", "job", "--", "true"},
+			code: exitSignal + 15, says: "stopped by SIGTERM"},
+		{name: "run", args: []string{"run", "--store", "etcd://" + ln, "--log-level", "debug", "--election", "e", "--listen", "127.0.0.1:0"},
+			code: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cmd := electdCmd(ctx, t, nil, tc.args...)
+			var errb lockedBuffer
+			cmd.Stderr = &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitLog(t, &errb, "opening the store") // past flag parsing, signals caught
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			err := cmd.Wait()
+			var ee *exec.ExitError
+			switch {
+			case err == nil && tc.code == 0:
+			case errors.As(err, &ee) && ee.Exited() && ee.ExitCode() == tc.code:
+			default:
+				t.Fatalf("electd ended with %v, want exit %d:\n%s", err, tc.code, errb.String())
+			}
+			if !strings.Contains(errb.String(), tc.says) {
+				t.Fatalf("electd did not say %q:\n%s", tc.says, errb.String())
+			}
+		})
+	}
+}
+
+// blackHole listens on loopback and never answers: a store that hangs.
+func blackHole(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	return ln.Addr().String()
+}
