@@ -21,7 +21,7 @@ import (
 // runHelp is the description of `electd run`.
 const runHelp = "Every copy campaigns in --election. The leader starts COMMAND with ELECTD_FENCING_TOKEN\n" +
 	"and stops it (--stop-signal, then SIGKILL after --stop-timeout) before its lease can lapse.\n" +
-	"SIGTERM or SIGINT: stop the child, resign, exit 0."
+	"SIGTERM or SIGINT: stop the child, resign, exit 0 (more of them while it stops are ignored)."
 
 // runConfig is everything `electd run` needs, checked before anything starts.
 type runConfig struct {
