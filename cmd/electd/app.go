@@ -14,9 +14,9 @@ import (
 func commands() []*cli.Command {
 	return []*cli.Command{
 		{Name: "run", Usage: "campaign forever; the leader runs COMMAND (or, without one, reports ready)",
-			ArgsUsage: "[-- COMMAND [ARG...]]", Description: runHelp, Flags: runFlags(), Action: withLogger(runAction)},
+			ArgsUsage: "[-- COMMAND [ARG...]]", Description: runHelp, Flags: runFlags(), Action: supervising(runAction)},
 		{Name: "lock", Usage: "take the lock NAME, run COMMAND once, release, exit with its code",
-			ArgsUsage: "NAME -- COMMAND [ARG...]", Description: lockHelp, Flags: lockFlags(), Action: withLogger(lockAction)},
+			ArgsUsage: "NAME -- COMMAND [ARG...]", Description: lockHelp, Flags: lockFlags(), Action: supervising(lockAction)},
 		{Name: "leader", Usage: "print who leads (asks the store; does not campaign)",
 			Description: leaderHelp, Flags: leaderFlags(), Action: withLogger(leaderAction)},
 		{Name: "demo", Usage: "embedded etcd + three sidecars + failovers, no setup",
@@ -37,6 +37,16 @@ func withLogger(action func(c *cli.Context, log *slog.Logger) error) cli.ActionF
 		}
 		return action(c, log)
 	}
+}
+
+// supervising is withLogger for the commands that supervise a child: it
+// also catches the shutdown signals from the start (see shutdownSignals).
+func supervising(action func(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error) cli.ActionFunc {
+	return withLogger(func(c *cli.Context, log *slog.Logger) error {
+		sigs := catchShutdown()
+		defer sigs.Stop()
+		return action(c, log, sigs)
+	})
 }
 
 // version is set at build time with -ldflags "-X main.version=…".

@@ -148,9 +148,7 @@ func findCommand(path string) error {
 	return nil
 }
 
-func lockAction(c *cli.Context, log *slog.Logger) error {
-	sigs := catchShutdown() // before anything that takes time
-	defer sigs.Stop()
+func lockAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
 	lc, err := parseLockConfig(c)
 	if err != nil {
 		return err

@@ -16,8 +16,7 @@ import (
 // environment variable) reaches the HTTP server, so that POST /resign from
 // loopback needs the token; without a token electd refuses to start.
 func TestAdminTokenRequired(t *testing.T) {
-	e := testenv.StartEtcd(t)
-	store := "etcd://" + e.Endpoint()
+	store := "etcd://" + testenv.StartEtcd(t).Endpoint()
 
 	t.Run("without a token", func(t *testing.T) {
 		r := runElectd(t, 30*time.Second, nil, "run", "--store", store, "--election", "tok", "--listen", "off",

@@ -113,9 +113,7 @@ func childEnv(environ []string) []string {
 	return out
 }
 
-func runAction(c *cli.Context, log *slog.Logger) error {
-	sigs := catchShutdown() // before anything that takes time
-	defer sigs.Stop()
+func runAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
 	rc, err := parseRunConfig(c)
 	if err != nil {
 		return err

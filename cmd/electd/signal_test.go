@@ -23,8 +23,7 @@ import (
 // must not die of it, the whole tree must be gone when it exits, and the
 // exit code is the one of the first signal (run: 0, lock: 128+15).
 func TestSignalsDuringShutdown(t *testing.T) {
-	srv := testenv.StartEtcd(t)
-	store := "etcd://" + srv.Endpoint()
+	store := "etcd://" + testenv.StartEtcd(t).Endpoint()
 	tests := []struct {
 		name   string
 		args   []string
@@ -66,14 +65,7 @@ func TestSignalsDuringShutdown(t *testing.T) {
 			if err := cmd.Process.Signal(tc.second); err != nil {
 				t.Fatal(err)
 			}
-			err := cmd.Wait()
-			var ee *exec.ExitError
-			switch {
-			case err == nil && tc.code == 0:
-			case errors.As(err, &ee) && ee.Exited() && ee.ExitCode() == tc.code:
-			default:
-				t.Fatalf("electd ended with %v, want exit %d:\n%s", err, tc.code, errb.String())
-			}
+			wantExit(t, cmd.Wait(), tc.code, &errb)
 			if deathsig.Alive(grandchild) {
 				t.Fatalf("the grandchild %d (ignores SIGTERM) outlived electd:\n%s", grandchild, errb.String())
 			}
@@ -81,6 +73,18 @@ func TestSignalsDuringShutdown(t *testing.T) {
 				t.Fatalf("the tree was not SIGKILLed after the stop timeout:\n%s", errb.String())
 			}
 		})
+	}
+}
+
+// wantExit fails t unless electd, whose Wait returned err, exited with code.
+func wantExit(t *testing.T, err error, code int, log *lockedBuffer) {
+	t.Helper()
+	var ee *exec.ExitError
+	switch {
+	case err == nil && code == 0:
+	case errors.As(err, &ee) && ee.Exited() && ee.ExitCode() == code:
+	default:
+		t.Fatalf("electd ended with %v, want exit %d:\n%s", err, code, log.String())
 	}
 }
 
@@ -144,14 +148,7 @@ func TestSignalWhileOpening(t *testing.T) {
 			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
-			err := cmd.Wait()
-			var ee *exec.ExitError
-			switch {
-			case err == nil && tc.code == 0:
-			case errors.As(err, &ee) && ee.Exited() && ee.ExitCode() == tc.code:
-			default:
-				t.Fatalf("electd ended with %v, want exit %d:\n%s", err, tc.code, errb.String())
-			}
+			wantExit(t, cmd.Wait(), tc.code, &errb)
 			if !strings.Contains(errb.String(), tc.says) {
 				t.Fatalf("electd did not say %q:\n%s", tc.says, errb.String())
 			}
