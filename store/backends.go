@@ -1,15 +1,15 @@
 package store
 
 import (
-	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/backend"
 	"github.com/electd/electd/elector/etcd"
 	"github.com/electd/electd/elector/redis"
 )
 
 // backends are the stores electd can campaign in, one line each. Adding a
-// backend is its package under elector/ (with an elector.Backend value)
+// backend is its package under elector/ (with a backend.Backend value)
 // and its line here.
-var backends = []*elector.Backend{
+var backends = []*backend.Backend{
 	&etcd.Backend,
 	&redis.Backend,
 }

@@ -7,7 +7,7 @@
 // --store-password-file, given as plain Options), builds the TLS
 // configuration, and dials the backend the scheme names. NewElector then
 // makes candidates on that connection. Each backend is one line in
-// backends.go: its package exports an elector.Backend, and knows nothing of
+// backends.go: its package exports an backend.Backend, and knows nothing of
 // URLs, flags or this package.
 //
 // Guarantees:

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/backend"
 )
 
 // Options say which store to open, as plain data: the CLI fills them from
@@ -31,7 +32,7 @@ type Options struct {
 type Store struct {
 	url  *storeURL
 	tls  *tls.Config // nil: plain
-	conn elector.Conn
+	conn backend.Conn
 }
 
 // preflightTimeout bounds the first request to the store at start.
@@ -76,7 +77,7 @@ func Open(ctx context.Context, o Options, log *slog.Logger) (*Store, error) {
 	return s, nil
 }
 
-// NewElector returns a candidate on the store (see elector.Conn). Its
+// NewElector returns a candidate on the store (see backend.Conn). Its
 // errors and log carry no credentials.
 func (s *Store) NewElector(c elector.Candidate) (elector.Locker, error) {
 	c.Logger = s.url.secrets.logger(c.Logger)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/backend"
 )
 
 // tlsConfig builds the TLS configuration of the store connection from
@@ -115,11 +116,11 @@ func refusal(su *storeURL, err error) error {
 		who = "with the password of the default user"
 	}
 	switch su.backend.Refused(err) {
-	case elector.RefusedLogin:
+	case backend.RefusedLogin:
 		return elector.Configf(field, "%s refused the login %s (check the user name and the password): %s", su.kind, who, msg)
-	case elector.RefusedNoUser:
+	case backend.RefusedNoUser:
 		return elector.Configf("store", "%s has authentication on and refused electd %s (put USER in the URL and give the password): %s", su.kind, who, msg)
-	case elector.RefusedPermission:
+	case backend.RefusedPermission:
 		return elector.Configf("store", "%s refused electd %s a command or key it needs (%s): %s", su.kind, who, su.backend.PermissionHint, msg)
 	}
 	return nil
@@ -178,8 +179,8 @@ func diagnoseTLS(ctx context.Context, su *storeURL, cfg *tls.Config) error {
 }
 
 // speaksPlain reports whether addr answers the store's protocol in clear
-// text (elector.Backend.AnswersPlain).
-func speaksPlain(ctx context.Context, b *elector.Backend, addr string) bool {
+// text (backend.Backend.AnswersPlain).
+func speaksPlain(ctx context.Context, b *backend.Backend, addr string) bool {
 	d := &net.Dialer{Timeout: 500 * time.Millisecond}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {

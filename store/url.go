@@ -11,11 +11,12 @@ import (
 	"strings"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/backend"
 )
 
 // storeURL is a parsed --store value with its password.
 type storeURL struct {
-	backend  *elector.Backend
+	backend  *backend.Backend
 	kind     string // the backend's name: "etcd", "redis"
 	scheme   string // as given: etcd, etcds, redis, rediss
 	tls      bool
@@ -32,7 +33,7 @@ type storeURL struct {
 }
 
 // backendFor finds the backend of a scheme.
-func backendFor(scheme string) (*elector.Backend, bool) {
+func backendFor(scheme string) (*backend.Backend, bool) {
 	for _, b := range backends {
 		if tls, ok := b.Schemes[scheme]; ok {
 			return b, tls
@@ -108,8 +109,8 @@ func parseStoreURL(raw string) (*storeURL, error) {
 }
 
 // endpoint is what the backend dials.
-func (s *storeURL) endpoint(tlsCfg *tls.Config, log *slog.Logger) elector.Endpoint {
-	return elector.Endpoint{Scheme: s.scheme, Hosts: s.hosts, Path: s.path, User: s.user, Password: s.password, TLS: tlsCfg, Logger: log}
+func (s *storeURL) endpoint(tlsCfg *tls.Config, log *slog.Logger) backend.Endpoint {
+	return backend.Endpoint{Scheme: s.scheme, Hosts: s.hosts, Path: s.path, User: s.user, Password: s.password, TLS: tlsCfg, Logger: log}
 }
 
 // setPassword fills in the password from $ELECTD_STORE_PASSWORD or

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/backend"
 	"github.com/electd/electd/internal/faultproxy"
 )
 
@@ -125,7 +126,7 @@ func (o *observer) last() (elector.Leader, bool) {
 // package does (the client options electd runs with), makes the candidate
 // on that connection, and closes both when the test ends. A candidate
 // without a Logger gets Logger().
-func Dial(t testing.TB, b elector.Backend, c Candidate) elector.Locker {
+func Dial(t testing.TB, b backend.Backend, c Candidate) elector.Locker {
 	t.Helper()
 	var scheme string
 	for s, tls := range b.Schemes {
@@ -133,7 +134,7 @@ func Dial(t testing.TB, b elector.Backend, c Candidate) elector.Locker {
 			scheme = s
 		}
 	}
-	conn, err := b.Dial(context.Background(), elector.Endpoint{Scheme: scheme, Hosts: []string{c.StoreAddr}, Logger: Logger()})
+	conn, err := b.Dial(context.Background(), backend.Endpoint{Scheme: scheme, Hosts: []string{c.StoreAddr}, Logger: Logger()})
 	if err != nil {
 		t.Fatalf("dial %s at %s: %v", b.Name, c.StoreAddr, err)
 	}

@@ -16,11 +16,12 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/backend"
 )
 
 // Backend is the etcd backend as the store package lists it:
 // etcd://h1:2379,h2:2379 and etcds:// (TLS).
-var Backend = elector.Backend{
+var Backend = backend.Backend{
 	Name:             "etcd",
 	Schemes:          map[string]bool{"etcd": false, "etcds": true},
 	DefaultPort:      "2379",
@@ -36,7 +37,7 @@ var Backend = elector.Backend{
 const dialTimeout = 2 * time.Second
 
 // check refuses a path: etcd URLs name hosts only.
-func check(ep elector.Endpoint) error {
+func check(ep backend.Endpoint) error {
 	if ep.Path != "" {
 		return elector.Configf("store", "etcd URLs take no path, got %q", "/"+ep.Path)
 	}
@@ -47,7 +48,7 @@ func check(ep elector.Endpoint) error {
 // except that with a user name clientv3 logs in before it returns: while
 // etcd does not answer, Dial retries until ctx ends; a refused login or
 // certificate is returned at once.
-func Dial(ctx context.Context, ep elector.Endpoint) (elector.Conn, error) {
+func Dial(ctx context.Context, ep backend.Endpoint) (backend.Conn, error) {
 	if err := check(ep); err != nil {
 		return nil, err
 	}
@@ -76,7 +77,7 @@ func Dial(ctx context.Context, ep elector.Endpoint) (elector.Conn, error) {
 		if err == nil {
 			return &conn{cli: cli}, nil
 		}
-		if ep.User == "" || refused(err) != elector.NotRefused || isCertError(err) {
+		if ep.User == "" || refused(err) != backend.NotRefused || isCertError(err) {
 			return nil, fmt.Errorf("connect to etcd: %w", err)
 		}
 		log.Warn("etcd does not answer the login yet; retrying", "err", err, "in", backoff)
@@ -106,16 +107,16 @@ func (c *conn) Ping(ctx context.Context) error {
 func (c *conn) Close() error { return c.cli.Close() }
 
 // refused classifies etcd's refusals of credentials and permissions.
-func refused(err error) elector.Refusal {
+func refused(err error) backend.Refusal {
 	switch {
 	case errors.Is(err, rpctypes.ErrAuthFailed):
-		return elector.RefusedLogin
+		return backend.RefusedLogin
 	case errors.Is(err, rpctypes.ErrUserEmpty), errors.Is(err, rpctypes.ErrUserNotFound):
-		return elector.RefusedNoUser
+		return backend.RefusedNoUser
 	case errors.Is(err, rpctypes.ErrPermissionDenied):
-		return elector.RefusedPermission
+		return backend.RefusedPermission
 	}
-	return elector.NotRefused
+	return backend.NotRefused
 }
 
 // isCertError reports a TLS refusal, which a login retry cannot fix.

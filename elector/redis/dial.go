@@ -13,11 +13,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/backend"
 )
 
 // Backend is the Redis backend as the store package lists it:
 // redis://[user@]host:6379[/db] and rediss:// (TLS).
-var Backend = elector.Backend{
+var Backend = backend.Backend{
 	Name:           "redis",
 	Schemes:        map[string]bool{"redis": false, "rediss": true},
 	DefaultPort:    "6379",
@@ -29,12 +30,12 @@ var Backend = elector.Backend{
 }
 
 // check takes one host and an optional database number as the path.
-func check(ep elector.Endpoint) error {
+func check(ep backend.Endpoint) error {
 	_, err := database(ep)
 	return err
 }
 
-func database(ep elector.Endpoint) (int, error) {
+func database(ep backend.Endpoint) (int, error) {
 	if len(ep.Hosts) != 1 {
 		return 0, elector.Configf("store", "redis URLs take one host, got %d", len(ep.Hosts))
 	}
@@ -50,7 +51,7 @@ func database(ep elector.Endpoint) (int, error) {
 
 // Dial makes a client with the options electd runs with (ClientOptions).
 // The client is lazy: Dial contacts nothing.
-func Dial(_ context.Context, ep elector.Endpoint) (elector.Conn, error) {
+func Dial(_ context.Context, ep backend.Endpoint) (backend.Conn, error) {
 	db, err := database(ep)
 	if err != nil {
 		return nil, err
@@ -95,14 +96,14 @@ func (c *conn) Ping(ctx context.Context) error { return c.cli.Ping(ctx).Err() }
 func (c *conn) Close() error { return c.cli.Close() }
 
 // refused classifies Redis's refusals of credentials and permissions.
-func refused(err error) elector.Refusal {
+func refused(err error) backend.Refusal {
 	switch {
 	case redis.IsAuthError(err):
-		return elector.RefusedLogin
+		return backend.RefusedLogin
 	case redis.IsPermissionError(err):
-		return elector.RefusedPermission
+		return backend.RefusedPermission
 	}
-	return elector.NotRefused
+	return backend.NotRefused
 }
 
 // answersPlain sends PING in clear text and looks for a Redis reply.

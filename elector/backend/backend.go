@@ -1,10 +1,17 @@
-package elector
+// Package backend is the contract between the store package (store/) and
+// the backends under elector/: what a backend exports so that store/ can
+// list it in one line and hand out its electors. It is apart from package
+// elector so that the contract every process links (the supervisor's
+// re-executed init included) does not pull in crypto/tls and net.
+package backend
 
 import (
 	"context"
 	"crypto/tls"
 	"log/slog"
 	"net"
+
+	"github.com/electd/electd/elector"
 )
 
 // Backend is what a backend package offers the store package (store/),
@@ -23,7 +30,7 @@ type Backend struct {
 	UserWithPassword bool
 	// DefaultPort is shown in errors about a host without a port.
 	DefaultPort string
-	// Check refuses, with a *ConfigError naming "store", an endpoint the
+	// Check refuses, with an *elector.ConfigError naming "store", an endpoint the
 	// backend cannot use (too many hosts, a path it does not take). It
 	// contacts nothing.
 	Check func(ep Endpoint) error
@@ -66,9 +73,9 @@ type Endpoint struct {
 
 // Conn is a backend's open connection to its store.
 type Conn interface {
-	// NewElector validates c (Candidate.Validate) and returns a candidate
+	// NewElector validates c (elector.Candidate.Validate) and returns a candidate
 	// on this connection. It contacts nothing.
-	NewElector(c Candidate) (Locker, error)
+	NewElector(c elector.Candidate) (elector.Locker, error)
 	// Ping makes one cheap request.
 	Ping(ctx context.Context) error
 	// Close closes the connection; close the electors first.
