@@ -96,7 +96,11 @@ func Dial(ctx context.Context, ep backend.Endpoint) (backend.Conn, error) {
 type conn struct{ cli *clientv3.Client }
 
 func (c *conn) NewElector(cand elector.Candidate) (elector.Locker, error) {
-	return New(Config{Client: c.cli, Candidate: cand})
+	e, err := New(Config{Client: c.cli, Candidate: cand})
+	if err != nil {
+		return nil, err // not a nil *Elector inside a non-nil Locker
+	}
+	return e, nil
 }
 
 func (c *conn) Ping(ctx context.Context) error {

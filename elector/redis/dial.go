@@ -88,7 +88,11 @@ func ClientOptions(addr string) *redis.Options {
 type conn struct{ cli *redis.Client }
 
 func (c *conn) NewElector(cand elector.Candidate) (elector.Locker, error) {
-	return New(Config{Client: c.cli, Candidate: cand})
+	e, err := New(Config{Client: c.cli, Candidate: cand})
+	if err != nil {
+		return nil, err // not a nil *Elector inside a non-nil Locker
+	}
+	return e, nil
 }
 
 func (c *conn) Ping(ctx context.Context) error { return c.cli.Ping(ctx).Err() }
