@@ -1,6 +1,7 @@
 package elector
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -64,4 +65,47 @@ func LossReason(err error) string {
 	default:
 		return "other"
 	}
+}
+
+// Error classes that every backend may report (ErrorClass). A backend adds
+// its own store's classes (Redis's error prefixes, gRPC codes) with
+// Classify; keep them few and stable, since they label a metric.
+const (
+	ClassTimeout  = "timeout"  // the request's deadline passed
+	ClassCanceled = "canceled" // the caller gave up
+	ClassOther    = "other"    // nothing more specific is known
+)
+
+// classed is an error with the class its backend gave it.
+type classed struct {
+	class string
+	err   error
+}
+
+func (c *classed) Error() string { return c.err.Error() }
+func (c *classed) Unwrap() error { return c.err }
+
+// Classify returns err marked with class, which ErrorClass reports. A nil
+// err stays nil.
+func Classify(class string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &classed{class: class, err: err}
+}
+
+// ErrorClass names the kind of a store failure for logs, metrics
+// (store_errors_total{class}) and /healthz: the class a backend gave it with
+// Classify, else "timeout", "canceled" or "other".
+func ErrorClass(err error) string {
+	var c *classed
+	switch {
+	case errors.As(err, &c):
+		return c.class
+	case errors.Is(err, context.DeadlineExceeded):
+		return ClassTimeout
+	case errors.Is(err, context.Canceled):
+		return ClassCanceled
+	}
+	return ClassOther
 }

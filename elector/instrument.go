@@ -7,7 +7,11 @@ package elector
 type Instrument interface {
 	// StoreError reports a failed store operation; op is a short stable name
 	// such as "grant", "renew", "campaign", "watch", "resign", "leader".
+	// ErrorClass(err) names its class.
 	StoreError(op string, err error)
+	// StoreAnswered reports that a request of op succeeded after failures:
+	// op does not fail now.
+	StoreAnswered(op string)
 }
 
 // NopInstrument discards every event.
@@ -15,6 +19,9 @@ type NopInstrument struct{}
 
 // StoreError does nothing.
 func (NopInstrument) StoreError(string, error) {}
+
+// StoreAnswered does nothing.
+func (NopInstrument) StoreAnswered(string) {}
 
 // OrNop returns in, or NopInstrument when in is nil.
 func OrNop(in Instrument) Instrument {

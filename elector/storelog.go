@@ -15,28 +15,36 @@ import (
 const StoreLogInterval = 30 * time.Second
 
 // StoreLog reports a failing store the same way for every backend, rate
-// limited per kind of request (op, e.g. "renew", "campaign", "watch"):
+// limited per kind of request (op, e.g. "renew", "campaign", "watch") and
+// class of error (ErrorClass: "MISCONF", "READONLY", "timeout", ...):
 //
-//   - the first failure is a warning at once ("store request failed;
-//     retrying");
-//   - while it keeps failing, at most one warning per StoreLogInterval
-//     ("store request still failing; retrying") gives the failures since
-//     the outage began ("failures", "for") and those left out since the
-//     previous warning ("suppressed"); each one left out is logged at debug
-//     level;
+//   - the first failure of a class is a warning at once ("store request
+//     failed; retrying");
+//   - while it keeps failing, at most one warning per StoreLogInterval and
+//     class ("store request still failing; retrying") gives the failures
+//     since the outage began ("failures", "for") and those of the class left
+//     out since its previous warning ("suppressed"); each one left out is
+//     logged at debug level;
 //   - the first success after a reported outage is logged ("store answers
 //     again") with the number of failures and how long the outage lasted.
 //
 // A request that fails and succeeds in turn (flapping) still gets at most
-// one warning per interval: an outage that begins within the interval of
-// the last warning is announced only once that interval has passed (if it
-// still fails), and its end only if it was announced. Counting errors for
-// metrics stays with Instrument.
+// one warning per interval and class: an outage that begins within the
+// interval of the last warning of its class is announced only once that
+// interval has passed (if it still fails), and its end only if it was
+// announced.
+//
+// Every failure is also given to the Instrument (StoreError, which counts
+// it), and the first success after failures too (StoreAnswered), so that
+// /healthz can say which requests fail now.
 //
 // It is safe for concurrent use.
 type StoreLog struct {
-	clk clock.Clock
-	log *slog.Logger
+	clk  clock.Clock
+	log  *slog.Logger
+	inst Instrument
+
+	classify func(error) string // nil: ErrorClass alone
 
 	mu  sync.Mutex
 	ops map[string]*outage
@@ -44,40 +52,77 @@ type StoreLog struct {
 
 // outage is the state of one op.
 type outage struct {
-	failing    bool
-	since      time.Time // first failure of the current outage
-	failures   int       // in the current outage
-	reported   bool      // a line announced the current outage
+	failing  bool
+	since    time.Time // first failure of the current outage
+	failures int       // in the current outage
+	reported bool      // a line announced the current outage
+	classes  map[string]*classLog
+}
+
+// classLog is the warnings about one class of error of one op.
+type classLog struct {
 	warned     time.Time // last warning; zero: none yet
 	suppressed int       // failures not warned about since then
 }
 
-// NewStoreLog reports on log, timing intervals with clk (clock.Real if nil).
-func NewStoreLog(clk clock.Clock, log *slog.Logger) *StoreLog {
+// NewStoreLog reports on log and to inst, timing intervals with clk
+// (clock.Real if nil). log and inst may be nil.
+func NewStoreLog(clk clock.Clock, log *slog.Logger, inst Instrument) *StoreLog {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &StoreLog{clk: clock.OrReal(clk), log: log, ops: map[string]*outage{}}
+	return &StoreLog{clk: clock.OrReal(clk), log: log, inst: OrNop(inst), ops: map[string]*outage{}}
+}
+
+// ClassifyWith makes l name the class of an error that carries none (see
+// Classify) with f: the backend's own reading of its store's errors. It
+// returns l; call it before l is used.
+func (l *StoreLog) ClassifyWith(f func(error) string) *StoreLog {
+	l.classify = f
+	return l
 }
 
 // Failed records a failed store request of kind op that will be retried.
 // attrs are added to the line (key-value pairs, as for slog).
 func (l *StoreLog) Failed(op string, err error, attrs ...any) {
+	l.failed(op, err, true, attrs)
+}
+
+// Retrying is Failed for an error already given to the Instrument where it
+// happened: it logs, and does not count it again.
+func (l *StoreLog) Retrying(op string, err error, attrs ...any) {
+	l.failed(op, err, false, attrs)
+}
+
+func (l *StoreLog) failed(op string, err error, count bool, attrs []any) {
+	class := ErrorClass(err)
+	if class == ClassOther && l.classify != nil {
+		class = l.classify(err)
+		err = Classify(class, err)
+	}
+	if count {
+		l.inst.StoreError(op, err)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.clk.Now()
 	o := l.ops[op]
 	if o == nil {
-		o = &outage{}
+		o = &outage{classes: map[string]*classLog{}}
 		l.ops[op] = o
 	}
 	if !o.failing {
 		o.failing, o.since, o.failures, o.reported = true, now, 0, false
 	}
 	o.failures++
-	args := append([]any{"op", op, "err", err}, attrs...)
-	if !o.warned.IsZero() && now.Sub(o.warned) < StoreLogInterval {
-		o.suppressed++
+	c := o.classes[class]
+	if c == nil {
+		c = &classLog{}
+		o.classes[class] = c
+	}
+	args := append([]any{"op", op, "class", class, "err", err}, attrs...)
+	if !c.warned.IsZero() && now.Sub(c.warned) < StoreLogInterval {
+		c.suppressed++
 		l.log.Debug("store request failed again; retrying", args...)
 		return
 	}
@@ -88,15 +133,16 @@ func (l *StoreLog) Failed(op string, err error, attrs ...any) {
 	if o.failures > 1 {
 		args = append(args, "failures", o.failures, "for", now.Sub(o.since).Round(time.Millisecond))
 	}
-	if o.suppressed > 0 {
-		args = append(args, "suppressed", o.suppressed)
+	if c.suppressed > 0 {
+		args = append(args, "suppressed", c.suppressed)
 	}
 	l.log.Warn(msg, args...)
-	o.reported, o.warned, o.suppressed = true, now, 0
+	o.reported, c.warned, c.suppressed = true, now, 0
 }
 
-// Answered records a successful store request of kind op: after a reported
-// outage it logs the recovery. It is cheap when op was not failing.
+// Answered records a successful store request of kind op: after failures it
+// tells the Instrument, and after a reported outage it logs the recovery.
+// It is cheap when op was not failing.
 func (l *StoreLog) Answered(op string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -105,6 +151,7 @@ func (l *StoreLog) Answered(op string) {
 		return
 	}
 	o.failing = false
+	l.inst.StoreAnswered(op)
 	if o.reported {
 		l.log.Info("store answers again", "op", op, "failures", o.failures, "after", l.clk.Now().Sub(o.since).Round(time.Millisecond))
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -74,9 +75,10 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 }
 
 type statusJSON struct {
-	Status      string `json:"status"`
-	Error       string `json:"error,omitempty"`
-	Containment string `json:"containment,omitempty"` // /healthz only
+	Status      string         `json:"status"`
+	Error       string         `json:"error,omitempty"`
+	Containment string         `json:"containment,omitempty"`  // /healthz only
+	StoreErrors []StoreFailure `json:"store_errors,omitempty"` // /healthz only
 }
 
 func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
@@ -87,9 +89,24 @@ func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, statusJSON{Status: "ok"})
 }
 
+// storeFailures is what Config.StoreFailures reports, nil without one.
+func (s *Server) storeFailures() []StoreFailure {
+	if s.cfg.StoreFailures == nil {
+		return nil
+	}
+	return s.cfg.StoreFailures()
+}
+
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.healthTimeout)
 	defer cancel()
+	if failing := s.storeFailures(); len(failing) > 0 {
+		f := failing[0]
+		writeJSON(w, http.StatusServiceUnavailable, statusJSON{Status: "error",
+			Error:       fmt.Sprintf("store %s failing (%s, %d failures since %s): %s", f.Op, f.Class, f.Failures, f.Since.UTC().Format(time.RFC3339), f.Error),
+			Containment: s.cfg.Containment, StoreErrors: failing})
+		return
+	}
 	if err := s.cfg.Healthy(ctx); err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, statusJSON{Status: "error", Error: err.Error(), Containment: s.cfg.Containment})
 		return

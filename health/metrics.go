@@ -43,6 +43,8 @@ type Metrics struct {
 	childExits     *prometheus.CounterVec
 	storeErrors    *prometheus.CounterVec
 	containment    *prometheus.GaugeVec
+
+	failing storeFailures // what fails now, for /healthz
 }
 
 var _ elector.Instrument = (*Metrics)(nil)
@@ -103,10 +105,15 @@ func NewMetrics(reg prometheus.Registerer, election string, leaseRemaining func(
 		childStarts:  counter("child_starts_total", "Times the supervised command was started."),
 		childExits: counterVec("child_exits_total", "Exits of the supervised command, by outcome (success, failure, signaled, killed).",
 			"outcome", childOutcomes),
-		storeErrors: counterVec("store_errors_total", "Failed store operations, by operation, including those retried.",
-			"op", storeOps),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts(opts("store_errors_total",
+			"Failed store operations, by operation and class of error (the store's error code, timeout, conn, other), including those retried.")),
+			[]string{"op", "class"}),
 		containment: prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("containment_info",
 			"1 for the containment mode in force for the child's process tree (pidns, pgroup, or none without a command).")), []string{"mode"}),
+	}
+
+	for _, op := range storeOps {
+		m.storeErrors.WithLabelValues(op, elector.ClassOther)
 	}
 
 	own := []prometheus.Collector{
@@ -210,13 +217,34 @@ func (m *Metrics) ChildExited(outcome string) {
 	m.childRunning.Set(0)
 }
 
-// StoreError records a failed store operation: store_errors_total{op}++.
-// It makes *Metrics an elector.Instrument.
+// StoreError records a failed store operation:
+// store_errors_total{op,class}++ with class elector.ErrorClass(err), and op
+// fails now (StoreFailures) until StoreAnswered(op). It makes *Metrics an
+// elector.Instrument.
 func (m *Metrics) StoreError(op string, err error) {
 	if m == nil {
 		return
 	}
-	m.storeErrors.WithLabelValues(op).Inc()
+	class := elector.ErrorClass(err)
+	m.storeErrors.WithLabelValues(op, class).Inc()
+	m.failing.failed(op, class, err)
+}
+
+// StoreAnswered records that op succeeded after failures.
+func (m *Metrics) StoreAnswered(op string) {
+	if m == nil {
+		return
+	}
+	m.failing.answered(op)
+}
+
+// StoreFailures returns the store operations that fail now (failed, and not
+// answered since), by op; nil on a nil *Metrics.
+func (m *Metrics) StoreFailures() []StoreFailure {
+	if m == nil {
+		return nil
+	}
+	return m.failing.list()
 }
 
 // LeaderChanged records a new term observed in the election:

@@ -1,9 +1,11 @@
 package health
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/electd/electd/elector"
 )
 
 // scrape fetches /metrics through the handler and parses the text format.
@@ -122,7 +126,7 @@ func TestMetricsInitialScrape(t *testing.T) {
 		wants = append(wants, metricWant{name: "electd_child_exits_total", labels: map[string]string{"outcome": o}})
 	}
 	for _, op := range storeOps {
-		wants = append(wants, metricWant{name: "electd_store_errors_total", labels: map[string]string{"op": op}})
+		wants = append(wants, metricWant{name: "electd_store_errors_total", labels: map[string]string{"op": op, "class": "other"}})
 	}
 	checkMetrics(t, fams, wants)
 	for _, name := range []string{"go_goroutines", "go_memstats_alloc_bytes", "process_cpu_seconds_total", "process_open_fds"} {
@@ -140,8 +144,8 @@ func TestMetricsEvents(t *testing.T) {
 	m.CampaignFailed(errors.New("store unreachable"))
 	m.Acquired(1234567, 250*time.Millisecond)
 	m.ChildStarted()
-	m.StoreError("renew", errors.New("timeout"))
-	m.StoreError("renew", errors.New("timeout"))
+	m.StoreError("renew", elector.Classify("MISCONF", errors.New("MISCONF cannot persist")))
+	m.StoreError("renew", elector.Classify("MISCONF", errors.New("MISCONF cannot persist")))
 	m.StoreError("custom_op", errors.New("boom"))
 	fams := scrape(t, s)
 	checkMetrics(t, fams, []metricWant{
@@ -153,9 +157,9 @@ func TestMetricsEvents(t *testing.T) {
 		{name: "electd_child_running", value: 1},
 		{name: "electd_child_starts_total", value: 1},
 		{name: "electd_lease_remaining_seconds", value: 4.5},
-		{name: "electd_store_errors_total", labels: map[string]string{"op": "renew"}, value: 2},
-		{name: "electd_store_errors_total", labels: map[string]string{"op": "custom_op"}, value: 1},
-		{name: "electd_store_errors_total", labels: map[string]string{"op": "grant"}, value: 0},
+		{name: "electd_store_errors_total", labels: map[string]string{"op": "renew", "class": "MISCONF"}, value: 2},
+		{name: "electd_store_errors_total", labels: map[string]string{"op": "custom_op", "class": "other"}, value: 1},
+		{name: "electd_store_errors_total", labels: map[string]string{"op": "grant", "class": "other"}, value: 0},
 	})
 	h := fams["electd_campaign_wait_seconds"].GetMetric()[0].GetHistogram()
 	if got := h.GetSampleSum(); got != 0.25 {
@@ -250,4 +254,51 @@ func TestNewMetricsRegistration(t *testing.T) {
 		m.StoreError("renew", errors.New("x"))
 		m.LeaderChanged()
 	})
+}
+
+// TestHealthzStoreFailures: a store operation that fails now makes
+// /healthz 503 and names its class, even while the store's PING answers;
+// its next success makes it 200 again.
+func TestHealthzStoreFailures(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg, "e", nil)
+	if err != nil {
+		t.Fatalf("NewMetrics: %v", err)
+	}
+	s, err := NewServer(Config{Election: "e", View: NewView("e", newFakeObserver(), nil), Gatherer: reg,
+		Healthy: func(context.Context) error { return nil }, StoreFailures: m.StoreFailures})
+	if err != nil {
+		t.Fatalf("NewServer: %v", err)
+	}
+	get := func() (int, map[string]any) {
+		w := do(t, s, "GET", "/healthz", "192.0.2.1:5555", nil)
+		return w.Code, decode(t, w)
+	}
+	if code, body := get(); code != 200 {
+		t.Fatalf("before failures: %d %v, want 200", code, body)
+	}
+	misconf := elector.Classify("MISCONF", errors.New("MISCONF Redis is configured to save RDB snapshots"))
+	m.StoreError("renew", misconf)
+	m.StoreError("renew", misconf)
+	m.StoreError("watch", elector.Classify("conn", errors.New("read: connection reset by peer")))
+	code, body := get()
+	if code != 503 {
+		t.Fatalf("while renewals fail: code %d, want 503: %v", code, body)
+	}
+	errs, _ := body["store_errors"].([]any)
+	if len(errs) != 2 {
+		t.Fatalf("store_errors = %v, want renew and watch", body["store_errors"])
+	}
+	first, _ := errs[0].(map[string]any)
+	if first["op"] != "renew" || first["class"] != "MISCONF" || first["failures"] != float64(2) {
+		t.Errorf("store_errors[0] = %v, want op renew, class MISCONF, 2 failures", first)
+	}
+	if msg, _ := body["error"].(string); !strings.Contains(msg, "renew failing (MISCONF, 2 failures") {
+		t.Errorf("error = %q, want it to name the renewal and MISCONF", msg)
+	}
+	m.StoreAnswered("renew")
+	m.StoreAnswered("watch")
+	if code, body := get(); code != 200 || body["store_errors"] != nil {
+		t.Fatalf("after the answers: %d %v, want 200 without store_errors", code, body)
+	}
 }

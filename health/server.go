@@ -56,6 +56,10 @@ type Config struct {
 	// Healthy answers /healthz: is the store session healthy. It is given a
 	// context bounded by a short timeout. nil: always healthy.
 	Healthy func(ctx context.Context) error
+	// StoreFailures lists the store operations that fail now (a renewal
+	// refused with MISCONF while PING still answers, say): /healthz is 503
+	// and names them while any does. nil: none. Metrics.StoreFailures fits.
+	StoreFailures func() []StoreFailure
 	// Containment is the containment mode of the child's process tree,
 	// reported in the /healthz body ("pidns", "pgroup", "none"); empty: not
 	// reported.

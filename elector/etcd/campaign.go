@@ -53,7 +53,7 @@ func (e *Elector) campaign(ctx context.Context, try bool) (*elector.Term, error)
 		if me := (*elector.SlotsError)(nil); errors.As(err, &me) {
 			return nil, err
 		}
-		e.fails.Failed("campaign", err, "backoff", backoff)
+		e.fails.Retrying("campaign", err, "backoff", backoff) // counted where it failed
 		if err := e.wait(ctx, backoff); err != nil {
 			return nil, err
 		}
@@ -190,7 +190,6 @@ func (e *Elector) claim(cctx, ctx context.Context, s *session, try bool) (*elect
 				return nil, e.sessionErr(s, ctx, "campaign", cctx.Err())
 			}
 			// A broken watch is not a reason to lose our place: look again.
-			e.ins.StoreError("watch", err)
 			e.fails.Failed("watch", err, "on", "predecessor")
 			if err := e.wait(cctx, 50*time.Millisecond); err != nil {
 				return nil, e.sessionErr(s, ctx, "campaign", err)
@@ -301,7 +300,6 @@ func (e *Elector) watchOwnKey(s *session, rev int64) {
 		if werr == nil {
 			werr = errors.New("watch closed")
 		}
-		e.ins.StoreError("watch", werr)
 		e.fails.Failed("watch", werr, "on", "own key")
 		// We may have missed events (e.g. compaction): look the key up.
 		if err := e.wait(s.ctx, 50*time.Millisecond); err != nil {
@@ -312,7 +310,6 @@ func (e *Elector) watchOwnKey(s *session, rev int64) {
 		gcancel()
 		switch {
 		case err != nil:
-			e.ins.StoreError("watch", err)
 			e.fails.Failed("watch", err, "on", "own key")
 		case len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != s.rev:
 			s.dl.End(elector.ErrLeadershipLost)

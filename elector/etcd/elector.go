@@ -72,7 +72,7 @@ func New(cfg Config) (*Elector, error) {
 		name:     cfg.Election,
 		slots:    cfg.Slots,
 	}
-	e.fails = elector.NewStoreLog(e.clk, e.log)
+	e.fails = elector.NewStoreLog(e.clk, e.log, cfg.Instrument).ClassifyWith(errorClass)
 	return e, nil
 }
 
@@ -153,6 +153,7 @@ func (e *Elector) wait(ctx context.Context, d time.Duration) error { return cloc
 
 // storeErr wraps a failed store operation, marking errors a retry cannot fix.
 func (e *Elector) storeErr(op string, err error) error {
+	err = elector.Classify(errorClass(err), err)
 	e.ins.StoreError(op, err)
 	return &elector.StoreError{Op: op, Err: err, Permanent: permanent(err)}
 }

@@ -50,7 +50,6 @@ func (e *Elector) waitSlots(ctx context.Context, maxRev int64, slots int, try bo
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			e.ins.StoreError("watch", err)
 			e.fails.Failed("watch", err, "on", "keys ahead")
 			if err := e.wait(ctx, 50*time.Millisecond); err != nil {
 				return err

@@ -53,7 +53,6 @@ func (e *Elector) runView() {
 		if e.ctx.Err() != nil {
 			return
 		}
-		e.ins.StoreError("observe", err)
 		e.fails.Failed("observe", err)
 		if e.wait(e.ctx, 100*time.Millisecond) != nil {
 			return

@@ -8,8 +8,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/electd/electd/elector"
 )
@@ -115,7 +113,6 @@ func (s *session) renewLoop() {
 		case s.ctx.Err() != nil:
 			return
 		default:
-			e.ins.StoreError("renew", err)
 			e.fails.Failed("renew", err, "lease", int64(s.lease),
 				"valid_for", s.dl.ValidUntil().Sub(e.clk.Now()).Round(time.Millisecond))
 		}
@@ -141,18 +138,3 @@ func (s *session) release(ctx context.Context) error {
 	return s.relErr
 }
 
-// permanent reports errors that retrying cannot fix.
-func permanent(err error) bool {
-	switch {
-	case errors.Is(err, rpctypes.ErrPermissionDenied),
-		errors.Is(err, rpctypes.ErrAuthFailed),
-		errors.Is(err, rpctypes.ErrUserEmpty),
-		errors.Is(err, rpctypes.ErrAuthNotEnabled):
-		return true
-	}
-	switch status.Code(err) {
-	case codes.PermissionDenied, codes.Unauthenticated:
-		return true
-	}
-	return false
-}

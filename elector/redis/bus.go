@@ -115,8 +115,7 @@ func (h *bus) run() {
 		if h.e.ctx.Err() != nil {
 			return
 		}
-		h.e.inst.StoreError("watch", err)
-		h.e.fails.Failed("watch", err)
+		h.e.fails.Failed("watch", classify(err))
 		if !h.e.sleep(h.e.ctx, b.next()) {
 			return
 		}

@@ -116,8 +116,8 @@ func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, 
 				e.cleanup(entry, stale)
 				return nil, "", campaignEnded(ctx, lastErr)
 			}
-			e.inst.StoreError(op, err)
 			if isPermanent(err) {
+				e.inst.StoreError(op, err)
 				log.Error("redis refused the campaign", "err", err)
 				e.cleanup(entry, stale)
 				return nil, "", &elector.StoreError{Op: "campaign", Err: explain(err), Permanent: true}
@@ -284,11 +284,13 @@ func (e *Elector) keep(entry string, token uint64, dl *elector.Deadline, lastSen
 		case err != nil && e.ctx.Err() != nil:
 			dl.End(elector.ErrClosed)
 		case err != nil:
-			e.inst.StoreError("renew", err)
+			// No error ends the term early, whatever its class: a store
+			// that cannot persist (MISCONF), is out of memory, is failing
+			// over or refuses us costs this renewal, and the deadline,
+			// which no store error moves, decides. A refusal that lasts
+			// (an ACL change) is logged as such.
 			if isPermanent(err) {
-				log.Error("redis refused the renewal", "err", err)
-				dl.End(&elector.StoreError{Op: "renew", Err: explain(err), Permanent: true})
-				break
+				err = explain(err)
 			}
 			e.fails.Failed("renew", err, "entry", entry, "valid_until", dl.ValidUntil())
 			next = clk.Now().Add(b.next())

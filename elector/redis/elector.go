@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,7 +62,7 @@ func New(cfg Config) (*Elector, error) {
 		inst:  cfg.Instrument,
 		done:  make(chan struct{}),
 	}
-	e.fails = elector.NewStoreLog(cfg.Clock, e.log)
+	e.fails = elector.NewStoreLog(cfg.Clock, e.log, cfg.Instrument).ClassifyWith(errorClass)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.bus = newBus(e)
 	e.view = newView(e)
@@ -157,7 +156,7 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 	v, err := stepScript.Run(ctx, e.cfg.Client, e.keys.all(),
 		mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, tok, stale, slots).Result()
 	if err != nil {
-		return stepReply{}, err
+		return stepReply{}, classify(err)
 	}
 	r, err := parseStep(v)
 	if err != nil {
@@ -182,9 +181,10 @@ func (e *Elector) leave(ctx context.Context, op, entry, stale string) error {
 		_, err := e.step(cctx, "leave", entry, 0, stale)
 		cancel()
 		if err == nil {
+			e.fails.Answered(op)
 			return nil
 		}
-		e.inst.StoreError(op, err)
+		e.fails.Failed(op, err, "entry", entry)
 		if isPermanent(err) || ctx.Err() != nil {
 			return &elector.StoreError{Op: op, Err: fmt.Errorf("remove candidate %s: %w", entry, err), Permanent: isPermanent(err)}
 		}
@@ -251,49 +251,3 @@ func (e *Elector) newEntry() string {
 	return e.cfg.ID + "#" + hex.EncodeToString(b[:])
 }
 
-// permanentError marks a failure that retrying cannot fix.
-type permanentError struct{ err error }
-
-func (p *permanentError) Error() string { return p.err.Error() }
-func (p *permanentError) Unwrap() error { return p.err }
-
-// isPermanent tells errors that retrying cannot fix (credentials, ACL,
-// scripting disabled or broken, wrong key types, a closed client) from
-// transient ones (network, timeouts, a server loading or failing over).
-func isPermanent(err error) bool {
-	var p *permanentError
-	switch {
-	case err == nil:
-		return false
-	case errors.As(err, &p), errors.Is(err, redis.ErrClosed):
-		return true
-	case redis.IsAuthError(err), redis.IsPermissionError(err):
-		return true
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return false
-	}
-	var re redis.Error
-	if !errors.As(err, &re) {
-		return false // network and timeout errors
-	}
-	for _, prefix := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "OOM", "NOREPLICAS", "MOVED", "ASK", "max number of clients"} {
-		if redis.HasErrorPrefix(err, prefix) {
-			return false
-		}
-	}
-	return true
-}
-
-// explain wraps a permanent error with what the operator should check.
-func explain(err error) error {
-	switch {
-	case redis.IsAuthError(err):
-		return fmt.Errorf("redis refused the credentials (check the user and password in the store URL): %w", err)
-	case redis.IsPermissionError(err), strings.Contains(err.Error(), "NOPERM"), strings.Contains(err.Error(), "can't run this command"):
-		return fmt.Errorf("redis ACL denies a command the election needs (EVALSHA/EVAL, SUBSCRIBE, PING, and inside the scripts TIME, INFO, GET, SET, INCR, PUBLISH and sorted-set and hash commands on keys electd:{NAME}:*): %w", err)
-	case errors.Is(err, redis.ErrClosed):
-		return fmt.Errorf("redis client closed: %w", err)
-	default:
-		return fmt.Errorf("redis refused the election script (is scripting enabled and are the electd:{NAME}:* keys free for electd?): %w", err)
-	}
-}

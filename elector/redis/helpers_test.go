@@ -2,7 +2,9 @@ package redis
 
 import (
 	"context"
+	"maps"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,10 +33,44 @@ func newClient(t testing.TB, addr string) *redis.Client {
 	return cli
 }
 
-// countingInstrument counts store errors by op.
-type countingInstrument struct{ n atomic.Int64 }
+// countingInstrument counts store errors, in all and by "op class".
+type countingInstrument struct {
+	n atomic.Int64
 
-func (c *countingInstrument) StoreError(string, error) { c.n.Add(1) }
+	mu       sync.Mutex
+	classes  map[string]int
+	answered int
+}
+
+func (c *countingInstrument) StoreError(op string, err error) {
+	c.n.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.classes == nil {
+		c.classes = map[string]int{}
+	}
+	c.classes[op+" "+elector.ErrorClass(err)]++
+}
+
+func (c *countingInstrument) StoreAnswered(string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.answered++
+}
+
+// snapshot returns the counts by "op class".
+func (c *countingInstrument) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.classes)
+}
+
+// count returns the errors of op with class.
+func (c *countingInstrument) count(op, class string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.classes[op+" "+class]
+}
 
 // newElector makes a candidate of election dialing addr, closed at cleanup.
 func newElector(t testing.TB, addr, election, id string) *Elector {

@@ -17,7 +17,7 @@ func (e *Elector) RecordRun(ctx context.Context, r elector.RunRecord, period tim
 	if err != nil {
 		return err
 	}
-	if err := e.cfg.Client.Set(ctx, e.keys.lastRun, b, period).Err(); err != nil {
+	if err := classify(e.cfg.Client.Set(ctx, e.keys.lastRun, b, period).Err()); err != nil {
 		e.inst.StoreError("record", err)
 		return &elector.StoreError{Op: "record", Err: err, Permanent: isPermanent(err)}
 	}
@@ -31,6 +31,7 @@ func (e *Elector) LastRun(ctx context.Context) (elector.RunRecord, error) {
 	case errors.Is(err, redis.Nil):
 		return elector.RunRecord{}, elector.ErrNoRun
 	case err != nil:
+		err = classify(err)
 		e.inst.StoreError("last-run", err)
 		return elector.RunRecord{}, &elector.StoreError{Op: "last-run", Err: err, Permanent: isPermanent(err)}
 	}

@@ -158,7 +158,6 @@ func (v *view) run() {
 				if e.ctx.Err() != nil {
 					return
 				}
-				e.inst.StoreError("leader", err)
 				e.fails.Failed("leader", err)
 				wait = b.next()
 			} else {
@@ -241,7 +240,7 @@ func (e *Elector) Observe(ctx context.Context) <-chan elector.Leader {
 func (e *Elector) readLeader(ctx context.Context) (viewReply, error) {
 	v, err := viewScript.Run(ctx, e.cfg.Client, []string{e.keys.queue, e.keys.expiry, e.keys.term, e.keys.cand, e.keys.holders}).Result()
 	if err != nil {
-		return viewReply{}, err
+		return viewReply{}, classify(err)
 	}
 	r, err := parseView(v)
 	if err != nil {

@@ -99,6 +99,9 @@ func (r *Redis) args() []string {
 		"--dir", r.dir,
 		"--protected-mode", "no",
 		"--loglevel", "warning",
+		// Tests move the data directory (CONFIG SET dir) to make snapshots
+		// fail, as a full disk does (MISCONF).
+		"--enable-protected-configs", "local",
 	}, r.securityArgs()...)
 }
 
