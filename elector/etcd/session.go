@@ -137,4 +137,3 @@ func (s *session) release(ctx context.Context) error {
 	})
 	return s.relErr
 }
-

@@ -250,4 +250,3 @@ func (e *Elector) newEntry() string {
 	_, _ = crand.Read(b[:])
 	return e.cfg.ID + "#" + hex.EncodeToString(b[:])
 }
-
