@@ -46,6 +46,10 @@ type Elector struct {
 
 	wakeups atomic.Uint64
 	fails   *elector.StoreLog // retried store failures, rate-limited
+	// seen is the highest fencing token this Elector has seen, its own or
+	// another's; every step carries it, so the store's token never falls
+	// below it, even after the store lost its state (see sawToken).
+	seen atomic.Uint64
 }
 
 // New validates cfg and returns an Elector. It does not contact Redis.
@@ -139,6 +143,20 @@ func (e *Elector) goroutine(f func()) bool {
 	return true
 }
 
+// sawToken raises the highest token seen to tok. Every step sends it, and
+// the step script raises the stored token to it before granting: after a
+// restart or failover that lost the token key, tokens are floored by the
+// new server's TIME, and if that clock lags they would go back; with the
+// token any surviving candidate saw, they still grow.
+func (e *Elector) sawToken(tok uint64) {
+	for {
+		cur := e.seen.Load()
+		if tok <= cur || e.seen.CompareAndSwap(cur, tok) {
+			return
+		}
+	}
+}
+
 // Slots is the number of candidates that may hold at once.
 func (e *Elector) Slots() int { return e.cfg.Slots }
 
@@ -152,9 +170,13 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 	if n := e.Slots(); n > 1 {
 		slots = fmt.Sprint(n)
 	}
+	seen := ""
+	if s := e.seen.Load(); s != 0 {
+		seen = fmt.Sprint(s)
+	}
 	gen, _ := e.bus.state()
 	v, err := stepScript.Run(ctx, e.cfg.Client, e.keys.all(),
-		mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, tok, stale, slots).Result()
+		mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, tok, stale, slots, seen).Result()
 	if err != nil {
 		return stepReply{}, classify(err)
 	}
@@ -162,6 +184,7 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 	if err != nil {
 		return r, &permanentError{err}
 	}
+	e.sawToken(r.token)
 	// The reply is as fresh as a read by the view, if the subscription did
 	// not break meanwhile (offer checks the generation).
 	if r.viewErr != nil {

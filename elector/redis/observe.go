@@ -69,6 +69,7 @@ func (v *view) start() {
 // the subscription is down or was since re-established is dropped: the
 // (re)subscription makes the view read the state itself.
 func (v *view) offer(r viewReply, gen uint64) {
+	v.e.sawToken(r.token)
 	if now, live := v.e.bus.state(); !live || now != gen {
 		return
 	}
@@ -185,6 +186,7 @@ func (v *view) inSync(gen uint64, live bool) bool {
 }
 
 func (v *view) update(r viewReply, gen uint64, live bool) {
+	v.e.sawToken(r.token)
 	l := r.leader()
 	v.mu.Lock()
 	v.gen, v.live, v.at = gen, live, r.at

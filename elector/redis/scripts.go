@@ -26,7 +26,7 @@ local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 // KEYS: queue expiry cand term seq token born slots holders
 // ARGV: mode (join|try|wait|hold|leave), entry, ttl ms, id, address, channel,
 // token (hold), an older entry of this candidate to drop first (may be empty),
-// slots (empty: 1).
+// slots (empty: 1), the highest token the caller has seen (may be empty).
 //
 // Reply: {status, wake ms, token, since µs, head, view...} where status is
 // leader|wait|gone|lost|left|busy|slots and wake is how long until whatever
@@ -49,6 +49,13 @@ local mode, me, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]) * 1000
 local N = tonumber(ARGV[9]) or 1
 local changed = false
 local granted = {}
+
+-- The stored token never falls below one a candidate has seen: after a
+-- state loss the new server's TIME floors it, and that clock may lag.
+local seen = tonumber(ARGV[10])
+if seen and seen > (tonumber(redis.call('GET', KEYS[6]) or '0') or 0) then
+  redis.call('SET', KEYS[6], fmt(seen))
+end
 
 -- The state's epoch: a missing record or another server run (restart, failover)
 -- means whatever this state says may be incomplete, so no term is granted
@@ -115,9 +122,7 @@ local function promote()
   local h = head()
   if h == '' then return end
   local id, addr = string.match(redis.call('HGET', C, h) or '', '^([^\n]*)\n(.*)$')
-  local tok = (tonumber(redis.call('GET', K) or '0') or 0) + 1
-  if now > tok then tok = now end
-  redis.call('SET', K, fmt(tok))
+  local tok = nextToken()
   redis.call('HSET', T, 'entry', h, 'id', id or h, 'address', addr or '', 'token', fmt(tok), 'since', fmt(now))
   changed = true
 end
