@@ -12,4 +12,6 @@ import (
 var backends = []*backend.Backend{
 	&etcd.Backend,
 	&redis.Backend,
+	&redis.SentinelBackend,
+	&redis.ClusterBackend,
 }

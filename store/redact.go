@@ -59,15 +59,18 @@ type secrets []string
 // newSecrets returns the forms of password worth hiding: as given, and as
 // escaped in a URL's user info or query. Passwords shorter than 4 bytes are
 // hidden too, at the cost of some over-redaction.
-func newSecrets(password string) secrets {
-	if password == "" {
-		return nil
-	}
-	s := secrets{password}
-	for _, f := range []string{url.PathEscape(password), url.QueryEscape(password),
-		strings.TrimPrefix(url.UserPassword("u", password).String(), "u:")} {
-		if f != password {
-			s = append(s, f)
+func newSecrets(passwords ...string) secrets {
+	var s secrets
+	for _, password := range passwords {
+		if password == "" {
+			continue
+		}
+		s = append(s, password)
+		for _, f := range []string{url.PathEscape(password), url.QueryEscape(password),
+			strings.TrimPrefix(url.UserPassword("u", password).String(), "u:")} {
+			if f != password {
+				s = append(s, f)
+			}
 		}
 	}
 	return s

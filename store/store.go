@@ -22,6 +22,10 @@ type Options struct {
 	Password string
 	// PasswordFile is --store-password-file: a file holding the password.
 	PasswordFile string
+	// SentinelPassword is $ELECTD_SENTINEL_PASSWORD and
+	// SentinelPasswordFile is --sentinel-password-file: the password of the
+	// Redis Sentinels of a redis+sentinel:// URL (at most one of them).
+	SentinelPassword, SentinelPasswordFile string
 	// CAFile, CertFile, KeyFile and ServerName are --ca-file, --cert-file,
 	// --key-file and --tls-server-name, for TLS schemes only.
 	CAFile, CertFile, KeyFile, ServerName string
@@ -94,6 +98,13 @@ func (s *Store) Close() error { return s.url.secrets.err(s.conn.Close()) }
 // Redacted is the store URL without its password, for logs and messages.
 func (s *Store) Redacted() string { return s.url.redacted }
 
+// startChecker is a connection with settings worth checking once the store
+// answers; it only logs (a warning for a setting that puts the election at
+// risk).
+type startChecker interface {
+	CheckStart(ctx context.Context, log *slog.Logger)
+}
+
 // preflight makes one request. A refusal that retrying cannot fix is
 // returned; an unreachable store is only logged.
 func (s *Store) preflight(parent context.Context, log *slog.Logger) error {
@@ -101,6 +112,9 @@ func (s *Store) preflight(parent context.Context, log *slog.Logger) error {
 	defer cancel()
 	err := s.conn.Ping(ctx)
 	if err == nil {
+		if c, ok := s.conn.(startChecker); ok {
+			c.CheckStart(ctx, log)
+		}
 		return nil
 	}
 	if cerr := refusal(s.url, err); cerr != nil {

@@ -28,6 +28,14 @@ func TestParseStoreURL(t *testing.T) {
 		{name: "redis db", raw: "redis://h:6379/3", kind: "redis", hosts: []string{"h:6379"}, path: "3", redacted: "redis://h:6379/3"},
 		{name: "rediss password only", raw: "rediss://:pw@h:6380", kind: "redis", tls: true, hosts: []string{"h:6380"}, pw: "pw", redacted: "rediss://:REDACTED@h:6380"},
 		{name: "empty password is none", raw: "redis://u:@h:6379", kind: "redis", hosts: []string{"h:6379"}, user: "u", redacted: "redis://u:REDACTED@h:6379"},
+		{name: "sentinel", raw: "redis+sentinel://u:pw@s1:26379,s2:26379/mymaster", kind: "redis sentinel", hosts: []string{"s1:26379", "s2:26379"}, user: "u", pw: "pw", path: "mymaster", redacted: "redis+sentinel://u:REDACTED@s1:26379,s2:26379/mymaster"},
+		{name: "sentinel db tls", raw: "rediss+sentinel://s1:26379/mymaster/2", kind: "redis sentinel", tls: true, hosts: []string{"s1:26379"}, path: "mymaster/2", redacted: "rediss+sentinel://s1:26379/mymaster/2"},
+		{name: "cluster", raw: "redis+cluster://h1:6379,h2:6379,h3:6379", kind: "redis cluster", hosts: []string{"h1:6379", "h2:6379", "h3:6379"}, redacted: "redis+cluster://h1:6379,h2:6379,h3:6379"},
+		{name: "cluster tls", raw: "rediss+cluster://u:pw@h1:6379", kind: "redis cluster", tls: true, hosts: []string{"h1:6379"}, user: "u", pw: "pw", redacted: "rediss+cluster://u:REDACTED@h1:6379"},
+		{name: "sentinel without master", raw: "redis+sentinel://s1:26379", reason: "needs the master's name"},
+		{name: "sentinel bad db", raw: "redis+sentinel://s1:26379/m/x", reason: "not a number"},
+		{name: "sentinel extra path", raw: "redis+sentinel://s1:26379/m/1/2", reason: "MASTER[/db]"},
+		{name: "cluster with db", raw: "redis+cluster://h1:6379/1", reason: "only database 0"},
 		{name: "not a URL", raw: "h:2379", reason: "is not a URL"},
 		{name: "unknown scheme", raw: "zk://h:2181", reason: "scheme \"zk\""},
 		{name: "no port", raw: "etcd://h1", reason: "needs a port"},
@@ -92,11 +100,12 @@ func TestStorePassword(t *testing.T) {
 	pw := testenv.WriteFile(t, "pw", "from-file\r\n")
 	empty := testenv.WriteFile(t, "empty", "\n")
 	tests := []struct {
-		name  string
-		opts  Options
-		want  string // password; "" with field set = refused
-		from  string
-		field string
+		name     string
+		opts     Options
+		want     string // password; "" with field set = refused
+		from     string
+		sentinel string // the sentinels' password
+		field    string
 	}{
 		{name: "url", opts: Options{URL: "redis://u:p@h:1"}, want: "p", from: "store"},
 		{name: "env", opts: Options{URL: "redis://u@h:1", Password: "e"}, want: "e", from: "$ELECTD_STORE_PASSWORD"},
@@ -109,6 +118,12 @@ func TestStorePassword(t *testing.T) {
 		{name: "missing file", opts: Options{URL: "redis://u@h:1", PasswordFile: pw + ".nope"}, field: "store-password-file"},
 		{name: "user without password", opts: Options{URL: "redis://u@h:1"}, field: "store"},
 		{name: "etcd password without user", opts: Options{URL: "etcd://h:1", Password: "e"}, field: "$ELECTD_STORE_PASSWORD"},
+		{name: "sentinel password from env", opts: Options{URL: "redis+sentinel://h:1/m", SentinelPassword: "s"}, sentinel: "s"},
+		{name: "sentinel password from file", opts: Options{URL: "redis+sentinel://u:p@h:1/m", SentinelPasswordFile: pw}, want: "p", from: "store", sentinel: "from-file"},
+		{name: "sentinel password twice", opts: Options{URL: "redis+sentinel://h:1/m", SentinelPassword: "s", SentinelPasswordFile: pw}, field: "sentinel-password-file"},
+		{name: "sentinel password empty file", opts: Options{URL: "redis+sentinel://h:1/m", SentinelPasswordFile: empty}, field: "sentinel-password-file"},
+		{name: "sentinel password without sentinels", opts: Options{URL: "redis://h:1", SentinelPassword: "s"}, field: "$ELECTD_SENTINEL_PASSWORD"},
+		{name: "sentinel password file for a cluster", opts: Options{URL: "redis+cluster://h:1", SentinelPasswordFile: pw}, field: "sentinel-password-file"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,8 +143,12 @@ func TestStorePassword(t *testing.T) {
 					}
 					return
 				}
-				if err != nil || su.password != tc.want || su.passwordFrom != tc.from {
-					t.Fatalf("storePassword = %v, password %q from %q; want %q from %q", err, su.password, su.passwordFrom, tc.want, tc.from)
+				if err != nil || su.password != tc.want || su.passwordFrom != tc.from || su.sentinelPassword != tc.sentinel {
+					t.Fatalf("storePassword = %v, password %q from %q, sentinels' %q; want %q from %q, sentinels' %q",
+						err, su.password, su.passwordFrom, su.sentinelPassword, tc.want, tc.from, tc.sentinel)
+				}
+				if tc.sentinel != "" && !su.secrets.leaks("x"+tc.sentinel+"x") {
+					t.Errorf("the sentinels' password is not among the secrets to hide")
 				}
 			}
 		})

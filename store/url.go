@@ -28,7 +28,9 @@ type storeURL struct {
 	// errors about it: "store", "$ELECTD_STORE_PASSWORD" or
 	// "store-password-file"; empty when there is none.
 	passwordFrom string
-	redacted     string
+	// sentinelPassword is the sentinels' (redis+sentinel:// only).
+	sentinelPassword string
+	redacted         string
 	secrets      secrets
 }
 
@@ -110,7 +112,8 @@ func parseStoreURL(raw string) (*storeURL, error) {
 
 // endpoint is what the backend dials.
 func (s *storeURL) endpoint(tlsCfg *tls.Config, log *slog.Logger) backend.Endpoint {
-	return backend.Endpoint{Scheme: s.scheme, Hosts: s.hosts, Path: s.path, User: s.user, Password: s.password, TLS: tlsCfg, Logger: log}
+	return backend.Endpoint{Scheme: s.scheme, Hosts: s.hosts, Path: s.path, User: s.user, Password: s.password,
+		SentinelPassword: s.sentinelPassword, TLS: tlsCfg, Logger: log}
 }
 
 // setPassword fills in the password from $ELECTD_STORE_PASSWORD or
@@ -137,13 +140,45 @@ func (s *storeURL) setPassword(o Options) error {
 		}
 		s.password, s.passwordFrom = p, "$ELECTD_STORE_PASSWORD"
 	}
-	s.secrets = newSecrets(s.password)
+	if err := s.setSentinelPassword(o); err != nil {
+		return err
+	}
+	s.secrets = newSecrets(s.password, s.sentinelPassword)
 	switch {
 	case s.user != "" && s.password == "":
 		return elector.Configf("store", "the URL names a user but no password is given (in the URL, $ELECTD_STORE_PASSWORD or --store-password-file)")
 	case s.backend.UserWithPassword && s.password != "" && s.user == "":
 		return elector.Configf(s.passwordFrom, "%s needs a user name with a password: %s://USER@%s", s.kind, s.scheme, s.hosts[0])
 	}
+	return nil
+}
+
+// setSentinelPassword takes the sentinels' password from
+// $ELECTD_SENTINEL_PASSWORD or --sentinel-password-file, for a backend that
+// has sentinels.
+func (s *storeURL) setSentinelPassword(o Options) error {
+	field, p := "", ""
+	switch {
+	case o.SentinelPassword != "" && o.SentinelPasswordFile != "":
+		return elector.Configf("sentinel-password-file", "$ELECTD_SENTINEL_PASSWORD is set too; give the sentinels' password in one place only")
+	case o.SentinelPassword != "":
+		field, p = "$ELECTD_SENTINEL_PASSWORD", o.SentinelPassword
+	case o.SentinelPasswordFile != "":
+		field = "sentinel-password-file"
+		b, err := os.ReadFile(o.SentinelPasswordFile)
+		if err != nil {
+			return elector.Configf(field, "cannot read it: %v", err)
+		}
+		if p = strings.TrimRight(string(b), "\r\n"); p == "" {
+			return elector.Configf(field, "%s is empty", o.SentinelPasswordFile)
+		}
+	default:
+		return nil
+	}
+	if !s.backend.SentinelPassword {
+		return elector.Configf(field, "is the password of Redis Sentinels, and %s has none; use a redis+sentinel:// URL or drop it", s.redacted)
+	}
+	s.sentinelPassword = p
 	return nil
 }
 

@@ -21,9 +21,13 @@ func storeFlags() []cli.Flag {
 	host, _ := os.Hostname()
 	return append([]cli.Flag{
 		&cli.StringFlag{Name: "store", EnvVars: env("STORE"), Value: "etcd://127.0.0.1:2379",
-			Usage: "store URL: etcd://h1:2379,h2:2379, etcds://[user@]… (TLS), redis://[user[:pass]@]host:port[/db], rediss://…; prefer a password file or $ELECTD_STORE_PASSWORD to one in the URL"},
+			Usage: "store URL: etcd://h1:2379,h2:2379, etcds://[user@]… (TLS), redis://[user[:pass]@]host:port[/db], rediss://…, " +
+				"redis+sentinel://[user@]s1:26379,s2:26379/MASTER[/db], redis+cluster://[user@]h1:6379,h2:6379 (rediss+… for TLS); " +
+				"prefer a password file or $ELECTD_STORE_PASSWORD to one in the URL"},
 		&cli.StringFlag{Name: "store-password-file", EnvVars: env("STORE_PASSWORD_FILE"),
 			Usage: "read the store password from this file (or: $ELECTD_STORE_PASSWORD, or the URL; one of them)"},
+		&cli.StringFlag{Name: "sentinel-password-file", EnvVars: env("SENTINEL_PASSWORD_FILE"),
+			Usage: "redis+sentinel:// only: read the sentinels' own password from this file (or: $ELECTD_SENTINEL_PASSWORD)"},
 		&cli.StringFlag{Name: "election", EnvVars: env("ELECTION"), Usage: "election name (required)"},
 		&cli.StringFlag{Name: "id", EnvVars: env("ID"), Value: host, Usage: "this candidate's id"},
 		&cli.DurationFlag{Name: "ttl", EnvVars: env("TTL"), Value: elector.DefaultTTL, Usage: "lease TTL; renewals every ttl/5"},

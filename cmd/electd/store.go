@@ -17,10 +17,13 @@ func storeOptions(c *cli.Context) store.Options {
 		URL:          c.String("store"),
 		Password:     os.Getenv("ELECTD_STORE_PASSWORD"),
 		PasswordFile: c.String("store-password-file"),
-		CAFile:       c.String("ca-file"),
-		CertFile:     c.String("cert-file"),
-		KeyFile:      c.String("key-file"),
-		ServerName:   c.String("tls-server-name"),
+		// The sentinels' own password, for redis+sentinel:// only.
+		SentinelPassword:     os.Getenv("ELECTD_SENTINEL_PASSWORD"),
+		SentinelPasswordFile: c.String("sentinel-password-file"),
+		CAFile:               c.String("ca-file"),
+		CertFile:             c.String("cert-file"),
+		KeyFile:              c.String("key-file"),
+		ServerName:           c.String("tls-server-name"),
 	}
 }
 

@@ -51,6 +51,10 @@ type Backend struct {
 	// store host, answers the backend's protocol: store/ uses it to tell
 	// an operator that a TLS URL points at a plain server.
 	AnswersPlain func(ctx context.Context, conn net.Conn) bool
+	// SentinelPassword says the backend takes a second password, for the
+	// Redis Sentinels that name its master (Endpoint.SentinelPassword);
+	// store/ refuses one for any other backend.
+	SentinelPassword bool
 }
 
 // Endpoint is a parsed store URL with its secrets: plain data.
@@ -65,6 +69,9 @@ type Endpoint struct {
 	// User and Password are the credentials ("" for none), wherever
 	// store/ found them.
 	User, Password string
+	// SentinelPassword is the sentinels' password ("" for none), for a
+	// backend with Backend.SentinelPassword.
+	SentinelPassword string
 	// TLS is the TLS configuration; nil for a plain scheme.
 	TLS *tls.Config
 	// Logger receives the client's own messages; its secrets are scrubbed.

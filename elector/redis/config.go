@@ -15,6 +15,14 @@ type Config struct {
 	// Set ContextTimeoutEnabled on it so that a store request never outlives
 	// the renewal it belongs to (see the package documentation).
 	Client redis.UniversalClient
+	// Replicas is how many replicas must acknowledge (WAIT) the write of a
+	// step before its reply counts: a renewal or a grant that no replica
+	// has is not one. 0: every reply counts. Sentinel's electd sets 1, so
+	// that a master cut off from its replicas (and failed over by the
+	// sentinels) cannot keep a leader leading: see the package
+	// documentation. It needs a client that runs a pipeline on one
+	// connection (not a *redis.ClusterClient).
+	Replicas int
 	// Candidate is the candidate: election, id, address, timing, slots,
 	// clock, logger and instrument. Names end up inside key names (in the
 	// {election} hash tag) and pub/sub payloads.
@@ -25,6 +33,12 @@ type Config struct {
 func (cfg Config) validate() (Config, error) {
 	if cfg.Client == nil {
 		return cfg, elector.Configf("store", "no Redis client given")
+	}
+	if cfg.Replicas < 0 {
+		return cfg, elector.Configf("replicas", "%d is negative; use 0 (no WAIT) or the replicas a write must reach", cfg.Replicas)
+	}
+	if _, ok := cfg.Client.(*redis.ClusterClient); ok && cfg.Replicas > 0 {
+		return cfg, elector.Configf("replicas", "WAIT cannot follow a script on a Redis Cluster client; use 0")
 	}
 	c, err := cfg.Candidate.Validate()
 	if err != nil {

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,18 +17,54 @@ import (
 	"github.com/electd/electd/elector/backend"
 )
 
-// Backend is the Redis backend as the store package lists it:
-// redis://[user@]host:6379[/db] and rediss:// (TLS).
-var Backend = backend.Backend{
-	Name:           "redis",
-	Schemes:        map[string]bool{"redis": false, "rediss": true},
-	DefaultPort:    "6379",
-	Check:          check,
-	Dial:           Dial,
-	Refused:        refused,
-	PermissionHint: "let its ACL use the keys and channels electd:* with +@read +@write +@scripting +@pubsub +ping +time +info; see docs/OPERATIONS.md",
-	AnswersPlain:   answersPlain,
-}
+// The Redis backends as the store package lists them: one server, a
+// master found through Sentinel, and a Redis Cluster. They share the
+// election (one package, one set of scripts) and differ in how they dial.
+var (
+	// Backend is redis://[user@]host:6379[/db] and rediss:// (TLS).
+	Backend = backend.Backend{
+		Name:           "redis",
+		Schemes:        map[string]bool{"redis": false, "rediss": true},
+		DefaultPort:    "6379",
+		Check:          check,
+		Dial:           Dial,
+		Refused:        refused,
+		PermissionHint: permissionHint,
+		AnswersPlain:   answersPlain,
+	}
+	// SentinelBackend is redis+sentinel://[user@]s1:26379,s2:26379/MASTER[/db]
+	// and rediss+sentinel:// (TLS to the sentinels and the master). The
+	// user and password are the master's; the sentinels' password, if
+	// they have one, is Endpoint.SentinelPassword.
+	SentinelBackend = backend.Backend{
+		Name:           "redis sentinel",
+		Schemes:        map[string]bool{"redis+sentinel": false, "rediss+sentinel": true},
+		DefaultPort:    "26379",
+		Check:          checkSentinel,
+		Dial:           DialSentinel,
+		Refused:        refused,
+		PermissionHint: permissionHint,
+		AnswersPlain:   answersPlain,
+		// The sentinels' own password: --sentinel-password-file or
+		// $ELECTD_SENTINEL_PASSWORD.
+		SentinelPassword: true,
+	}
+	// ClusterBackend is redis+cluster://[user@]h1:6379,h2:6379 and
+	// rediss+cluster:// (TLS): any of the cluster's nodes, from which the
+	// client learns the others.
+	ClusterBackend = backend.Backend{
+		Name:           "redis cluster",
+		Schemes:        map[string]bool{"redis+cluster": false, "rediss+cluster": true},
+		DefaultPort:    "6379",
+		Check:          checkCluster,
+		Dial:           DialCluster,
+		Refused:        refused,
+		PermissionHint: permissionHint,
+		AnswersPlain:   answersPlain,
+	}
+)
+
+const permissionHint = "let its ACL use the keys and channels electd:* with +@read +@write +@scripting +@pubsub +ping +time +info +wait; see docs/OPERATIONS.md"
 
 // check takes one host and an optional database number as the path.
 func check(ep backend.Endpoint) error {
@@ -37,16 +74,47 @@ func check(ep backend.Endpoint) error {
 
 func database(ep backend.Endpoint) (int, error) {
 	if len(ep.Hosts) != 1 {
-		return 0, elector.Configf("store", "redis URLs take one host, got %d", len(ep.Hosts))
+		return 0, elector.Configf("store", "redis URLs take one host, got %d (for several, use redis+sentinel:// or redis+cluster://)", len(ep.Hosts))
 	}
-	if ep.Path == "" {
+	return parseDB(ep.Path)
+}
+
+func parseDB(s string) (int, error) {
+	if s == "" {
 		return 0, nil
 	}
-	n, err := strconv.Atoi(ep.Path)
+	n, err := strconv.Atoi(s)
 	if err != nil || n < 0 || n > 65535 {
-		return 0, elector.Configf("store", "redis database %q is not a number in 0..65535", ep.Path)
+		return 0, elector.Configf("store", "redis database %q is not a number in 0..65535", s)
 	}
 	return n, nil
+}
+
+// checkSentinel takes the sentinels as hosts and MASTER[/db] as the path.
+func checkSentinel(ep backend.Endpoint) error {
+	_, _, err := sentinelPath(ep)
+	return err
+}
+
+func sentinelPath(ep backend.Endpoint) (master string, db int, err error) {
+	master, dbs, _ := strings.Cut(ep.Path, "/")
+	if master == "" {
+		return "", 0, elector.Configf("store", "%s:// needs the master's name as its path: %s://s1:26379,s2:26379/MASTER[/db]", ep.Scheme, ep.Scheme)
+	}
+	if strings.Contains(dbs, "/") {
+		return "", 0, elector.Configf("store", "%s:// takes MASTER[/db] as its path, got %q", ep.Scheme, ep.Path)
+	}
+	db, err = parseDB(dbs)
+	return master, db, err
+}
+
+// checkCluster takes any number of nodes and no path: a cluster has only
+// database 0.
+func checkCluster(ep backend.Endpoint) error {
+	if ep.Path != "" {
+		return elector.Configf("store", "%s:// takes no path (a Redis Cluster has only database 0), got %q", ep.Scheme, ep.Path)
+	}
+	return nil
 }
 
 // Dial makes a client with the options electd runs with (ClientOptions).
@@ -58,17 +126,60 @@ func Dial(_ context.Context, ep backend.Endpoint) (backend.Conn, error) {
 	}
 	opts := ClientOptions(ep.Hosts[0])
 	opts.Username, opts.Password, opts.DB = ep.User, ep.Password, db
-	if ep.TLS != nil {
-		opts.TLSConfig = ep.TLS.Clone()
-		if opts.TLSConfig.ServerName == "" {
-			host, _, _ := net.SplitHostPort(ep.Hosts[0])
-			opts.TLSConfig.ServerName = host
-		}
+	opts.TLSConfig = clientTLS(ep, ep.Hosts[0])
+	setLogger(ep)
+	return &conn{cli: redis.NewClient(opts), log: ep.Logger}, nil
+}
+
+// DialSentinel makes a failover client (FailoverOptions) that finds the
+// master through the sentinels and follows it when they fail over. Every
+// write then counts only once a replica has it (Config.Replicas 1).
+func DialSentinel(_ context.Context, ep backend.Endpoint) (backend.Conn, error) {
+	master, db, err := sentinelPath(ep)
+	if err != nil {
+		return nil, err
 	}
+	opts := FailoverOptions(master, ep.Hosts)
+	opts.Username, opts.Password, opts.DB = ep.User, ep.Password, db
+	opts.SentinelPassword = ep.SentinelPassword
+	// The master's address comes from the sentinels: its name is checked
+	// against the certificate as crypto/tls does, unless --tls-server-name
+	// fixes one.
+	opts.TLSConfig = clientTLS(ep, "")
+	setLogger(ep)
+	return &conn{cli: redis.NewFailoverClient(opts), log: ep.Logger, replicas: 1}, nil
+}
+
+// DialCluster makes a cluster client (ClusterOptions) seeded with the URL's
+// nodes.
+func DialCluster(_ context.Context, ep backend.Endpoint) (backend.Conn, error) {
+	if err := checkCluster(ep); err != nil {
+		return nil, err
+	}
+	opts := ClusterOptions(ep.Hosts)
+	opts.Username, opts.Password = ep.User, ep.Password
+	opts.TLSConfig = clientTLS(ep, "")
+	setLogger(ep)
+	return &conn{cli: redis.NewClusterClient(opts), log: ep.Logger}, nil
+}
+
+// clientTLS is ep's TLS set-up for a client of host ("": whichever host
+// it dials, named as crypto/tls does); nil for a plain scheme.
+func clientTLS(ep backend.Endpoint, host string) *tls.Config {
+	if ep.TLS == nil {
+		return nil
+	}
+	c := ep.TLS.Clone()
+	if c.ServerName == "" && host != "" {
+		c.ServerName, _, _ = net.SplitHostPort(host)
+	}
+	return c
+}
+
+func setLogger(ep backend.Endpoint) {
 	if ep.Logger != nil {
 		redis.SetLogger(clientLogger{log: ep.Logger})
 	}
-	return &conn{cli: redis.NewClient(opts)}, nil
 }
 
 // ClientOptions are the options electd's Redis clients run with, for addr:
@@ -84,11 +195,39 @@ func ClientOptions(addr string) *redis.Options {
 	}
 }
 
+// FailoverOptions are ClientOptions for the master named master, found
+// through the sentinels at addrs.
+func FailoverOptions(master string, addrs []string) *redis.FailoverOptions {
+	return &redis.FailoverOptions{
+		MasterName:            master,
+		SentinelAddrs:         addrs,
+		DialTimeout:           2 * time.Second,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+	}
+}
+
+// ClusterOptions are ClientOptions for a cluster seeded with addrs. The
+// client still follows MOVED and ASK redirections (MaxRedirects), which
+// are answers, not retries.
+func ClusterOptions(addrs []string) *redis.ClusterOptions {
+	return &redis.ClusterOptions{
+		Addrs:                 addrs,
+		DialTimeout:           2 * time.Second,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+	}
+}
+
 // conn is an open Redis client; the electors made on it share it.
-type conn struct{ cli *redis.Client }
+type conn struct {
+	cli      redis.UniversalClient
+	log      *slog.Logger
+	replicas int // Config.Replicas of its electors
+}
 
 func (c *conn) NewElector(cand elector.Candidate) (elector.Locker, error) {
-	e, err := New(Config{Client: c.cli, Candidate: cand})
+	e, err := New(Config{Client: c.cli, Candidate: cand, Replicas: c.replicas})
 	if err != nil {
 		return nil, err // not a nil *Elector inside a non-nil Locker
 	}
@@ -131,4 +270,50 @@ type clientLogger struct{ log *slog.Logger }
 
 func (l clientLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.Log(ctx, slog.LevelDebug, "redis client: "+fmt.Sprintf(format, v...))
+}
+
+// CheckStart warns about settings of the server that put the election at
+// risk, where the user may read them: a maxmemory-policy that evicts keys
+// without a TTL (allkeys-*: electd's keys have none), and, with WAIT, a
+// master without the replicas a write must reach. It only logs.
+func (c *conn) CheckStart(ctx context.Context, log *slog.Logger) {
+	check := func(ctx context.Context, node *redis.Client) error {
+		addr := node.Options().Addr
+		policy, err := node.ConfigGet(ctx, "maxmemory-policy").Result()
+		switch {
+		case err != nil:
+			log.Debug("cannot read maxmemory-policy (CONFIG GET refused); make sure it is noeviction or volatile-*, as allkeys-* may evict the election's keys",
+				"node", addr, "err", err)
+		case strings.HasPrefix(policy["maxmemory-policy"], "allkeys-"):
+			log.Warn("redis may evict the election's keys: an evicted lease ends a term early, an evicted token key lets tokens fall back to the server's clock; set maxmemory-policy noeviction (or a volatile-* policy: electd's keys carry no TTL)",
+				"node", addr, "maxmemory-policy", policy["maxmemory-policy"])
+		}
+		if c.replicas == 0 {
+			return nil
+		}
+		info, err := node.Info(ctx, "replication").Result()
+		if err != nil {
+			log.Debug("cannot read INFO replication", "node", addr, "err", err)
+			return nil
+		}
+		var n int
+		for line := range strings.SplitSeq(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
+				n, _ = strconv.Atoi(v)
+			}
+		}
+		if n < c.replicas {
+			log.Warn("the master has fewer replicas than a write must reach (WAIT): no term can be granted or renewed until one connects",
+				"node", addr, "replicas", n, "want", c.replicas)
+		}
+		return nil
+	}
+	switch cli := c.cli.(type) {
+	case *redis.ClusterClient:
+		if err := cli.ForEachMaster(ctx, check); err != nil {
+			log.Debug("cannot reach every master to check its settings", "err", err)
+		}
+	case *redis.Client:
+		_ = check(ctx, cli) // check only logs
+	}
 }

@@ -175,8 +175,7 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 		seen = fmt.Sprint(s)
 	}
 	gen, _ := e.bus.state()
-	v, err := stepScript.Run(ctx, e.cfg.Client, e.keys.all(),
-		mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, tok, stale, slots, seen).Result()
+	v, err := e.runStep(ctx, mode != "leave", mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, tok, stale, slots, seen)
 	if err != nil {
 		return stepReply{}, classify(err)
 	}
@@ -193,6 +192,55 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 		e.view.offer(r.view, gen)
 	}
 	return r, nil
+}
+
+// runStep runs stepScript with args. With Config.Replicas, and replicated
+// set, a WAIT follows the script on its connection, and the reply counts
+// only if enough replicas acknowledged it (else errUnreplicated): a grant
+// or renewal that only the master has is none. Leaving needs no WAIT: an
+// entry that stays behind expires.
+func (e *Elector) runStep(ctx context.Context, replicated bool, args ...any) (any, error) {
+	keys := e.keys.all()
+	if e.cfg.Replicas == 0 || !replicated {
+		return stepScript.Run(ctx, e.cfg.Client, keys, args...).Result()
+	}
+	n := int64(e.cfg.Replicas)
+	// WAIT answers at its timeout at the latest; leave room for the reply.
+	timeout := e.callTimeout() * 3 / 4
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl) * 3 / 4
+	}
+	timeout = max(timeout, time.Millisecond)
+	for _, load := range []bool{false, true} {
+		var script *redis.Cmd
+		var wait *redis.Cmd
+		_, err := e.cfg.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if load {
+				script = stepScript.Eval(ctx, p, keys, args...)
+			} else {
+				script = stepScript.EvalSha(ctx, p, keys, args...)
+			}
+			wait = p.Do(ctx, "WAIT", n, timeout.Milliseconds()+1)
+			return nil
+		})
+		switch {
+		case !load && redis.HasErrorPrefix(script.Err(), "NOSCRIPT"):
+			continue // the server lost its script cache: send the script
+		case script.Err() != nil:
+			return nil, script.Err()
+		case err != nil:
+			return nil, err
+		}
+		acked, err := wait.Int64()
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("wait for replicas: %w", err)
+		case acked < n:
+			return nil, fmt.Errorf("%w (%d of %d within %s)", errUnreplicated, acked, n, timeout.Round(time.Millisecond))
+		}
+		return script.Val(), nil
+	}
+	return nil, errors.New("the step script is not in the server's cache after loading it")
 }
 
 // leave removes entry, and stale if not empty, with their term; it retries
