@@ -32,7 +32,9 @@ func TestEvictionWarning(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			lines := logs.Lines(func(ln electortest.LogLine) bool { return ln.Level == slog.LevelWarn && strings.HasPrefix(ln.Msg, warning) })
+			lines := logs.Lines(func(ln electortest.LogLine) bool {
+				return ln.Level == slog.LevelWarn && strings.HasPrefix(ln.Msg, warning)
+			})
 			if got := len(lines) > 0; got != tc.warns {
 				t.Fatalf("warned = %v, want %v (lines %v)", got, tc.warns, logs.Lines(nil))
 			}

@@ -31,7 +31,7 @@ type storeURL struct {
 	// sentinelPassword is the sentinels' (redis+sentinel:// only).
 	sentinelPassword string
 	redacted         string
-	secrets      secrets
+	secrets          secrets
 }
 
 // backendFor finds the backend of a scheme.
