@@ -23,8 +23,10 @@
 // only after its server-side deadline, after its own ValidUntil. Whichever
 // script finds the term free grants it (a resigning leader's script grants
 // it to its successor at once). The fencing token is max(last token + 1,
-// server TIME in microseconds), stored, so it grows across terms even when
-// Redis loses the counter.
+// server TIME in microseconds, the highest token the caller has seen + 1),
+// stored, so it grows across terms even when Redis loses the counter: every
+// step carries the highest token its Elector has seen (its own, or any
+// leader's in its view), and the script raises the stored token to it first.
 //
 // A term's Done closes at the earliest of: its local deadline passing
 // without an acknowledged renewal (the cut-off leader steps down before the
@@ -33,6 +35,17 @@
 // (ErrResigned), Close (ErrClosed). Unless it resigned, the Elector then
 // removes its entry, best effort, so that a reachable store hands over at
 // once instead of one TTL later.
+//
+// A store error of any class, transient or not (MISCONF when Redis cannot
+// persist, OOM, READONLY from a demoted master, LOADING, BUSY, TRYAGAIN,
+// CLUSTERDOWN, MASTERDOWN, a reset connection, a timeout, even an ACL that
+// now refuses), costs the renewal it answered, never the term: the renewal
+// is retried with backoff, and only the deadline or the store's own word
+// (the entry gone, the term taken) ends the term. A campaign retries every
+// transient class too, and ends only on a refusal retrying cannot fix
+// (credentials, ACL, scripting disabled). Every failure is counted by class
+// (elector.ErrorClass: the Redis error code, "conn", "timeout", ...) and
+// logged at most once per class and 30 s.
 //
 // No polling, no herd. Scripts that change the head or the term PUBLISH
 // "<mode> <head entry>" on the election's channel; a waiter re-runs the
@@ -130,6 +143,32 @@
 // The cost: the first campaign in a new election, and every campaign after
 // a Redis restart or failover, waits one TTL before any term is granted.
 //
+// # Sentinel and Cluster
+//
+// Under Sentinel (DialSentinel) the client follows the master the
+// sentinels name, and every step that writes is followed, on the same
+// connection, by WAIT 1: its reply counts only once a replica has its
+// writes (Config.Replicas), else it is a failed request of class
+// "unreplicated". A master cut off from its replicas, which the sentinels
+// then fail over, thus cannot keep renewing a leader on its side of the
+// partition, nor grant a term the new master never saw: every reply a
+// candidate acted on reached a replica before the failover, and the
+// promoted replica's new run_id starts a new epoch. WAIT does not make
+// the write durable on the replica that is promoted (Sentinel picks the
+// most up-to-date one it can reach, which may lack the last renewal); the
+// epoch rule covers that.
+//
+// Under Cluster (DialCluster) the election's keys and channel share one
+// hash slot, so every script runs on the slot's master, and the client
+// follows MOVED and ASK while the slot migrates (a script whose keys are
+// split between two nodes answers TRYAGAIN, retried like any transient
+// error). A promoted replica starts a new epoch as under Sentinel. There is
+// no WAIT (the cluster client cannot pin it to the script's connection): a
+// master cut off in a minority stops accepting writes once
+// cluster-node-timeout has passed, before a replica on the majority side is
+// promoted (node timeout plus at least 500 ms), and the promoted replica
+// grants nothing for one TTL.
+//
 // # Guarantees
 //
 // At most one term is valid at any instant (every ValidUntil of a term ends
@@ -151,8 +190,13 @@
 //
 //   - A replica promoted by Sentinel or Cluster failover may lack writes;
 //     the epoch check above covers it only because the new primary reports a
-//     new run_id. A split brain where the old primary keeps accepting writes
-//     from some clients (no min-replicas-to-write) is not covered.
+//     new run_id. Under Sentinel a split brain in which the old master keeps
+//     a replica on its side (so WAIT 1 still succeeds there) while the
+//     sentinels promote another replica is not covered; nor, under Cluster,
+//     a minority master whose cluster-node-timeout outlasts the failover.
+//   - Tokens rest on the new server's clock after a state loss only when no
+//     candidate that saw the last token survives it: electd keeps the
+//     highest token it saw in memory, not on disk.
 //   - Quorum over several independent Redis servers (Redlock) is not
 //     implemented.
 //   - A request whose reply was lost may still run later (go-redis retries,
