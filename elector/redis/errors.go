@@ -117,7 +117,7 @@ func explain(err error) error {
 	case classAuth:
 		return fmt.Errorf("redis refused the credentials (check the user and password in the store URL): %w", err)
 	case classNoPerm:
-		return fmt.Errorf("redis ACL denies a command the election needs (EVALSHA/EVAL, SUBSCRIBE, PING, and inside the scripts TIME, INFO, GET, SET, INCR, PUBLISH and sorted-set and hash commands on keys electd:{NAME}:*): %w", err)
+		return fmt.Errorf("redis ACL denies a command the election needs (EVALSHA/EVAL, SUBSCRIBE, PING, WAIT under Sentinel, and inside the scripts TIME, INFO, GET, SET, INCR, PUBLISH and sorted-set and hash commands on keys electd:{NAME}:*): %w", err)
 	case classClosed:
 		return fmt.Errorf("redis client closed: %w", err)
 	}
