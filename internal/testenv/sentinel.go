@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,8 +18,12 @@ import (
 
 // Sentinel's timing, in milliseconds (sentinel.conf).
 const (
-	// sentinelDownAfter: a master unanswered this long is subjectively down.
-	sentinelDownAfter = 1000
+	// sentinelDownAfter: a master unanswered this long is subjectively
+	// down. A sentinel that has just switched to a new master starts its
+	// clock when it makes the new link, and with 1000 it sometimes flagged
+	// the new master down a second later and failed over again (to the
+	// old master, restarted empty); 2000 leaves a missed ping of slack.
+	sentinelDownAfter = 2000
 	// sentinelFailoverTimeout: a failover that stalls is retried after twice
 	// this; it also bounds the reconfiguration of the other replicas.
 	sentinelFailoverTimeout = 3000
@@ -207,25 +212,51 @@ func (s *Sentinel) Kill(t testing.TB) {
 	}
 }
 
-// Start starts every data node that is not running, the sentinels' master
-// first, EMPTY, and waits until the topology is healthy again (as after
-// StartRedisSentinel). The master stays the one the sentinels last
+// Start starts every data node that is not running, EMPTY: the sentinels'
+// master first, the replicas once every sentinel has seen it up; then it
+// waits until the topology is healthy again (as after StartRedisSentinel). The master stays the one the sentinels last
 // reported, so after a failover it is not Nodes()[0].
 func (s *Sentinel) Start(t testing.TB) {
 	t.Helper()
-	master := s.Master(t)
-	order := []*RedisNode{s.node(t, master)}
-	for _, n := range s.nodes {
-		if n.Addr() != master {
-			order = append(order, n)
-		}
+	master := s.node(t, s.Master(t))
+	if master.Pid() == 0 {
+		since := time.Now()
+		master.Start(t)
+		// A sentinel counts down-after from its last PING reply, not from
+		// the kill, so it may flag the master down even after a short
+		// outage; were a replica up by then, it would promote it over the
+		// master just restarted. So the replicas start once every sentinel
+		// had a PING reply from this run of the master.
+		waitUntil(t, topologyTimeout, "sentinels see master "+master.Addr()+" up", func(ctx context.Context) error {
+			return s.seenSince(ctx, master, since)
+		})
 	}
-	for _, n := range order {
+	for _, n := range s.nodes {
 		if n.Pid() == 0 {
 			n.Start(t)
 		}
 	}
 	s.waitHealthy(t)
+}
+
+// seenSince checks that every sentinel reports master up, with a PING reply
+// received after since.
+func (s *Sentinel) seenSince(ctx context.Context, master *RedisNode, since time.Time) error {
+	for i, cli := range s.scli {
+		m, err := cli.Master(ctx, sentinelMasterName).Result()
+		if err != nil {
+			return fmt.Errorf("sentinel %s: master: %w", s.sentinels[i], err)
+		}
+		ago, err := strconv.Atoi(m["last-ok-ping-reply"])
+		if err != nil {
+			return fmt.Errorf("sentinel %s: last-ok-ping-reply %q: %w", s.sentinels[i], m["last-ok-ping-reply"], err)
+		}
+		addr := net.JoinHostPort(m["ip"], m["port"])
+		if addr != master.Addr() || m["flags"] != "master" || time.Duration(ago)*time.Millisecond >= time.Since(since) {
+			return fmt.Errorf("sentinel %s: master %s flags %q, last ping reply %d ms ago", s.sentinels[i], addr, m["flags"], ago)
+		}
+	}
+	return nil
 }
 
 // WaitHealthy waits until every sentinel reports the same master, flagged

@@ -95,6 +95,17 @@ func (n *RedisNode) args() []string {
 		"--dir", n.dir,
 		"--protected-mode", "no",
 		"--loglevel", "notice", // role changes and failovers are in the log
+		// A replica's full sync starts at once, not after the default 5 s
+		// wait for more replicas to share the transfer.
+		"--repl-diskless-sync-delay", "0",
+		// A replica loads its full sync from the socket, never from a
+		// dump.rdb in --dir, which a restart would load: data would
+		// survive a restart.
+		"--repl-diskless-load", "swapdb",
+		"--rdb-del-sync-files", "yes",
+		// A master pings its replicas every second (default 10 s): until a
+		// replica's offset moves from 0, CLUSTER SLOTS leaves it out.
+		"--repl-ping-replica-period", "1",
 	}
 	if n.extra != nil {
 		args = append(args, n.extra()...)
