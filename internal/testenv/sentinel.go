@@ -19,10 +19,12 @@ import (
 // Sentinel's timing, in milliseconds (sentinel.conf).
 const (
 	// sentinelDownAfter: a master unanswered this long is subjectively
-	// down. A sentinel that has just switched to a new master starts its
-	// clock when it makes the new link, and with 1000 it sometimes flagged
-	// the new master down a second later and failed over again (to the
-	// old master, restarted empty); 2000 leaves a missed ping of slack.
+	// down. At +switch-master a sentinel resets the new master's link and
+	// starts this clock (act_ping_time = now in sentinelResetMaster), but
+	// it reconnects at most once a second (its ping period): with 1000,
+	// two runs in eight saw a sentinel flag the new master down about 1 s
+	// after switching and fail over again, to the old master restarted
+	// empty. 2000 leaves a ping period of slack.
 	sentinelDownAfter = 2000
 	// sentinelFailoverTimeout: a failover that stalls is retried after twice
 	// this; it also bounds the reconfiguration of the other replicas.
@@ -46,6 +48,9 @@ const (
 // a failover rejoins as a replica of the new one, and the sentinels never
 // see two masters. Start it after WaitFailover: started before, it is still
 // the sentinels' master and comes back as an empty master.
+//
+// WaitFailover writes testenv:failover-probe (expiring in 1 s) to the new
+// master; testenv writes no other key.
 //
 // A sentinel that starts again reads the configuration it rewrote (its id,
 // the current master, the replicas and sentinels it knows), so it keeps what

@@ -167,21 +167,26 @@ func waitUntil(t testing.TB, timeout time.Duration, what string, check func(ctx 
 }
 
 // pollUntil polls check until it returns nil (then nil), or returns its last
-// error, wrapped, once timeout has passed. Each call of check gets a context
+// error (the last before the deadline cut a call short), wrapped, once
+// timeout has passed. Each call of check gets a context
 // that ends with the deadline.
 func pollUntil(timeout time.Duration, check func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
+	var last error
 	for {
 		err := check(ctx)
 		if err == nil {
 			return nil
 		}
+		if last == nil || ctx.Err() == nil {
+			last = err // not one the deadline itself caused
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("not after %v: %w", timeout, err)
+			return fmt.Errorf("not after %v: %w", timeout, last)
 		case <-tick.C:
 		}
 	}
