@@ -1,10 +1,14 @@
-// Package testenv starts real store servers (etcd, redis-server) for tests,
-// as child processes on free loopback ports, and stops them in t.Cleanup.
+// Package testenv starts real store servers (etcd, redis-server, and Redis
+// Sentinel and Cluster topologies of them) for tests, as child processes on
+// free loopback ports, and stops them in t.Cleanup.
 //
 // Binaries: etcd comes from $ELECTD_ETCD_BIN, else <module root>/bin/etcd,
-// else etcd in PATH; redis-server from $ELECTD_REDIS_SERVER, else PATH. When
-// one is missing the test is skipped with a loud message, or fails if $CI is
-// set. A variable that names a missing file always fails the test.
+// else etcd in PATH; redis-server from $ELECTD_REDIS_SERVER, else PATH (it
+// also runs the sentinels of StartRedisSentinel); redis-cli, which
+// StartRedisCluster runs once to create the cluster, from
+// $ELECTD_REDIS_CLI, else PATH. When one is missing the test is skipped
+// with a loud message, or fails if $CI is set. A variable that names a
+// missing file always fails the test.
 //
 // Each server runs in its own process group and dies with the test binary
 // (internal/deathsig: Pdeathsig=SIGKILL on Linux), and is SIGKILLed and

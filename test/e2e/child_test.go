@@ -206,7 +206,7 @@ func testEnvironment(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
 	envFile := filepath.Join(h.Dir, "child.env")
 	n := h.startNode("n1", nodeOpts{env: []string{
-		"ELECTD_STORE=" + s.URL(s.Addr),
+		"ELECTD_STORE=" + s.DirectURL(),
 		"ELECTD_ADMIN_TOKEN=not-for-the-child",
 		"ELECTD_SOMETHING_ELSE=x",
 		"RECORD_ENV_FILE=" + envFile,

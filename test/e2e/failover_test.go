@@ -129,6 +129,7 @@ func testKill9Leader(t *testing.T, s *kit.Store) {
 // stops its child on its own deadline, before the other copy's child starts.
 // After the partition heals it follows the new leader.
 func testCutOffLeader(t *testing.T, s *kit.Store) {
+	s.NeedProxy(t)
 	h := newHarness(t, s)
 	px := faultproxy.Start(t, s.Addr)
 	n1 := h.startNode("n1", nodeOpts{store: s.URL(px.Addr())})

@@ -105,7 +105,7 @@ func (h *harness) nextRun(prev record.Run, within time.Duration) record.Run {
 
 // direct are the options of a node that talks to the store directly.
 func (h *harness) direct(more ...nodeOpts) nodeOpts {
-	o := nodeOpts{store: h.s.URL(h.s.Addr)}
+	o := nodeOpts{store: h.s.DirectURL()}
 	for _, m := range more {
 		o.args = append(o.args, m.args...)
 		o.env = append(o.env, m.env...)

@@ -257,6 +257,7 @@ func testTreeIgnoresTerm(t *testing.T, s *kit.Store) {
 			o := h.direct(nodeOpts{args: tt.args, env: deaf})
 			var px *faultproxy.Proxy
 			if tt.cut {
+				s.NeedProxy(t)
 				px = faultproxy.Start(t, s.Addr)
 				o.store = s.URL(px.Addr())
 			}

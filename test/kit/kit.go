@@ -13,8 +13,11 @@ package kit
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/internal/testenv"
 )
@@ -56,19 +59,37 @@ var Backends = []Backend{
 	}},
 }
 
-// Select returns the backends named in list, comma-separated.
+// Topologies are the Redis Sentinel and Redis Cluster topologies
+// (internal/testenv), not in Backends until electd reads their --store
+// URLs; Select accepts their names.
+var Topologies = []Backend{
+	{Name: "redis+sentinel", start: func(t *testing.T) *Store {
+		s := testenv.StartRedisSentinel(t)
+		return &Store{Name: "redis+sentinel", Sentinel: s, srv: s}
+	}},
+	{Name: "redis+cluster", start: func(t *testing.T) *Store {
+		c := testenv.StartRedisCluster(t)
+		return &Store{Name: "redis+cluster", Cluster: c, srv: c}
+	}},
+}
+
+// Select returns the backends named in list, comma-separated: those of
+// Backends and of Topologies.
 func Select(list string) ([]Backend, error) {
+	all := append(slices.Clone(Backends), Topologies...)
 	var out []Backend
 	for name := range strings.SplitSeq(list, ",") {
 		name = strings.TrimSpace(name)
-		found := false
-		for _, b := range Backends {
-			if b.Name == name {
-				out, found = append(out, b), true
+		i := slices.IndexFunc(all, func(b Backend) bool { return b.Name == name })
+		switch {
+		case i >= 0:
+			out = append(out, all[i])
+		case name != "":
+			var names []string
+			for _, b := range all {
+				names = append(names, b.Name)
 			}
-		}
-		if !found && name != "" {
-			return nil, fmt.Errorf("unknown backend %q (want etcd, redis)", name)
+			return nil, fmt.Errorf("unknown backend %q (want one of %s)", name, strings.Join(names, ", "))
 		}
 	}
 	return out, nil
@@ -78,12 +99,16 @@ func Select(list string) ([]Backend, error) {
 // ends. Must run on t's goroutine.
 func (b Backend) Start(t *testing.T) *Store { t.Helper(); return b.start(t) }
 
-// Store is one running server of a backend.
+// Store is one running server of a backend, or one topology of servers.
 type Store struct {
-	Name  string         // the backend's
-	Addr  string         // host:port of the server
-	Etcd  *testenv.Etcd  // the server when Name is "etcd", else nil
-	Redis *testenv.Redis // the server when Name is "redis", else nil
+	Name string // the backend's
+	// Addr is host:port of the server, which a proxy can stand in front
+	// of; empty for a topology (see Proxyable).
+	Addr     string
+	Etcd     *testenv.Etcd     // the server when Name is "etcd", else nil
+	Redis    *testenv.Redis    // the server when Name is "redis", else nil
+	Sentinel *testenv.Sentinel // the topology when Name is "redis+sentinel", else nil
+	Cluster  *testenv.Cluster  // the topology when Name is "redis+cluster", else nil
 
 	srv interface {
 		Kill(t testing.TB)
@@ -91,14 +116,65 @@ type Store struct {
 	}
 }
 
-// URL is electd's --store for addr: the server itself, or a proxy to it.
-func (s *Store) URL(addr string) string { return s.Name + "://" + addr }
+// Proxyable reports whether one TCP proxy to Addr can carry a client's
+// whole traffic, so that cutting it cuts that client off alone: true for
+// etcd and a single Redis. A Sentinel or Cluster client dials the nodes the
+// sentinels or the cluster announce, past any proxy.
+func (s *Store) Proxyable() bool { return s.Addr != "" }
 
-// Kill SIGKILLs the server and waits until it is gone.
+// NeedProxy skips t unless the store is Proxyable.
+func (s *Store) NeedProxy(t testing.TB) {
+	t.Helper()
+	if !s.Proxyable() {
+		t.Skipf("%s cannot be reached through one proxy (its client dials the nodes it announces)", s.Name)
+	}
+}
+
+// URL is electd's --store for addr, a proxy to Addr. Only for a
+// Proxyable store; the direct URL of any store is DirectURL.
+func (s *Store) URL(addr string) string {
+	if !s.Proxyable() {
+		panic("kit: " + s.Name + " store behind a proxy: it is not Proxyable")
+	}
+	return s.Name + "://" + addr
+}
+
+// DirectURL is electd's --store for the store itself: the server's, or
+// the topology's (redis+sentinel://S1,S2,S3/MASTER, redis+cluster://N1,…,N6).
+func (s *Store) DirectURL() string {
+	switch {
+	case s.Sentinel != nil:
+		return s.Sentinel.URL()
+	case s.Cluster != nil:
+		return s.Cluster.URL()
+	}
+	return s.URL(s.Addr)
+}
+
+// RedisClient returns a go-redis client of a Redis store of any kind (a
+// plain client, a failover client through the sentinels, a cluster
+// client), closed when t ends; nil for etcd.
+func (s *Store) RedisClient(t testing.TB) redis.UniversalClient {
+	t.Helper()
+	switch {
+	case s.Redis != nil:
+		return s.Redis.Client(t)
+	case s.Sentinel != nil:
+		return s.Sentinel.Client(t)
+	case s.Cluster != nil:
+		return s.Cluster.Client(t)
+	}
+	return nil
+}
+
+// Kill SIGKILLs the server, or every data node of a topology (the
+// sentinels stay up), and waits until they are gone.
 func (s *Store) Kill(t testing.TB) { t.Helper(); s.srv.Kill(t) }
 
-// Start starts a killed server again on its address, with its data where
-// the store persists it (etcd does; Redis comes back empty).
+// Start starts a killed server (or the data nodes) again on its address,
+// with its data where the store persists it (etcd does; Redis of every kind
+// comes back empty, a cluster with its slot map), and waits until it is
+// ready.
 func (s *Store) Start(t testing.TB) { t.Helper(); s.srv.Start(t) }
 
 // Run runs fn on each of bs in parallel subtests named after the backend,

@@ -36,7 +36,7 @@ func newHarness(t *testing.T, s *store) *harness {
 
 // opts are the differences between `electd lock` processes.
 type opts struct {
-	store   string   // --store host:port; empty: the server itself
+	store   string   // --store host:port of a proxy to the server; empty: the store itself (DirectURL)
 	args    []string // flags before NAME
 	env     []string // RECORD_* knobs and the like
 	command []string // empty: the recorder
@@ -45,11 +45,11 @@ type opts struct {
 // lock starts `electd lock [flags] NAME -- COMMAND` as node id.
 func (h *harness) lock(id string, o opts) *proc {
 	h.T.Helper()
-	addr := o.store
-	if addr == "" {
-		addr = h.s.Addr
+	store := h.s.DirectURL()
+	if o.store != "" {
+		store = h.s.URL(o.store)
 	}
-	args := []string{"lock", "--store", h.s.URL(addr), "--id", id, "--ttl", ttl.String(),
+	args := []string{"lock", "--store", store, "--id", id, "--ttl", ttl.String(),
 		"--stop-timeout", stopTimeout.String(), "--log-format", "json", "--log-level", "debug"}
 	args = append(append(args, o.args...), h.Name, "--")
 	if len(o.command) == 0 {

@@ -169,6 +169,7 @@ func testExitCodes(t *testing.T, s *store) {
 // testLostLock: a holder cut off from the store stops its command by its
 // own deadline, before the next holder's command starts, and exits 76.
 func testLostLock(t *testing.T, s *store) {
+	s.NeedProxy(t)
 	h := newHarness(t, s)
 	px := faultproxy.Start(t, s.Addr)
 	a := h.lock("a", opts{store: px.Addr()})
@@ -345,7 +346,7 @@ func testLeaderWatch(t *testing.T, s *store) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, s)
-			w := h.start("watch", []string{"leader", "--store", s.URL(s.Addr), "--election", h.Name, "--ttl", ttl.String(),
+			w := h.start("watch", []string{"leader", "--store", s.DirectURL(), "--election", h.Name, "--ttl", ttl.String(),
 				"--watch", "-o", tt.format, "--log-level", "warn"}, nil)
 			seen := func(match func(string) bool, after int) func() (bool, string) {
 				return func() (bool, string) {

@@ -54,8 +54,8 @@ func TestBackends(t *testing.T) {
 // directly.
 type store struct {
 	*kit.Store
-	etcd  *clientv3.Client // when the backend is etcd
-	redis *redis.Client    // when it is Redis
+	etcd  *clientv3.Client      // when the backend is etcd
+	redis redis.UniversalClient // when it is Redis of any kind
 }
 
 // newStore makes the client of s, closed when t ends.
@@ -63,7 +63,7 @@ func newStore(t *testing.T, s *kit.Store) *store {
 	if s.Etcd != nil {
 		return &store{Store: s, etcd: s.Etcd.Client(t)}
 	}
-	return &store{Store: s, redis: s.Redis.Client(t)}
+	return &store{Store: s, redis: s.RedisClient(t)}
 }
 
 // queued counts the candidates the store holds for election.

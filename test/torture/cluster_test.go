@@ -83,6 +83,7 @@ type life struct {
 }
 
 func newCluster(t *testing.T, cfg config, s *kit.Store) *cluster {
+	s.NeedProxy(t) // every node reaches the store through its own proxy
 	c := &cluster{t: t, cfg: cfg, s: s, dir: t.TempDir(), election: "torture-" + s.Name}
 	c.logPath = filepath.Join(c.dir, "record.log")
 	c.j = newJournal(c.logPath)
