@@ -177,7 +177,9 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 	gen, _ := e.bus.state()
 	v, err := e.runStep(ctx, mode != "leave", mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, tok, stale, slots, seen)
 	if err != nil {
-		return stepReply{}, classify(err)
+		err = classify(err)
+		e.refreshSlots(err)
+		return stepReply{}, err
 	}
 	r, err := parseStep(v)
 	if err != nil {
@@ -192,6 +194,20 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 		e.view.offer(r.view, gen)
 	}
 	return r, nil
+}
+
+// refreshSlots asks a cluster client to re-read the slot map after a
+// request failed in a way a failover causes: go-redis keeps dialling a dead
+// master until its map is 10 s old, far past a short lease.
+func (e *Elector) refreshSlots(err error) {
+	cc, ok := e.cfg.Client.(*redis.ClusterClient)
+	if !ok {
+		return
+	}
+	switch elector.ErrorClass(err) {
+	case classConn, elector.ClassTimeout, "CLUSTERDOWN", "READONLY", "MASTERDOWN", "TRYAGAIN":
+		cc.ReloadState(e.ctx) // asynchronous, and coalesced by go-redis
+	}
 }
 
 // runStep runs stepScript with args. With Config.Replicas, and replicated
