@@ -115,7 +115,9 @@ func (h *bus) run() {
 		if h.e.ctx.Err() != nil {
 			return
 		}
-		h.e.fails.Failed("watch", classify(err))
+		err = classify(err)
+		h.e.refreshSlots(err)
+		h.e.fails.Failed("watch", err)
 		if !h.e.sleep(h.e.ctx, b.next()) {
 			return
 		}

@@ -242,7 +242,9 @@ func (e *Elector) Observe(ctx context.Context) <-chan elector.Leader {
 func (e *Elector) readLeader(ctx context.Context) (viewReply, error) {
 	v, err := viewScript.Run(ctx, e.cfg.Client, []string{e.keys.queue, e.keys.expiry, e.keys.term, e.keys.cand, e.keys.holders}).Result()
 	if err != nil {
-		return viewReply{}, classify(err)
+		err = classify(err)
+		e.refreshSlots(err)
+		return viewReply{}, err
 	}
 	r, err := parseView(v)
 	if err != nil {
