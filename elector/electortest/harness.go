@@ -56,17 +56,37 @@ func slotted(t testing.TB, h Harness, election, id string, ttl time.Duration, n 
 		Election: election, ID: id, Address: "http://" + id + ".test:4040", Timing: timing(ttl), Slots: n}})
 }
 
+// Link is one candidate's path to the store, which a test can cut (a black
+// hole, like a partition) and heal. A *faultproxy.Proxy is one.
+type Link interface {
+	Cut()
+	Heal()
+}
+
+// Cutter is a Harness whose candidates a proxy in front of Addr cannot cut
+// off, because their client dials whatever nodes the store names (Redis
+// Sentinel's master, a cluster's nodes): it makes a candidate whose every
+// connection goes through a Link of its own.
+type Cutter interface {
+	NewCuttable(t testing.TB, c Candidate) (elector.Locker, Link)
+}
+
 // proxied creates a candidate behind its own fault proxy.
-func proxied(t testing.TB, h Harness, election, id string, ttl time.Duration) (elector.Locker, *faultproxy.Proxy) {
+func proxied(t testing.TB, h Harness, election, id string, ttl time.Duration) (elector.Locker, Link) {
 	return proxiedSlots(t, h, election, id, ttl, 1)
 }
 
 // proxiedSlots creates a candidate of a semaphore of n slots behind its own
-// fault proxy.
-func proxiedSlots(t testing.TB, h Harness, election, id string, ttl time.Duration, n int) (elector.Locker, *faultproxy.Proxy) {
+// fault proxy (or the Cutter's Link).
+func proxiedSlots(t testing.TB, h Harness, election, id string, ttl time.Duration, n int) (elector.Locker, Link) {
+	c := Candidate{Candidate: elector.Candidate{Election: election, ID: id, Timing: timing(ttl), Slots: n}}
+	if cu, ok := h.(Cutter); ok {
+		c.StoreAddr = h.Addr()
+		return cu.NewCuttable(t, c)
+	}
 	p := faultproxy.Start(t, h.Addr())
-	e := h.New(t, Candidate{StoreAddr: p.Addr(), Candidate: elector.Candidate{Election: election, ID: id, Timing: timing(ttl), Slots: n}})
-	return e, p
+	c.StoreAddr = p.Addr()
+	return h.New(t, c), p
 }
 
 // waitQueued waits until the store holds n candidates of election.
