@@ -37,7 +37,7 @@ var scenarios = []struct {
 // TestBackends runs every scenario against a real etcd and a real Redis;
 // the two backends run in parallel, each on its own server.
 func TestBackends(t *testing.T) {
-	kit.Run(t, kit.Backends, func(t *testing.T, s *kit.Store) {
+	kit.Run(t, kit.Selected(t, "E2E_BACKENDS"), func(t *testing.T, s *kit.Store) {
 		for _, sc := range scenarios {
 			t.Run(sc.name, func(t *testing.T) { sc.run(t, s) })
 		}

@@ -95,6 +95,21 @@ func Select(list string) ([]Backend, error) {
 	return out, nil
 }
 
+// Selected returns the backends named by $env (as Select reads them), or
+// all of Backends and Topologies when it is unset; a bad name fails t.
+func Selected(t *testing.T, env string) []Backend {
+	t.Helper()
+	list, ok := os.LookupEnv(env)
+	if !ok {
+		return append(slices.Clone(Backends), Topologies...)
+	}
+	bs, err := Select(list)
+	if err != nil {
+		t.Fatalf("$%s: %v", env, err)
+	}
+	return bs
+}
+
 // Start starts a server of b on free loopback ports; it is killed when t
 // ends. Must run on t's goroutine.
 func (b Backend) Start(t *testing.T) *Store { t.Helper(); return b.start(t) }

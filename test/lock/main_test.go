@@ -42,7 +42,7 @@ var scenarios = []struct {
 // TestBackends runs every scenario against a real etcd and a real Redis;
 // the two backends run in parallel, each on its own server.
 func TestBackends(t *testing.T) {
-	kit.Run(t, kit.Backends, func(t *testing.T, ks *kit.Store) {
+	kit.Run(t, kit.Selected(t, "LOCK_BACKENDS"), func(t *testing.T, ks *kit.Store) {
 		s := newStore(t, ks)
 		for _, sc := range scenarios {
 			t.Run(sc.name, func(t *testing.T) { sc.run(t, s) })
