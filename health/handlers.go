@@ -103,7 +103,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if failing := s.storeFailures(); len(failing) > 0 {
 		f := failing[0]
 		writeJSON(w, http.StatusServiceUnavailable, statusJSON{Status: "error",
-			Error:       fmt.Sprintf("store %s failing (%s, %d failures since %s): %s", f.Op, f.Class, f.Failures, f.Since.UTC().Format(time.RFC3339), f.Error),
+			Error:       fmt.Sprintf("store %s failing since %s (%s; %d failed requests): %s", f.Op, f.Since.UTC().Format(time.RFC3339), f.Class, f.Failures, f.Error),
 			Containment: s.cfg.Containment, StoreErrors: failing})
 		return
 	}

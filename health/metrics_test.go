@@ -293,7 +293,7 @@ func TestHealthzStoreFailures(t *testing.T) {
 	if first["op"] != "renew" || first["class"] != "MISCONF" || first["failures"] != float64(2) {
 		t.Errorf("store_errors[0] = %v, want op renew, class MISCONF, 2 failures", first)
 	}
-	if msg, _ := body["error"].(string); !strings.Contains(msg, "renew failing (MISCONF, 2 failures") {
+	if msg, _ := body["error"].(string); !strings.Contains(msg, "renew failing since ") || !strings.Contains(msg, "(MISCONF; 2 failed requests)") {
 		t.Errorf("error = %q, want it to name the renewal and MISCONF", msg)
 	}
 	m.StoreAnswered("renew")

@@ -258,7 +258,7 @@ func (e *Elector) keep(entry string, token uint64, dl *elector.Deadline, lastSen
 	}
 	l := e.bus.add(match)
 	defer e.bus.remove(l)
-	b := e.newBackoff()
+	b := e.renewBackoff()
 	next := lastSend.Add(timing.RenewInterval)
 	for dl.Err() == nil {
 		t := clk.NewTimer(max(next.Sub(clk.Now()), 0))

@@ -318,6 +318,15 @@ func (e *Elector) newBackoff() *backoff {
 	return &backoff{base: min(25*time.Millisecond, c), cap: c}
 }
 
+// renewBackoff is the backoff of a leader's renewals: capped at a quarter
+// of the renewal interval (at most 250 ms), so that a store that answers
+// again is found well before the child must be stopped, at a cost of at
+// most four scripts per interval while it fails.
+func (e *Elector) renewBackoff() *backoff {
+	c := min(e.cfg.Timing.RenewInterval/4, 250*time.Millisecond)
+	return &backoff{base: min(25*time.Millisecond, c), cap: c}
+}
+
 func (b *backoff) next() time.Duration {
 	if b.cur == 0 {
 		b.cur = b.base

@@ -31,6 +31,7 @@ var scenarios = []struct {
 	{"TreeKill9", testTreeKill9},
 	{"TreeIgnoresTerm", testTreeIgnoresTerm},
 	{"ContainmentRefused", testContainmentRefused},
+	{"StoreRefusesWrites", testStoreRefusesWrites},
 	{"StoreRestart", testStoreRestart}, // last: Redis comes back empty
 }
 
