@@ -31,6 +31,7 @@ const sentinelDownAfter = 2000 * time.Millisecond
 // default 15s with a third as many trials, each on a topology of its own.
 func (e *env) sentinelFailover(ctx context.Context) error {
 	goredis.SetLogger(redisLog{}) // the failover clients' "sentinel: new master" lines
+	e.rep.note(sentinelSec, "Each result is min / median / p99 / max over the trials (nearest rank: with fewer than 100 trials p99 is the largest).")
 	e.sentinelOn(ctx, shortTTL, e.cfg.sentinelTrials)
 	if ctx.Err() == nil {
 		e.sentinelOn(ctx, defaultTTL, max(1, e.cfg.sentinelTrials/3))
