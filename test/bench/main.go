@@ -20,6 +20,9 @@
 //     before the old lease could lapse on the store: asserted), and the
 //     same for etcdctl lock --ttl and etcdctl elect (60 s session);
 //   - the step-down margin of a leader cut off from the store;
+//   - Redis Sentinel failover (kill -9 of the master, internal/testenv's
+//     topology): when the old child stopped and the new one started,
+//     against the old term's deadline (asserted as for crash failover);
 //   - what each tool's command does when the lock is lost (measured);
 //   - store requests of an idle follower and leader, and per leader change
 //     with 1…1000 candidates (in-process), and the naive Redis lock;
@@ -51,14 +54,15 @@ import (
 )
 
 type config struct {
-	trials      int           // per figure, at short TTLs
-	longTrials  int           // crash failover at the default TTL (15 s)
-	electTrials int           // etcdctl elect crash failover (60 s session)
-	idleWindow  time.Duration // store cost and footprint window
-	loadRun     time.Duration // one GET /leader load run
-	groups      int           // elections run in parallel for slow figures
-	only        map[string]bool
-	keep        bool
+	trials         int           // per figure, at short TTLs
+	longTrials     int           // crash failover at the default TTL (15 s)
+	electTrials    int           // etcdctl elect crash failover (60 s session)
+	sentinelTrials int           // Redis Sentinel failovers at --ttl 2s (a third of them at 15s)
+	idleWindow     time.Duration // store cost and footprint window
+	loadRun        time.Duration // one GET /leader load run
+	groups         int           // elections run in parallel for slow figures
+	only           map[string]bool
+	keep           bool
 }
 
 func (c config) run(phase string) bool { return len(c.only) == 0 || c.only[phase] }
@@ -87,19 +91,21 @@ func mainErr() int {
 	var (
 		mdPath  = flag.String("md", "", "also write the results as Markdown to this file")
 		quick   = flag.Bool("quick", false, "few trials and short windows (a smoke test, not a benchmark)")
-		only    = flag.String("only", "", "comma-separated phases to run: long,idle,lost,scale,handover,crash,stepdown,load (binary sizes always)")
+		only    = flag.String("only", "", "comma-separated phases to run: long,idle,lost,scale,handover,crash,stepdown,sentinel,load (binary sizes always)")
 		timeout = flag.Duration("timeout", 25*time.Minute, "give up after this long")
 		keep    = flag.Bool("keep", false, "keep the temporary directory (logs) after the run")
 	)
-	cfg := config{trials: 30, longTrials: 30, electTrials: 10, idleWindow: time.Minute, loadRun: 3 * time.Second, groups: 6}
+	cfg := config{trials: 30, longTrials: 30, electTrials: 10, sentinelTrials: 10, idleWindow: time.Minute, loadRun: 3 * time.Second, groups: 6}
 	flag.IntVar(&cfg.trials, "trials", cfg.trials, "trials per figure at short TTLs")
 	flag.IntVar(&cfg.longTrials, "long-trials", cfg.longTrials, "crash-failover trials at the default TTL (15s)")
 	flag.IntVar(&cfg.electTrials, "elect-trials", cfg.electTrials, "etcdctl elect crash-failover trials (60s session TTL each, run in parallel)")
+	flag.IntVar(&cfg.sentinelTrials, "sentinel-trials", cfg.sentinelTrials, "Redis Sentinel master kills at --ttl 2s (a third as many, at least 1, at 15s)")
 	flag.DurationVar(&cfg.idleWindow, "idle-window", cfg.idleWindow, "window for idle store cost and footprint")
 	flag.Parse()
 	cfg.keep = *keep
 	if *quick {
 		cfg.trials, cfg.longTrials, cfg.electTrials, cfg.idleWindow, cfg.loadRun, cfg.groups = 5, 4, 2, 15*time.Second, time.Second, 2
+		cfg.sentinelTrials = 3
 	}
 	if *only != "" {
 		cfg.only = map[string]bool{}
@@ -185,6 +191,7 @@ func (e *env) run(ctx context.Context) error {
 		{"crash", e.shortFailover},
 		{"stepdown", e.stepDown},
 		{"lost", e.lostLock},
+		{"sentinel", e.sentinelFailover},
 		{"scale", e.scale},
 		{"load", e.leaderLoad},
 	} {

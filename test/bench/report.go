@@ -13,6 +13,7 @@ import (
 var sections = []string{
 	"Graceful handover",
 	"Crash failover",
+	sentinelSec,
 	"Cut-off leader: step-down margin",
 	"Lost lock: what the holder's command does",
 	"Store cost: idle",
