@@ -9,8 +9,8 @@ type Instrument interface {
 	// such as "grant", "renew", "campaign", "watch", "resign", "leader".
 	// ErrorClass(err) names its class.
 	StoreError(op string, err error)
-	// StoreAnswered reports that a request of op succeeded after failures:
-	// op does not fail now.
+	// StoreAnswered reports that a request of op succeeded after failures,
+	// or that its failing requests were given up: op does not fail now.
 	StoreAnswered(op string)
 }
 

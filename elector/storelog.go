@@ -140,6 +140,18 @@ func (l *StoreLog) failed(op string, err error, count bool, attrs []any) {
 	o.reported, c.warned, c.suppressed = true, now, 0
 }
 
+// GaveUp records that the failing requests of kind op are no longer
+// retried (a cleanup whose time ran out): op does not fail now, though it
+// did not recover. The caller says what was given up.
+func (l *StoreLog) GaveUp(op string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if o := l.ops[op]; o != nil && o.failing {
+		o.failing = false
+		l.inst.StoreAnswered(op)
+	}
+}
+
 // Answered records a successful store request of kind op: after failures it
 // tells the Instrument, and after a reported outage it logs the recovery.
 // It is cheap when op was not failing.

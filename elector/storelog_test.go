@@ -196,10 +196,13 @@ func TestStoreLogInstrument(t *testing.T) {
 	sl.Failed("renew", errStore)
 	sl.Answered("renew")
 	sl.Answered("renew")
-	if want := []string{"renew OOM", "renew other"}; !slices.Equal(in.errors, want) {
+	sl.Failed("leave", errStore)
+	sl.GaveUp("leave")
+	sl.GaveUp("leave")
+	if want := []string{"renew OOM", "renew other", "leave other"}; !slices.Equal(in.errors, want) {
 		t.Errorf("StoreError calls = %q, want %q", in.errors, want)
 	}
-	if want := []string{"renew"}; !slices.Equal(in.answered, want) {
+	if want := []string{"renew", "leave"}; !slices.Equal(in.answered, want) {
 		t.Errorf("StoreAnswered calls = %q, want %q", in.answered, want)
 	}
 }

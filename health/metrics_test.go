@@ -302,3 +302,23 @@ func TestHealthzStoreFailures(t *testing.T) {
 		t.Fatalf("after the answers: %d %v, want 200 without store_errors", code, body)
 	}
 }
+
+// TestStoreFailureLapses: an operation that failed once and was never
+// retried (a cleanup that gave up) stops counting as failing after
+// failingFor, so /healthz does not stay 503 after the store recovered.
+func TestStoreFailureLapses(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := storeFailures{now: func() time.Time { return now }}
+	s.failed("leave", "conn", errors.New("connection refused"))
+	s.failed("renew", "OOM", errors.New("OOM"))
+	now = now.Add(failingFor / 2)
+	s.failed("renew", "OOM", errors.New("OOM"))
+	if got := s.list(); len(got) != 2 {
+		t.Fatalf("after %s: %v, want leave and renew", failingFor/2, got)
+	}
+	now = now.Add(failingFor/2 + time.Millisecond)
+	got := s.list()
+	if len(got) != 1 || got[0].Op != "renew" || got[0].Failures != 2 {
+		t.Fatalf("after %s: %v, want renew alone (still retried)", failingFor+time.Millisecond, got)
+	}
+}

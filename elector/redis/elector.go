@@ -273,9 +273,11 @@ func (e *Elector) leave(ctx context.Context, op, entry, stale string) error {
 		}
 		e.fails.Failed(op, err, "entry", entry)
 		if isPermanent(err) || ctx.Err() != nil {
+			e.fails.GaveUp(op)
 			return &elector.StoreError{Op: op, Err: fmt.Errorf("remove candidate %s: %w", entry, err), Permanent: isPermanent(err)}
 		}
 		if !e.sleep(ctx, b.next()) {
+			e.fails.GaveUp(op)
 			return &elector.StoreError{Op: op, Err: fmt.Errorf("remove candidate %s: %w", entry, err)}
 		}
 	}
