@@ -22,15 +22,38 @@ import (
 // (topology_test.go).
 
 // candidates makes one candidate per id of election, each on its own
-// connection dialed by b from ep, as one electd per host would.
-func candidates(t *testing.T, b backend.Backend, ep backend.Endpoint, election string, timing elector.Timing, inst elector.Instrument, ids ...string) []elector.Elector {
+// connection dialed by b from ep, as one electd per host would. Each
+// counts its store errors in its own instrument (returned by id) and in
+// inst, if not nil.
+func candidates(t *testing.T, b backend.Backend, ep backend.Endpoint, election string, timing elector.Timing, inst *countingInstrument, ids ...string) ([]elector.Elector, map[string]*countingInstrument) {
 	t.Helper()
 	var out []elector.Elector
+	own := map[string]*countingInstrument{}
 	for _, id := range ids {
+		own[id] = &countingInstrument{}
+		tee := teeInstrument{own[id]}
+		if inst != nil {
+			tee = append(tee, inst)
+		}
 		out = append(out, electortest.DialEndpoint(t, b, ep, elector.Candidate{
-			Election: election, ID: id, Address: "http://" + id + ".test", Timing: timing, Instrument: inst}))
+			Election: election, ID: id, Address: "http://" + id + ".test", Timing: timing, Instrument: tee}))
 	}
-	return out
+	return out, own
+}
+
+// teeInstrument reports to each of its instruments.
+type teeInstrument []elector.Instrument
+
+func (ti teeInstrument) StoreError(op string, err error) {
+	for _, i := range ti {
+		i.StoreError(op, err)
+	}
+}
+
+func (ti teeInstrument) StoreAnswered(op string) {
+	for _, i := range ti {
+		i.StoreAnswered(op)
+	}
 }
 
 // sentinelEndpoint is what electd dials for redis+sentinel://S1,S2,S3/MASTER.

@@ -3,13 +3,10 @@ package redis
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
@@ -60,7 +57,8 @@ func TestSentinelMasterDies(t *testing.T) {
 			s := testenv.StartRedisSentinel(t)
 			ctx := context.Background()
 			inst := &countingInstrument{}
-			terms := electortest.CampaignLoop(t, candidates(t, SentinelBackend, sentinelEndpoint(s), "master-dies", testTiming(), inst, "a", "b", "c")...)
+			cands, own := candidates(t, SentinelBackend, sentinelEndpoint(s), "master-dies", testTiming(), inst, "a", "b", "c")
+			terms := electortest.CampaignLoop(t, cands...)
 			lead := leading(t, terms, firstLeaderBound)
 
 			masterAddr := s.Master(t)
@@ -84,9 +82,15 @@ func TestSentinelMasterDies(t *testing.T) {
 				// written from now on reaches them.
 				lastReplicated = time.Now()
 				must(t, mcli.ClientKillByFilter(ctx, "TYPE", "replica").Err())
-				n := inst.count("renew", classUnreplicated)
-				electortest.Eventually(t, testTTL/2, "two unreplicated renewals", func() bool {
-					return inst.count("renew", classUnreplicated) >= n+2
+				// The leader's own renewals: two refused, one at least
+				// as unreplicated (a WAIT that answers late, under -race
+				// on 2 cores, is a timeout instead; it fails the renewal
+				// all the same).
+				li := own[lead.ID]
+				n, timeouts := li.count("renew", classUnreplicated), li.count("renew", elector.ClassTimeout)
+				electortest.Eventually(t, testTTL/2, "two renewals of the leader refused, one as unreplicated", func() bool {
+					u := li.count("renew", classUnreplicated) - n
+					return u >= 1 && u+li.count("renew", elector.ClassTimeout)-timeouts >= 2
 				})
 				off, err := strconv.ParseInt(replication(t, mcli)["master_repl_offset"], 10, 64)
 				must(t, err)
@@ -148,7 +152,8 @@ func TestClusterFailover(t *testing.T) {
 			c := testenv.StartRedisCluster(t)
 			inst := &countingInstrument{}
 			const election = "failover"
-			terms := electortest.CampaignLoop(t, candidates(t, ClusterBackend, clusterEndpoint(c), election, elector.Timing{TTL: tc.ttl}, inst, "a", "b", "c")...)
+			cands, _ := candidates(t, ClusterBackend, clusterEndpoint(c), election, elector.Timing{TTL: tc.ttl}, inst, "a", "b", "c")
+			terms := electortest.CampaignLoop(t, cands...)
 			lead := leading(t, terms, 5*tc.ttl)
 			renewed(t, lead.Term)
 			at := time.Now()
@@ -188,7 +193,8 @@ func TestClusterReshard(t *testing.T) {
 	inst := &countingInstrument{}
 	const election = "reshard"
 	slot := electionSlot(election)
-	terms := electortest.CampaignLoop(t, candidates(t, ClusterBackend, clusterEndpoint(c), election, testTiming(), inst, "a", "b", "c")...)
+	cands, own := candidates(t, ClusterBackend, clusterEndpoint(c), election, testTiming(), inst, "a", "b", "c")
+	terms := electortest.CampaignLoop(t, cands...)
 	lead := leading(t, terms, firstLeaderBound)
 	src := c.MasterOf(t, slot)
 	var to *testenv.RedisNode
@@ -202,9 +208,10 @@ func TestClusterReshard(t *testing.T) {
 	var midErrs map[string]int
 	at := time.Now()
 	c.Reshard(t, slot, to, func() {
-		n := inst.n.Load()
-		electortest.Eventually(t, testTTL/2, "two renewals refused mid-migration", func() bool { return inst.n.Load() >= n+2 })
-		midErrs = inst.snapshot()
+		li := own[lead.ID]
+		n := li.n.Load()
+		electortest.Eventually(t, testTTL/2, "two renewals of the leader refused mid-migration", func() bool { return li.n.Load() >= n+2 })
+		midErrs = li.snapshot()
 		stillLeads(t, terms, lead, "mid-migration")
 		if !lead.Term.ValidUntil().After(time.Now()) {
 			t.Fatalf("mid-migration: the term's deadline has passed")
@@ -220,112 +227,8 @@ func TestClusterReshard(t *testing.T) {
 		t.Fatalf("the term's key on the new owner %s: %d, %v", to, n, err)
 	}
 	spans := terms.Stop(t)
-	t.Logf("slot %d moved %s → %s in %s (errors mid-migration %v); renewals resumed %s after it began; %s kept its term; %d terms",
+	t.Logf("slot %d moved %s → %s in %s (the leader's errors mid-migration %v); renewals resumed %s after it began; %s kept its term; %d terms",
 		slot, src, to, moved.Round(time.Millisecond), midErrs, resumed.Round(time.Millisecond), lead.ID, len(spans))
-}
-
-// TestTopologyTransientErrorsKeepTheTerm: the master that holds the
-// election refuses writes (MISCONF: it cannot persist; OOM) for less than
-// the TTL. The leader's renewals fail and are retried, and its term
-// survives the fault and one more TTL; no other term begins.
-func TestTopologyTransientErrorsKeepTheTerm(t *testing.T) {
-	faults := []struct {
-		class  string
-		inject func(*testing.T, *redis.Client) func()
-	}{
-		{"MISCONF", injectUnpersistable},
-		{"OOM", injectOOM},
-	}
-	for _, topo := range []struct {
-		name  string
-		start func(t *testing.T) (dial func(t *testing.T, election string, inst elector.Instrument) []elector.Elector, master func(t *testing.T, election string) *redis.Client)
-	}{
-		{"sentinel", func(t *testing.T) (func(*testing.T, string, elector.Instrument) []elector.Elector, func(*testing.T, string) *redis.Client) {
-			s := testenv.StartRedisSentinel(t)
-			return func(t *testing.T, el string, inst elector.Instrument) []elector.Elector {
-					return candidates(t, SentinelBackend, sentinelEndpoint(s), el, testTiming(), inst, "a", "b", "c")
-				}, func(t *testing.T, _ string) *redis.Client {
-					return newClient(t, s.Master(t))
-				}
-		}},
-		{"cluster", func(t *testing.T) (func(*testing.T, string, elector.Instrument) []elector.Elector, func(*testing.T, string) *redis.Client) {
-			c := testenv.StartRedisCluster(t)
-			return func(t *testing.T, el string, inst elector.Instrument) []elector.Elector {
-					return candidates(t, ClusterBackend, clusterEndpoint(c), el, testTiming(), inst, "a", "b", "c")
-				}, func(t *testing.T, el string) *redis.Client {
-					return newClient(t, c.MasterOf(t, electionSlot(el)).Addr())
-				}
-		}},
-	} {
-		t.Run(topo.name, func(t *testing.T) {
-			dial, master := topo.start(t)
-			for _, f := range faults {
-				t.Run(f.class, func(t *testing.T) {
-					election := "transient-" + f.class
-					inst := &countingInstrument{}
-					terms := electortest.CampaignLoop(t, dial(t, election, inst)...)
-					lead := leading(t, terms, firstLeaderBound)
-					cli := master(t, election)
-					renewed(t, lead.Term)
-					at := time.Now()
-					lift := f.inject(t, cli)
-					electortest.Eventually(t, testTTL/2, "renewals refused with "+f.class, func() bool {
-						return inst.count("renew", f.class) >= 2
-					})
-					lift()
-					lasted := time.Since(at)
-					stillLeads(t, terms, lead, "when the fault was lifted")
-					liftedAt := time.Now()
-					electortest.Eventually(t, 2*testTTL, "the lease renewed a TTL past the fault", func() bool {
-						return lead.Term.ValidUntil().After(liftedAt.Add(testTTL))
-					})
-					stillLeads(t, terms, lead, "one TTL after the fault")
-					spans := terms.Stop(t)
-					t.Logf("%s for %s: %s kept its term; %d terms; errors %v", f.class, lasted.Round(time.Millisecond), lead.ID, len(spans), inst.snapshot())
-				})
-			}
-		})
-	}
-}
-
-// TestSentinelTokensSurviveALaggingClock: tokens were issued from a token
-// key an hour ahead of the clock; then every data node restarts empty. The
-// next term's token is still above every earlier one: the candidates carry
-// the highest token they saw into their next step.
-func TestSentinelTokensSurviveALaggingClock(t *testing.T) {
-	s := testenv.StartRedisSentinel(t)
-	ctx := context.Background()
-	const election = "lag"
-	ahead := uint64(time.Now().Add(time.Hour).UnixMicro())
-	must(t, newClient(t, s.Master(t)).Set(ctx, keysFor(election).token, fmt.Sprint(ahead), 0).Err())
-	cands := candidates(t, SentinelBackend, sentinelEndpoint(s), election, testTiming(), nil, "a", "b", "c")
-	terms := electortest.CampaignLoop(t, cands...)
-	lead := leading(t, terms, firstLeaderBound)
-	if lead.Token <= ahead {
-		t.Fatalf("first token %d, want above the stored %d", lead.Token, ahead)
-	}
-	electortest.Eventually(t, 2*testTTL, "every candidate to see the leader's token", func() bool {
-		for _, e := range cands {
-			if e.(*Elector).seen.Load() < lead.Token {
-				return false
-			}
-		}
-		return true
-	})
-	killAt := time.Now()
-	s.Kill(t)
-	s.Start(t) // empty: the token key is gone, and TIME is an hour behind it
-	back := time.Now()
-	next := terms.WaitStarted(t, killAt, time.Until(back.Add(firstLeaderBound)))
-	now, err := newClient(t, s.Master(t)).Time(ctx).Result()
-	must(t, err)
-	if uint64(now.UnixMicro()) >= lead.Token {
-		t.Fatalf("the server's clock (%d) is not behind the last token (%d): the test proves nothing", now.UnixMicro(), lead.Token)
-	}
-	spans := terms.Stop(t) // checks that tokens grew
-	t.Logf("tokens %d → %d across a restart of every data node onto a clock %s behind; new term %s after the kill (the restart took %s); %d terms",
-		lead.Token, next.Token, time.Duration(lead.Token-uint64(now.UnixMicro()))*time.Microsecond,
-		next.Start.Sub(killAt).Round(time.Millisecond), back.Sub(killAt).Round(time.Millisecond), len(spans))
 }
 
 // spanOf returns the term with token among spans.
