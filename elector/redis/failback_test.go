@@ -77,6 +77,11 @@ func TestFailbackToTheSameRunStartsAnEpoch(t *testing.T) {
 	proxies[lead.ID].Heal()
 	spans := terms.Stop(t)
 	old := spanOf(t, spans, lead.Token)
+	// The first script on A after its promotion starts the epoch, at
+	// most a round trip before back.
+	if epoch := back.Add(testTTL - 50*time.Millisecond); next.Start.Before(epoch) {
+		t.Errorf("the next term began %s before one TTL after A was master again", epoch.Sub(next.Start))
+	}
 	t.Logf("B detached at 0; leader cut off at %s; A master again at %s; leader valid until %s; next term (%s) at %s",
 		cutAt.Sub(detached).Round(time.Millisecond), back.Sub(detached).Round(time.Millisecond),
 		old.ValidUntil.Sub(detached).Round(time.Millisecond), next.ID, next.Start.Sub(detached).Round(time.Millisecond))

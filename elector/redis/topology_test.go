@@ -167,7 +167,7 @@ func TestClusterFailover(t *testing.T) {
 				})
 				stillLeads(t, terms, lead, "after the failover")
 				spans := terms.Stop(t)
-				t.Logf("manual failover to %s in %s; %s kept its term, renewals resumed %s after CLUSTER FAILOVER; %d terms; errors %v",
+				t.Logf("manual failover to %s in %s; %s kept its term, its first renewal after it acknowledged %s after CLUSTER FAILOVER was sent; %d terms; errors %v",
 					newMaster, failedOver.Round(time.Millisecond), lead.ID, resumed.Round(time.Millisecond), len(spans), inst.snapshot())
 				return
 			}
@@ -228,7 +228,7 @@ func TestClusterReshard(t *testing.T) {
 		t.Fatalf("the term's key on the new owner %s: %d, %v", to, n, err)
 	}
 	spans := terms.Stop(t)
-	t.Logf("slot %d moved %s → %s in %s (the leader's errors mid-migration %v); renewals resumed %s after it began; %s kept its term; %d terms",
+	t.Logf("slot %d moved %s → %s in %s (the leader's errors mid-migration %v); the first renewal after it acknowledged %s after it began; %s kept its term; %d terms",
 		slot, src, to, moved.Round(time.Millisecond), midErrs, resumed.Round(time.Millisecond), lead.ID, len(spans))
 }
 
