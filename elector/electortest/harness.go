@@ -154,9 +154,21 @@ func Dial(t testing.TB, b backend.Backend, c Candidate) elector.Locker {
 			scheme = s
 		}
 	}
-	conn, err := b.Dial(context.Background(), backend.Endpoint{Scheme: scheme, Hosts: []string{c.StoreAddr}, Logger: Logger()})
+	return DialEndpoint(t, b, backend.Endpoint{Scheme: scheme, Hosts: []string{c.StoreAddr}}, c.Candidate)
+}
+
+// DialEndpoint is Dial for a store that takes more than one address (a
+// cluster, or a master found through sentinels): it dials ep (a nil
+// Logger is Logger()) with b's Dial, makes candidate c on that connection,
+// and closes both when the test ends.
+func DialEndpoint(t testing.TB, b backend.Backend, ep backend.Endpoint, c elector.Candidate) elector.Locker {
+	t.Helper()
+	if ep.Logger == nil {
+		ep.Logger = Logger()
+	}
+	conn, err := b.Dial(context.Background(), ep)
 	if err != nil {
-		t.Fatalf("dial %s at %s: %v", b.Name, c.StoreAddr, err)
+		t.Fatalf("dial %s at %v: %v", b.Name, ep.Hosts, err)
 	}
 	t.Cleanup(func() {
 		if err := conn.Close(); err != nil {
@@ -166,7 +178,7 @@ func Dial(t testing.TB, b backend.Backend, c Candidate) elector.Locker {
 	if c.Logger == nil {
 		c.Logger = Logger()
 	}
-	e, err := conn.NewElector(c.Candidate)
+	e, err := conn.NewElector(c)
 	if err != nil {
 		t.Fatalf("new %s elector: %v", b.Name, err)
 	}

@@ -215,60 +215,19 @@ func testCutOff(t *testing.T, h Harness) {
 	Resign(t, rb.Term)
 }
 
-// span is one term as seen by its holder.
-type span struct {
-	id         string
-	token      uint64
-	start, end time.Time
-}
-
 // testStoreRestart: restarting the store under a leader never yields two
 // overlapping terms, and a leader exists again afterwards.
 func testStoreRestart(t *testing.T, h Harness) {
 	el := uniqueElection(t)
 	const ttl = 2 * time.Second
-	ctx, cancel := context.WithCancel(context.Background())
-	var (
-		mu     sync.Mutex
-		spans  []span
-		active int       // terms open now
-		newest time.Time // start of the newest term
-		wg     sync.WaitGroup
-	)
+	var cands []elector.Elector
 	for _, id := range []string{"a", "b", "c"} {
-		e := candidate(t, h, el, id, ttl)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				term, err := e.Campaign(ctx)
-				if err != nil {
-					return
-				}
-				s := span{id: id, token: term.Token, start: time.Now()}
-				mu.Lock()
-				active++
-				newest = s.start
-				mu.Unlock()
-				select {
-				case <-term.Done():
-				case <-ctx.Done():
-					rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
-					_ = term.Resign(rctx) // the test is ending; the store may refuse
-					rcancel()
-				}
-				s.end = time.Now()
-				mu.Lock()
-				active--
-				spans = append(spans, s)
-				mu.Unlock()
-			}
-		}()
+		cands = append(cands, candidate(t, h, el, id, ttl))
 	}
+	terms := CampaignLoop(t, cands...)
 	Eventually(t, 10*time.Second, "a first leader", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return active == 1
+		_, ok := terms.Leading()
+		return ok
 	})
 	restartAt := time.Now()
 	h.Restart(t)
@@ -276,24 +235,10 @@ func testStoreRestart(t *testing.T, h Harness) {
 	// is still open a full TTL after the store came back.
 	back := time.Now()
 	Eventually(t, 8*ttl, "a leader after the restart", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return active == 1 && (newest.After(restartAt) || time.Since(back) > ttl)
+		s, ok := terms.Leading()
+		return ok && (s.Start.After(restartAt) || time.Since(back) > ttl)
 	})
-	cancel()
-	wg.Wait()
-
-	slices.SortFunc(spans, func(x, y span) int { return x.start.Compare(y.start) })
-	for i := 1; i < len(spans); i++ {
-		p, s := spans[i-1], spans[i]
-		if s.start.Before(p.end) {
-			t.Fatalf("terms overlap: %s (token %d) %s..%s and %s (token %d) from %s",
-				p.id, p.token, p.start.Sub(restartAt), p.end.Sub(restartAt), s.id, s.token, s.start.Sub(restartAt))
-		}
-		if s.token <= p.token {
-			t.Fatalf("token went from %d (%s) to %d (%s)", p.token, p.id, s.token, s.id)
-		}
-	}
+	spans := terms.Stop(t)
 	t.Logf("%d terms around a store restart, none overlapping", len(spans))
 }
 

@@ -89,7 +89,7 @@
 //	electd:{NAME}:term    HASH  entry, id, address, token, since (server µs)
 //	electd:{NAME}:seq     STRING arrival counter
 //	electd:{NAME}:token   STRING last fencing token
-//	electd:{NAME}:born    HASH  at (server µs), run (server run_id)
+//	electd:{NAME}:born    HASH  at (server µs), run ("run_id master_replid")
 //	electd:{NAME}:slots   HASH  entry → slot count (semaphores only)
 //	electd:{NAME}:holders HASH  entry → "token since" (semaphores only)
 //	electd:{NAME}:lastrun STRING once-per-period run record, with PX
@@ -131,9 +131,12 @@
 // failover to an asynchronously replicated replica. Then a leader may still
 // hold a valid term locally while the store no longer knows it, and granting
 // the next term at once would give two leaders. So the born key records when
-// the state began and which server run (INFO run_id) wrote it; when it is
-// missing or names another run, the script starts a new epoch and grants no
-// term until one TTL after it. Every lease acknowledged before the loss was
+// the state began and which server run wrote it: the process (INFO run_id)
+// and its replication history (master_replid, new at every promotion, so a
+// master that failed over and back without restarting, and now holds its
+// replica's older copy under its old run_id, is another run too). When it
+// is missing or names another run, the script starts a new epoch and grants
+// no term until one TTL after it. Every lease acknowledged before the loss was
 // renewed before it, so every local deadline derived from one has passed by
 // then. A leader whose entry vanished ends its term at its next renewal, or
 // at once when its subscription is re-established (ErrLeaseLost); a waiter
@@ -190,7 +193,9 @@
 //
 //   - A replica promoted by Sentinel or Cluster failover may lack writes;
 //     the epoch check above covers it only because the new primary reports a
-//     new run_id. Under Sentinel a split brain in which the old master keeps
+//     new run_id or master_replid. A master that has had no replica for
+//     repl-backlog-ttl (default one hour) changes its master_replid too: one
+//     new epoch, in which a handover waits up to one TTL. Under Sentinel a split brain in which the old master keeps
 //     a replica on its side (so WAIT 1 still succeeds there) while the
 //     sentinels promote another replica is not covered; nor, under Cluster,
 //     a minority master whose cluster-node-timeout outlasts the failover.

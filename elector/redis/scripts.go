@@ -59,8 +59,12 @@ end
 
 -- The state's epoch: a missing record or another server run (restart, failover)
 -- means whatever this state says may be incomplete, so no term is granted
--- until one TTL after it began.
-local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
+-- until one TTL after it began. A run is the process (run_id) and its
+-- replication history (master_replid, new at every promotion): a master
+-- that failed over and back without restarting has its old run_id, but
+-- holds its replica's copy of the state, which may lack its last writes.
+local run = (string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or '') .. ' ' ..
+  (string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)') or '')
 local b = redis.call('HMGET', B, 'at', 'run')
 local born = tonumber(b[1])
 if not born or b[2] ~= run then
