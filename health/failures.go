@@ -19,9 +19,10 @@ type StoreFailure struct {
 
 // failingFor is how long after its last failure an operation still counts
 // as failing without a word of its end: every request a backend retries
-// fails again well within it (their backoff is at most a few seconds), and
-// one it gave up on stops counting after it.
-const failingFor = 10 * time.Second
+// fails again within it (backoff of at most a second, a request's timeout
+// of one renewal interval: ttl/5, so up to a ttl of 150 s), and one it gave
+// up on without saying so stops counting after it.
+const failingFor = 30 * time.Second
 
 // storeFailures tracks, per op, the outage in progress.
 type storeFailures struct {

@@ -208,8 +208,11 @@ func FailoverOptions(master string, addrs []string) *redis.FailoverOptions {
 }
 
 // ClusterOptions are ClientOptions for a cluster seeded with addrs. The
-// client still follows MOVED and ASK redirections (MaxRedirects), which
-// are answers, not retries.
+// node clients do not retry (MaxRetries -1), but the cluster client itself
+// follows MOVED and ASK, and re-sends a request after a network error,
+// LOADING, TRYAGAIN or CLUSTERDOWN, up to MaxRedirects (3) times, within the
+// request's context. That is safe for the scripts: a renewal's deadline
+// counts from the first send, and the server measures from a later one.
 func ClusterOptions(addrs []string) *redis.ClusterOptions {
 	return &redis.ClusterOptions{
 		Addrs:                 addrs,

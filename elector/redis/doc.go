@@ -149,28 +149,37 @@
 // # Sentinel and Cluster
 //
 // Under Sentinel (DialSentinel) the client follows the master the
-// sentinels name, and every step that writes is followed, on the same
-// connection, by WAIT 1: its reply counts only once a replica has its
+// sentinels name, and every step that joins, waits, holds or grants, and
+// every run record, is followed, on the same connection, by WAIT 1: its reply counts only once a replica has its
 // writes (Config.Replicas), else it is a failed request of class
 // "unreplicated". A master cut off from its replicas, which the sentinels
 // then fail over, thus cannot keep renewing a leader on its side of the
 // partition, nor grant a term the new master never saw: every reply a
 // candidate acted on reached a replica before the failover, and the
-// promoted replica's new run_id starts a new epoch. WAIT does not make
+// promoted replica's new replication id starts a new epoch. A step that
+// leaves (a resignation) is not waited for: an entry left behind expires,
+// and the successor acts only on its own step, whose WAIT covers what came
+// before it on the master. WAIT does not make
 // the write durable on the replica that is promoted (Sentinel picks the
 // most up-to-date one it can reach, which may lack the last renewal); the
 // epoch rule covers that.
 //
 // Under Cluster (DialCluster) the election's keys and channel share one
 // hash slot, so every script runs on the slot's master, and the client
-// follows MOVED and ASK while the slot migrates (a script whose keys are
-// split between two nodes answers TRYAGAIN, retried like any transient
-// error). A promoted replica starts a new epoch as under Sentinel. There is
-// no WAIT (the cluster client cannot pin it to the script's connection): a
-// master cut off in a minority stops accepting writes once
-// cluster-node-timeout has passed, before a replica on the majority side is
-// promoted (node timeout plus at least 500 ms), and the promoted replica
-// grants nothing for one TTL.
+// follows MOVED and ASK; while the slot migrates, a script any of whose
+// keys is not on the node it runs on (some never exist) is answered
+// TRYAGAIN, so every step fails, and is retried, until the migration ends.
+// A promoted replica starts a new epoch as under Sentinel. There is no WAIT
+// (the cluster client routes the script, and WAIT must follow it on the
+// same connection; a pipeline on the slot's node client would do it, at the
+// cost of following redirections ourselves: not built). Instead this rests
+// on Redis Cluster's failure detection: a master cut off in a minority must
+// stop accepting writes no later than TTL·drift + ε after the majority
+// promotes a replica (the promoted replica then grants nothing for one
+// TTL). Both sides time out after cluster-node-timeout, each from its own
+// pings, and the promotion waits at least 500 ms more, so the minority
+// usually stops first (0.32–1.43 s before, measured with a 3 s node
+// timeout), but nothing in Redis orders the two.
 //
 // # Guarantees
 //
@@ -198,10 +207,13 @@
 //     new epoch, in which a handover waits up to one TTL. Under Sentinel a split brain in which the old master keeps
 //     a replica on its side (so WAIT 1 still succeeds there) while the
 //     sentinels promote another replica is not covered; nor, under Cluster,
-//     a minority master whose cluster-node-timeout outlasts the failover.
+//     a minority master that accepts writes for longer than TTL·drift + ε
+//     after the promotion (see above).
 //   - Tokens rest on the new server's clock after a state loss only when no
-//     candidate that saw the last token survives it: electd keeps the
-//     highest token it saw in memory, not on disk.
+//     candidate that saw the last token makes a step (joins, waits or
+//     holds) on the new state before the next grant: electd keeps the
+//     highest token it saw in memory, not on disk, and a copy that only
+//     watches (electd leader --watch) never writes it.
 //   - Quorum over several independent Redis servers (Redlock) is not
 //     implemented.
 //   - A request whose reply was lost may still run later (go-redis retries,

@@ -143,12 +143,19 @@ func (e *Elector) goroutine(f func()) bool {
 	return true
 }
 
+// maxToken is the largest token the scripts can count past: Lua numbers are
+// doubles, exact to 2^53 (server µs reach it in the year 2255).
+const maxToken = 1 << 53
+
 // sawToken raises the highest token seen to tok. Every step sends it, and
 // the step script raises the stored token to it before granting: after a
 // restart or failover that lost the token key, tokens are floored by the
 // new server's TIME, and if that clock lags they would go back; with the
 // token any surviving candidate saw, they still grow.
 func (e *Elector) sawToken(tok uint64) {
+	if tok > maxToken {
+		return // not a token of ours: the scripts' numbers are doubles
+	}
 	for {
 		cur := e.seen.Load()
 		if tok <= cur || e.seen.CompareAndSwap(cur, tok) {
@@ -220,14 +227,8 @@ func (e *Elector) runStep(ctx context.Context, replicated bool, args ...any) (an
 	if e.cfg.Replicas == 0 || !replicated {
 		return stepScript.Run(ctx, e.cfg.Client, keys, args...).Result()
 	}
-	n := int64(e.cfg.Replicas)
-	// WAIT answers at its timeout at the latest; leave room for the reply.
-	timeout := e.callTimeout() * 3 / 4
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = time.Until(dl) * 3 / 4
-	}
-	timeout = max(timeout, time.Millisecond)
 	for _, load := range []bool{false, true} {
+		timeout := waitTimeout(ctx, e.callTimeout())
 		var script *redis.Cmd
 		var wait *redis.Cmd
 		_, err := e.cfg.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -236,7 +237,7 @@ func (e *Elector) runStep(ctx context.Context, replicated bool, args ...any) (an
 			} else {
 				script = stepScript.EvalSha(ctx, p, keys, args...)
 			}
-			wait = p.Do(ctx, "WAIT", n, timeout.Milliseconds()+1)
+			wait = p.Do(ctx, "WAIT", e.cfg.Replicas, timeout.Milliseconds()+1)
 			return nil
 		})
 		switch {
@@ -247,16 +248,34 @@ func (e *Elector) runStep(ctx context.Context, replicated bool, args ...any) (an
 		case err != nil:
 			return nil, err
 		}
-		acked, err := wait.Int64()
-		switch {
-		case err != nil:
-			return nil, fmt.Errorf("wait for replicas: %w", err)
-		case acked < n:
-			return nil, fmt.Errorf("%w (%d of %d within %s)", errUnreplicated, acked, n, timeout.Round(time.Millisecond))
+		if err := e.replicated(wait); err != nil {
+			return nil, err
 		}
 		return script.Val(), nil
 	}
 	return nil, errors.New("the step script is not in the server's cache after loading it")
+}
+
+// waitTimeout is the timeout of a WAIT sent under ctx (else within call):
+// three quarters of the time left, so that its answer still arrives.
+func waitTimeout(ctx context.Context, call time.Duration) time.Duration {
+	left := call
+	if dl, ok := ctx.Deadline(); ok {
+		left = time.Until(dl)
+	}
+	return max(left*3/4, time.Millisecond)
+}
+
+// replicated checks a WAIT's answer: enough replicas, else errUnreplicated.
+func (e *Elector) replicated(wait *redis.Cmd) error {
+	acked, err := wait.Int64()
+	switch {
+	case err != nil:
+		return fmt.Errorf("wait for replicas: %w", err)
+	case acked < int64(e.cfg.Replicas):
+		return fmt.Errorf("%w (%d of %d)", errUnreplicated, acked, e.cfg.Replicas)
+	}
+	return nil
 }
 
 // leave removes entry, and stale if not empty, with their term; it retries

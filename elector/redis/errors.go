@@ -33,6 +33,8 @@ const (
 	classNoPerm     = "NOPERM"     // the ACL denies a command or key
 	classClosed     = "closed"     // the client was closed
 	classError      = "ERR"        // any other error reply
+	classNoAnswer   = "nil"        // no reply where one was due (a sentinel without the master)
+	classKilled     = "killed"     // our script was stopped by SCRIPT KILL
 	// classUnreplicated: a write no replica acknowledged (WAIT) in time.
 	classUnreplicated = "unreplicated"
 )
@@ -62,11 +64,27 @@ func errorClass(err error) string {
 		return classNoPerm
 	case redis.IsMaxClientsError(err):
 		return classMaxClients
+	case errors.Is(err, redis.Nil):
+		// No answer where one was due: a sentinel that does not know
+		// the master (yet), joined into the error of those unreachable.
+		return classNoAnswer
 	case errors.As(err, &re):
+		msg := re.Error()
+		if _, inner, ok := strings.Cut(msg, "Error running script"); ok {
+			// Redis before 7 wraps the error of a call in a script:
+			// "ERR Error running script (call to f_…): @user_script:1:
+			// -READONLY You can't write …". Its code is the class.
+			if i := strings.Index(inner, " -"); i >= 0 {
+				msg = inner[i+2:]
+			}
+		}
 		for _, code := range transientCodes {
-			if redis.HasErrorPrefix(err, code) {
+			if strings.HasPrefix(strings.TrimPrefix(msg, "ERR "), code) {
 				return code
 			}
+		}
+		if strings.Contains(msg, "Script killed") {
+			return classKilled // SCRIPT KILL of one of ours: it ran too long
 		}
 		return classError
 	}

@@ -17,11 +17,34 @@ func (e *Elector) RecordRun(ctx context.Context, r elector.RunRecord, period tim
 	if err != nil {
 		return err
 	}
-	if err := classify(e.cfg.Client.Set(ctx, e.keys.lastRun, b, period).Err()); err != nil {
+	if err := classify(e.recordRun(ctx, b, period)); err != nil {
 		e.inst.StoreError("record", err)
 		return &elector.StoreError{Op: "record", Err: err, Permanent: isPermanent(err)}
 	}
 	return nil
+}
+
+// recordRun sets the record; with Config.Replicas a WAIT follows on the same
+// connection, and a record no replica has is not one (a failover would lose
+// it, and the job could run twice in its period).
+func (e *Elector) recordRun(ctx context.Context, b []byte, period time.Duration) error {
+	if e.cfg.Replicas == 0 {
+		return e.cfg.Client.Set(ctx, e.keys.lastRun, b, period).Err()
+	}
+	var set *redis.StatusCmd
+	var wait *redis.Cmd
+	_, err := e.cfg.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		set = p.Set(ctx, e.keys.lastRun, b, period)
+		wait = p.Do(ctx, "WAIT", e.cfg.Replicas, waitTimeout(ctx, e.callTimeout()).Milliseconds()+1)
+		return nil
+	})
+	if set.Err() != nil {
+		return set.Err()
+	}
+	if err != nil {
+		return err
+	}
+	return e.replicated(wait)
 }
 
 // LastRun returns the election's live run record, or ErrNoRun.
