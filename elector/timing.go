@@ -57,6 +57,9 @@ func (t Timing) Window() time.Duration {
 // DeadlineAfter is the local deadline earned by a renewal sent at sent.
 func (t Timing) DeadlineAfter(sent time.Time) time.Time { return sent.Add(t.Window()) }
 
+// MinRenewInterval is the shortest renewal interval Validate accepts.
+const MinRenewInterval = 10 * time.Millisecond
+
 // Validate refuses timing that cannot keep the safety rule. Call it on the
 // result of WithDefaults. Field names match the CLI flags.
 func (t Timing) Validate() error {
@@ -69,6 +72,8 @@ func (t Timing) Validate() error {
 		return Configf("drift", "must be in [0, 0.5), got %g", t.Drift)
 	case t.RenewInterval <= 0:
 		return Configf("renew-interval", "must be positive, got %s", t.RenewInterval)
+	case t.RenewInterval < MinRenewInterval:
+		return Configf("renew-interval", "must be at least %s (every renewal is a store request, and a failed one is retried up to four times per interval), got %s", MinRenewInterval, t.RenewInterval)
 	case t.Window() <= 0:
 		return Configf("ttl", "%s leaves no guaranteed window after drift %g and epsilon %s", t.TTL, t.Drift, t.Epsilon)
 	}

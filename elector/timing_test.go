@@ -23,6 +23,8 @@ func TestTimingValidate(t *testing.T) {
 		{name: "tiny ttl", timing: elector.Timing{TTL: 50 * time.Millisecond}, field: "ttl", message: "at least 100ms"},
 		{name: "drift too large", timing: elector.Timing{TTL: time.Second, Drift: 0.6}, field: "drift", message: "[0, 0.5)"},
 		{name: "negative renew", timing: elector.Timing{TTL: time.Second, RenewInterval: -1}, field: "renew-interval", message: "must be positive"},
+		{name: "renew in nanoseconds", timing: elector.Timing{TTL: time.Second, RenewInterval: 3}, field: "renew-interval", message: "at least 10ms"},
+		{name: "renew at the minimum", timing: elector.Timing{TTL: time.Second, RenewInterval: elector.MinRenewInterval}},
 		{name: "no room for a missed renewal", timing: elector.Timing{TTL: 10 * time.Second, RenewInterval: 5 * time.Second},
 			field: "renew-interval", message: "leaves no room for a missed renewal"},
 		{name: "epsilon eats the window", timing: elector.Timing{TTL: 100 * time.Millisecond, Epsilon: time.Second}, field: "ttl", message: "no guaranteed window"},
