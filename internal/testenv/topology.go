@@ -94,6 +94,9 @@ func (n *RedisNode) args() []string {
 		"--appendonly", "no",
 		"--dir", n.dir,
 		"--protected-mode", "no",
+		// Tests change protected configs (dbfilename, dir) to make
+		// snapshots fail, as a full disk does (MISCONF).
+		"--enable-protected-configs", "local",
 		"--loglevel", "notice", // role changes and failovers are in the log
 		// A replica's full sync starts at once, not after the default 5 s
 		// wait for more replicas to share the transfer.
