@@ -61,8 +61,11 @@ func (c *cluster) injectTopology(f *fault, rng *rand.Rand) {
 		f.storeUp = time.Now()
 		c.must(syscall.Kill(n.Pid(), syscall.SIGCONT))
 		// It resumes as a master with its old data until the sentinels
-		// demote it; WaitHealthy waits until it is a replica of the new
-		// master with its link up.
+		// demote it, which takes them up to about 20 s (a replica's INFO
+		// period is 10 s, and they leave a returning master 8 s to
+		// change its mind): longer than testenv waits for a healthy
+		// topology, so the harness waits for the demotion first.
+		c.awaitDemoted(f, n, now)
 		sen.WaitHealthy(t)
 		f.healed = time.Now()
 		f.note += fmt.Sprintf(" → %s after %s, resumed, demoted after %s", now, ms(f.storeUp.Sub(f.at)), ms(f.healed.Sub(f.storeUp)))
@@ -182,6 +185,26 @@ func (c *cluster) awaitFollows(f *fault, master, old string) {
 	}
 }
 
+// demoteWait bounds the wait for the sentinels to demote a master that
+// resumed after a failover (seen: 20.1 s).
+const demoteWait = 60 * time.Second
+
+// awaitDemoted waits until n reports itself a replica of master.
+func (c *cluster) awaitDemoted(f *fault, n *testenv.RedisNode, master string) {
+	cli := redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1})
+	defer cli.Close()
+	c.pollFor(f, demoteWait, n.Addr()+" to be demoted to a replica of "+master, func(ctx context.Context) error {
+		info, err := infoFields(ctx, cli, "replication")
+		if err != nil {
+			return err
+		}
+		if got := info["master_host"] + ":" + info["master_port"]; info["role"] != "slave" || got != master {
+			return fmt.Errorf("role %s, master %s", info["role"], got)
+		}
+		return nil
+	})
+}
+
 // injectMISCONF makes the master's snapshots fail, with writes refused
 // while the last one failed (stop-writes-on-bgsave-error, which needs a
 // save point), and waits until one has failed.
@@ -254,7 +277,13 @@ func (c *cluster) liftOOM(_ *fault, cli *redis.Client) {
 // run with its last error after topologyWait.
 func (c *cluster) poll(f *fault, what string, check func(ctx context.Context) error) {
 	c.t.Helper()
-	deadline := time.Now().Add(topologyWait)
+	c.pollFor(f, topologyWait, what, check)
+}
+
+// pollFor is poll with a deadline of within.
+func (c *cluster) pollFor(f *fault, within time.Duration, what string, check func(ctx context.Context) error) {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err := check(ctx)
@@ -263,7 +292,7 @@ func (c *cluster) poll(f *fault, what string, check func(ctx context.Context) er
 			return
 		}
 		if time.Now().After(deadline) {
-			c.fatalf(f, "waiting for %s: not within %s: %v", what, topologyWait, err)
+			c.fatalf(f, "waiting for %s: not within %s: %v", what, within, err)
 		}
 		time.Sleep(settlePoll) // polling a condition with a deadline
 	}
