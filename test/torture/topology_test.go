@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -123,14 +124,7 @@ func (c *cluster) injectTopology(f *fault, rng *rand.Rand) {
 		lift(f, cli)
 		f.healed = time.Now()
 		if c.s.Sentinel != nil {
-			// A master that answers PING with MISCONF is not available to
-			// the sentinels: one refusing for about down-after (2 s)
-			// from their last good reply may be failed over.
-			c.s.Sentinel.WaitHealthy(t)
-			if now := c.s.Sentinel.Master(t); now != addr {
-				f.storeUp = time.Now()
-				f.note += "; the sentinels failed over to " + now
-			}
+			c.awaitSentinels(f, addr)
 		}
 	}
 }
@@ -143,6 +137,52 @@ func (c *cluster) injectTopology(f *fault, rng *rand.Rand) {
 // rule (not by the errors): such a term is not counted against electd.
 func (c *cluster) keepBound() time.Duration {
 	return c.cfg.window - c.cfg.stopTimeout - supervisor.StopMargin - c.cfg.renew
+}
+
+// awaitSentinels settles the sentinels after a refusal by master: a
+// master that answers PING with MISCONF is not available to them, so one
+// refusing for about down-after (2 s) from a sentinel's first unanswered
+// PING may be failed over, and the fault is healed only once that cannot
+// happen any more: every sentinel has had a good PING reply from master
+// since the lift, with no failover under way; or, if they failed over, once
+// the new master takes writes and the topology is healthy (f.storeUp).
+func (c *cluster) awaitSentinels(f *fault, master string) {
+	sen, lifted := c.s.Sentinel, time.Now()
+	var clis []*redis.SentinelClient
+	for _, a := range sen.SentinelAddrs() {
+		cli := redis.NewSentinelClient(&redis.Options{Addr: a, MaxRetries: -1})
+		defer cli.Close()
+		clis = append(clis, cli)
+	}
+	moved := false
+	c.poll(f, "the sentinels to see "+master+" answer again", func(ctx context.Context) error {
+		for i, cli := range clis {
+			m, err := cli.Master(ctx, sen.MasterName()).Result()
+			if err != nil {
+				return fmt.Errorf("sentinel %s: %w", sen.SentinelAddrs()[i], err)
+			}
+			if got := m["ip"] + ":" + m["port"]; got != master {
+				moved = true
+				return nil
+			}
+			ago, err := strconv.Atoi(m["last-ok-ping-reply"])
+			if err != nil {
+				return fmt.Errorf("sentinel %s: last-ok-ping-reply %q", sen.SentinelAddrs()[i], m["last-ok-ping-reply"])
+			}
+			if m["flags"] != "master" || time.Duration(ago)*time.Millisecond >= time.Since(lifted) {
+				return fmt.Errorf("sentinel %s: flags %q, last good PING reply %d ms ago", sen.SentinelAddrs()[i], m["flags"], ago)
+			}
+		}
+		return nil
+	})
+	if !moved {
+		return
+	}
+	now := sen.WaitFailover(c.t, master, topologyWait)
+	f.storeUp = time.Now()
+	c.awaitDemoted(f, c.dataNode(master), now) // it answers again: the sentinels demote it
+	sen.WaitHealthy(c.t)
+	f.note += fmt.Sprintf("; the sentinels failed over to %s, %s after the fault", now, ms(f.storeUp.Sub(f.at)))
 }
 
 // masterAddr is the master the election's keys are on: the sentinels'
