@@ -145,8 +145,9 @@ func (tab *table) topologyNote() string {
 		strings.Join(names, ", "))
 	for _, k := range []kind{misconf, oom} {
 		if r := tab.refusals[k]; r[0] > 0 {
-			s += fmt.Sprintf("\nterm kept through %s (writes refused for 0.3–0.8 ttl): %d of %d; of the %d refusals shorter than %s "+
-				"(the window − stop-timeout − stop margin − one renew interval: a term must outlive those) %d",
+			s += fmt.Sprintf("\nterm kept through %s (writes refused for 0.3–0.8 ttl): %d of %d; through the %d refusals shorter than %s "+
+				"(the window − stop-timeout − stop margin − one renew interval; one may still end at its stop-by time when the first "+
+				"retry after the lift comes later, electd's backoff being capped at the renew interval ±20 %%): %d",
 				k, r[1], r[0], r[2], tab.keepBound.Round(time.Millisecond), r[3])
 		}
 	}

@@ -129,12 +129,14 @@ func (c *cluster) injectTopology(f *fault, rng *rand.Rand) {
 	}
 }
 
-// keepBound is the longest refusal of writes (from inject to lift) that a
-// term must survive whatever the phase of its renewals: its last renewal
-// acknowledged before the refusal was sent at most one renew interval
-// earlier, and the supervisor starts stopping the child at ValidUntil −
-// stop-timeout − StopMargin. A longer refusal may end the term by that
-// rule (not by the errors): such a term is not counted against electd.
+// keepBound is the longest refusal of writes (from inject to lift) after
+// which the store is writable again before the term's stop-by time
+// whatever the phase of its renewals: its last renewal acknowledged before
+// the refusal was sent at most one renew interval earlier, and the
+// supervisor starts stopping the child at ValidUntil − stop-timeout −
+// StopMargin. A longer refusal may end the term by that rule (not by the
+// errors); so may a shorter one when electd's next retry after the lift
+// (its backoff is capped at the renew interval) comes after stop-by.
 func (c *cluster) keepBound() time.Duration {
 	return c.cfg.window - c.cfg.stopTimeout - supervisor.StopMargin - c.cfg.renew
 }

@@ -26,8 +26,8 @@ const (
 // backends run in parallel, each on its own store server.
 func TestTorture(t *testing.T) {
 	cfg := newConfig(t)
-	t.Logf("torture: seed %d (replay with -torture.seed=%d or TORTURE_SEED=%d), %d faults per backend, %d nodes, ttl %s",
-		cfg.seed, cfg.seed, cfg.seed, cfg.faults, cfg.nodes, cfg.ttl)
+	t.Logf("torture: seed %d (replay with -torture.seed=%d or TORTURE_SEED=%d), %d faults per backend (%d per topology), %d nodes, ttl %s",
+		cfg.seed, cfg.seed, cfg.seed, cfg.faults, cfg.topoFaults, cfg.nodes, cfg.ttl)
 	kit.Run(t, selected(t), func(t *testing.T, s *kit.Store) {
 		newCluster(t, cfg, s).torture()
 	})
@@ -42,7 +42,7 @@ func (c *cluster) torture() {
 	c.history = &history
 	begin := time.Now()
 	lead, run, _ := c.settle(begin, nil)
-	for i := 1; i <= c.cfg.faults; i++ {
+	for i := 1; i <= c.cfg.faultsOn(c.s); i++ {
 		st := state{up: len(c.up()), down: len(c.down()), treeDies: c.treeDies(),
 			workers: len(c.j.workersOf(run)) > 0 && c.node(run.Node).workers}
 		f := &fault{seq: i, kind: sched.next(st), old: run}
