@@ -45,7 +45,9 @@ clean:
 ## Redis Sentinel and Redis Cluster (TORTURE_BACKENDS, in parallel):
 ## TORTURE_FAULTS faults per backend (default 200), TORTURE_SEED to replay a
 ## schedule. Prints every fault and the figures, and writes the figures as
-## Markdown to bin/torture-report.md. (`make test` runs its short version.)
+## Markdown to bin/torture-report.md. (`make test` runs its short version: 16
+## faults on each of the four; measured on 2 cores: `make test` 7 min with them,
+## 5 min 15 s with etcd and Redis alone.)
 TORTURE_FAULTS ?= 200
 TORTURE_BACKENDS ?= etcd,redis,redis+sentinel,redis+cluster
 .PHONY: torture
