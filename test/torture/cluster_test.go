@@ -131,6 +131,37 @@ func (c *cluster) cleanup() {
 	for _, l := range c.lives {
 		l.Crashes()
 	}
+	if *flagKeep != "" {
+		c.keepLogs(*flagKeep)
+	}
+}
+
+// keepLogs copies the electd logs and the record log into dir/BACKEND,
+// before t.TempDir removes them.
+func (c *cluster) keepLogs(dir string) {
+	dst := filepath.Join(dir, c.s.Name)
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		c.t.Errorf("keep logs: %v", err)
+		return
+	}
+	ents, err := os.ReadDir(c.dir)
+	if err != nil {
+		c.t.Errorf("keep logs: %v", err)
+		return
+	}
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".log") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(c.dir, e.Name()))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644)
+		}
+		if err != nil {
+			c.t.Errorf("keep logs: %v", err)
+		}
+	}
+	c.t.Logf("torture %s: logs kept in %s", c.s.Name, dst)
 }
 
 // killAll kills every electd with SIGKILL, and proves that no child

@@ -153,7 +153,8 @@
 // child has workers is never kill -9'd, as that mode does not promise their
 // death then), or the environment variables TORTURE_SEED, TORTURE_FAULTS,
 // TORTURE_TOPOLOGY_FAULTS, TORTURE_NODES, TORTURE_TTL, TORTURE_BACKENDS, TORTURE_RECOVERY,
-// TORTURE_REPORT, TORTURE_CONTAINMENT;
+// TORTURE_REPORT, TORTURE_CONTAINMENT; -torture.keep or TORTURE_KEEP=DIR
+// copies the electd logs and the record log into DIR/BACKEND at the end;
 // TORTURE_ELECTD_BIN tests a prebuilt electd, TORTURE_ELECTD_RACE=1 builds
 // it with the race detector.
 package torture

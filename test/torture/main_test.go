@@ -24,6 +24,7 @@ var (
 	flagBackends = flag.String("torture.backends", envString("TORTURE_BACKENDS", "etcd,redis,redis+sentinel,redis+cluster"), "comma-separated backends to attack; $TORTURE_BACKENDS")
 	flagBound    = flag.Duration("torture.recovery", envDuration("TORTURE_RECOVERY", 8*time.Second), "a leader must run again within ttl plus this after a fault heals; $TORTURE_RECOVERY")
 	flagReport   = flag.String("torture.report", envString("TORTURE_REPORT", ""), "append the figures, as a Markdown table, to this file; $TORTURE_REPORT")
+	flagKeep     = flag.String("torture.keep", envString("TORTURE_KEEP", ""), "copy the electd and record logs into this directory at the end; $TORTURE_KEEP")
 	flagContain  = flag.String("torture.containment", envString("TORTURE_CONTAINMENT", ""), "--containment of every electd (empty: electd's default); $TORTURE_CONTAINMENT")
 )
 
