@@ -158,6 +158,9 @@ func (c *cluster) measure(f *fault) {
 			add(figAhead, f.ahead)
 		}
 	}
+	if !f.storeUp.IsZero() {
+		add(figStoreUp, f.storeUp.Sub(f.at))
+	}
 	if f.kind == kill9Electd {
 		add(figChildGone, f.childGone)
 	}
@@ -193,6 +196,9 @@ const (
 	figStale     = "stale window after resume"
 	figRecovery  = "recovery (heal → a child runs)"
 	figAhead     = "old child gone before its latest possible deadline"
+	// The topology faults that move the election's keys: from the fault
+	// to the new master taking writes (testenv's probe write).
+	figStoreUp = "store failover (fault → new master takes writes)"
 	// kill9-main, and kill9-electd of a child with workers: from the kill
 	// to the last worker gone from /proc, and to the last line any worker
 	// wrote (negative: it wrote last before the kill, within a beat).

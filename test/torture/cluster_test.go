@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/internal/faultproxy"
+	"github.com/electd/electd/internal/testenv"
 	"github.com/electd/electd/test/kit"
 	"github.com/electd/electd/test/proc"
 )
@@ -22,7 +23,8 @@ const (
 )
 
 // cluster is one backend under attack: its store server, N candidates,
-// each behind its own fault proxy, and the record log of all children.
+// each behind its own fault proxy (or, for a topology that cannot be
+// proxied, reaching it directly), and the record log of all children.
 type cluster struct {
 	t        *testing.T
 	cfg      config
@@ -38,9 +40,15 @@ type cluster struct {
 	// every copy: they run on one host with one set of privileges).
 	containment string
 	orphans     int // workers found alive after their term ended
+	// direct: the store cannot be proxied (Sentinel, Cluster): every node
+	// uses its DirectURL, has no proxy, and the proxy faults are not drawn.
+	direct bool
+	// slot is the election's hash slot (redis+cluster only).
+	slot int
 }
 
-// node is one candidate host: an id, its proxy to the store, its child's
+// node is one candidate host: an id, its proxy to the store (nil when
+// the cluster is direct), its child's
 // kind, and the electd process currently running as it (nil while it is
 // down).
 type node struct {
@@ -83,17 +91,25 @@ type life struct {
 }
 
 func newCluster(t *testing.T, cfg config, s *kit.Store) *cluster {
-	s.NeedProxy(t) // every node reaches the store through its own proxy
-	c := &cluster{t: t, cfg: cfg, s: s, dir: t.TempDir(), election: "torture-" + s.Name}
+	// Every node reaches a proxyable store through its own proxy; a
+	// topology's client dials the nodes it is told of, so there each node
+	// reaches it directly and the proxy faults are left out.
+	c := &cluster{t: t, cfg: cfg, s: s, dir: t.TempDir(), election: "torture-" + s.Name, direct: !s.Proxyable()}
+	if s.Cluster != nil {
+		c.slot = testenv.Slot("electd:{" + c.election + "}:")
+	}
 	c.logPath = filepath.Join(c.dir, "record.log")
 	c.j = newJournal(c.logPath)
 	t.Cleanup(c.cleanup) // runs before the store's cleanup (LIFO)
 	for i := 1; i <= cfg.nodes; i++ {
-		px, err := faultproxy.New(s.Addr)
-		if err != nil {
-			t.Fatal(err)
+		n := &node{id: "n" + strconv.Itoa(i)}
+		if !c.direct {
+			px, err := faultproxy.New(s.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.proxy = px
 		}
-		n := &node{id: "n" + strconv.Itoa(i), proxy: px}
 		n.workers, n.ignoreTerm = mix(i)
 		c.nodes = append(c.nodes, n)
 	}
@@ -108,11 +124,44 @@ func newCluster(t *testing.T, cfg config, s *kit.Store) *cluster {
 func (c *cluster) cleanup() {
 	c.killAll()
 	for _, n := range c.nodes {
-		_ = n.proxy.Close()
+		if n.proxy != nil {
+			_ = n.proxy.Close()
+		}
 	}
 	for _, l := range c.lives {
 		l.Crashes()
 	}
+	if *flagKeep != "" {
+		c.keepLogs(*flagKeep)
+	}
+}
+
+// keepLogs copies the electd logs and the record log into dir/BACKEND,
+// before t.TempDir removes them.
+func (c *cluster) keepLogs(dir string) {
+	dst := filepath.Join(dir, c.s.Name)
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		c.t.Errorf("keep logs: %v", err)
+		return
+	}
+	ents, err := os.ReadDir(c.dir)
+	if err != nil {
+		c.t.Errorf("keep logs: %v", err)
+		return
+	}
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".log") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(c.dir, e.Name()))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644)
+		}
+		if err != nil {
+			c.t.Errorf("keep logs: %v", err)
+		}
+	}
+	c.t.Logf("torture %s: logs kept in %s", c.s.Name, dst)
 }
 
 // killAll kills every electd with SIGKILL, and proves that no child
@@ -151,8 +200,12 @@ func (c *cluster) killAll() {
 // start starts `electd run` as n (a new life) and waits for /livez.
 func (c *cluster) start(n *node) *life {
 	c.t.Helper()
+	url := c.s.DirectURL()
+	if n.proxy != nil {
+		url = c.s.URL(n.proxy.Addr())
+	}
 	args := []string{"run", "--election", c.election, "--id", n.id,
-		"--store", c.s.URL(n.proxy.Addr()),
+		"--store", url,
 		"--ttl", c.cfg.ttl.String(), "--stop-timeout", c.cfg.stopTimeout.String(),
 		"--cool-down", c.cfg.coolDown.String(),
 		"--log-format", "json", "--log-level", "debug"}

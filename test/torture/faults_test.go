@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"syscall"
 	"time"
 
+	"github.com/electd/electd/test/kit"
 	"github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
 )
@@ -30,10 +32,44 @@ const (
 	pauseLeader   kind = "sigstop-leader" // SIGSTOP electd and child for longer than the TTL
 	storeRestart  kind = "store-restart"  // kill -9 the store, start it again (etcd: same data; Redis: empty)
 	restartNode   kind = "restart-node"   // start a candidate that died again
+
+	// The topologies' own faults (topology_test.go), drawn only on theirs.
+	masterKill   kind = "master-kill"          // Sentinel: kill -9 the master; after the failover, start it again as a replica
+	masterStop   kind = "master-sigstop"       // Sentinel: SIGSTOP the master until the sentinels fail over, then SIGCONT
+	slotFailover kind = "slot-failover"        // Cluster: kill -9 the election's slot's master; after the failover, start it again
+	slotManual   kind = "slot-manual-failover" // Cluster: CLUSTER FAILOVER on a replica of the slot's master
+	reshard      kind = "reshard"              // Cluster: move the slot to another master, pausing mid-migration
+	misconf      kind = "misconf"              // Sentinel, Cluster: the (slot's) master's snapshots fail: writes refused with MISCONF
+	oom          kind = "oom"                  // Sentinel, Cluster: the (slot's) master's maxmemory 1: writes refused with OOM
 )
 
+// allKinds are every kind, in the order of the figures' rows.
 var allKinds = []kind{sigtermElectd, kill9Electd, kill9Child, kill9Main, resign, cutFollower, cutLeader,
-	slowLeader, resetLeader, pauseLeader, storeRestart, restartNode}
+	slowLeader, resetLeader, pauseLeader, storeRestart, restartNode,
+	masterKill, masterStop, slotFailover, slotManual, reshard, misconf, oom}
+
+// proxyKinds act on a node's fault proxy: not drawn for a store that
+// cannot be proxied (its nodes reach it directly).
+var proxyKinds = []kind{cutFollower, cutLeader, slowLeader, resetLeader}
+
+// kindsFor are the kinds drawn on s: on etcd and Redis the first twelve,
+// in that order (so that a seed replays as before); on a topology those
+// without the proxy kinds, and the topology's own.
+func kindsFor(s *kit.Store) []kind {
+	var out []kind
+	for _, k := range allKinds[:slices.Index(allKinds, restartNode)+1] {
+		if s.Proxyable() || !slices.Contains(proxyKinds, k) {
+			out = append(out, k)
+		}
+	}
+	switch {
+	case s.Sentinel != nil:
+		out = append(out, masterKill, masterStop, misconf, oom)
+	case s.Cluster != nil:
+		out = append(out, slotFailover, slotManual, reshard, misconf, oom)
+	}
+	return out
+}
 
 // fault is one injected fault and what followed it.
 type fault struct {
@@ -46,6 +82,11 @@ type fault struct {
 	healed time.Time   // when it was healed (at, for instant faults)
 	note   string      // its parameters
 	pause  *pause      // sigstop-leader only
+	// storeUp: the topology faults that move the election's slot or
+	// master (master-kill, master-sigstop, slot-failover,
+	// slot-manual-failover, reshard; misconf when the sentinels failed
+	// over): when its new master took writes.
+	storeUp time.Time
 
 	next      *record.Run   // the first child of a later term, if one started
 	recovery  time.Duration // healed → a child running again (0: one ran throughout)
@@ -62,12 +103,13 @@ type fault struct {
 // too few candidates are up.
 type scheduler struct {
 	rng   *rand.Rand
+	kinds []kind
 	deck  []kind
 	minUp int
 }
 
-func newScheduler(rng *rand.Rand, nodes int) *scheduler {
-	return &scheduler{rng: rng, minUp: max(2, nodes-2)}
+func newScheduler(rng *rand.Rand, nodes int, kinds []kind) *scheduler {
+	return &scheduler{rng: rng, kinds: kinds, minUp: max(2, nodes-2)}
 }
 
 // state is what decides which kinds apply: how many candidates are up
@@ -91,8 +133,8 @@ func (s *scheduler) next(st state) kind {
 			}
 		}
 		s.deck = s.deck[:0]
-		for _, i := range s.rng.Perm(len(allKinds)) {
-			s.deck = append(s.deck, allKinds[i])
+		for _, i := range s.rng.Perm(len(s.kinds)) {
+			s.deck = append(s.deck, s.kinds[i])
 		}
 	}
 	return resign
@@ -266,7 +308,11 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 	case storeRestart:
 		d := between(rng, ttl, 0, 1.5)
 		f.target, f.note = "", fmt.Sprintf("down %s", d)
-		c.awaitReply(lead)
+		if c.direct {
+			f.note += ", every data node"
+		} else {
+			c.awaitReply(lead) // without a proxy to watch, f.lost is less tight
+		}
 		f.at = time.Now()
 		c.s.Kill(t)
 		f.lost = time.Now() // killed and reaped: it acknowledges nothing more
@@ -281,6 +327,9 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 		f.at = time.Now()
 		c.start(n)
 		f.healed = time.Now()
+
+	default:
+		c.injectTopology(f, rng)
 	}
 }
 

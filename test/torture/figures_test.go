@@ -21,6 +21,13 @@ type table struct {
 	containment                        string
 	treeRuns, workers, wlines, orphans int
 	torn                               []string // torn lines: where each broke off
+	// direct: the store could not be proxied, so the proxy faults were
+	// not drawn.
+	direct bool
+	// refusals: misconf and oom, per kind: injected, term kept; and of
+	// those refusing for less than keepBound, injected and term kept.
+	refusals  map[kind][4]int
+	keepBound time.Duration
 }
 
 type row struct {
@@ -31,7 +38,8 @@ type row struct {
 }
 
 func newTable(c *cluster, faults []*fault) *table {
-	tab := &table{counts: map[kind][2]int{}, containment: c.containment, orphans: c.orphans, workers: len(c.j.workers)}
+	tab := &table{counts: map[kind][2]int{}, containment: c.containment, orphans: c.orphans, workers: len(c.j.workers), direct: c.direct,
+		refusals: map[kind][4]int{}, keepBound: c.keepBound()}
 	for _, w := range c.j.workers {
 		tab.wlines += w.Lines
 	}
@@ -52,6 +60,17 @@ func newTable(c *cluster, faults []*fault) *table {
 			n[1]++
 		}
 		tab.counts[f.kind] = n
+		if f.kind == misconf || f.kind == oom {
+			r, kept := tab.refusals[f.kind], 0
+			if f.next == nil {
+				kept = 1
+			}
+			r[0], r[1] = r[0]+1, r[1]+kept
+			if f.healed.Sub(f.at) < tab.keepBound {
+				r[2], r[3] = r[2]+1, r[3]+kept
+			}
+			tab.refusals[f.kind] = r
+		}
 		if samples[f.kind] == nil {
 			samples[f.kind] = map[string][]time.Duration{}
 		}
@@ -109,7 +128,30 @@ func (tab *table) footer() string {
 		"SIGSTOP pauses: %d, after %d of which the resumed child (or a worker) wrote again before its electd stopped it; "+
 		"writes of resumed children and their workers: %d, of which %d came after a newer term had written and %d of those were rejected by the fence",
 		tab.containment, tab.treeRuns, tab.workers, tab.wlines, tab.orphans,
-		tab.pauses, tab.wrote, tab.stale[0], tab.stale[1], tab.stale[2]) + tab.tornNote()
+		tab.pauses, tab.wrote, tab.stale[0], tab.stale[1], tab.stale[2]) + tab.tornNote() + tab.topologyNote()
+}
+
+// topologyNote says which kinds a topology left out, and how often the
+// term survived a store that refused writes for less than the lease.
+func (tab *table) topologyNote() string {
+	if !tab.direct {
+		return ""
+	}
+	var names []string
+	for _, k := range proxyKinds {
+		names = append(names, string(k))
+	}
+	s := fmt.Sprintf("\nnot drawn: %s (every node reaches the topology directly: its client dials the nodes it is told of, past any proxy)",
+		strings.Join(names, ", "))
+	for _, k := range []kind{misconf, oom} {
+		if r := tab.refusals[k]; r[0] > 0 {
+			s += fmt.Sprintf("\nterm kept through %s (writes refused for 0.3–0.8 ttl): %d of %d; through the %d refusals shorter than %s "+
+				"(the window − stop-timeout − stop margin − one renew interval; one may still end at its stop-by time when the first "+
+				"retry after the lift comes later, electd's backoff being capped at the renew interval ±20 %%): %d",
+				k, r[1], r[0], r[2], tab.keepBound.Round(time.Millisecond), r[3])
+		}
+	}
+	return s
 }
 
 // tornNote accounts for the lines torn by a SIGKILL during their write.

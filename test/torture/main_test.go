@@ -18,11 +18,13 @@ import (
 var (
 	flagSeed     = flag.Uint64("torture.seed", envUint("TORTURE_SEED", 0), "seed of the fault schedule (0: pick one and print it); $TORTURE_SEED")
 	flagFaults   = flag.Int("torture.faults", int(envUint("TORTURE_FAULTS", 16)), "faults per backend; $TORTURE_FAULTS")
+	flagTopoF    = flag.Int("torture.topology-faults", envInt("TORTURE_TOPOLOGY_FAULTS", -1), "faults per topology (redis+sentinel, redis+cluster; -1: -torture.faults); $TORTURE_TOPOLOGY_FAULTS")
 	flagNodes    = flag.Int("torture.nodes", int(envUint("TORTURE_NODES", 5)), "electd processes per backend; $TORTURE_NODES")
 	flagTTL      = flag.Duration("torture.ttl", envDuration("TORTURE_TTL", 2*time.Second), "--ttl of every electd; $TORTURE_TTL")
-	flagBackends = flag.String("torture.backends", envString("TORTURE_BACKENDS", "etcd,redis"), "comma-separated backends to attack; $TORTURE_BACKENDS")
+	flagBackends = flag.String("torture.backends", envString("TORTURE_BACKENDS", "etcd,redis,redis+sentinel,redis+cluster"), "comma-separated backends to attack; $TORTURE_BACKENDS")
 	flagBound    = flag.Duration("torture.recovery", envDuration("TORTURE_RECOVERY", 8*time.Second), "a leader must run again within ttl plus this after a fault heals; $TORTURE_RECOVERY")
 	flagReport   = flag.String("torture.report", envString("TORTURE_REPORT", ""), "append the figures, as a Markdown table, to this file; $TORTURE_REPORT")
+	flagKeep     = flag.String("torture.keep", envString("TORTURE_KEEP", ""), "copy the electd and record logs into this directory at the end; $TORTURE_KEEP")
 	flagContain  = flag.String("torture.containment", envString("TORTURE_CONTAINMENT", ""), "--containment of every electd (empty: electd's default); $TORTURE_CONTAINMENT")
 )
 
@@ -30,6 +32,7 @@ var (
 type config struct {
 	seed          uint64
 	faults, nodes int
+	topoFaults    int // faults on a topology
 	ttl           time.Duration
 	renew         time.Duration // electd's default, ttl/5
 	window        time.Duration // a renewal guarantees the lease locally for this long after it was sent
@@ -42,6 +45,7 @@ func newConfig(t *testing.T) config {
 	c := config{
 		seed:          *flagSeed,
 		faults:        *flagFaults,
+		topoFaults:    *flagTopoF,
 		nodes:         *flagNodes,
 		ttl:           *flagTTL,
 		recoveryBound: *flagBound,
@@ -49,6 +53,9 @@ func newConfig(t *testing.T) config {
 	}
 	if c.seed == 0 {
 		c.seed = rand.Uint64() >> 1 // fits an int64 for `go test -torture.seed`
+	}
+	if c.topoFaults < 0 {
+		c.topoFaults = c.faults
 	}
 	if c.nodes < 2 || c.faults < 0 || c.ttl < time.Second {
 		t.Fatalf("torture: need at least 2 nodes, 0 faults and a ttl of 1s (got %d, %d, %s)", c.nodes, c.faults, c.ttl)
@@ -93,6 +100,26 @@ func envString(name, def string) string {
 func envUint(name string, def uint64) uint64 {
 	if v := os.Getenv(name); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "torture: $%s=%q is not a number\n", name, v)
+			os.Exit(2)
+		}
+		return n
+	}
+	return def
+}
+
+// faultsOn is the number of faults to inject on s.
+func (c config) faultsOn(s *kit.Store) int {
+	if s.Proxyable() {
+		return c.faults
+	}
+	return c.topoFaults
+}
+
+func envInt(name string, def int) int {
+	if v := os.Getenv(name); v != "" {
+		n, err := strconv.Atoi(v)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "torture: $%s=%q is not a number\n", name, v)
 			os.Exit(2)
