@@ -60,8 +60,9 @@ var Backends = []Backend{
 }
 
 // Topologies are the Redis Sentinel and Redis Cluster topologies
-// (internal/testenv), not in Backends until electd reads their --store
-// URLs; Select accepts their names.
+// (internal/testenv): stores of several servers that a per-node proxy
+// cannot stand in front of (see Store.Proxyable). Selected runs them with
+// Backends.
 var Topologies = []Backend{
 	{Name: "redis+sentinel", start: func(t *testing.T) *Store {
 		s := testenv.StartRedisSentinel(t)
