@@ -4,13 +4,13 @@ BIN       := $(CURDIR)/bin
 ETCD      := $(BIN)/etcd
 GOTESTFLAGS ?=
 
-.PHONY: test deps etcd redis-server build vet fmt demo clean fuzz
+.PHONY: test deps etcd redis-server nft build vet fmt demo clean fuzz
 
-## test: install what the tests need (redis-server, etcd), then run every test with -race.
+## test: install what the tests need (redis-server, nft, etcd), then run every test with -race.
 test: deps
 	ELECTD_ETCD_BIN=$(ETCD) $(GO) test -race -count=1 -timeout 20m $(GOTESTFLAGS) ./...
 
-deps: etcd redis-server
+deps: etcd redis-server nft
 
 ## etcd: build etcd from the go.etcd.io/etcd/server/v3 module pinned in go.mod.
 etcd: $(ETCD)
@@ -25,6 +25,13 @@ redis-server:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server >/dev/null; }
 	@redis-server --version
+
+## nft: install Debian's nftables when it is missing (as root): the tests cut
+## one electd off a Redis Sentinel or Cluster with a rule on its sockets.
+nft:
+	@command -v nft >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { \
+	  echo "installing nftables from Debian's packages"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null; }
 
 build:
 	@mkdir -p $(BIN)

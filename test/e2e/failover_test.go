@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electd/electd/internal/faultproxy"
 	"github.com/electd/electd/test/kit"
 	"github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
@@ -125,14 +124,14 @@ func testKill9Leader(t *testing.T, s *kit.Store) {
 	h.Check(record.Options{})
 }
 
-// testCutOffLeader: the leader loses the store (a black-holed proxy); it
-// stops its child on its own deadline, before the other copy's child starts.
-// After the partition heals it follows the new leader.
+// testCutOffLeader: the leader loses the store (a black-holed link: a
+// proxy, or for a topology a kernel filter on its sockets); it stops its
+// child on its own deadline, before the other copy's child starts. After
+// the partition heals it follows the new leader.
 func testCutOffLeader(t *testing.T, s *kit.Store) {
-	s.NeedProxy(t)
 	h := newHarness(t, s)
-	px := faultproxy.Start(t, s.Addr)
-	n1 := h.startNode("n1", nodeOpts{store: s.URL(px.Addr())})
+	px := s.Link(t)
+	n1 := h.startNode("n1", through(px))
 	_, run := h.waitLeader(n1)
 	n2 := h.startNode("n2", h.direct())
 	h.waitFollower(n2, n1.ID)

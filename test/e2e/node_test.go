@@ -27,6 +27,13 @@ type nodeOpts struct {
 	// pidNamespace runs electd as PID 1 of a new PID namespace, as in a
 	// container whose entrypoint it is (needs root).
 	pidNamespace bool
+	// sys is the start's process attributes (a kit.Link's); nil: none.
+	sys *syscall.SysProcAttr
+}
+
+// through returns the options of a node that reaches the store over link.
+func through(link *kit.Link) nodeOpts {
+	return nodeOpts{store: link.URL, sys: link.SysProcAttr}
 }
 
 // startNode starts `electd run` with the harness's election and record log
@@ -52,8 +59,15 @@ func (h *harness) tryStart(id string, o nodeOpts) (*node, error) {
 	}
 	args = append(append(args, o.args...), "--", bin.Recorder)
 	spec := h.Spec(id, args, o.env)
+	if o.sys != nil {
+		attr := *o.sys
+		spec.SysProcAttr = &attr
+	}
 	if o.pidNamespace {
-		spec.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
+		if spec.SysProcAttr == nil {
+			spec.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		spec.SysProcAttr.Cloneflags |= syscall.CLONE_NEWPID
 	}
 	return bin.StartLive(h.T, spec)
 }

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electd/electd/internal/faultproxy"
 	"github.com/electd/electd/test/e2e/tree"
 	"github.com/electd/electd/test/kit"
 	"github.com/electd/electd/test/proc"
@@ -255,11 +254,10 @@ func testTreeIgnoresTerm(t *testing.T, s *kit.Store) {
 			h := newHarness(t, s)
 			w := h.watchTrees()
 			o := h.direct(nodeOpts{args: tt.args, env: deaf})
-			var px *faultproxy.Proxy
+			var px *kit.Link
 			if tt.cut {
-				s.NeedProxy(t)
-				px = faultproxy.Start(t, s.Addr)
-				o.store = s.URL(px.Addr())
+				px = s.Link(t)
+				o.store, o.sys = px.URL, px.SysProcAttr
 			}
 			n1 := h.startNode("n1", o)
 			_, run := h.waitLeader(n1)

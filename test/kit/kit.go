@@ -138,14 +138,6 @@ type Store struct {
 // sentinels or the cluster announce, past any proxy.
 func (s *Store) Proxyable() bool { return s.Addr != "" }
 
-// NeedProxy skips t unless the store is Proxyable.
-func (s *Store) NeedProxy(t testing.TB) {
-	t.Helper()
-	if !s.Proxyable() {
-		t.Skipf("%s cannot be reached through one proxy (its client dials the nodes it announces)", s.Name)
-	}
-}
-
 // URL is electd's --store for addr, a proxy to Addr. Only for a
 // Proxyable store; the direct URL of any store is DirectURL.
 func (s *Store) URL(addr string) string {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,18 +37,18 @@ func newHarness(t *testing.T, s *store) *harness {
 
 // opts are the differences between `electd lock` processes.
 type opts struct {
-	store   string   // --store host:port of a proxy to the server; empty: the store itself (DirectURL)
-	args    []string // flags before NAME
-	env     []string // RECORD_* knobs and the like
-	command []string // empty: the recorder
+	link    *kit.Link // how it reaches the store; nil: directly (DirectURL)
+	args    []string  // flags before NAME
+	env     []string  // RECORD_* knobs and the like
+	command []string  // empty: the recorder
 }
 
 // lock starts `electd lock [flags] NAME -- COMMAND` as node id.
 func (h *harness) lock(id string, o opts) *proc {
 	h.T.Helper()
-	store := h.s.DirectURL()
-	if o.store != "" {
-		store = h.s.URL(o.store)
+	store, sys := h.s.DirectURL(), (*syscall.SysProcAttr)(nil)
+	if o.link != nil {
+		store, sys = o.link.URL, o.link.SysProcAttr
 	}
 	args := []string{"lock", "--store", store, "--id", id, "--ttl", ttl.String(),
 		"--stop-timeout", stopTimeout.String(), "--log-format", "json", "--log-level", "debug"}
@@ -55,7 +56,7 @@ func (h *harness) lock(id string, o opts) *proc {
 	if len(o.command) == 0 {
 		o.command = []string{bin.Recorder}
 	}
-	return h.start(id, append(args, o.command...), o.env)
+	return h.startWith(id, append(args, o.command...), o.env, sys)
 }
 
 // refused runs `electd lock` with args as "other" while the holder, the
@@ -75,7 +76,18 @@ func (h *harness) refused(t *testing.T, args []string, code int, says ...string)
 // is killed at cleanup.
 func (h *harness) start(id string, args, env []string) *proc {
 	h.T.Helper()
-	e, err := bin.Start(h.T, h.Spec(id, args, env))
+	return h.startWith(id, args, env, nil)
+}
+
+// startWith is start with the process attributes sys (nil: none).
+func (h *harness) startWith(id string, args, env []string, sys *syscall.SysProcAttr) *proc {
+	h.T.Helper()
+	spec := h.Spec(id, args, env)
+	if sys != nil {
+		attr := *sys // the start adds to it
+		spec.SysProcAttr = &attr
+	}
+	e, err := bin.Start(h.T, spec)
 	if err != nil {
 		h.T.Fatalf("start %s: %v", id, err)
 	}

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electd/electd/internal/faultproxy"
 	"github.com/electd/electd/test/kit"
 	pidwatch "github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
@@ -169,10 +168,9 @@ func testExitCodes(t *testing.T, s *store) {
 // testLostLock: a holder cut off from the store stops its command by its
 // own deadline, before the next holder's command starts, and exits 76.
 func testLostLock(t *testing.T, s *store) {
-	s.NeedProxy(t)
 	h := newHarness(t, s)
-	px := faultproxy.Start(t, s.Addr)
-	a := h.lock("a", opts{store: px.Addr()})
+	px := s.Link(t)
+	a := h.lock("a", opts{link: px})
 	old := h.waitRun("a")
 	b := h.lock("b", opts{})
 	h.waitQueued(2)
