@@ -54,6 +54,7 @@ type cluster struct {
 type node struct {
 	id    string
 	proxy *faultproxy.Proxy
+	link  *kit.Link // instead of proxy, when the cluster is direct
 	cur   *life
 	// workers: its child starts three workers (RECORD_WORKERS=1: in its
 	// group, setsid, a daemon); ignoreTerm: they ignore SIGTERM.
@@ -70,6 +71,23 @@ func mix(i int) (workers, ignoreTerm bool) {
 		return true, true
 	}
 	return false, false
+}
+
+// cut black-holes n's way to the store; heal lets it through again.
+func (n *node) cut() {
+	if n.proxy != nil {
+		n.proxy.Cut()
+		return
+	}
+	n.link.Cut()
+}
+
+func (n *node) heal() {
+	if n.proxy != nil {
+		n.proxy.Heal()
+		return
+	}
+	n.link.Heal()
 }
 
 func (n *node) kind() string {
@@ -109,6 +127,8 @@ func newCluster(t *testing.T, cfg config, s *kit.Store) *cluster {
 				t.Fatal(err)
 			}
 			n.proxy = px
+		} else {
+			n.link = s.Link(t)
 		}
 		n.workers, n.ignoreTerm = mix(i)
 		c.nodes = append(c.nodes, n)
@@ -200,9 +220,13 @@ func (c *cluster) killAll() {
 // start starts `electd run` as n (a new life) and waits for /livez.
 func (c *cluster) start(n *node) *life {
 	c.t.Helper()
-	url := c.s.DirectURL()
-	if n.proxy != nil {
+	url, sys := c.s.DirectURL(), (*syscall.SysProcAttr)(nil)
+	switch {
+	case n.proxy != nil:
 		url = c.s.URL(n.proxy.Addr())
+	case n.link != nil:
+		attr := *n.link.SysProcAttr // the start adds to it
+		url, sys = n.link.URL, &attr
 	}
 	args := []string{"run", "--election", c.election, "--id", n.id,
 		"--store", url,
@@ -225,6 +249,7 @@ func (c *cluster) start(n *node) *life {
 		LogPath:     filepath.Join(c.dir, n.id+".log"),
 		Banner:      fmt.Sprintf("=== torture: starting %s at %s", n.id, time.Now().Format(time.RFC3339Nano)),
 		HTTPTimeout: 3 * time.Second,
+		SysProcAttr: sys,
 		Started:     func(e *kit.Electd) { c.lives = append(c.lives, &life{node: n, Electd: e}) },
 	})
 	if err != nil {

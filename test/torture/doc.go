@@ -41,8 +41,10 @@
 // The topologies (redis+sentinel: one master, two replicas, three
 // sentinels; redis+cluster: three masters with a replica each) cannot be
 // proxied: a Sentinel or Cluster client dials the nodes it is told of,
-// past any proxy. There every node uses the topology's URL directly and
-// the proxy faults (cut-follower, cut-leader, slow-leader, reset-leader)
+// past any proxy. There every node uses the topology's URL directly, with
+// a kit.Link of its own: cut-follower and cut-leader black-hole it with an
+// nftables rule on that node's sockets (matched by a group id of its own),
+// and the faults a kernel filter cannot make (slow-leader, reset-leader)
 // are not drawn; store-restart kills -9 every data node (the sentinels stay
 // up) and starts them again, empty. Each topology adds its own faults,
 // drawn only on it:

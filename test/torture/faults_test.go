@@ -49,8 +49,9 @@ var allKinds = []kind{sigtermElectd, kill9Electd, kill9Child, kill9Main, resign,
 	masterKill, masterStop, slotFailover, slotManual, reshard, misconf, oom}
 
 // proxyKinds act on a node's fault proxy: not drawn for a store that
-// cannot be proxied (its nodes reach it directly).
-var proxyKinds = []kind{cutFollower, cutLeader, slowLeader, resetLeader}
+// cannot be proxied (its nodes reach it directly; a cut there is a
+// kit.Link's kernel filter, which can neither delay nor reset).
+var proxyKinds = []kind{slowLeader, resetLeader}
 
 // kindsFor are the kinds drawn on s: on etcd and Redis the first twelve,
 // in that order (so that a seed replays as before); on a topology those
@@ -244,13 +245,13 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 			c.awaitReply(target) // cut just after an acknowledgement: the tightest case
 		}
 		f.at = time.Now()
-		target.proxy.Cut()
+		target.cut()
 		if f.kind == cutLeader {
 			f.lost = time.Now()
 		}
 		time.Sleep(d) // the fault's length is the experiment
-		target.proxy.Heal()
-		if reset {
+		target.heal()
+		if reset && target.proxy != nil {
 			target.proxy.Reset() // the connections died during the partition
 			f.note += ", then reset"
 		}
@@ -356,6 +357,9 @@ func (c *cluster) workersGone(f *fault) time.Duration {
 // awaitReply waits (at most two renew intervals) until the store sends
 // n something, most likely the acknowledgement of a renewal.
 func (c *cluster) awaitReply(n *node) {
+	if n.proxy == nil {
+		return // a kernel filter counts nothing: cut at once
+	}
 	before := n.proxy.Stats().BytesDown
 	for end := time.Now().Add(2 * c.cfg.renew); time.Now().Before(end); {
 		if n.proxy.Stats().BytesDown != before {

@@ -141,7 +141,7 @@ func (tab *table) topologyNote() string {
 	for _, k := range proxyKinds {
 		names = append(names, string(k))
 	}
-	s := fmt.Sprintf("\nnot drawn: %s (every node reaches the topology directly: its client dials the nodes it is told of, past any proxy)",
+	s := fmt.Sprintf("\nnot drawn: %s (every node reaches the topology directly: its client dials the nodes it is told of, past any proxy; cuts are an nftables rule on the node's sockets, which can neither delay nor reset)",
 		strings.Join(names, ", "))
 	for _, k := range []kind{misconf, oom} {
 		if r := tab.refusals[k]; r[0] > 0 {
