@@ -146,8 +146,8 @@ func (tab *table) topologyNote() string {
 	for _, k := range []kind{misconf, oom} {
 		if r := tab.refusals[k]; r[0] > 0 {
 			s += fmt.Sprintf("\nterm kept through %s (writes refused for 0.3–0.8 ttl): %d of %d; through the %d refusals shorter than %s "+
-				"(the window − stop-timeout − stop margin − one renew interval; one may still end at its stop-by time when the first "+
-				"retry after the lift comes later, electd's backoff being capped at the renew interval ±20 %%): %d",
+				"(the window − stop-timeout − stop margin − one renew interval; a leader retries at least every renew-interval/4, "+
+				"so one may still end at its stop-by time when the lift comes just before it): %d",
 				k, r[1], r[0], r[2], tab.keepBound.Round(time.Millisecond), r[3])
 		}
 	}

@@ -136,7 +136,7 @@ func (c *cluster) injectTopology(f *fault, rng *rand.Rand) {
 // supervisor starts stopping the child at ValidUntil − stop-timeout −
 // StopMargin. A longer refusal may end the term by that rule (not by the
 // errors); so may a shorter one when electd's next retry after the lift
-// (its backoff is capped at the renew interval) comes after stop-by.
+// (a leader's backoff is capped at renew-interval/4) comes after stop-by.
 func (c *cluster) keepBound() time.Duration {
 	return c.cfg.window - c.cfg.stopTimeout - supervisor.StopMargin - c.cfg.renew
 }
