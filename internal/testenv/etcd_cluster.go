@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/electd/electd/internal/faultproxy"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -170,27 +169,24 @@ func (c *EtcdCluster) closeLinks() {
 // route returns where the front of member to forwards conn: the link proxy
 // from the member that dialed it.
 func (c *EtcdCluster) route(conn net.Conn, to int) (string, error) {
-	deadline := time.Now().Add(identifyTimeout)
-	for {
-		pids := make([]int, etcdClusterSize)
-		for i := range pids {
-			pids[i] = int(c.pids[i].Load())
-		}
-		from, err := socketOwner(conn, pids)
-		if err == nil && from >= 0 && from != to {
-			c.mu.Lock()
-			p := c.links[from][to]
-			c.mu.Unlock()
-			if p == nil {
-				return "", fmt.Errorf("m%d has no peer port yet", to)
-			}
-			return p.Addr(), nil
-		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("peer connection to m%d from %v: not a member's (%v)", to, conn.RemoteAddr(), err)
-		}
-		time.Sleep(pollInterval) // a member just started: its pid is recorded at once
+	pids := make([]int, etcdClusterSize)
+	for i := range pids {
+		pids[i] = int(c.pids[i].Load())
 	}
+	from, err := socketOwner(conn, pids)
+	if err != nil {
+		return "", err
+	}
+	if from < 0 || from == to {
+		return "", fmt.Errorf("peer connection to m%d from %v: not another member's", to, conn.RemoteAddr())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.links[from][to]
+	if p == nil {
+		return "", fmt.Errorf("m%d has no peer port yet", to)
+	}
+	return p.Addr(), nil
 }
 
 func (c *EtcdCluster) initialCluster() string {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,6 +34,9 @@ type peerFront struct {
 	route func(c net.Conn) (string, error) // address to forward c to
 	wg    sync.WaitGroup
 
+	done      chan struct{} // closed by Close
+	strangers atomic.Int64  // connections refused: no member's
+
 	mu     sync.Mutex
 	closed bool
 	conns  map[net.Conn]struct{}
@@ -43,7 +47,7 @@ func newPeerFront(route func(net.Conn) (string, error)) (*peerFront, error) {
 	if err != nil {
 		return nil, fmt.Errorf("peer front: listen: %w", err)
 	}
-	f := &peerFront{ln: ln, route: route, conns: map[net.Conn]struct{}{}}
+	f := &peerFront{ln: ln, route: route, done: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 	f.wg.Add(1)
 	go f.acceptLoop()
 	return f, nil
@@ -89,9 +93,25 @@ func (f *peerFront) untrack(c net.Conn) {
 func (f *peerFront) serve(c net.Conn) {
 	defer f.wg.Done()
 	defer f.untrack(c)
-	addr, err := f.route(c)
-	if err != nil {
-		return // not a member's: refused rather than let past a partition
+	// A member's pid is recorded at its first probe, just after it
+	// started: a connection it made before is told on a later try.
+	deadline := time.Now().Add(identifyTimeout)
+	var addr string
+	for {
+		var err error
+		if addr, err = f.route(c); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			// Not a member's: refused rather than let past a partition.
+			f.strangers.Add(1)
+			return
+		}
+		select {
+		case <-f.done:
+			return
+		case <-time.After(pollInterval):
+		}
 	}
 	up, err := net.DialTimeout("tcp", addr, probeTimeout)
 	if err != nil {
@@ -120,6 +140,9 @@ func (f *peerFront) serve(c net.Conn) {
 // goroutines.
 func (f *peerFront) Close() {
 	f.mu.Lock()
+	if !f.closed {
+		close(f.done)
+	}
 	f.closed = true
 	conns := make([]net.Conn, 0, len(f.conns))
 	for c := range f.conns {

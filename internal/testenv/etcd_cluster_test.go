@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electd/electd/internal/faultproxy"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -55,6 +56,7 @@ func TestEtcdCluster(t *testing.T) {
 		before := status(t, c, f)
 		c.Partition(f)
 		begin := time.Now()
+		held := c.linkBytes(f)
 		put(t, c.Client(t, others(f)...), "k", "v3")
 		t.Logf("m%d partitioned: the others wrote in %v", f, time.Since(begin))
 		// What etcd reports: the cut-off follower hears no heartbeat, its
@@ -78,6 +80,9 @@ func TestEtcdCluster(t *testing.T) {
 				f, cut.RaftIndex, cut.RaftTerm, before.RaftTerm, lead.RaftIndex)
 		}
 		expectLocal(t, own[f], f, "k", "v2") // it still serves its stale copy
+		if now := c.linkBytes(f); now != held {
+			t.Fatalf("m%d partitioned: its links delivered %d bytes, then %d", f, held, now)
+		}
 
 		c.Heal(f)
 		begin = time.Now()
@@ -103,6 +108,29 @@ func TestEtcdCluster(t *testing.T) {
 		}
 		put(t, c.Client(t), "k", "v4")
 	})
+
+	for i, m := range c.Members() {
+		if n := m.front.strangers.Load(); n != 0 {
+			t.Errorf("m%d's front refused %d connections it could not tell the dialer of", i, n)
+		}
+	}
+}
+
+// linkBytes returns how many bytes the links to and from member i have
+// delivered.
+func (c *EtcdCluster) linkBytes(i int) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for j := range 3 {
+		if j != i {
+			for _, p := range []*faultproxy.Proxy{c.links[i][j], c.links[j][i]} {
+				st := p.Stats()
+				n += st.BytesUp + st.BytesDown
+			}
+		}
+	}
+	return n
 }
 
 // others returns the indexes of the members other than i.
