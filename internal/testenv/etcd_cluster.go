@@ -49,7 +49,9 @@ type EtcdCluster struct {
 
 // EtcdMember is one member of an EtcdCluster. Kill, Stop and Start (from
 // lifecycle) act on this process alone; Start brings it back with the same
-// data dir and ports, and it rejoins the cluster.
+// data dir and ports, and it rejoins the cluster. Start waits only until
+// the member listens for clients; WaitHealthy waits until it follows the
+// leader again.
 type EtcdMember struct {
 	lifecycle
 	c          *EtcdCluster
@@ -283,8 +285,8 @@ func (c *EtcdCluster) Status(ctx context.Context, i int) (*clientv3.StatusRespon
 	return st, nil
 }
 
-// Leader returns the index of the raft leader the running members agree on
-// (waiting for WaitHealthy's condition).
+// Leader returns the index of the raft leader the running members agree on,
+// waiting (up to 30 s) for WaitHealthy's condition.
 func (c *EtcdCluster) Leader(t testing.TB) int {
 	t.Helper()
 	var leader int
@@ -297,7 +299,9 @@ func (c *EtcdCluster) Leader(t testing.TB) int {
 }
 
 // WaitHealthy waits until every running member answers Status and all of
-// them name the same raft leader, one of them.
+// them name the same raft leader, one of them. A partitioned member names
+// none (measured: its leader is 0 within about a second of Partition), so
+// WaitHealthy and Leader fail while one is cut off; use Status.
 func (c *EtcdCluster) WaitHealthy(t testing.TB) { t.Helper(); c.Leader(t) }
 
 // healthy checks WaitHealthy's condition and returns the leader's index.
