@@ -96,6 +96,13 @@ func superviseGroup(parent context.Context, log *slog.Logger, sigs *shutdownSign
 		sig, _ = se.Signal.(syscall.Signal)
 		return mainErr, sig, nil
 	}
+	if mainErr != nil {
+		// main failed: that is the group's error, whichever actor the
+		// group heard from first (the helpers return as soon as main's
+		// deferred stopHelpers runs, and may beat main's own return).
+		// g.Run has waited for every actor, so mainErr is set.
+		err = mainErr
+	}
 	if errors.Is(err, context.Canceled) && parent.Err() == nil {
 		err = nil // an actor ended on the group's own interruption
 	}
