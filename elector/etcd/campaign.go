@@ -155,7 +155,7 @@ func (e *Elector) claim(cctx, ctx context.Context, s *session, try bool) (*elect
 		resp, err := e.client.Txn(tctx).
 			If(clientv3.Compare(clientv3.CreateRevision(s.key), "=", s.rev),
 				clientv3.Compare(clientv3.CreateRevision(e.pfx), ">", s.rev-1).WithPrefix()).
-			Then(clientv3.OpPut(s.key, e.valueSince(since), clientv3.WithLease(s.lease))).
+			Then(clientv3.OpPut(s.key, e.leaderValue(s, since), clientv3.WithLease(s.lease))).
 			Else(clientv3.OpGet(s.key),
 				clientv3.OpGet(e.pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(s.rev-1))...)).
 			Commit()
@@ -185,7 +185,10 @@ func (e *Elector) claim(cctx, ctx context.Context, s *session, try bool) (*elect
 		if try {
 			return nil, elector.ErrBusy
 		}
-		if err := e.waitDelete(cctx, string(ahead[0].Key), resp.Header.Revision+1); err != nil {
+		stop := e.expireAhead(cctx, ahead[0])
+		err = e.waitDelete(cctx, string(ahead[0].Key), resp.Header.Revision+1)
+		stop()
+		if err != nil {
 			if cctx.Err() != nil {
 				return nil, e.sessionErr(s, ctx, "campaign", cctx.Err())
 			}
@@ -217,7 +220,7 @@ func (e *Elector) proclaimSince(ctx context.Context, s *session, since time.Time
 	defer cancel()
 	resp, err := e.client.Txn(pctx).
 		If(clientv3.Compare(clientv3.CreateRevision(s.key), "=", s.rev)).
-		Then(clientv3.OpPut(s.key, e.valueSince(since), clientv3.WithLease(s.lease))).
+		Then(clientv3.OpPut(s.key, e.leaderValue(s, since), clientv3.WithLease(s.lease))).
 		Commit()
 	switch {
 	case err != nil:

@@ -33,6 +33,7 @@ type Elector struct {
 	wg     sync.WaitGroup // every goroutine the Elector starts
 
 	wakeups atomic.Uint64
+	expired atomic.Uint64 // leaders' leases this candidate proved expired and revoked
 	slots   int
 	runKey  string
 	name    string // the election
@@ -115,20 +116,44 @@ type value struct {
 	// Since is set by the candidate once it leads (its own clock), so that
 	// every copy reports the same start of the term.
 	Since time.Time `json:"since,omitzero"`
+	// RenewAt and RenewEvery (a Go duration), set with Since, are the leader's renewal
+	// grid: it sends its renewals at RenewAt + k·RenewEvery (its wall
+	// clock). The head waiter looks at the leader's lease just after each
+	// renewal should have made it to the store (expire.go). A hint only:
+	// nothing safety-relevant depends on it being right.
+	RenewAt    time.Time `json:"renew_at,omitzero"`
+	RenewEvery string    `json:"renew_every,omitempty"`
 }
 
 // slots is the slot count the candidate was queued with (absent: 1).
 func (v value) slots() int { return max(v.Slots, 1) }
 
-func (e *Elector) value() string { return e.valueSince(time.Time{}) }
+// grid is the leader's renewal grid, if its value names one.
+func (v value) grid() (at time.Time, every time.Duration, ok bool) {
+	every, err := time.ParseDuration(v.RenewEvery)
+	return v.RenewAt, every, err == nil && !v.RenewAt.IsZero() && every > 0
+}
 
-func (e *Elector) valueSince(since time.Time) string {
-	v := value{ID: e.id, Address: e.addr, Since: since.UTC().Round(0)}
+// value is a waiting candidate's.
+func (e *Elector) value() string { return e.encode(value{}) }
+
+// leaderValue is a leading candidate's: since its term began, renewing on
+// s's grid.
+func (e *Elector) leaderValue(s *session, since time.Time) string {
+	return e.encode(value{
+		Since:      since.UTC().Round(0),
+		RenewAt:    s.origin.UTC().Round(0),
+		RenewEvery: e.timing.RenewInterval.String(),
+	})
+}
+
+func (e *Elector) encode(v value) string {
+	v.ID, v.Address = e.id, e.addr
 	if n := e.Slots(); n > 1 {
 		v.Slots = n
 	}
 	b, err := json.Marshal(v)
-	if err != nil { // cannot happen for two strings
+	if err != nil { // cannot happen for strings, ints and times
 		panic(fmt.Sprintf("marshal candidate value: %v", err))
 	}
 	return string(b)

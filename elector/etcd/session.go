@@ -29,6 +29,12 @@ type session struct {
 	key string // candidate key, set once joined
 	rev int64  // its create revision: the fencing token
 
+	// origin is when the grant was sent: renewals are sent on the grid
+	// origin + k·RenewInterval (see renewals), which the candidate
+	// publishes once it leads, so that its successor knows when to look at
+	// the lease (expire.go).
+	origin time.Time
+
 	relOnce sync.Once
 	relErr  error
 }
@@ -53,7 +59,7 @@ func (e *Elector) newSession(ctx context.Context) (*session, error) {
 		// etcd never grants less than asked, but if it did, rely on less.
 		timing.TTL = granted
 	}
-	s := &session{e: e, lease: resp.ID, dl: elector.NewDeadline(e.clk, timing, sent)}
+	s := &session{e: e, lease: resp.ID, dl: elector.NewDeadline(e.clk, timing, sent), origin: sent}
 	s.ctx, s.stop = context.WithCancel(e.ctx)
 	s.dl.OnEnd(s.stop)
 
@@ -71,8 +77,15 @@ func (e *Elector) newSession(ctx context.Context) (*session, error) {
 	return s, nil
 }
 
-// renewLoop renews the lease every RenewInterval, measured from each
-// renewal's send time, until the deadline ends; then it releases the lease.
+// renewLoop renews the lease on the grid origin + k·RenewInterval until
+// the deadline ends; then it releases the lease. A renewal that fails is
+// retried after a short backoff (a quarter interval, at most 250 ms): on a
+// cluster the retry goes to the next member, so a member that cannot reach
+// the quorum costs one attempt, not the term. Every attempt, retry or not,
+// earns its deadline from its own send time. (clientv3's KeepAliveOnce
+// itself retries a broken stream within the attempt's context; such a
+// retry's acknowledgement is credited to the attempt's first send, which is
+// earlier than its own: the deadline only comes out shorter.)
 func (s *session) renewLoop() {
 	e := s.e
 	defer e.wg.Done()
@@ -87,14 +100,14 @@ func (s *session) renewLoop() {
 		_ = s.release(ctx) // logged and counted inside
 	}()
 
-	next := e.clk.Now().Add(e.timing.RenewInterval)
+	every := e.timing.RenewInterval
+	next := s.origin.Add(every)
 	for {
 		if err := e.wait(s.ctx, next.Sub(e.clk.Now())); err != nil {
 			return
 		}
 		sent := e.clk.Now()
-		next = sent.Add(e.timing.RenewInterval)
-		rctx, cancel := context.WithTimeout(s.ctx, e.timing.RenewInterval)
+		rctx, cancel := context.WithTimeout(s.ctx, every)
 		_, err := e.client.KeepAliveOnce(rctx, s.lease)
 		cancel()
 		switch {
@@ -103,6 +116,7 @@ func (s *session) renewLoop() {
 			if until, ok := s.dl.Renewed(sent); ok {
 				e.log.Debug("lease renewed", "lease", int64(s.lease), "valid_until", until)
 			}
+			next = gridAfter(s.origin, every, e.clk.Now())
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			e.ins.StoreError("renew", err)
 			e.fails.Answered("renew") // it answered: the lease is gone
@@ -113,10 +127,18 @@ func (s *session) renewLoop() {
 		case s.ctx.Err() != nil:
 			return
 		default:
-			e.fails.Failed("renew", err, "lease", int64(s.lease),
+			retry := min(every/4, 250*time.Millisecond)
+			e.fails.Failed("renew", err, "lease", int64(s.lease), "retry_in", retry,
 				"valid_for", s.dl.ValidUntil().Sub(e.clk.Now()).Round(time.Millisecond))
+			next = e.clk.Now().Add(retry)
 		}
 	}
+}
+
+// gridAfter is the first instant origin + k·every (k ≥ 1) after now.
+func gridAfter(origin time.Time, every time.Duration, now time.Time) time.Time {
+	k := now.Sub(origin)/every + 1
+	return origin.Add(k * every)
 }
 
 // release ends the session and revokes its lease once, deleting its key:

@@ -1,0 +1,291 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/electortest"
+	"github.com/electd/electd/internal/faultproxy"
+	"github.com/electd/electd/internal/testenv"
+)
+
+// counted is a client of addr that counts the RPCs it starts, by method.
+type counted struct {
+	*clientv3.Client
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func countedClient(t *testing.T, addr string) *counted {
+	t.Helper()
+	c := &counted{calls: map[string]int{}}
+	note := func(method string) {
+		c.mu.Lock()
+		c.calls[method]++
+		c.mu.Unlock()
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{
+			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				note(method)
+				return invoker(ctx, method, req, reply, cc, opts...)
+			}),
+			grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				note(method)
+				return streamer(ctx, desc, cc, method, opts...)
+			}),
+		},
+	})
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	c.Client = cli
+	return c
+}
+
+func (c *counted) count(method string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[method]
+}
+
+const timeToLive = "/etcdserverpb.Lease/LeaseTimeToLive"
+
+func newTestElector(t *testing.T, cli *clientv3.Client, election, id string, ttl time.Duration) *Elector {
+	t.Helper()
+	e, err := New(Config{Client: cli, Candidate: elector.Candidate{
+		Election: election, ID: id, Timing: elector.Timing{TTL: ttl}, Logger: electortest.Logger()}})
+	if err != nil {
+		t.Fatalf("new elector: %v", err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+// TestExpireNeverRevokesALiveLease renews a 2 s lease at irregular gaps of
+// 1.1–1.95 s, so that its remaining time keeps dropping below a second and
+// LeaseTimeToLive keeps answering 0, while a head waiter's expire loop
+// watches it. Every renewal must succeed: a revocation of the live lease
+// would answer "lease not found". Then the renewals stop, and the loop
+// must revoke the lease, not before the store's expiry (last renewal's send
+// + 2 s: the server and the test share this host's clock).
+func TestExpireNeverRevokesALiveLease(t *testing.T) {
+	srv := testenv.StartEtcd(t)
+	cli := srv.Client(t)
+	e := newTestElector(t, cli, "expire-live", "w", 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	g, err := cli.Grant(ctx, 2)
+	if err != nil {
+		t.Fatalf("grant: %v", err)
+	}
+	key := "/expire-live/leader"
+	if _, err := cli.Put(ctx, key, "l", clientv3.WithLease(g.ID)); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	deleted := make(chan time.Time, 1)
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	wch := cli.Watch(wctx, key)
+	go func() {
+		for wr := range wch {
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE {
+					deleted <- time.Now()
+					return
+				}
+			}
+		}
+	}()
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.expire(ctx, g.ID, value{ID: "l", Since: time.Now()})
+	}()
+
+	lastSent := time.Now() // the put: the lease was granted before it
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
+		gap := 1100*time.Millisecond + rand.N(850*time.Millisecond)
+		timer := time.NewTimer(gap) // the renewer's schedule, not synchronisation
+		select {
+		case <-timer.C:
+		case at := <-deleted:
+			t.Fatalf("the live lease was revoked at %s, %s after its last renewal", at.Format("15:04:05.000"), at.Sub(lastSent))
+		}
+		sent := time.Now()
+		if _, err := cli.KeepAliveOnce(ctx, g.ID); err != nil {
+			t.Fatalf("renewal after %s: %v (the expire loop revoked a live lease)", gap, err)
+		}
+		lastSent = sent
+	}
+	select {
+	case at := <-deleted:
+		if early := lastSent.Add(2 * time.Second).Sub(at); early > 0 {
+			t.Fatalf("the key was deleted %s before its lease could expire", early)
+		}
+		t.Logf("revoked %s after the last renewal's send (lease 2 s)", at.Sub(lastSent).Round(time.Millisecond))
+	case <-ctx.Done():
+		t.Fatal("the lease was never deleted")
+	}
+	<-done
+	if n := e.expired.Load(); n != 1 {
+		t.Logf("the expire loop revoked %d leases: etcd's lessor came first", n)
+	}
+}
+
+// TestExpiredLeaseIsNeverRenewed races renewals of a lease that has just
+// expired against the head waiter's revocation (and etcd's own lessor):
+// none of them may succeed. This is the property of etcd's lessor the
+// expire loop relies on (Renew of an expired lease waits for its
+// revocation and answers "lease not found").
+func TestExpiredLeaseIsNeverRenewed(t *testing.T) {
+	srv := testenv.StartEtcd(t)
+	cli := srv.Client(t)
+	e := newTestElector(t, cli, "expire-race", "w", 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	for trial := range 3 {
+		g, err := cli.Grant(ctx, 2)
+		if err != nil {
+			t.Fatalf("grant: %v", err)
+		}
+		granted := time.Now() // after the store granted it: the lease ends before granted + 2 s
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			e.expire(ctx, g.ID, value{ID: "l", Since: time.Now()})
+		}()
+		// Renew from just after the lease's end until it is gone.
+		timer := time.NewTimer(time.Until(granted.Add(2*time.Second + time.Millisecond)))
+		<-timer.C
+		var renewed, refused atomic.Int64
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					_, err := cli.KeepAliveOnce(ctx, g.ID)
+					switch {
+					case err == nil:
+						renewed.Add(1)
+					case errors.Is(err, rpctypes.ErrLeaseNotFound):
+						refused.Add(1)
+						return
+					default:
+						t.Errorf("renewal: %v", err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		<-done
+		if n := renewed.Load(); n > 0 {
+			t.Fatalf("trial %d: %d renewals of an expired lease succeeded", trial, n)
+		}
+		t.Logf("trial %d: %d renewals refused; the expire loop revoked %d leases so far", trial, refused.Load(), e.expired.Load())
+	}
+}
+
+// TestHeadWaiterRevokesCutOffLeader cuts the leader off the store three
+// times; each time its successor, the head waiter, must take over only
+// after the leader's term ended, and in at least one of the three it must
+// have revoked the lease itself (etcd's lessor, which runs every 500 ms,
+// can come first now and then). The third candidate, not at the head,
+// must never ask about a lease; the head waiter asks at most once per 3/4
+// of its renewal interval while the leader lives.
+func TestHeadWaiterRevokesCutOffLeader(t *testing.T) {
+	const ttl = 2 * time.Second
+	srv := testenv.StartEtcd(t)
+	ctx := context.Background()
+	var revoked uint64
+	for trial := range 3 {
+		election := "expire-cut-" + string(rune('a'+trial))
+		px := faultproxy.Start(t, srv.Endpoint())
+		a := newTestElector(t, testenv.EtcdClient(t, px.Addr()), election, "a", ttl)
+		bc := countedClient(t, srv.Endpoint())
+		b := newTestElector(t, bc.Client, election, "b", ttl)
+		cc := countedClient(t, srv.Endpoint())
+		c := newTestElector(t, cc.Client, election, "c", ttl)
+
+		ta, err := a.Campaign(ctx)
+		if err != nil {
+			t.Fatalf("a: %v", err)
+		}
+		won := make(chan *elector.Term, 2)
+		for i, w := range []*Elector{b, c} {
+			go func() {
+				if term, err := w.Campaign(ctx); err == nil {
+					won <- term
+				}
+			}()
+			electortest.Eventually(t, 10*time.Second, "the waiter queued", func() bool {
+				return queued(t, srv, election) == i+2
+			})
+		}
+		idleFrom := bc.count(timeToLive)
+		idle := 3 * ttl
+		timer := time.NewTimer(idle) // a window in which to count requests
+		<-timer.C
+		asked := bc.count(timeToLive) - idleFrom
+		if most := int(idle/(ttl/5*3/4)) + 1; asked > most {
+			t.Fatalf("the head waiter asked %d times in %s, more than once per 3/4 of a renewal interval (%d)", asked, idle, most)
+		}
+
+		px.Cut()
+		var tb *elector.Term
+		select {
+		case tb = <-won:
+		case <-time.After(ttl + 10*time.Second):
+			t.Fatal("no successor")
+		}
+		<-ta.Done()
+		if tb.Leader.ID != "b" {
+			t.Fatalf("%s led, not the head waiter b", tb.Leader.ID)
+		}
+		if !ta.ValidUntil().Before(tb.Leader.Since) {
+			t.Fatalf("b led at %s, before a's term ended (valid until %s)", tb.Leader.Since, ta.ValidUntil())
+		}
+		revoked += b.expired.Load()
+		t.Logf("trial %d: b led %s after a's deadline; b asked %d times in %s of an idle leader, revoked %d; c asked %d times",
+			trial, tb.Leader.Since.Sub(ta.ValidUntil()).Round(time.Millisecond), asked, idle, b.expired.Load(), cc.count(timeToLive))
+		if n := cc.count(timeToLive); n != 0 {
+			t.Fatalf("c, not at the head, asked about a lease %d times", n)
+		}
+		if err := tb.Resign(ctx); err != nil {
+			t.Fatalf("b resign: %v", err)
+		}
+	}
+	if revoked == 0 {
+		t.Fatal("in three failovers the head waiter never revoked the leader's expired lease itself")
+	}
+}
+
+func queued(t *testing.T, srv *testenv.Etcd, election string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := srv.Client(t).Get(ctx, DefaultPrefix+election+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatalf("count candidates: %v", err)
+	}
+	return int(resp.Count)
+}
