@@ -6,9 +6,12 @@
 // layout (PREFIX/ELECTION/<lease id in hex>, so `etcdctl elect --listen`
 // can watch an electd election), on a lease that this package renews itself:
 //
-//  1. Grant a lease and start renewing it every RenewInterval with
-//     KeepAliveOnce, noting when each renewal was sent. Each acknowledged
-//     renewal moves the local deadline to sendTime + TTL·(1 − drift) − ε.
+//  1. Grant a lease and start renewing it with KeepAliveOnce on the grid
+//     grantSendTime + k·RenewInterval, noting when each renewal was sent.
+//     Each acknowledged renewal moves the local deadline to
+//     sendTime + TTL·(1 − drift) − ε. A failed renewal is retried after
+//     min(RenewInterval/4, 250 ms) (on a cluster, by the next member),
+//     earning its deadline from its own send time.
 //  2. Put our key under the lease if absent; its create revision is our
 //     place in the queue and, later, our fencing token.
 //  3. In one transaction: if our key still exists and no key of the
@@ -20,7 +23,10 @@
 //     election's keys inside etcd: one request, whatever their number).
 //  4. Watch only the key just ahead of ours until it is deleted (a leader's
 //     exit wakes only its successor), then go back to 3. A term begins only
-//     while our local deadline still holds.
+//     while our local deadline still holds. The waiter at the head of the
+//     queue also watches the leader's lease: once LeaseTimeToLive's answers
+//     prove it expired, it revokes it instead of waiting up to 500 ms for
+//     etcd's lessor loop (expire.go has the proof and its cost).
 //
 // concurrency.Session is not used because its KeepAlive renews on its own
 // schedule and never reports when a renewal was sent, so no safe local
