@@ -31,9 +31,21 @@
 //   - GET /livez: 200 {"status":"ok"} while electd's own loop is alive, else
 //     503 {"status":"error","error":...}. It does not depend on the store,
 //     so a store outage does not get electd restarted.
-//   - GET /healthz: 200 {"status":"ok"} when the store session is healthy,
-//     else 503 {"status":"error","error":...}. The check is bounded by a
-//     short timeout.
+//   - GET /healthz: 200 {"status":"ok"} when the store is healthy, else
+//     503 {"status":"error","error":...}, bounded by a short timeout. The
+//     body names the containment mode, and lists the store requests that
+//     fail now (store_errors, from Config.StoreFailures): 503 while any
+//     does. For a store of several members (etcd: Config.StoreMembers) it
+//     lists each of them (store_members: endpoint, id, name, answers,
+//     error, the leader it follows as {"id","name"} or null, in_use,
+//     streams), and they decide instead of Config.Healthy: 200 while at
+//     least one member that the store's requests go to (in_use) answers
+//     with a leader, 503 naming what each member lacks otherwise. A member
+//     cut off from its peers, or down, next to one like that fails
+//     nothing: the requests still reach a quorum. Healthy is not asked
+//     then: a request to the store goes to any member in use, a
+//     leaderless one included, and waits there until its timeout. Without
+//     members (Redis), Healthy decides.
 //   - GET /metrics: Prometheus exposition of Config.Gatherer.
 //   - POST /resign: hand leadership over now. 200 {"resigned":true} on
 //     success; 409 when this copy does not lead; 500 {"error":...} when

@@ -75,10 +75,11 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 }
 
 type statusJSON struct {
-	Status      string         `json:"status"`
-	Error       string         `json:"error,omitempty"`
-	Containment string         `json:"containment,omitempty"`  // /healthz only
-	StoreErrors []StoreFailure `json:"store_errors,omitempty"` // /healthz only
+	Status       string            `json:"status"`
+	Error        string            `json:"error,omitempty"`
+	Containment  string            `json:"containment,omitempty"`   // /healthz only
+	StoreErrors  []StoreFailure    `json:"store_errors,omitempty"`  // /healthz only
+	StoreMembers []storeMemberJSON `json:"store_members,omitempty"` // /healthz only
 }
 
 func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
@@ -100,18 +101,34 @@ func (s *Server) storeFailures() []StoreFailure {
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.healthTimeout)
 	defer cancel()
+	members, merr := s.storeMembers(ctx)
+	ok := statusJSON{Status: "ok", Containment: s.cfg.Containment, StoreMembers: membersJSON(members)}
+	fail := func(msg string) statusJSON {
+		d := ok
+		d.Status, d.Error = "error", msg
+		return d
+	}
 	if failing := s.storeFailures(); len(failing) > 0 {
 		f := failing[0]
-		writeJSON(w, http.StatusServiceUnavailable, statusJSON{Status: "error",
-			Error:       fmt.Sprintf("store %s failing since %s (%s; %d failed requests): %s", f.Op, f.Since.UTC().Format(time.RFC3339), f.Class, f.Failures, f.Error),
-			Containment: s.cfg.Containment, StoreErrors: failing})
+		d := fail(fmt.Sprintf("store %s failing since %s (%s; %d failed requests): %s", f.Op, f.Since.UTC().Format(time.RFC3339), f.Class, f.Failures, f.Error))
+		d.StoreErrors = failing
+		writeJSON(w, http.StatusServiceUnavailable, d)
 		return
 	}
-	if err := s.cfg.Healthy(ctx); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, statusJSON{Status: "error", Error: err.Error(), Containment: s.cfg.Containment})
+	var err error
+	switch {
+	case merr != nil:
+		err = fmt.Errorf("store members: %w", merr)
+	case len(members) > 0:
+		err = membersHealthy(members)
+	default:
+		err = s.cfg.Healthy(ctx)
+	}
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, fail(err.Error()))
 		return
 	}
-	writeJSON(w, http.StatusOK, statusJSON{Status: "ok", Containment: s.cfg.Containment})
+	writeJSON(w, http.StatusOK, ok)
 }
 
 type resignJSON struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/backend"
 )
 
 // Defaults of the HTTP server. WriteTimeout is larger than every bounded
@@ -60,6 +61,14 @@ type Config struct {
 	// refused with MISCONF while PING still answers, say): /healthz is 503
 	// and names them while any does. nil: none. Metrics.StoreFailures fits.
 	StoreFailures func() []StoreFailure
+	// StoreMembers reports each member of a store that runs as several (an
+	// etcd cluster; store.Store.Members fits). When it reports members,
+	// /healthz lists them and they, not Healthy, decide it: healthy while
+	// at least one member that the store's requests go to answers with a
+	// leader (see the package documentation). It is given the same bounded
+	// context as Healthy. nil, or no members reported (Redis): Healthy
+	// decides.
+	StoreMembers func(ctx context.Context) ([]backend.Member, error)
 	// Containment is the containment mode of the child's process tree,
 	// reported in the /healthz body ("pidns", "pgroup", "none"); empty: not
 	// reported.

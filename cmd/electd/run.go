@@ -158,7 +158,7 @@ func runAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
 	srv, err := health.NewServer(health.Config{
 		Election: rc.election, SelfID: rc.id, View: view,
 		Leading: sup.Leading, Ready: sup.Ready, Live: sup.Live, Resign: sup.Resign,
-		Healthy: st.Ping, StoreFailures: metrics.StoreFailures, Containment: string(mode),
+		Healthy: st.Ping, StoreMembers: st.Members, StoreFailures: metrics.StoreFailures, Containment: string(mode),
 		AdminToken: rc.adminToken, RequireToken: c.Bool("admin-token-required"),
 		ReadyCode: rc.readyCode, NotReadyCode: rc.notReadyCode,
 		Gatherer: reg, Logger: log, SeparateAdmin: adminLn != nil,

@@ -52,6 +52,7 @@ func Dial(ctx context.Context, ep backend.Endpoint) (backend.Conn, error) {
 	if err := check(ep); err != nil {
 		return nil, err
 	}
+	mem := newMembers(ep.Hosts) // see members.go
 	cfg := clientv3.Config{
 		Endpoints:            ep.Hosts,
 		DialTimeout:          dialTimeout,
@@ -61,6 +62,7 @@ func Dial(ctx context.Context, ep backend.Endpoint) (backend.Conn, error) {
 		Password:             ep.Password,
 		TLS:                  ep.TLS,
 		Logger:               zap.NewNop(),
+		DialOptions:          []grpc.DialOption{mem.dialOption()},
 	}
 	if ep.TLS != nil && ep.TLS.ServerName != "" {
 		// gRPC verifies the certificate against the connection's
@@ -75,7 +77,7 @@ func Dial(ctx context.Context, ep backend.Endpoint) (backend.Conn, error) {
 	for {
 		cli, err := clientv3.New(cfg)
 		if err == nil {
-			return &conn{cli: cli}, nil
+			return &conn{cli: cli, members: mem.start(cli)}, nil
 		}
 		if ep.User == "" || refused(err) != backend.NotRefused || isCertError(err) {
 			return nil, fmt.Errorf("connect to etcd: %w", err)
@@ -93,7 +95,10 @@ func Dial(ctx context.Context, ep backend.Endpoint) (backend.Conn, error) {
 }
 
 // conn is an open etcd client; the electors made on it share it.
-type conn struct{ cli *clientv3.Client }
+type conn struct {
+	cli     *clientv3.Client
+	members *members
+}
 
 func (c *conn) NewElector(cand elector.Candidate) (elector.Locker, error) {
 	e, err := New(Config{Client: c.cli, Candidate: cand})
@@ -108,7 +113,10 @@ func (c *conn) Ping(ctx context.Context) error {
 	return err
 }
 
-func (c *conn) Close() error { return c.cli.Close() }
+func (c *conn) Close() error {
+	c.members.close()
+	return c.cli.Close()
+}
 
 // refused classifies etcd's refusals of credentials and permissions.
 func refused(err error) backend.Refusal {
