@@ -62,7 +62,7 @@ func Dial(ctx context.Context, ep backend.Endpoint) (backend.Conn, error) {
 		Password:             ep.Password,
 		TLS:                  ep.TLS,
 		Logger:               zap.NewNop(),
-		DialOptions:          []grpc.DialOption{mem.dialOption()},
+		DialOptions:          append(requireLeader(), mem.dialOption()),
 	}
 	if ep.TLS != nil && ep.TLS.ServerName != "" {
 		// gRPC verifies the certificate against the connection's

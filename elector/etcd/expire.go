@@ -93,10 +93,10 @@ func (e *Elector) expire(ctx context.Context, lease clientv3.LeaseID, leader val
 		if err := e.wait(ctx, next.Sub(e.clk.Now())); err != nil {
 			return
 		}
-		sent := e.clk.Now()
-		tctx, cancel := context.WithTimeout(ctx, e.opTimeout())
-		resp, err := e.client.TimeToLive(tctx, lease)
-		cancel()
+		sent, resp, err := e.timeToLive(ctx, lease)
+		if refusedAtOnce(err) { // as in renewLoop
+			sent, resp, err = e.timeToLive(ctx, lease)
+		}
 		answered := e.clk.Now()
 		rtt := answered.Sub(sent)
 		switch {
@@ -158,6 +158,15 @@ func (e *Elector) expire(ctx context.Context, lease clientv3.LeaseID, leader val
 			next = answered.Add(gridAfter(first, every, wall).Sub(answered.Round(0)))
 		}
 	}
+}
+
+// timeToLive asks for lease's remaining time and returns when it asked.
+func (e *Elector) timeToLive(ctx context.Context, lease clientv3.LeaseID) (time.Time, *clientv3.LeaseTimeToLiveResponse, error) {
+	sent := e.clk.Now()
+	ctx, cancel := context.WithTimeout(ctx, e.opTimeout())
+	defer cancel()
+	resp, err := e.client.TimeToLive(ctx, lease)
+	return sent, resp, err
 }
 
 // revokeExpired revokes a lease proved expired. It reports whether the

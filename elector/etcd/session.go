@@ -106,10 +106,14 @@ func (s *session) renewLoop() {
 		if err := e.wait(s.ctx, next.Sub(e.clk.Now())); err != nil {
 			return
 		}
-		sent := e.clk.Now()
-		rctx, cancel := context.WithTimeout(s.ctx, every)
-		_, err := e.client.KeepAliveOnce(rctx, s.lease)
-		cancel()
+		sent, err := s.renew(every)
+		if refusedAtOnce(err) {
+			// A member cut off from its peers refused at once (see
+			// requireLeader); the next member is asked at once, and only
+			// its answer counts.
+			e.log.Debug("a member without a raft leader refused the renewal; asking the next", "lease", int64(s.lease))
+			sent, err = s.renew(every)
+		}
 		switch {
 		case err == nil:
 			e.fails.Answered("renew")
@@ -133,6 +137,15 @@ func (s *session) renewLoop() {
 			next = e.clk.Now().Add(retry)
 		}
 	}
+}
+
+// renew sends one renewal and returns when it was sent.
+func (s *session) renew(timeout time.Duration) (time.Time, error) {
+	sent := s.e.clk.Now()
+	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	defer cancel()
+	_, err := s.e.client.KeepAliveOnce(ctx, s.lease)
+	return sent, err
 }
 
 // gridAfter is the first instant origin + k·every (k ≥ 1) after now.
