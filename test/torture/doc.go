@@ -164,10 +164,11 @@
 // orphan count.
 //
 // `go test ./test/torture/` runs 16 faults per backend with TTL 2 s on all
-// five (about 2.5 minutes on two cores: etcd and Redis about 45 s each,
-// Cluster 50 s, the etcd cluster 52 s, Sentinel 66 s, two at a time; in
-// `make test`, beside the other packages, the four without the etcd cluster
-// took 139 s of a 7-minute run). `make torture` runs the
+// five, two at a time on two cores: 160–164 s on a shared machine, where
+// the four without the etcd cluster took 132–133 s (etcd and Redis 42–49 s
+// each, Cluster 46–58 s, the etcd cluster 52–56 s, Sentinel 72–77 s); in
+// `make test`, beside the other packages, those four took 139 s of a
+// 7-minute run. `make torture` runs the
 // long version: TORTURE_FAULTS (default 200) per backend, writing the table
 // to a report file. Knobs:
 // -torture.seed, -torture.faults, -torture.topology-faults (faults on
