@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/electd/electd/internal/faultproxy"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -381,4 +382,20 @@ func (c *EtcdCluster) Start(t testing.TB) {
 		}
 	}
 	c.WaitHealthy(t)
+}
+
+// SetPeerDelay delays every byte between member i and both other members
+// by d, one way, in both directions (faultproxy.Proxy.SetDelay on i's four
+// peer links); zero ends the delay. The delay outlasts restarts of the
+// members (their links stay), and composes with Partition: a cut link holds
+// its bytes whatever the delay. Clients still reach i at once.
+func (c *EtcdCluster) SetPeerDelay(i int, d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for j := range etcdClusterSize {
+		if j != i {
+			c.links[i][j].SetDelay(d)
+			c.links[j][i].SetDelay(d)
+		}
+	}
 }

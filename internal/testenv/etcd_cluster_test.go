@@ -93,6 +93,25 @@ func TestEtcdCluster(t *testing.T) {
 		t.Logf("m%d healed: follows and has caught up after %v", f, time.Since(begin))
 	})
 
+	t.Run("slow leader", func(t *testing.T) {
+		const delay = 150 * time.Millisecond // well below the election timeout
+		leader := c.Leader(t)
+		c.SetPeerDelay(leader, delay)
+		// A write commits once a follower has the leader's entry and the
+		// leader its acknowledgement: two delayed crossings at least.
+		begin := time.Now()
+		put(t, c.Client(t, leader), "slow", "1")
+		slow := time.Since(begin)
+		c.SetPeerDelay(leader, 0)
+		begin = time.Now()
+		put(t, c.Client(t, leader), "slow", "2")
+		t.Logf("m%d's peer links delayed %v each way: a write took %v; %v once the delay ended", leader, delay, slow, time.Since(begin))
+		if slow < 2*delay {
+			t.Fatalf("a write through the slowed leader m%d took %v, less than two crossings of %v", leader, slow, delay)
+		}
+		c.WaitHealthy(t)
+	})
+
 	t.Run("restart all", func(t *testing.T) {
 		c.Kill(t)
 		for i, m := range c.Members() {

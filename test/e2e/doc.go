@@ -4,7 +4,9 @@
 // test/recorder as the wrapped child.
 //
 // What the suite proves, for each backend with the same test code
-// (TestBackends/etcd/... and TestBackends/redis/...):
+// (TestBackends/etcd/..., TestBackends/redis/..., and on the topologies of
+// kit.Topologies: redis+sentinel, redis+cluster and a three-member
+// etcd-cluster; $E2E_BACKENDS picks some):
 //
 //   - safety: every child writes its start, heartbeats and stop to one
 //     shared log; package test/record proves from it that no two children

@@ -27,7 +27,7 @@ const refusal = ttl / 4
 // though the store still answers PING; it is 200 again once the store
 // takes writes.
 func testStoreRefusesWrites(t *testing.T, s *kit.Store) {
-	if s.Etcd != nil {
+	if s.IsEtcd() {
 		t.Skip("a Redis fault: etcd has no write refusal a test can switch on and off")
 	}
 	h := newHarness(t, s)

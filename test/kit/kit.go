@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electd/electd/internal/testenv"
 )
@@ -42,7 +43,8 @@ func buildAndRun(m *testing.M, name, env string, bin *Binaries) int {
 
 // Backend is a store kind electd supports.
 type Backend struct {
-	// Name is the subtest's name and the scheme of electd's --store.
+	// Name is the subtest's name, and the scheme of electd's --store but
+	// for etcd-cluster (whose scheme is etcd).
 	Name  string
 	start func(t *testing.T) *Store
 }
@@ -59,10 +61,10 @@ var Backends = []Backend{
 	}},
 }
 
-// Topologies are the Redis Sentinel and Redis Cluster topologies
-// (internal/testenv): stores of several servers that a per-node proxy
-// cannot stand in front of (see Store.Proxyable). Selected runs them with
-// Backends.
+// Topologies are the Redis Sentinel and Redis Cluster topologies and a
+// three-member etcd cluster (internal/testenv): stores of several servers
+// that a per-node proxy cannot stand in front of (see Store.Proxyable).
+// Selected runs them with Backends.
 var Topologies = []Backend{
 	{Name: "redis+sentinel", start: func(t *testing.T) *Store {
 		s := testenv.StartRedisSentinel(t)
@@ -71,6 +73,10 @@ var Topologies = []Backend{
 	{Name: "redis+cluster", start: func(t *testing.T) *Store {
 		c := testenv.StartRedisCluster(t)
 		return &Store{Name: "redis+cluster", Cluster: c, srv: c}
+	}},
+	{Name: "etcd-cluster", start: func(t *testing.T) *Store {
+		c := testenv.StartEtcdCluster(t)
+		return &Store{Name: "etcd-cluster", EtcdCluster: c, srv: c}
 	}},
 }
 
@@ -120,11 +126,12 @@ type Store struct {
 	Name string // the backend's
 	// Addr is host:port of the server, which a proxy can stand in front
 	// of; empty for a topology (see Proxyable).
-	Addr     string
-	Etcd     *testenv.Etcd     // the server when Name is "etcd", else nil
-	Redis    *testenv.Redis    // the server when Name is "redis", else nil
-	Sentinel *testenv.Sentinel // the topology when Name is "redis+sentinel", else nil
-	Cluster  *testenv.Cluster  // the topology when Name is "redis+cluster", else nil
+	Addr        string
+	Etcd        *testenv.Etcd        // the server when Name is "etcd", else nil
+	Redis       *testenv.Redis       // the server when Name is "redis", else nil
+	Sentinel    *testenv.Sentinel    // the topology when Name is "redis+sentinel", else nil
+	Cluster     *testenv.Cluster     // the topology when Name is "redis+cluster", else nil
+	EtcdCluster *testenv.EtcdCluster // the cluster when Name is "etcd-cluster", else nil
 
 	srv interface {
 		Kill(t testing.TB)
@@ -135,7 +142,9 @@ type Store struct {
 // Proxyable reports whether one TCP proxy to Addr can carry a client's
 // whole traffic, so that cutting it cuts that client off alone: true for
 // etcd and a single Redis. A Sentinel or Cluster client dials the nodes the
-// sentinels or the cluster announce, past any proxy.
+// sentinels or the cluster announce, past any proxy; an etcd cluster's
+// client holds connections to all three members (one proxy would cut it off
+// from one of them).
 func (s *Store) Proxyable() bool { return s.Addr != "" }
 
 // URL is electd's --store for addr, a proxy to Addr. Only for a
@@ -148,20 +157,23 @@ func (s *Store) URL(addr string) string {
 }
 
 // DirectURL is electd's --store for the store itself: the server's, or
-// the topology's (redis+sentinel://S1,S2,S3/MASTER, redis+cluster://N1,…,N6).
+// the topology's (redis+sentinel://S1,S2,S3/MASTER, redis+cluster://N1,…,N6,
+// etcd://M1,M2,M3).
 func (s *Store) DirectURL() string {
 	switch {
 	case s.Sentinel != nil:
 		return s.Sentinel.URL()
 	case s.Cluster != nil:
 		return s.Cluster.URL()
+	case s.EtcdCluster != nil:
+		return s.EtcdCluster.URL()
 	}
 	return s.URL(s.Addr)
 }
 
 // RedisClient returns a go-redis client of a Redis store of any kind (a
 // plain client, a failover client through the sentinels, a cluster
-// client), closed when t ends; nil for etcd.
+// client), closed when t ends; nil for etcd of either kind.
 func (s *Store) RedisClient(t testing.TB) redis.UniversalClient {
 	t.Helper()
 	switch {
@@ -175,14 +187,32 @@ func (s *Store) RedisClient(t testing.TB) redis.UniversalClient {
 	return nil
 }
 
+// IsEtcd reports whether the store is etcd: one server or the cluster.
+func (s *Store) IsEtcd() bool { return s.Etcd != nil || s.EtcdCluster != nil }
+
+// EtcdClient returns a client of an etcd store of either kind (of the one
+// server, or of all three members), closed when t ends; nil for Redis.
+func (s *Store) EtcdClient(t testing.TB) *clientv3.Client {
+	t.Helper()
+	switch {
+	case s.Etcd != nil:
+		return s.Etcd.Client(t)
+	case s.EtcdCluster != nil:
+		return s.EtcdCluster.Client(t)
+	}
+	return nil
+}
+
 // Kill SIGKILLs the server, or every data node of a topology (the
-// sentinels stay up), and waits until they are gone.
+// sentinels stay up; every member of an etcd cluster), and waits until
+// they are gone.
 func (s *Store) Kill(t testing.TB) { t.Helper(); s.srv.Kill(t) }
 
-// Start starts a killed server (or the data nodes) again on its address,
-// with its data where the store persists it (etcd does; Redis of every kind
-// comes back empty, a cluster with its slot map), and waits until it is
-// ready.
+// Start starts a killed server (or the data nodes, or the members) again on
+// its address, with its data where the store persists it (etcd of either
+// kind does; Redis of every kind comes back empty, a cluster with its slot
+// map), and waits until it is ready (an etcd cluster: until every member
+// follows one leader).
 func (s *Store) Start(t testing.TB) { t.Helper(); s.srv.Start(t) }
 
 // Run runs fn on each of bs in parallel subtests named after the backend,

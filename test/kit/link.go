@@ -21,11 +21,12 @@ import (
 //
 // For a store of one server it is a TCP fault proxy of its own. For a
 // topology, whose client dials whatever nodes the store names (Sentinel's
-// master, a cluster's nodes) past any proxy, it is a kernel filter: the
-// process runs with a group id of its own, and Cut adds an nftables rule
-// that drops every packet a socket of that group sends to the topology's
-// ports; Heal removes it. That needs root and nft (Debian's nftables): a
-// missing nft skips the test, or fails it when $CI is set.
+// master, a cluster's nodes) past any proxy, or all of them (an etcd
+// cluster's members), it is a kernel filter: the process runs with a group
+// id of its own, and Cut adds an nftables rule that drops every packet a
+// socket of that group sends to the topology's client ports; Heal removes
+// it. That needs root and nft (Debian's nftables): a missing nft skips the
+// test, or fails it when $CI is set.
 type Link struct {
 	URL         string
 	SysProcAttr *syscall.SysProcAttr
@@ -69,6 +70,8 @@ func (s *Store) ports() []string {
 		for _, n := range s.Cluster.Nodes() {
 			addrs = append(addrs, n.Addr())
 		}
+	case s.EtcdCluster != nil:
+		addrs = s.EtcdCluster.Endpoints() // client ports; peer traffic is the members' own
 	}
 	var ports []string
 	for _, a := range addrs {

@@ -4,8 +4,10 @@
 // test/recorder as the locked command, whose start, heartbeats and end go to
 // one shared log that package test/record reads.
 //
-// For each backend, with the same test code (TestBackends/etcd/... and
-// TestBackends/redis/...), the suite proves:
+// For each backend, with the same test code (TestBackends/etcd/...,
+// TestBackends/redis/..., and on the topologies of kit.Topologies:
+// redis+sentinel, redis+cluster and a three-member etcd-cluster;
+// $LOCK_BACKENDS picks some), the suite proves:
 //
 //   - mutual exclusion: ten concurrent `electd lock` processes each read a
 //     shared counter file, run the recorder a while and write counter+1; the

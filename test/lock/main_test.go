@@ -54,14 +54,14 @@ func TestBackends(t *testing.T) {
 // directly.
 type store struct {
 	*kit.Store
-	etcd  *clientv3.Client      // when the backend is etcd
+	etcd  *clientv3.Client      // when the backend is etcd of either kind
 	redis redis.UniversalClient // when it is Redis of any kind
 }
 
 // newStore makes the client of s, closed when t ends.
 func newStore(t *testing.T, s *kit.Store) *store {
-	if s.Etcd != nil {
-		return &store{Store: s, etcd: s.Etcd.Client(t)}
+	if s.IsEtcd() {
+		return &store{Store: s, etcd: s.EtcdClient(t)}
 	}
 	return &store{Store: s, redis: s.RedisClient(t)}
 }

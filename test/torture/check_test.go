@@ -161,6 +161,9 @@ func (c *cluster) measure(f *fault) {
 	if !f.storeUp.IsZero() {
 		add(figStoreUp, f.storeUp.Sub(f.at))
 	}
+	if !f.raftUp.IsZero() {
+		add(figRaftUp, f.raftUp.Sub(f.at))
+	}
 	if f.kind == kill9Electd {
 		add(figChildGone, f.childGone)
 	}
@@ -199,6 +202,9 @@ const (
 	// The topology faults that move the election's keys: from the fault
 	// to the new master taking writes (testenv's probe write).
 	figStoreUp = "store failover (fault → new master takes writes)"
+	// kill-raft-leader, partition-raft-leader: from the fault to the
+	// other two members naming the same new raft leader (Status).
+	figRaftUp = "raft failover (fault → the others follow a new leader)"
 	// kill9-main, and kill9-electd of a child with workers: from the kill
 	// to the last worker gone from /proc, and to the last line any worker
 	// wrote (negative: it wrote last before the kill, within a beat).

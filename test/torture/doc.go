@@ -4,7 +4,8 @@
 // instant.
 //
 // TestTorture builds electd and test/recorder, and for each backend (etcd,
-// Redis, Redis Sentinel and Redis Cluster, in parallel as far as
+// Redis, Redis Sentinel, Redis Cluster and a three-member etcd cluster, in
+// parallel as far as
 // -test.parallel allows: GOMAXPROCS, so two at a time on two cores) starts
 // the store as its own processes (internal/testenv), N electd processes
 // (default 5) that each reach the store through their own
@@ -39,15 +40,18 @@
 //	                 than max(2, N−2) are up)
 //
 // The topologies (redis+sentinel: one master, two replicas, three
-// sentinels; redis+cluster: three masters with a replica each) cannot be
-// proxied: a Sentinel or Cluster client dials the nodes it is told of,
-// past any proxy. There every node uses the topology's URL directly, with
-// a kit.Link of its own: cut-follower and cut-leader black-hole it with an
-// nftables rule on that node's sockets (matched by a group id of its own),
-// and the faults a kernel filter cannot make (slow-leader, reset-leader)
-// are not drawn; store-restart kills -9 every data node (the sentinels stay
-// up) and starts them again, empty. Each topology adds its own faults,
-// drawn only on it:
+// sentinels; redis+cluster: three masters with a replica each;
+// etcd-cluster: three etcd members, whose peer traffic runs through a fault
+// proxy per directed link) cannot be proxied: a Sentinel or Cluster client
+// dials the nodes it is told of, past any proxy, and an etcd client holds a
+// connection to each member. There every node uses the topology's URL
+// directly, with a kit.Link of its own: cut-follower and cut-leader
+// black-hole it with an nftables rule on that node's sockets (matched by a
+// group id of its own), and the faults a kernel filter cannot make
+// (slow-leader, reset-leader) are not drawn; store-restart kills -9 every
+// data node (the sentinels stay up) and starts them again, empty, or every
+// etcd member, which come back with their data. Each topology adds its own
+// faults, drawn only on it:
 //
 //	master-kill           Sentinel: kill -9 the master, wait until the sentinels
 //	                      have promoted a replica that takes writes, start the old
@@ -73,6 +77,24 @@
 //	                      fail over if it lasts about down-after from their last reply
 //	oom                   both: the same master's maxmemory is 1 (noeviction) for
 //	                      0.3–0.8 TTL: writes refused with OOM
+//	kill-raft-leader      etcd-cluster: kill -9 the raft leader member, wait until
+//	                      the other two follow a new leader, start it again 0–1.5
+//	                      TTL after the kill (on its data dir)
+//	kill-raft-follower    etcd-cluster: the same for a follower (no election)
+//	partition-raft-leader etcd-cluster: cut the raft leader member off from both
+//	                      peers, both ways (clients still reach it), for 0.5–2.5
+//	                      TTL; the others elect a new leader meanwhile if it lasts
+//	partition-raft-follower etcd-cluster: the same for a follower
+//	slow-member           etcd-cluster: delay every peer link of one member (the
+//	                      raft leader a third of the time) by 0.25–2 renew
+//	                      intervals each way for 1.5–2.5 TTL: below the election
+//	                      timeout (500 ms) commits through the leader slow down,
+//	                      above it the others hear nothing for that long at the
+//	                      onset and may elect another leader
+//
+// Every etcd-cluster fault is healed once every member follows one leader
+// again; the time from the fault to the other two following a new leader
+// is measured (kill-raft-leader, partition-raft-leader: "raft failover").
 //
 // A term should survive misconf and oom (transient errors never end a term
 // while its deadline holds); the figures count how often it did ("term
@@ -142,13 +164,15 @@
 // orphan count.
 //
 // `go test ./test/torture/` runs 16 faults per backend with TTL 2 s on all
-// four (about 2 minutes on two cores: etcd and Redis about 45 s each,
-// Cluster 50 s, Sentinel 66 s, two at a time; in `make test`, beside the
-// other packages, it took 139 s of a 7-minute run). `make torture` runs the
+// five, two at a time on two cores: 160–164 s on a shared machine, where
+// the four without the etcd cluster took 132–133 s (etcd and Redis 42–49 s
+// each, Cluster 46–58 s, the etcd cluster 52–56 s, Sentinel 72–77 s); in
+// `make test`, beside the other packages, those four took 139 s of a
+// 7-minute run. `make torture` runs the
 // long version: TORTURE_FAULTS (default 200) per backend, writing the table
 // to a report file. Knobs:
 // -torture.seed, -torture.faults, -torture.topology-faults (faults on
-// redis+sentinel and redis+cluster; default: -torture.faults),
+// redis+sentinel, redis+cluster and etcd-cluster; default: -torture.faults),
 // -torture.nodes, -torture.ttl,
 // -torture.backends, -torture.recovery, -torture.report,
 // -torture.containment (electd's --containment; under pgroup a leader whose

@@ -41,12 +41,20 @@ const (
 	reshard      kind = "reshard"              // Cluster: move the slot to another master, pausing mid-migration
 	misconf      kind = "misconf"              // Sentinel, Cluster: the (slot's) master's snapshots fail: writes refused with MISCONF
 	oom          kind = "oom"                  // Sentinel, Cluster: the (slot's) master's maxmemory 1: writes refused with OOM
+
+	// The etcd cluster's own (etcd_cluster_test.go), drawn only on it.
+	killRaftLeader        kind = "kill-raft-leader"        // kill -9 the raft leader member, start it again after 0–1.5 TTL
+	killRaftFollower      kind = "kill-raft-follower"      // kill -9 a follower member, start it again after 0–1.5 TTL
+	partitionRaftLeader   kind = "partition-raft-leader"   // cut the raft leader member off from both peers for 0.5–2.5 TTL
+	partitionRaftFollower kind = "partition-raft-follower" // cut a follower member off from both peers for 0.5–2.5 TTL
+	slowMember            kind = "slow-member"             // delay one member's peer links (the raft leader's, or a follower's)
 )
 
 // allKinds are every kind, in the order of the figures' rows.
 var allKinds = []kind{sigtermElectd, kill9Electd, kill9Child, kill9Main, resign, cutFollower, cutLeader,
 	slowLeader, resetLeader, pauseLeader, storeRestart, restartNode,
-	masterKill, masterStop, slotFailover, slotManual, reshard, misconf, oom}
+	masterKill, masterStop, slotFailover, slotManual, reshard, misconf, oom,
+	killRaftLeader, killRaftFollower, partitionRaftLeader, partitionRaftFollower, slowMember}
 
 // proxyKinds act on a node's fault proxy: not drawn for a store that
 // cannot be proxied (its nodes reach it directly; a cut there is a
@@ -68,6 +76,8 @@ func kindsFor(s *kit.Store) []kind {
 		out = append(out, masterKill, masterStop, misconf, oom)
 	case s.Cluster != nil:
 		out = append(out, slotFailover, slotManual, reshard, misconf, oom)
+	case s.EtcdCluster != nil:
+		out = append(out, killRaftLeader, killRaftFollower, partitionRaftLeader, partitionRaftFollower, slowMember)
 	}
 	return out
 }
@@ -88,6 +98,9 @@ type fault struct {
 	// slot-manual-failover, reshard; misconf when the sentinels failed
 	// over): when its new master took writes.
 	storeUp time.Time
+	// raftUp: kill-raft-leader, partition-raft-leader: when the other two
+	// members agreed on a new raft leader (zero: not while it lasted).
+	raftUp time.Time
 
 	next      *record.Run   // the first child of a later term, if one started
 	recovery  time.Duration // healed → a child running again (0: one ran throughout)
@@ -309,9 +322,12 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 	case storeRestart:
 		d := between(rng, ttl, 0, 1.5)
 		f.target, f.note = "", fmt.Sprintf("down %s", d)
-		if c.direct {
+		switch {
+		case c.s.EtcdCluster != nil:
+			f.note += ", every member"
+		case c.direct:
 			f.note += ", every data node"
-		} else {
+		default:
 			c.awaitReply(lead) // without a proxy to watch, f.lost is less tight
 		}
 		f.at = time.Now()

@@ -22,8 +22,9 @@ type table struct {
 	treeRuns, workers, wlines, orphans int
 	torn                               []string // torn lines: where each broke off
 	// direct: the store could not be proxied, so the proxy faults were
-	// not drawn.
+	// not drawn; why: how its client reaches it instead.
 	direct bool
+	why    string
 	// refusals: misconf and oom, per kind: injected, term kept; and of
 	// those refusing for less than keepBound, injected and term kept.
 	refusals  map[kind][4]int
@@ -39,7 +40,11 @@ type row struct {
 
 func newTable(c *cluster, faults []*fault) *table {
 	tab := &table{counts: map[kind][2]int{}, containment: c.containment, orphans: c.orphans, workers: len(c.j.workers), direct: c.direct,
+		why:      "its client dials the nodes it is told of, past any proxy",
 		refusals: map[kind][4]int{}, keepBound: c.keepBound()}
+	if c.s.EtcdCluster != nil {
+		tab.why = "its client holds a connection to each of the three members"
+	}
 	for _, w := range c.j.workers {
 		tab.wlines += w.Lines
 	}
@@ -141,8 +146,8 @@ func (tab *table) topologyNote() string {
 	for _, k := range proxyKinds {
 		names = append(names, string(k))
 	}
-	s := fmt.Sprintf("\nnot drawn: %s (every node reaches the topology directly: its client dials the nodes it is told of, past any proxy; cuts are an nftables rule on the node's sockets, which can neither delay nor reset)",
-		strings.Join(names, ", "))
+	s := fmt.Sprintf("\nnot drawn: %s (every node reaches the topology directly: %s; cuts are an nftables rule on the node's sockets, which can neither delay nor reset)",
+		strings.Join(names, ", "), tab.why)
 	for _, k := range []kind{misconf, oom} {
 		if r := tab.refusals[k]; r[0] > 0 {
 			s += fmt.Sprintf("\nterm kept through %s (writes refused for 0.3–0.8 ttl): %d of %d; through the %d refusals shorter than %s "+
