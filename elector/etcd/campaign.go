@@ -149,6 +149,7 @@ func (e *Elector) campaignOnce(ctx context.Context, try bool) (_ *elector.Term, 
 // check also guards against the "zombie" that etcd's Election can return:
 // a candidate whose own key expired with its lease).
 func (e *Elector) claim(cctx, ctx context.Context, s *session, try bool) (*elector.Term, error) {
+	backoff := 50 * time.Millisecond
 	for {
 		since := e.clk.Now()
 		tctx, cancel := context.WithTimeout(cctx, e.opTimeout())
@@ -161,8 +162,22 @@ func (e *Elector) claim(cctx, ctx context.Context, s *session, try bool) (*elect
 			Commit()
 		cancel()
 		if err != nil {
-			return nil, e.sessionErr(s, ctx, "campaign", err)
+			err = e.sessionErr(s, ctx, "campaign", err)
+			if se := (*elector.StoreError)(nil); !errors.As(err, &se) || se.Permanent {
+				return nil, err
+			}
+			// A failed claim is no reason to lose our place while the
+			// session holds (nor is a broken watch, below): else the
+			// successor of a leader that resigned while the store was
+			// slow requeues last, and wakes the next one, which may too.
+			e.fails.Retrying("campaign", err, "backoff", backoff) // counted in storeErr
+			if err := e.wait(cctx, backoff); err != nil {
+				return nil, e.sessionErr(s, ctx, "campaign", err)
+			}
+			backoff = min(2*backoff, max(e.timing.RenewInterval, time.Second))
+			continue
 		}
+		e.fails.Answered("campaign")
 		e.fails.Answered("watch") // the re-check after a broken watch answered
 		if resp.Succeeded {
 			if err := s.dl.Err(); err != nil {
