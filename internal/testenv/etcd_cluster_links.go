@@ -97,14 +97,18 @@ func (f *peerFront) serve(c net.Conn) {
 	// started: a connection it made before is told on a later try.
 	deadline := time.Now().Add(identifyTimeout)
 	var addr string
+	var err error
 	for {
-		var err error
 		if addr, err = f.route(c); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			// Not a member's: refused rather than let past a partition.
-			f.strangers.Add(1)
+			// Not a member's: refused rather than let past a partition,
+			// unless its dialer closed it meanwhile (a socket nobody
+			// holds has no owner to tell).
+			if !closedByPeer(c) {
+				f.strangers.Add(1)
+			}
 			return
 		}
 		select {
@@ -227,4 +231,15 @@ func holdsSocket(pid int, inode string) bool {
 		}
 	}
 	return false
+}
+
+// closedByPeer reports whether the other end of c has closed it (a member
+// killed with its request in flight, say): reading what it sent reaches
+// the end of the stream at once.
+func closedByPeer(c net.Conn) bool {
+	if err := c.SetReadDeadline(time.Now().Add(10 * time.Millisecond)); err != nil {
+		return false
+	}
+	_, err := io.Copy(io.Discard, c)
+	return err == nil // io.Copy reads to EOF
 }
