@@ -200,9 +200,10 @@ func (e *Elector) claim(cctx, ctx context.Context, s *session, try bool) (*elect
 		if try {
 			return nil, elector.ErrBusy
 		}
-		stop := e.expireAhead(cctx, ahead[0])
-		err = e.waitDelete(cctx, string(ahead[0].Key), resp.Header.Revision+1)
-		stop()
+		lw := e.watchAhead(cctx)
+		lw.offer(ahead[0])
+		err = e.waitDelete(cctx, string(ahead[0].Key), resp.Header.Revision+1, lw.offer)
+		lw.stop()
 		if err != nil {
 			if cctx.Err() != nil {
 				return nil, e.sessionErr(s, ctx, "campaign", cctx.Err())
@@ -269,8 +270,9 @@ func (e *Elector) sessionErr(s *session, ctx context.Context, op string, err err
 	}
 }
 
-// waitDelete returns nil once key is deleted at or after rev.
-func (e *Elector) waitDelete(ctx context.Context, key string, rev int64) error {
+// waitDelete returns nil once key is deleted at or after rev; put, if not
+// nil, is given every other change of key meanwhile.
+func (e *Elector) waitDelete(ctx context.Context, key string, rev int64, put func(*mvccpb.KeyValue)) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	for wr := range e.client.Watch(wctx, key, clientv3.WithRev(rev)) {
@@ -278,8 +280,11 @@ func (e *Elector) waitDelete(ctx context.Context, key string, rev int64) error {
 			return err
 		}
 		for _, ev := range wr.Events {
-			if ev.Type == mvccpb.DELETE {
+			switch {
+			case ev.Type == mvccpb.DELETE:
 				return nil
+			case put != nil:
+				put(ev.Kv)
 			}
 		}
 	}

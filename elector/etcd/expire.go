@@ -34,20 +34,30 @@ import (
 // "lease not found"; server/lease/lessor.go in v3.7), so revoking it cannot
 // take a term from a leader that still holds one: that leader's own
 // deadline, earned by a renewal sent before the store received it, passed
-// before the store's expiry. Local durations are stretched by the drift
-// allowance both ways: a link counts only if it is under a second even on a
-// clock that runs fast by the drift, and the span only if it is a second
-// even on one that runs slow. A leader change on the store, which extends
-// every lease, reads as a renewal (the chain starts again). A reading of -1
-// or less is expired outright. With G = 1 s nothing can be proved this way,
-// and the waiter leaves the lease to etcd.
+// before the store's expiry (a renewal that passed etcd's check just
+// before the expiry is acknowledged after it, after the leader's deadline,
+// and Deadline.Renewed refuses it). Local durations are stretched by the
+// drift allowance both ways: a link counts only if it is under a second
+// even on a clock that runs slow by the drift (and counts any time the
+// host was suspended: the monotonic clock stood still, the store's did
+// not), and the span only if it is a second even on one that runs fast. A
+// leader change on the store, which extends every lease, reads as a
+// renewal (the chain starts again). A reading of -1 or less is expired
+// outright. With G = 1 s nothing can be proved this way, and the waiter
+// leaves the lease to etcd.
+//
+// Only the current raft leader's readings count: a raft leader replaced
+// without knowing it answers from a lessor that no longer sees renewals.
+// A chain holds readings of one raft term, and before revoking, the waiter
+// reads the leader's key linearizably and goes on only if that read's term
+// is the chain's (confirm).
 //
 // The cost. A head waiter asks once per renewal interval. When the leader
 // publishes its renewal grid (value.grid), the waiter asks just after each
 // renewal should have landed, G − 1 s later, when a missed renewal first
 // shows as a 0; a failover then costs two more readings, a second apart,
-// and the revocation. The other waiters, watching a waiter ahead of them,
-// never ask.
+// a linearizable read and the revocation. The other waiters, watching a
+// waiter ahead of them, never ask until that waiter leads.
 
 // expireGuard is how long after the moment a renewal should have reached
 // the store, one second short of its lease's end, the head waiter looks:
@@ -56,125 +66,199 @@ import (
 // between the two hosts' wall clocks.
 const expireGuard = 10 * time.Millisecond
 
-// expireAhead starts the head waiter's watch on the lease of the leader
-// whose key is ahead, and returns the function that stops it and waits
-// for it. It starts nothing for a key that is not a leader's (a waiter's
-// key carries no start of term) or has no lease.
-func (e *Elector) expireAhead(ctx context.Context, ahead *mvccpb.KeyValue) (stop func()) {
-	v := decodeValue(ahead.Value)
-	if v.Since.IsZero() || ahead.Lease == 0 {
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		e.expire(ctx, clientv3.LeaseID(ahead.Lease), v)
-	}()
-	return func() { cancel(); <-done }
+// aheadWatch is the head waiter's watch on the lease of the key ahead: it
+// starts once that key is a leader's (a waiter's key carries no start of
+// term; a waiter ahead that becomes leader writes one, and the watch on
+// its key offers it again), and stop ends it and waits for it.
+type aheadWatch struct {
+	e       *Elector
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{}
+	started bool
 }
 
-// expire looks at lease until it proves it expired and revokes it, the
-// lease is gone, or ctx ends.
-func (e *Elector) expire(ctx context.Context, lease clientv3.LeaseID, leader value) {
+func (e *Elector) watchAhead(ctx context.Context) *aheadWatch {
+	w := &aheadWatch{e: e, done: make(chan struct{})}
+	w.ctx, w.cancel = context.WithCancel(ctx)
+	return w
+}
+
+// offer starts the watch if kv, the key ahead, is a leader's; once.
+func (w *aheadWatch) offer(kv *mvccpb.KeyValue) {
+	v := decodeValue(kv.Value)
+	if w.started || v.Since.IsZero() || kv.Lease == 0 {
+		return
+	}
+	w.started = true
+	go func() {
+		defer close(w.done)
+		w.e.expire(w.ctx, kv, v)
+	}()
+}
+
+func (w *aheadWatch) stop() {
+	w.cancel()
+	if w.started {
+		<-w.done
+	}
+}
+
+// reading is one LeaseTimeToLive answer, with the waiter's clock around it.
+type reading struct {
+	sent, answered time.Time
+	suspended      time.Duration // the clock's suspended time when it was sent
+	ttl, granted   int64         // seconds
+	term           uint64        // the raft term of the member that answered
+}
+
+// expire looks at the lease of the leader's key kv until it proves it
+// expired and revokes it, the lease or the key is gone, or ctx ends.
+func (e *Elector) expire(ctx context.Context, kv *mvccpb.KeyValue, leader value) {
+	lease := clientv3.LeaseID(kv.Lease)
 	own := e.timing.RenewInterval
 	drift := e.timing.Drift
-	link := time.Duration(float64(time.Second) / (1 + drift)) // longest gap between two readings of a chain
+	link := time.Duration(float64(time.Second) * (1 - drift)) // longest gap between two readings of a chain
 	span := time.Duration(float64(time.Second) / (1 - drift)) // shortest span of a proof
 	at, every, hinted := leader.grid()
 	log := e.log.With("lease", int64(lease))
 
 	var (
-		chain    time.Time     // answer of the chain's first 0; zero: no chain
-		prevSent time.Time     // send of the previous reading
-		next     = e.clk.Now() // the first reading at once
+		chain *reading      // the chain's first 0; nil: no chain
+		prev  reading       // the reading before
+		next  = e.clk.Now() // the first reading at once
 	)
 	for {
 		if err := e.wait(ctx, next.Sub(e.clk.Now())); err != nil {
 			return
 		}
-		sent, resp, err := e.timeToLive(ctx, lease)
+		r, err := e.timeToLive(ctx, lease)
 		if refusedAtOnce(err) { // as in renewLoop
-			sent, resp, err = e.timeToLive(ctx, lease)
+			r, err = e.timeToLive(ctx, lease)
 		}
-		answered := e.clk.Now()
-		rtt := answered.Sub(sent)
 		switch {
 		case ctx.Err() != nil:
 			return
-		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			return // revoked or expired and deleted: the watch will say
 		case err != nil:
 			e.fails.Failed("expire", err, "lease", int64(lease))
-			chain = time.Time{}
-			next = answered.Add(own)
-			prevSent = sent
+			chain, prev = nil, r
+			next = r.answered.Add(own)
 			continue
 		}
 		e.fails.Answered("expire")
-		granted := time.Duration(resp.GrantedTTL) * time.Second
-		if granted < 2*time.Second {
-			log.Debug("lease too short to prove its expiry; left to etcd", "granted_s", resp.GrantedTTL)
+		if r.granted == 0 {
+			return // gone (etcd answers TTL -1 and no granted TTL): the watch will say
+		}
+		if r.granted < 2 {
+			log.Debug("lease too short to prove its expiry; left to etcd", "granted_s", r.granted)
 			return
 		}
-		proved := resp.TTL < 0
+		// A gap counts the time the waiter's host was suspended: its clock
+		// stood still, the store's did not.
+		gap := r.answered.Sub(prev.sent) + e.clk.Suspended() - prev.suspended
+		var proof *reading
 		switch {
-		case resp.TTL > 0:
-			chain = time.Time{}
-		case proved:
-		case chain.IsZero() || answered.Sub(prevSent) >= link:
-			chain = answered // remaining below 1 s at some instant before now
-		case sent.Sub(chain) >= span:
-			proved = true
+		case r.ttl > 0:
+			chain = nil
+		case r.ttl < 0:
+			proof = &r
+		case chain == nil || gap >= link || r.term != chain.term:
+			chain = &r // remaining below 1 s at some instant before now
+		case r.sent.Sub(chain.answered) >= span:
+			proof = chain
 		}
-		prevSent = sent
-		if proved {
-			if e.revokeExpired(ctx, lease, log) {
+		prev = r
+		if proof != nil {
+			switch e.confirm(ctx, kv, proof.term) {
+			case gone:
 				return
+			case confirmed:
+				if e.revokeExpired(lease, log) {
+					return
+				}
 			}
-			chain = time.Time{}
+			chain = nil
 			next = e.clk.Now().Add(own)
 			continue
 		}
-		if !chain.IsZero() {
+		if chain != nil {
 			// The next link: the proof's end if it is near enough, else
 			// half a link on.
-			end := chain.Add(span)
-			if end.Sub(sent)+rtt < link {
+			end := chain.answered.Add(span)
+			if rtt := r.answered.Sub(r.sent); end.Sub(r.sent)+rtt < link {
 				next = end
 			} else {
-				next = sent.Add(link / 2)
+				next = r.sent.Add(link / 2)
 			}
 			continue
 		}
-		next = answered.Add(own)
+		next = r.answered.Add(own)
 		if hinted {
 			// Just after one of the leader's renewals should have
 			// landed, G − 1 s later (its request's way taken as long as
 			// our round trip), and no sooner than 3/4 of an interval
 			// after this reading.
-			first := at.Add(granted - time.Second + expireGuard + rtt)
-			wall := sent.Round(0).Add(own * 3 / 4)
-			next = answered.Add(gridAfter(first, every, wall).Sub(answered.Round(0)))
+			granted := time.Duration(r.granted) * time.Second
+			first := at.Add(granted - time.Second + expireGuard + r.answered.Sub(r.sent))
+			wall := r.sent.Round(0).Add(own * 3 / 4)
+			next = r.answered.Add(gridAfter(first, every, wall).Sub(r.answered.Round(0)))
 		}
 	}
 }
 
-// timeToLive asks for lease's remaining time and returns when it asked.
-func (e *Elector) timeToLive(ctx context.Context, lease clientv3.LeaseID) (time.Time, *clientv3.LeaseTimeToLiveResponse, error) {
-	sent := e.clk.Now()
-	ctx, cancel := context.WithTimeout(ctx, e.opTimeout())
+type confirmation int
+
+const (
+	unconfirmed confirmation = iota // ask again
+	confirmed                       // the readings' raft leader is the current one
+	gone                            // the leader's key is gone or replaced
+)
+
+// confirm checks, with a linearizable read of the leader's key (which the
+// raft leader answers only with a quorum behind it), that the raft term of
+// a proof's readings is still the current one. A raft leader that was
+// replaced without knowing it answers LeaseTimeToLive from its own lessor,
+// which no longer sees the leader's renewals: its readings prove nothing.
+func (e *Elector) confirm(ctx context.Context, kv *mvccpb.KeyValue, term uint64) confirmation {
+	gctx, cancel := context.WithTimeout(ctx, e.opTimeout())
 	defer cancel()
-	resp, err := e.client.TimeToLive(ctx, lease)
-	return sent, resp, err
+	g, err := e.client.Get(gctx, string(kv.Key))
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			e.fails.Failed("expire", err, "lease", kv.Lease)
+		}
+		return unconfirmed
+	case len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != kv.CreateRevision || g.Kvs[0].Lease != kv.Lease:
+		return gone
+	case g.Header.RaftTerm != term:
+		e.log.Debug("the lease readings came from another raft term; starting over",
+			"lease", kv.Lease, "readings_term", term, "term", g.Header.RaftTerm)
+		return unconfirmed
+	}
+	return confirmed
+}
+
+// timeToLive asks for lease's remaining time.
+func (e *Elector) timeToLive(ctx context.Context, lease clientv3.LeaseID) (reading, error) {
+	r := reading{sent: e.clk.Now(), suspended: e.clk.Suspended()}
+	tctx, cancel := context.WithTimeout(ctx, e.opTimeout())
+	defer cancel()
+	resp, err := e.client.TimeToLive(tctx, lease)
+	r.answered = e.clk.Now()
+	if err != nil {
+		return r, err
+	}
+	r.ttl, r.granted, r.term = resp.TTL, resp.GrantedTTL, resp.ResponseHeader.GetRaftTerm()
+	return r, nil
 }
 
 // revokeExpired revokes a lease proved expired. It reports whether the
 // lease is gone. The request is not cut short when ctx ends: the waiter's
 // watch sees the deletion as soon as the store applies it, and stopping
 // then would leave it unknown whose revocation that was.
-func (e *Elector) revokeExpired(ctx context.Context, lease clientv3.LeaseID, log *slog.Logger) bool {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opTimeout())
+func (e *Elector) revokeExpired(lease clientv3.LeaseID, log *slog.Logger) bool {
+	rctx, cancel := context.WithTimeout(e.ctx, e.opTimeout()) // until Close
 	_, err := e.client.Revoke(rctx, lease)
 	cancel()
 	switch {

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -113,10 +114,11 @@ func TestExpireNeverRevokesALiveLease(t *testing.T) {
 		}
 	}()
 
+	kv := leaderKey(ctx, t, cli, key)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		e.expire(ctx, g.ID, value{ID: "l", Since: time.Now()})
+		e.expire(ctx, kv, value{ID: "l", Since: time.Now()})
 	}()
 
 	lastSent := time.Now() // the put: the lease was granted before it
@@ -167,10 +169,15 @@ func TestExpiredLeaseIsNeverRenewed(t *testing.T) {
 			t.Fatalf("grant: %v", err)
 		}
 		granted := time.Now() // after the store granted it: the lease ends before granted + 2 s
+		key := fmt.Sprintf("/expire-race/%d", trial)
+		if _, err := cli.Put(ctx, key, "l", clientv3.WithLease(g.ID)); err != nil {
+			t.Fatalf("put: %v", err)
+		}
+		kv := leaderKey(ctx, t, cli, key)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			e.expire(ctx, g.ID, value{ID: "l", Since: time.Now()})
+			e.expire(ctx, kv, value{ID: "l", Since: time.Now()})
 		}()
 		// Renew from just after the lease's end until it is gone.
 		timer := time.NewTimer(time.Until(granted.Add(2*time.Second + time.Millisecond)))
@@ -205,23 +212,24 @@ func TestExpiredLeaseIsNeverRenewed(t *testing.T) {
 	}
 }
 
-// TestHeadWaiterRevokesCutOffLeader cuts the leader off the store three
-// times; each time its successor, the head waiter, must take over only
-// after the leader's term ended, and in at least one of the three it must
-// have revoked the lease itself (etcd's lessor, which runs every 500 ms,
-// can come first now and then). The third candidate, not at the head,
-// must never ask about a lease; the head waiter asks at most once per 3/4
-// of its renewal interval while the leader lives.
+// TestHeadWaiterRevokesCutOffLeader cuts the leader off the store, then
+// its successor, three times over; each time the next in line, the head
+// waiter, must take over only after the leader's term ended, and in at
+// least one of the three it must have revoked the lease itself (etcd's
+// lessor, which runs every 500 ms, can come first now and then). The
+// third candidate, not at the head until the second leads, must not ask
+// about a lease before; the head waiter asks at most once per 3/4 of its
+// renewal interval while the leader lives.
 func TestHeadWaiterRevokesCutOffLeader(t *testing.T) {
 	const ttl = 2 * time.Second
 	srv := testenv.StartEtcd(t)
 	ctx := context.Background()
-	var revoked uint64
+	revoked := map[string]uint64{}
 	for trial := range 3 {
-		election := "expire-cut-" + string(rune('a'+trial))
-		px := faultproxy.Start(t, srv.Endpoint())
-		a := newTestElector(t, testenv.EtcdClient(t, px.Addr()), election, "a", ttl)
-		bc := countedClient(t, srv.Endpoint())
+		election := fmt.Sprintf("expire-cut-%d", trial)
+		pa, pb := faultproxy.Start(t, srv.Endpoint()), faultproxy.Start(t, srv.Endpoint())
+		a := newTestElector(t, testenv.EtcdClient(t, pa.Addr()), election, "a", ttl)
+		bc := countedClient(t, pb.Addr())
 		b := newTestElector(t, bc.Client, election, "b", ttl)
 		cc := countedClient(t, srv.Endpoint())
 		c := newTestElector(t, cc.Client, election, "c", ttl)
@@ -249,34 +257,55 @@ func TestHeadWaiterRevokesCutOffLeader(t *testing.T) {
 		if most := int(idle/(ttl/5*3/4)) + 1; asked > most {
 			t.Fatalf("the head waiter asked %d times in %s, more than once per 3/4 of a renewal interval (%d)", asked, idle, most)
 		}
-
-		px.Cut()
-		var tb *elector.Term
-		select {
-		case tb = <-won:
-		case <-time.After(ttl + 10*time.Second):
-			t.Fatal("no successor")
-		}
-		<-ta.Done()
-		if tb.Leader.ID != "b" {
-			t.Fatalf("%s led, not the head waiter b", tb.Leader.ID)
-		}
-		if !ta.ValidUntil().Before(tb.Leader.Since) {
-			t.Fatalf("b led at %s, before a's term ended (valid until %s)", tb.Leader.Since, ta.ValidUntil())
-		}
-		revoked += b.expired.Load()
-		t.Logf("trial %d: b led %s after a's deadline; b asked %d times in %s of an idle leader, revoked %d; c asked %d times",
-			trial, tb.Leader.Since.Sub(ta.ValidUntil()).Round(time.Millisecond), asked, idle, b.expired.Load(), cc.count(timeToLive))
 		if n := cc.count(timeToLive); n != 0 {
 			t.Fatalf("c, not at the head, asked about a lease %d times", n)
 		}
-		if err := tb.Resign(ctx); err != nil {
-			t.Fatalf("b resign: %v", err)
+
+		prev := ta
+		for _, step := range []struct {
+			cut  *faultproxy.Proxy
+			next string
+			w    *Elector
+		}{{pa, "b", b}, {pb, "c", c}} {
+			step.cut.Cut()
+			var term *elector.Term
+			select {
+			case term = <-won:
+			case <-time.After(ttl + 10*time.Second):
+				t.Fatalf("no successor to the cut-off leader (%s expected)", step.next)
+			}
+			<-prev.Done()
+			if term.Leader.ID != step.next {
+				t.Fatalf("%s led, not the head waiter %s", term.Leader.ID, step.next)
+			}
+			if !prev.ValidUntil().Before(term.Leader.Since) {
+				t.Fatalf("%s led at %s, before its predecessor's term ended (valid until %s)", step.next, term.Leader.Since, prev.ValidUntil())
+			}
+			t.Logf("trial %d: %s led %s after its predecessor's deadline; revoked it itself: %d",
+				trial, step.next, term.Leader.Since.Sub(prev.ValidUntil()).Round(time.Millisecond), step.w.expired.Load())
+			revoked[step.next] += step.w.expired.Load()
+			prev = term
+		}
+		t.Logf("trial %d: b asked %d times in %s of an idle leader", trial, asked, idle)
+		if err := prev.Resign(ctx); err != nil {
+			t.Fatalf("c resign: %v", err)
 		}
 	}
-	if revoked == 0 {
-		t.Fatal("in three failovers the head waiter never revoked the leader's expired lease itself")
+	for _, id := range []string{"b", "c"} {
+		if revoked[id] == 0 {
+			t.Errorf("in three failovers %s, at the head, never revoked its leader's expired lease itself", id)
+		}
 	}
+}
+
+// leaderKey reads key as the head waiter would have seen it.
+func leaderKey(ctx context.Context, t *testing.T, cli *clientv3.Client, key string) *mvccpb.KeyValue {
+	t.Helper()
+	g, err := cli.Get(ctx, key)
+	if err != nil || len(g.Kvs) != 1 {
+		t.Fatalf("get %s: %v (%d keys)", key, err, len(g.Kvs))
+	}
+	return g.Kvs[0]
 }
 
 func queued(t *testing.T, srv *testenv.Etcd, election string) int {
