@@ -119,6 +119,32 @@ func (l *Terms) Leading() (Span, bool) {
 	return o[0], true
 }
 
+// WaitLeading waits up to within for exactly one term to be held and
+// returns it.
+func (l *Terms) WaitLeading(t testing.TB, within time.Duration) Span {
+	t.Helper()
+	var s Span
+	Eventually(t, within, "one leader", func() bool {
+		var ok bool
+		s, ok = l.Leading()
+		return ok
+	})
+	return s
+}
+
+// SpanOf returns the term with token among spans, and fails t if there is
+// none.
+func SpanOf(t testing.TB, spans []Span, token uint64) Span {
+	t.Helper()
+	for _, s := range spans {
+		if s.Token == token {
+			return s
+		}
+	}
+	t.Fatalf("no term with token %d among %v", token, spans)
+	return Span{}
+}
+
 // WaitStarted waits up to within for a term that started after since,
 // ended or not, and returns the first; it fails the test if none did.
 func (l *Terms) WaitStarted(t testing.TB, since time.Time, within time.Duration) Span {

@@ -104,18 +104,6 @@ func (h *clusterHarness) heal(t *testing.T, i int) {
 // epsilon): how long after a renewal's send time its term holds.
 func window(ttl time.Duration) time.Duration { return timingOf(ttl).WithDefaults().Window() }
 
-// leading waits up to within for exactly one term to be held and returns it.
-func leading(t *testing.T, terms *electortest.Terms, within time.Duration) electortest.Span {
-	t.Helper()
-	var s electortest.Span
-	electortest.Eventually(t, within, "one leader", func() bool {
-		var ok bool
-		s, ok = terms.Leading()
-		return ok
-	})
-	return s
-}
-
 // heldPast waits up to within for one term to be held that is valid
 // past until, and returns it: the term held at a fault, renewed since, or
 // a successor's.
@@ -184,18 +172,6 @@ func stillLeads(t *testing.T, terms *electortest.Terms, s electortest.Span, what
 	}
 }
 
-// spanOf returns the term with token among spans.
-func spanOf(t *testing.T, spans []electortest.Span, token uint64) electortest.Span {
-	t.Helper()
-	for _, s := range spans {
-		if s.Token == token {
-			return s
-		}
-	}
-	t.Fatalf("no term with token %d among %v", token, spans)
-	return electortest.Span{}
-}
-
 // lowWater samples how long term is still guaranteed until the returned
 // function is called, which gives the least seen (a measurement, not a
 // pass/fail figure).
@@ -233,7 +209,7 @@ func elapsed(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 // by its deadline, and describes it and its successor next.
 func ended(t *testing.T, spans []electortest.Span, lead, next electortest.Span, at time.Time) string {
 	t.Helper()
-	old := spanOf(t, spans, lead.Token)
+	old := electortest.SpanOf(t, spans, lead.Token)
 	if !errors.Is(old.Err, elector.ErrLeaseExpired) {
 		t.Errorf("%s's term ended with %v, want its deadline (%v)", old.ID, old.Err, elector.ErrLeaseExpired)
 	}

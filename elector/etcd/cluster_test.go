@@ -94,7 +94,7 @@ func TestClusterPartition(t *testing.T) {
 			}
 			cands := h.candidates(t, mode, faultTTL, "a", "b", "c")
 			terms := cands.loop(t)
-			lead := leading(t, terms, firstLeader)
+			lead := terms.WaitLeading(t, firstLeader)
 			victim := h.c.Leader(t)
 			if tc.pinned {
 				// The leader's member is the victim; make it the raft
@@ -145,7 +145,7 @@ func TestClusterPartition(t *testing.T) {
 			h.heal(t, victim)
 			spans := terms.Stop(t)
 			what := ended(t, spans, lead, next, at)
-			if old := spanOf(t, spans, lead.Token); !tc.raftLead && !old.ValidUntil.Before(at.Add(faultTTL)) {
+			if old := electortest.SpanOf(t, spans, lead.Token); !tc.raftLead && !old.ValidUntil.Before(at.Add(faultTTL)) {
 				// Its last renewal that reached the store was sent before the partition.
 				t.Errorf("the partitioned leader was valid until partition+%s, beyond the TTL", old.ValidUntil.Sub(at))
 			}
@@ -178,7 +178,7 @@ func TestClusterRaftLeaderKilled(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cands := h.candidates(t, allMembers, tc.ttl, "a", "b", "c")
 			terms := cands.loop(t)
-			lead := leading(t, terms, firstLeader)
+			lead := terms.WaitLeading(t, firstLeader)
 			renewed(t, lead.Term)
 			r := h.c.Leader(t)
 			m := h.c.Members()[r]
@@ -220,7 +220,7 @@ func TestClusterLeaderLinkCut(t *testing.T) {
 	h := newClusterHarness(t)
 	cands := h.candidates(t, proxied, faultTTL, "a", "b", "c")
 	terms := cands.loop(t)
-	lead := leading(t, terms, firstLeader)
+	lead := terms.WaitLeading(t, firstLeader)
 	renewed(t, lead.Term)
 	r := h.c.Leader(t)
 	link := cands[lead.ID].links[r]
@@ -265,7 +265,7 @@ func TestClusterRestartAll(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cands := h.candidates(t, allMembers, faultTTL, "a", "b", "c")
 			terms := cands.loop(t)
-			lead := leading(t, terms, firstLeader)
+			lead := terms.WaitLeading(t, firstLeader)
 			renewed(t, lead.Term)
 			at := time.Now()
 			h.c.Kill(t)
@@ -293,7 +293,7 @@ func TestClusterRestartAll(t *testing.T) {
 			next := terms.WaitStarted(t, at, time.Until(healthy.Add(promoteExtend+expiryBound(faultTTL))))
 			renewed(t, next.Term)
 			spans := terms.Stop(t)
-			old := spanOf(t, spans, lead.Token)
+			old := electortest.SpanOf(t, spans, lead.Token)
 			if !errors.Is(old.Err, elector.ErrLeaseExpired) {
 				t.Errorf("the leader's term ended with %v, want its deadline (%v)", old.Err, elector.ErrLeaseExpired)
 			}
@@ -331,7 +331,7 @@ func TestClusterSlowMember(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cands := h.candidates(t, proxied, faultTTL, "a", "b", "c")
 			terms := cands.loop(t)
-			lead := leading(t, terms, firstLeader)
+			lead := terms.WaitLeading(t, firstLeader)
 			renewed(t, lead.Term)
 			r := h.c.Leader(t)
 			own := cands[lead.ID]
@@ -356,7 +356,7 @@ func TestClusterSlowMember(t *testing.T) {
 			renewed(t, next.Term)
 			cands[cur.ID].links.Heal()
 			spans := terms.Stop(t)
-			old := spanOf(t, spans, cur.Token)
+			old := electortest.SpanOf(t, spans, cur.Token)
 			if !errors.Is(old.Err, elector.ErrLeaseExpired) {
 				t.Errorf("the cut-off leader's term ended with %v, want its deadline (%v)", old.Err, elector.ErrLeaseExpired)
 			}

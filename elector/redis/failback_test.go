@@ -46,7 +46,7 @@ func TestFailbackToTheSameRunStartsAnEpoch(t *testing.T) {
 			Election: election, ID: id, Timing: testTiming()}}))
 	}
 	terms := electortest.CampaignLoop(t, cands...)
-	lead := leading(t, terms, firstLeaderBound)
+	lead := terms.WaitLeading(t, firstLeaderBound)
 	renewed(t, lead.Term)
 
 	// B stops replicating (its master now does not answer) and keeps the
@@ -76,7 +76,7 @@ func TestFailbackToTheSameRunStartsAnEpoch(t *testing.T) {
 	}
 	proxies[lead.ID].Heal()
 	spans := terms.Stop(t)
-	old := spanOf(t, spans, lead.Token)
+	old := electortest.SpanOf(t, spans, lead.Token)
 	// The first script on A after its promotion starts the epoch, at
 	// most a round trip before back.
 	if epoch := back.Add(testTTL - 50*time.Millisecond); next.Start.Before(epoch) {

@@ -69,18 +69,6 @@ func clusterEndpoint(c *testenv.Cluster) backend.Endpoint {
 // electionSlot is the cluster slot of election's keys.
 func electionSlot(election string) int { return testenv.Slot(keysFor(election).queue) }
 
-// leading waits up to within for exactly one term to be held and returns it.
-func leading(t *testing.T, terms *electortest.Terms, within time.Duration) electortest.Span {
-	t.Helper()
-	var s electortest.Span
-	electortest.Eventually(t, within, "one leader", func() bool {
-		var ok bool
-		s, ok = terms.Leading()
-		return ok
-	})
-	return s
-}
-
 // renewed waits for term's next acknowledged renewal (its ValidUntil
 // moves) and returns when it saw it, within a poll of the ack.
 func renewed(t *testing.T, term *elector.Term) time.Time {

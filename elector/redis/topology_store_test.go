@@ -53,7 +53,7 @@ func TestTopologyTransientErrorsKeepTheTerm(t *testing.T) {
 					inst := &countingInstrument{}
 					cands, own := candidates(t, b, ep, election, testTiming(), inst, "a", "b", "c")
 					terms := electortest.CampaignLoop(t, cands...)
-					lead := leading(t, terms, firstLeaderBound)
+					lead := terms.WaitLeading(t, firstLeaderBound)
 					cli := master(t, election)
 					renewed(t, lead.Term)
 					at := time.Now()
@@ -89,7 +89,7 @@ func TestSentinelTokensSurviveALaggingClock(t *testing.T) {
 	must(t, newClient(t, s.Master(t)).Set(ctx, keysFor(election).token, fmt.Sprint(ahead), 0).Err())
 	cands, _ := candidates(t, SentinelBackend, sentinelEndpoint(s), election, testTiming(), nil, "a", "b", "c")
 	terms := electortest.CampaignLoop(t, cands...)
-	lead := leading(t, terms, firstLeaderBound)
+	lead := terms.WaitLeading(t, firstLeaderBound)
 	if lead.Token <= ahead {
 		t.Fatalf("first token %d, want above the stored %d", lead.Token, ahead)
 	}

@@ -59,7 +59,7 @@ func TestSentinelMasterDies(t *testing.T) {
 			inst := &countingInstrument{}
 			cands, own := candidates(t, SentinelBackend, sentinelEndpoint(s), "master-dies", testTiming(), inst, "a", "b", "c")
 			terms := electortest.CampaignLoop(t, cands...)
-			lead := leading(t, terms, firstLeaderBound)
+			lead := terms.WaitLeading(t, firstLeaderBound)
 
 			masterAddr := s.Master(t)
 			var master *testenv.RedisNode
@@ -108,7 +108,7 @@ func TestSentinelMasterDies(t *testing.T) {
 			renewed(t, next.Term) // the new leader holds
 			spans := terms.Stop(t)
 
-			old := spanOf(t, spans, lead.Token)
+			old := electortest.SpanOf(t, spans, lead.Token)
 			if !errors.Is(old.Err, elector.ErrLeaseExpired) {
 				t.Errorf("the old leader's term ended with %v, want its deadline (%v)", old.Err, elector.ErrLeaseExpired)
 			}
@@ -155,7 +155,7 @@ func TestClusterFailover(t *testing.T) {
 			const election = "failover"
 			cands, _ := candidates(t, ClusterBackend, clusterEndpoint(c), election, elector.Timing{TTL: tc.ttl}, inst, "a", "b", "c")
 			terms := electortest.CampaignLoop(t, cands...)
-			lead := leading(t, terms, 5*tc.ttl)
+			lead := terms.WaitLeading(t, 5*tc.ttl)
 			renewed(t, lead.Term)
 			at := time.Now()
 			newMaster := tc.fail(c, t, electionSlot(election))
@@ -174,7 +174,7 @@ func TestClusterFailover(t *testing.T) {
 			next := terms.WaitStarted(t, at, time.Until(at.Add(clusterFailover+epochSlack)))
 			renewed(t, next.Term)
 			spans := terms.Stop(t)
-			old := spanOf(t, spans, lead.Token)
+			old := electortest.SpanOf(t, spans, lead.Token)
 			if !errors.Is(old.Err, elector.ErrLeaseExpired) {
 				t.Errorf("the old leader's term ended with %v, want its deadline (%v)", old.Err, elector.ErrLeaseExpired)
 			}
@@ -196,7 +196,7 @@ func TestClusterReshard(t *testing.T) {
 	slot := electionSlot(election)
 	cands, own := candidates(t, ClusterBackend, clusterEndpoint(c), election, testTiming(), inst, "a", "b", "c")
 	terms := electortest.CampaignLoop(t, cands...)
-	lead := leading(t, terms, firstLeaderBound)
+	lead := terms.WaitLeading(t, firstLeaderBound)
 	src := c.MasterOf(t, slot)
 	var to *testenv.RedisNode
 	for _, m := range c.Masters(t) {
@@ -230,16 +230,4 @@ func TestClusterReshard(t *testing.T) {
 	spans := terms.Stop(t)
 	t.Logf("slot %d moved %s → %s in %s (the leader's errors mid-migration %v); the first renewal after it acknowledged %s after it began; %s kept its term; %d terms",
 		slot, src, to, moved.Round(time.Millisecond), midErrs, resumed.Round(time.Millisecond), lead.ID, len(spans))
-}
-
-// spanOf returns the term with token among spans.
-func spanOf(t *testing.T, spans []electortest.Span, token uint64) electortest.Span {
-	t.Helper()
-	for _, s := range spans {
-		if s.Token == token {
-			return s
-		}
-	}
-	t.Fatalf("no term with token %d among %v", token, spans)
-	return electortest.Span{}
 }
