@@ -89,19 +89,11 @@ func (e *Elector) campaignOnce(ctx context.Context, try bool) (_ *elector.Term, 
 	defer context.AfterFunc(s.ctx, cancel)()
 
 	key := fmt.Sprintf("%s%x", e.pfx, int64(s.lease))
-	tctx, tcancel := context.WithTimeout(cctx, e.opTimeout())
-	resp, err := e.client.Txn(tctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, e.value(), clientv3.WithLease(s.lease))).
-		Commit()
-	tcancel()
+	rev, err := e.join(cctx, ctx, s, key)
 	if err != nil {
-		return nil, e.sessionErr(s, ctx, "campaign", err)
+		return nil, err
 	}
-	if !resp.Succeeded { // the key is named after our fresh lease: cannot exist
-		return nil, fmt.Errorf("campaign: key %s already exists", key)
-	}
-	s.key, s.rev = key, resp.Header.Revision
+	s.key, s.rev = key, rev
 	e.fails.Answered("campaign")
 	e.log.Debug("queued", "key", key, "rev", s.rev)
 
@@ -138,6 +130,43 @@ func (e *Elector) campaignOnce(ctx context.Context, try bool) (_ *elector.Term, 
 		return nil, err
 	}
 	return e.elected(s, self, g.Header.Revision+1), nil
+}
+
+// join puts our key under the session's lease and returns its create
+// revision, our place in the queue. A put whose answer was lost (it timed
+// out on a slow store) may have landed: the retry finds our key, named
+// after our lease, and takes its place rather than leave it and queue
+// again (which would wake the candidate behind it for nothing).
+func (e *Elector) join(cctx, ctx context.Context, s *session, key string) (int64, error) {
+	backoff := 50 * time.Millisecond
+	for {
+		tctx, cancel := context.WithTimeout(cctx, e.opTimeout())
+		resp, err := e.client.Txn(tctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, e.value(), clientv3.WithLease(s.lease))).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		cancel()
+		switch {
+		case err == nil && resp.Succeeded:
+			return resp.Header.Revision, nil
+		case err == nil:
+			kvs := resp.Responses[0].GetResponseRange().Kvs
+			if len(kvs) == 1 && clientv3.LeaseID(kvs[0].Lease) == s.lease {
+				return kvs[0].CreateRevision, nil // an earlier try's put
+			}
+			return 0, fmt.Errorf("campaign: key %s exists under another lease", key)
+		}
+		err = e.sessionErr(s, ctx, "campaign", err)
+		if se := (*elector.StoreError)(nil); !errors.As(err, &se) || se.Permanent {
+			return 0, err
+		}
+		e.fails.Retrying("campaign", err, "backoff", backoff) // counted in storeErr
+		if err := e.wait(cctx, backoff); err != nil {
+			return 0, e.sessionErr(s, ctx, "campaign", err)
+		}
+		backoff = min(2*backoff, max(e.timing.RenewInterval, time.Second))
+	}
 }
 
 // claim waits until this candidate's key is the first of the election.

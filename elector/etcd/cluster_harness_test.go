@@ -88,13 +88,21 @@ func (h *clusterHarness) Restart(t testing.TB) {
 // the read at once (WithRequireLeader), and the client asks another.
 func (h *clusterHarness) Queued(t testing.TB, election string) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(context.Background()), 5*time.Second)
-	defer cancel()
-	resp, err := h.cli.Get(ctx, etcd.DefaultPrefix+election+"/", clientv3WithPrefixCount()...)
-	if err != nil {
-		t.Fatalf("count candidates: %v", err)
+	// A loaded cluster may stall for a second or two (a raft election):
+	// ask again rather than fail the test on the harness's own read.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(context.Background()), 5*time.Second)
+		resp, err := h.cli.Get(ctx, etcd.DefaultPrefix+election+"/", clientv3WithPrefixCount()...)
+		cancel()
+		if err == nil {
+			return int(resp.Count)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("count candidates: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // a retry's backoff, not synchronisation
 	}
-	return int(resp.Count)
 }
 
 // memberLinks are one candidate's fault proxies, one per member, in
