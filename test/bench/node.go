@@ -271,3 +271,14 @@ func lastBefore(ts []time.Time, t time.Time) time.Time {
 	}
 	return best
 }
+
+// firstAfter returns the earliest time in ts after t (zero if none).
+func firstAfter(ts []time.Time, t time.Time) time.Time {
+	var best time.Time
+	for _, x := range ts {
+		if x.After(t) && (best.IsZero() || x.Before(best)) {
+			best = x
+		}
+	}
+	return best
+}
