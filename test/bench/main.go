@@ -24,8 +24,10 @@
 //     topology): when the old child stopped and the new one started,
 //     against the old term's deadline (asserted as for crash failover);
 //   - what each tool's command does when the lock is lost (measured);
-//   - store requests of an idle follower and leader, and per leader change
-//     with 1…1000 candidates (in-process), and the naive Redis lock;
+//   - store requests of an idle leader and follower (on etcd: the leader,
+//     its head waiter, which watches the leader's lease, and a follower
+//     behind that), and per leader change with 1…1000 candidates
+//     (in-process), and the naive Redis lock;
 //   - GET /leader throughput and p99 latency next to a bare net/http
 //     handler serving the same bytes;
 //   - RSS and CPU of an idle leader and follower, binary sizes.
