@@ -70,7 +70,8 @@ torture: deps
 	@cat $(BIN)/torture-report.md
 
 ## bench: measure handover, failover, store cost, /leader and footprint against real
-## etcd and redis-server (and a Redis Sentinel topology), beside etcdctl lock/elect and a naive Redis lock (~6 min);
+## etcd and redis-server (and a Redis Sentinel topology and a three-member etcd cluster), beside etcdctl
+## lock/elect and a naive Redis lock (~8 min on 2 shared cores);
 ## prints a table and writes it as Markdown to bin/bench-results.md (see docs/BENCHMARKS.md).
 .PHONY: bench
 bench: redis-server

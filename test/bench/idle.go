@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	pidwatch "github.com/electd/electd/test/proc"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	pidwatch "github.com/electd/electd/test/proc"
 )
 
 const (
@@ -21,9 +22,11 @@ const (
 )
 
 // idleCost runs, for each backend, a leader alone on one server and a
-// leader with a follower on another (servers of their own, so nothing else
-// is counted), at the default TTL, with `sleep` as the child. Over one
-// window it counts the store's requests and the processes' CPU and memory.
+// leader with a follower on another, and on etcd a leader, its head waiter
+// and a third copy behind that on a third (servers of their own, so
+// nothing else is counted), at the default TTL, with `sleep` as the child.
+// Over one window it counts the store's requests, per copy and method,
+// and the processes' CPU and memory.
 func (e *env) idleCost(ctx context.Context) error {
 	e.parallel(ctx,
 		func(ctx context.Context) { e.try("idle etcd", func() error { return e.idleOn(ctx, "etcd") }) },
@@ -39,8 +42,9 @@ type counter interface {
 
 type etcdCounter struct{ s *etcdServer }
 
-// snap returns started RPCs as "rpc:Service/Method", received messages as
-// "msg:Service/Method" and sent ones as "sent:Service/Method".
+// snap returns started RPCs as "rpc:Service/Method", ended ones as
+// "done:Service/Method", received messages as "msg:Service/Method" and
+// sent ones as "sent:Service/Method".
 func (c etcdCounter) snap(context.Context) (map[string]float64, error) {
 	g, err := c.s.counts()
 	if err != nil {
@@ -49,6 +53,9 @@ func (c etcdCounter) snap(context.Context) (map[string]float64, error) {
 	m := map[string]float64{}
 	for k, v := range g.started {
 		m["rpc:"+k] = v
+	}
+	for k, v := range g.handled {
+		m["done:"+k] = v
 	}
 	for k, v := range g.received {
 		m["msg:"+k] = v
@@ -63,15 +70,6 @@ type redisCounter struct{ s *redisServer }
 
 func (c redisCounter) snap(ctx context.Context) (map[string]float64, error) {
 	return c.s.commandStats(ctx)
-}
-
-// requests is the headline count of a delta: etcd started RPCs, Redis
-// client commands (not those run inside scripts).
-func requests(kind string, d map[string]float64) float64 {
-	if kind == "etcd" {
-		return sumMap(d, func(k string) bool { return !strings.HasPrefix(k, "rpc:") })
-	}
-	return electdRequests(d)
 }
 
 // detail renders the largest entries of a delta, scaled.
@@ -119,47 +117,63 @@ func (e *env) idleOn(ctx context.Context, kind string) error {
 		}
 		return store{&backend{name: "redis", url: "redis://" + s.addr, redis: s}, redisCounter{s}}, s.close, nil
 	}
-	alone, stopA, err := mk("idle-" + kind + "-leader")
-	if err != nil {
-		return err
+	// Store i runs the first i+1 copies: the leader alone; + a follower,
+	// the head of the queue; and on etcd + a third copy, queued behind the
+	// head waiter (it watches that waiter's key, not the leader's lease).
+	// One copy's requests are those of its store less those of the store
+	// before it, over the same window.
+	roles := []string{"leader", "follower"}
+	if kind == "etcd" {
+		roles = []string{"leader", "head waiter", "follower behind the head"}
 	}
-	defer stopA()
-	pair, stopB, err := mk("idle-" + kind + "-pair")
-	if err != nil {
-		return err
+	stores := make([]store, len(roles))
+	nodes := make([][]*node, len(roles))
+	for i := range roles {
+		s, stop, err := mk(fmt.Sprintf("idle-%s-%d", kind, i+1))
+		if err != nil {
+			return err
+		}
+		defer stop()
+		stores[i] = s
 	}
-	defer stopB()
 	start := func(s store, id string) (*node, error) {
 		return e.startNode(ctx, nodeSpec{election: "idle", id: id, store: s.b.url, dir: e.dir,
 			command: []string{e.sleepBin, "86400"}})
 	}
-	la, err := start(alone, "leader")
-	if err != nil {
-		return err
+	for i, s := range stores {
+		n, err := start(s, "leader")
+		if err != nil {
+			return err
+		}
+		defer n.kill()
+		nodes[i] = append(nodes[i], n)
 	}
-	defer la.kill()
-	lb, err := start(pair, "leader")
-	if err != nil {
-		return err
-	}
-	defer lb.kill()
 	// A fresh Redis election grants its first term one TTL after it began.
-	for _, n := range []*node{la, lb} {
+	for i := range stores {
+		n := nodes[i][0]
 		if err := waitUntil(ctx, 2*idleTTL+10*time.Second, n.isLeader); err != nil {
 			return fmt.Errorf("idle %s: %s did not lead: %w", kind, n.id, err)
 		}
 	}
-	fb, err := start(pair, "follower")
-	if err != nil {
-		return err
-	}
-	defer fb.kill()
-	if err := waitUntil(ctx, 20*time.Second, func() bool {
-		n, err := pair.b.queued(ctx, "idle")
-		d, _, lerr := fb.leader()
-		return err == nil && n == 2 && lerr == nil && d.Leader != nil
-	}); err != nil {
-		return fmt.Errorf("idle %s: follower not queued: %w", kind, err)
+	for i, s := range stores {
+		for k := 1; k <= i; k++ {
+			id := fmt.Sprintf("follower%d", k)
+			n, err := start(s, id)
+			if err != nil {
+				return err
+			}
+			defer n.kill()
+			nodes[i] = append(nodes[i], n)
+			// Queued, and its leader view current, before the next joins:
+			// the copies queue in this order.
+			if err := waitUntil(ctx, 20*time.Second, func() bool {
+				q, err := s.b.queued(ctx, "idle")
+				d, _, lerr := n.leader()
+				return err == nil && q == k+1 && lerr == nil && d.Leader != nil
+			}); err != nil {
+				return fmt.Errorf("idle %s: %s not queued: %w", kind, id, err)
+			}
+		}
 	}
 	sleepCtx(ctx, idleSettle)
 
@@ -169,16 +183,18 @@ func (e *env) idleOn(ctx context.Context, kind string) error {
 		rss, hwm int64
 	}
 	type sample struct {
-		alone, pair      map[string]float64
+		counts           []map[string]float64
 		at               time.Time // when the counters were read
 		leader, follower usage
 	}
+	lb, fb := nodes[1][0], nodes[1][1]
 	take := func() (s sample, err error) {
-		if s.alone, err = alone.cnt.snap(ctx); err != nil {
-			return s, err
-		}
-		if s.pair, err = pair.cnt.snap(ctx); err != nil {
-			return s, err
+		for _, st := range stores {
+			m, err := st.cnt.snap(ctx)
+			if err != nil {
+				return s, err
+			}
+			s.counts = append(s.counts, m)
 		}
 		s.at = time.Now()
 		var err1, err2 error
@@ -203,32 +219,37 @@ func (e *env) idleOn(ctx context.Context, kind string) error {
 	}
 	w := s1.at.Sub(s0.at)
 	perMin := float64(time.Minute) / float64(w)
-	da, db := diffMap(s0.alone, s1.alone), diffMap(s0.pair, s1.pair)
-	leader := requests(kind, da) * perMin
-	follower := (requests(kind, db) - requests(kind, da)) * perMin
-	intervals := float64(time.Minute) / float64(idleInterval)
-	unit := "requests"
-	if kind == "etcd" {
-		unit = "RPCs"
-	}
-	subj := "electd, " + kind
-	e.rep.add(costSec, subj, fmt.Sprintf("idle follower, %s/min (--ttl %s: one renewal interval = %s)", unit, idleTTL, idleInterval),
-		fmt.Sprintf("%.1f (%.2f per interval)", follower, follower/intervals), "≤ 1 per renewal interval", verdict(follower/intervals <= 1.0001))
-	e.rep.add(costSec, subj, fmt.Sprintf("leader, %s/min", unit), fmt.Sprintf("%.1f (%.2f per interval)", leader, leader/intervals), "", "")
-	if kind == "etcd" {
-		msgs := func(d map[string]float64) float64 {
-			return sumMap(d, func(k string) bool { return !strings.HasPrefix(k, "msg:") })
+	// Each copy's delta over the window: its store's less the store's
+	// before it.
+	deltas := make([]map[string]float64, len(stores))
+	copies := make([]map[string]float64, len(stores))
+	for i := range stores {
+		deltas[i] = diffMap(s0.counts[i], s1.counts[i])
+		copies[i] = deltas[i]
+		if i > 0 {
+			copies[i] = diffMap(deltas[i-1], deltas[i])
 		}
-		e.rep.note(costSec, "etcd, %s window: leader alone %s per minute; leader + follower %s. Messages received (stream messages included): leader %.1f/min, follower %.1f/min.",
-			w.Round(time.Second), detail(da, perMin, func(k string) bool { return strings.HasPrefix(k, "rpc:") }),
-			detail(db, perMin, func(k string) bool { return strings.HasPrefix(k, "rpc:") }),
-			msgs(da)*perMin, (msgs(db)-msgs(da))*perMin)
+	}
+	intervals := float64(w) / float64(idleInterval)
+	subj := "electd, " + kind
+	if kind == "etcd" {
+		e.idleEtcd(subj, roles, copies, w, intervals)
 	} else {
+		for i, role := range roles {
+			req := redisRequests(copies[i])
+			total := sumMap(req, nil)
+			figure, target, ok := "idle "+role+", requests per renewal interval", "", ""
+			if i == 1 {
+				figure += fmt.Sprintf(" (--ttl %s: %s)", idleTTL, idleInterval)
+				target, ok = "≤ 1", verdict(fits(req, 1, intervals))
+			}
+			e.rep.add(costSec, subj, figure, fmt.Sprintf("%.2f (%s)", total/intervals, detail(req, 1/intervals, nil)), target, ok)
+		}
 		client := func(k string) bool { return !scriptInner[k] }
 		inner := func(k string) bool { return scriptInner[k] && k != "info" }
 		e.rep.note(costSec, "redis, %s window, per minute (INFO commandstats): client requests of the leader alone %s, of leader + follower %s; commands run inside the scripts: leader alone %.0f, leader + follower %.0f.",
-			w.Round(time.Second), detail(da, perMin, client), detail(db, perMin, client),
-			sumMap(da, func(k string) bool { return !inner(k) })*perMin, sumMap(db, func(k string) bool { return !inner(k) })*perMin)
+			w.Round(time.Second), detail(deltas[0], perMin, client), detail(deltas[1], perMin, client),
+			sumMap(deltas[0], func(k string) bool { return !inner(k) })*perMin, sumMap(deltas[1], func(k string) bool { return !inner(k) })*perMin)
 	}
 
 	// Footprint of the leader and follower of the pair.
@@ -254,6 +275,82 @@ func (e *env) idleOn(ctx context.Context, kind string) error {
 	}
 	e.rep.note(footSec, "%s: RSS from /proc/PID/status (VmRSS, VmHWM) of electd itself (not its child, `sleep`), CPU = utime+stime over the %s window (10 ms ticks), --ttl %s.", kind, w.Round(time.Second), idleTTL)
 	return nil
+}
+
+// idleEtcd reports each etcd copy's requests per renewal interval, by
+// method, against its target: the leader renews once an interval and
+// sends nothing else; the head waiter renews and reads its leader's
+// lease (LeaseTimeToLive) once an interval each; a follower behind it
+// only renews. A request here is a unary call or a stream opened, except
+// on Watch, where it is a message received (less one for each stream that
+// ended: its end counts as a message): a watch created on a stream
+// already open opens none, and one stream carries many watches.
+func (e *env) idleEtcd(subj string, roles []string, copies []map[string]float64, w time.Duration, intervals float64) {
+	targets := []struct {
+		perInterval float64
+		what        string
+	}{{1, "≤ 1 (its renewal, nothing else)"}, {2, "≤ 2"}, {1, "≤ 1"}}
+	var notes []string
+	for i, role := range roles {
+		d := copies[i]
+		req := etcdRequests(d)
+		total := sumMap(req, nil)
+		ok := fits(req, targets[i].perInterval, intervals)
+		if i == 0 {
+			ok = ok && total == req["Lease/LeaseKeepAlive"]
+		}
+		byMethod := detail(req, 1/intervals, nil)
+		e.rep.add(costSec, subj, fmt.Sprintf("idle %s: store requests per renewal interval (--ttl %s: %s)", role, idleTTL, idleInterval),
+			fmt.Sprintf("%.2f (%s)", total/intervals, byMethod), targets[i].what, verdict(ok))
+		notes = append(notes, fmt.Sprintf("%s %.0f requests (%s; messages received %s)", role, total,
+			detail(req, 1, nil), detail(d, 1, func(k string) bool { return strings.HasPrefix(k, "msg:") })))
+	}
+	e.rep.note(costSec, "etcd, %s window (%.2f renewal intervals), per copy: %s. Counted from etcd's grpc_server_started_total (a unary call or a stream opened: each renewal opens a LeaseKeepAlive stream for one message; its close counts as a second message received) and, for Watch, grpc_server_msg_received_total less grpc_server_handled_total (a watch created on an open stream opens no stream; a stream's end counts as a message); three servers, one with the leader alone, one with leader and head waiter, one with all three, over the same window, and a copy's requests are its server's less the one before it's. A request sent every P falls at most floor(window/P)+1 times in a window, by its phase: a verdict allows one more per method than the target's rate over the window.",
+		w.Round(100*time.Millisecond), intervals, strings.Join(notes, "; "))
+}
+
+// fits reports whether the requests of one copy over a window of
+// intervals renewal intervals are within perInterval: a request sent
+// every P falls at most floor(window/P)+1 times in the window, depending on
+// its phase, so each method may show one more than its rate.
+func fits(req map[string]float64, perInterval, intervals float64) bool {
+	methods := 0
+	for _, v := range req {
+		if v > 0 {
+			methods++
+		}
+	}
+	return sumMap(req, nil) <= perInterval*intervals+float64(methods)
+}
+
+// redisRequests are the client requests in a delta of commandstats, by
+// command: not the commands electd's scripts run inside Redis.
+func redisRequests(d map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range d {
+		if !scriptInner[k] {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// etcdRequests are the requests in a delta of etcd's counters, by method
+// (see idleEtcd).
+func etcdRequests(d map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range d {
+		switch {
+		case k == "msg:Watch/Watch":
+			out["Watch/Watch"] += v
+		case k == "done:Watch/Watch":
+			out["Watch/Watch"] -= v // the stream's end, counted as a message
+		case k == "rpc:Watch/Watch":
+		case strings.HasPrefix(k, "rpc:"):
+			out[strings.TrimPrefix(k, "rpc:")] += v
+		}
+	}
+	return out
 }
 
 // rssSplit returns a process's anonymous and file-backed resident memory,

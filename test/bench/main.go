@@ -19,13 +19,17 @@
 //     default 15s, against the lease bound (the new child may not start
 //     before the old lease could lapse on the store: asserted), and the
 //     same for etcdctl lock --ttl and etcdctl elect (60 s session);
+//   - the same crash failover on a three-member etcd cluster
+//     (internal/testenv), electd given all three members;
 //   - the step-down margin of a leader cut off from the store;
 //   - Redis Sentinel failover (kill -9 of the master, internal/testenv's
 //     topology): when the old child stopped and the new one started,
 //     against the old term's deadline (asserted as for crash failover);
 //   - what each tool's command does when the lock is lost (measured);
-//   - store requests of an idle follower and leader, and per leader change
-//     with 1…1000 candidates (in-process), and the naive Redis lock;
+//   - store requests of an idle leader and follower (on etcd: the leader,
+//     its head waiter, which watches the leader's lease, and a follower
+//     behind that), and per leader change with 1…1000 candidates
+//     (in-process), and the naive Redis lock;
 //   - GET /leader throughput and p99 latency next to a bare net/http
 //     handler serving the same bytes;
 //   - RSS and CPU of an idle leader and follower, binary sizes.
@@ -91,7 +95,7 @@ func mainErr() int {
 	var (
 		mdPath  = flag.String("md", "", "also write the results as Markdown to this file")
 		quick   = flag.Bool("quick", false, "few trials and short windows (a smoke test, not a benchmark)")
-		only    = flag.String("only", "", "comma-separated phases to run: long,idle,lost,scale,handover,crash,stepdown,sentinel,load (binary sizes always)")
+		only    = flag.String("only", "", "comma-separated phases to run: long,idle,lost,scale,handover,crash,etcd-cluster,stepdown,sentinel,load (binary sizes always)")
 		timeout = flag.Duration("timeout", 25*time.Minute, "give up after this long")
 		keep    = flag.Bool("keep", false, "keep the temporary directory (logs) after the run")
 	)
@@ -189,6 +193,7 @@ func (e *env) run(ctx context.Context) error {
 	}{
 		{"handover", e.handover},
 		{"crash", e.shortFailover},
+		{"etcd-cluster", e.etcdClusterFailover},
 		{"stepdown", e.stepDown},
 		{"lost", e.lostLock},
 		{"sentinel", e.sentinelFailover},

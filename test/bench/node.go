@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -210,6 +211,9 @@ func (n *node) metricAt(name string) (v float64, sent, got time.Time, err error)
 	return 0, sent, got, fmt.Errorf("/metrics of %s has no %s", n.id, name)
 }
 
+// errNotLeading: the copy's gauge says it holds no term.
+var errNotLeading = errors.New("not leading")
+
 // validUntil is the leader's local deadline, from its
 // electd_lease_remaining_seconds gauge, read conservatively: as if the
 // gauge had been computed when the request was sent (the earliest it can
@@ -221,7 +225,7 @@ func (n *node) validUntil() (time.Time, error) {
 		return time.Time{}, err
 	}
 	if v <= 0 {
-		return time.Time{}, fmt.Errorf("%s is not leading (lease_remaining_seconds %v)", n.id, v)
+		return time.Time{}, fmt.Errorf("%s: %w (lease_remaining_seconds %v)", n.id, errNotLeading, v)
 	}
 	return sent.Add(time.Duration(v * float64(time.Second))), nil
 }
@@ -266,6 +270,17 @@ func lastBefore(ts []time.Time, t time.Time) time.Time {
 	var best time.Time
 	for _, x := range ts {
 		if !x.After(t) && x.After(best) {
+			best = x
+		}
+	}
+	return best
+}
+
+// firstAfter returns the earliest time in ts after t (zero if none).
+func firstAfter(ts []time.Time, t time.Time) time.Time {
+	var best time.Time
+	for _, x := range ts {
+		if x.After(t) && (best.IsZero() || x.Before(best)) {
 			best = x
 		}
 	}

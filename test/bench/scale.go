@@ -372,11 +372,12 @@ func (e *env) runSeries(ctx context.Context, sc *scaleEnv, kind string, view boo
 }
 
 // aperiodic counts what a delta holds beyond periodic renewals: etcd
-// requests and messages but LeaseKeepAlive; Redis client requests.
+// requests and messages but LeaseKeepAlive (and not calls ended, which
+// repeat the calls started); Redis client requests.
 func aperiodic(kind string, d map[string]float64) float64 {
 	if kind == "etcd" {
 		return sumMap(d, func(k string) bool {
-			return strings.HasSuffix(k, "/LeaseKeepAlive")
+			return strings.HasSuffix(k, "/LeaseKeepAlive") || strings.HasPrefix(k, "done:")
 		})
 	}
 	return electdRequests(d)

@@ -100,13 +100,16 @@ func (e *etcdServer) close() {
 }
 
 // grpcCounts are etcd's gRPC server counters, summed per method
-// ("Service/Method"), without the health service.
+// ("Service/Method"), without the health service: calls and streams
+// started and handled (ended), messages received (a stream's end, EOF
+// or cancel, counts as one too: go-grpc-middleware's reporter counts every
+// RecvMsg) and sent.
 type grpcCounts struct {
-	started, received, sent map[string]float64
+	started, handled, received, sent map[string]float64
 }
 
 func (e *etcdServer) counts() (grpcCounts, error) {
-	c := grpcCounts{started: map[string]float64{}, received: map[string]float64{}, sent: map[string]float64{}}
+	c := grpcCounts{started: map[string]float64{}, handled: map[string]float64{}, received: map[string]float64{}, sent: map[string]float64{}}
 	hc := http.Client{Timeout: 5 * time.Second}
 	resp, err := hc.Get("http://" + e.addr + "/metrics")
 	if err != nil {
@@ -121,6 +124,8 @@ func (e *etcdServer) counts() (grpcCounts, error) {
 		switch {
 		case strings.HasPrefix(line, "grpc_server_started_total{"):
 			into = c.started
+		case strings.HasPrefix(line, "grpc_server_handled_total{"):
+			into = c.handled
 		case strings.HasPrefix(line, "grpc_server_msg_received_total{"):
 			into = c.received
 		case strings.HasPrefix(line, "grpc_server_msg_sent_total{"):
