@@ -38,7 +38,7 @@ func (e *env) etcdClusterFailover(ctx context.Context) error {
 	}
 	return withTB(ctx, "etcd-cluster", e.dir, func(t *benchTB) error {
 		started := time.Now()
-		cl := testenv.StartEtcdCluster(t)
+		cl := testenv.StartDurableEtcdCluster(t) // fsync, as production runs it
 		logf("etcd cluster up in %s: %s", time.Since(started).Round(time.Millisecond), cl.URL())
 		b := &backend{name: "etcd-cluster", url: cl.URL(),
 			etcd: &etcdServer{name: "cluster", addr: cl.Endpoints()[0], cli: cl.Client(t)}}
