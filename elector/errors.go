@@ -109,3 +109,32 @@ func ErrorClass(err error) string {
 	}
 	return ClassOther
 }
+
+// onServer names the server of a store of several independent servers (a
+// Redlock quorum) that failed.
+type onServer struct {
+	server string
+	err    error
+}
+
+func (s *onServer) Error() string { return s.server + ": " + s.err.Error() }
+func (s *onServer) Unwrap() error { return s.err }
+
+// WithServer returns err marked as a failure of server (host:port), which
+// ErrorServer reports (store_errors_total{server}). A nil err stays nil.
+func WithServer(server string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &onServer{server: server, err: err}
+}
+
+// ErrorServer names the server a failure was marked with by WithServer,
+// or "" for a store seen as one.
+func ErrorServer(err error) string {
+	var s *onServer
+	if errors.As(err, &s) {
+		return s.server
+	}
+	return ""
+}

@@ -4,6 +4,7 @@ import (
 	"github.com/electd/electd/elector/backend"
 	"github.com/electd/electd/elector/etcd"
 	"github.com/electd/electd/elector/redis"
+	"github.com/electd/electd/elector/redlock"
 )
 
 // backends are the stores electd can campaign in, one line each. Adding a
@@ -14,4 +15,5 @@ var backends = []*backend.Backend{
 	&redis.Backend,
 	&redis.SentinelBackend,
 	&redis.ClusterBackend,
+	&redlock.Backend,
 }

@@ -190,15 +190,45 @@ func DialEndpoint(t testing.TB, b backend.Backend, ep backend.Endpoint, c electo
 	return e
 }
 
+// Capabilities says which promises of the suites a backend cannot keep,
+// by the nature of its store; the suites skip their tests, saying why. No
+// safety assertion is ever among them: a backend without semaphores
+// refuses Slots > 1 (its own tests check the refusal), it does not run
+// them unsafely.
+type Capabilities struct {
+	// NoSemaphore: the backend refuses Slots > 1, and why.
+	NoSemaphore string
+}
+
+// Capable is a Harness whose backend declares Capabilities.
+type Capable interface {
+	Capabilities() Capabilities
+}
+
+func capabilities(h Harness) Capabilities {
+	if c, ok := h.(Capable); ok {
+		return c.Capabilities()
+	}
+	return Capabilities{}
+}
+
 // test is one test of a suite, run against a harness.
 type test struct {
 	name string
 	fn   func(*testing.T, Harness)
+	// semaphore: the test needs Slots > 1.
+	semaphore bool
 }
 
 func runTests(t *testing.T, h Harness, tests []test) {
+	caps := capabilities(h)
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.semaphore && caps.NoSemaphore != "" {
+				t.Skipf("the backend refuses semaphores: %s", caps.NoSemaphore)
+			}
+			tc.fn(t, h)
+		})
 	}
 }
 

@@ -1,0 +1,228 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	rds "github.com/electd/electd/elector/redis"
+)
+
+// bus owns the Elector's subscriptions, one per server, to the election's
+// channel, and hands each message to the listeners it concerns: a step
+// that changes a server's term or head publishes "<mode> <head>" there,
+// followed by that server's leader view.
+type bus struct {
+	e    *Elector
+	once sync.Once
+
+	mu        sync.Mutex
+	closed    bool
+	subs      []*redis.PubSub
+	live      []bool
+	gens      []uint64      // per server: counts (re)subscriptions
+	anyLive   chan struct{} // closed once a majority is live
+	nlive     int
+	listeners map[*listener]struct{}
+}
+
+// listener is woken (a non-blocking send on ch) by messages whose head it
+// matches, and by every (re)subscription, after which it must re-check.
+type listener struct {
+	match func(head string) bool
+	ch    chan cause
+}
+
+// cause says why a listener was woken.
+type cause uint8
+
+const (
+	byMessage cause = iota + 1 // a message naming a head the listener matches
+	byResync                   // a (re)subscription: messages may have been missed
+)
+
+func newBus(e *Elector) *bus {
+	n := len(e.cfg.Servers)
+	return &bus{e: e, subs: make([]*redis.PubSub, n), live: make([]bool, n), gens: make([]uint64, n),
+		anyLive: make(chan struct{}), listeners: map[*listener]struct{}{}}
+}
+
+// start subscribes to every server in the background, once.
+func (h *bus) start() {
+	h.once.Do(func() {
+		for i := range h.e.cfg.Servers {
+			h.e.goroutine(func() { h.run(i) })
+		}
+	})
+}
+
+func (h *bus) add(match func(head string) bool) *listener {
+	l := &listener{match: match, ch: make(chan cause, 1)}
+	h.mu.Lock()
+	h.listeners[l] = struct{}{}
+	h.mu.Unlock()
+	return l
+}
+
+func (h *bus) remove(l *listener) {
+	h.mu.Lock()
+	delete(h.listeners, l)
+	h.mu.Unlock()
+}
+
+// gen is server i's subscription generation, 0 while it is not live.
+func (h *bus) gen(i int) uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.live[i] {
+		return 0
+	}
+	return h.gens[i]
+}
+
+// waitLive waits until a majority of the subscriptions are live, at most d.
+func (h *bus) waitLive(ctx context.Context, d time.Duration) {
+	t := h.e.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-h.anyLive:
+	case <-t.C():
+	case <-ctx.Done():
+	}
+}
+
+func (h *bus) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for _, ps := range h.subs {
+		if ps != nil {
+			_ = ps.Close()
+		}
+	}
+}
+
+func (h *bus) run(i int) {
+	e := h.e
+	b := e.newBackoff()
+	for {
+		ps := e.cfg.Servers[i].Client.Subscribe(e.ctx, e.keys.channel)
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			_ = ps.Close()
+			return
+		}
+		h.subs[i] = ps
+		h.mu.Unlock()
+
+		err := h.receive(i, ps, b)
+		h.setLive(i, false)
+		_ = ps.Close()
+		if e.ctx.Err() != nil {
+			return
+		}
+		e.fails[i].Failed("watch", rds.Classify(err))
+		if !e.sleep(e.ctx, b.next()) {
+			return
+		}
+	}
+}
+
+// receive reads server i's messages until its subscription fails. A
+// connection silent for a TTL is pinged; silent for another, dropped.
+func (h *bus) receive(i int, ps *redis.PubSub, b *backoff) error {
+	e := h.e
+	interval := max(e.cfg.Timing.TTL, time.Second)
+	pinged := false
+	for {
+		msg, err := ps.ReceiveTimeout(e.ctx, interval)
+		if e.ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			var ne net.Error
+			if !errors.As(err, &ne) || !ne.Timeout() {
+				return fmt.Errorf("receive: %w", err)
+			}
+			if pinged {
+				return fmt.Errorf("subscription silent for %s after a ping", interval)
+			}
+			if err := ps.Ping(e.ctx); err != nil {
+				return fmt.Errorf("ping: %w", err)
+			}
+			pinged = true
+			continue
+		}
+		pinged = false
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				b.reset()
+				e.fails[i].Answered("watch")
+				h.setLive(i, true)
+			}
+		case *redis.Message:
+			first, rest, hasView := strings.Cut(m.Payload, "\n")
+			_, head, _ := strings.Cut(first, " ")
+			if hasView {
+				if r, err := parseViewFields(strings.Split(rest, "\n")); err != nil {
+					e.log.Warn("ignoring a malformed election message", "server", e.cfg.Servers[i].Addr, "err", err)
+				} else {
+					e.view.offer(i, r, h.gen(i))
+				}
+			}
+			h.notify(head, false)
+		}
+	}
+}
+
+func (h *bus) setLive(i int, live bool) {
+	h.mu.Lock()
+	if live == h.live[i] {
+		h.mu.Unlock()
+		return
+	}
+	h.live[i] = live
+	if live {
+		h.gens[i]++
+		h.nlive++
+		if h.nlive == majority(len(h.live)) {
+			select {
+			case <-h.anyLive:
+			default:
+				close(h.anyLive)
+			}
+		}
+	} else {
+		h.nlive--
+	}
+	h.mu.Unlock()
+	h.e.view.resync(i)
+	if live {
+		h.notify("", true)
+	}
+}
+
+func (h *bus) notify(head string, all bool) {
+	why := byMessage
+	if all {
+		why = byResync
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for l := range h.listeners {
+		if all || l.match(head) {
+			select {
+			case l.ch <- why:
+			default:
+			}
+		}
+	}
+}

@@ -1,0 +1,418 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/electd/electd/elector"
+	rds "github.com/electd/electd/elector/redis"
+)
+
+// wakeSlack is added to a moment read from a server before re-checking, so
+// that the re-check lands after it on the server too.
+const wakeSlack = 3 * time.Millisecond
+
+// Campaign joins every server's queue and blocks until a majority of them
+// grant this candidate the term, ctx ends or the servers refuse the
+// election for good. Transient errors of any server are retried. A
+// campaign that returns an error removes its entry from every server it
+// reaches.
+func (e *Elector) Campaign(ctx context.Context) (*elector.Term, error) {
+	return e.campaign(ctx, false)
+}
+
+// TryCampaign joins and returns a term if a majority grants it at once;
+// if another candidate holds or is ahead on enough servers that no
+// majority can, it leaves again and returns elector.ErrBusy. Servers whose
+// state is younger than one TTL (first use, or a restart) are waited for,
+// at most that TTL: nobody else holds them.
+func (e *Elector) TryCampaign(ctx context.Context) (*elector.Term, error) {
+	return e.campaign(ctx, true)
+}
+
+func (e *Elector) campaign(ctx context.Context, try bool) (*elector.Term, error) {
+	e.mu.Lock()
+	switch {
+	case e.closed:
+		e.mu.Unlock()
+		return nil, elector.ErrClosed
+	case e.busy || (e.term != nil && e.term.Err() == nil):
+		e.mu.Unlock()
+		return nil, errBusy
+	}
+	e.busy = true
+	e.wg.Add(1) // Close waits for the campaign's cleanup
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.busy = false
+		e.mu.Unlock()
+		e.wg.Done()
+	}()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(e.ctx, cancel)()
+
+	// Subscribe before joining so that a message naming us is not missed.
+	e.bus.start()
+	e.bus.waitLive(ctx, e.callTimeout())
+
+	term, err := e.candidacy(ctx, try)
+	if err != nil && e.ctx.Err() != nil {
+		return nil, elector.ErrClosed
+	}
+	return term, err
+}
+
+// tally counts one round's answers.
+type tally struct {
+	answered, held, young, taken int
+	refused                      []error // permanent errors
+	floor                        uint64  // the highest token any server knows
+	since                        time.Time
+	wake                         []time.Time // per server: when it may let us hold (zero: unknown)
+	// committed: per token, the servers whose grant to us is committed
+	// with it (a predecessor's handover, or our own earlier commit).
+	committed map[uint64][]int
+}
+
+func (e *Elector) count(res []result, now time.Time) tally {
+	t := tally{wake: make([]time.Time, len(res)), committed: map[uint64][]int{}}
+	for i, r := range res {
+		switch {
+		case r.err != nil && isPermanent(r.err):
+			t.refused = append(t.refused, fmt.Errorf("%s: %w", e.cfg.Servers[i].Addr, r.err))
+			continue
+		case r.err != nil:
+			continue
+		}
+		t.answered++
+		t.floor = max(t.floor, r.r.floor)
+		switch r.r.status {
+		case "held":
+			t.held++
+			t.wake[i] = now
+			if r.r.mine != 0 {
+				t.committed[r.r.mine] = append(t.committed[r.r.mine], i)
+			}
+			if r.r.at.After(t.since) {
+				t.since = r.r.at
+			}
+		case "young":
+			t.young++
+		case "taken":
+			t.taken++
+		}
+		if r.r.status != "held" && r.r.wake >= 0 {
+			t.wake[i] = now.Add(r.r.wake + wakeSlack)
+		}
+	}
+	return t
+}
+
+// candidacy is one entry's life in the queues, until it leads or the
+// campaign ends. The entry keeps its order (its place) on every server for
+// the whole campaign: a server that lost it (a restart, or its lease there
+// lapsed while the server was unreachable) takes it back at the next step.
+func (e *Elector) candidacy(ctx context.Context, try bool) (*elector.Term, error) {
+	clk, timing := e.cfg.Clock, e.cfg.Timing
+	start := clk.Now()
+	entry, ord := e.newEntry(), order(start)
+	log := e.log.With("entry", entry)
+	l := e.bus.add(func(head string) bool { return head == entry })
+	defer e.bus.remove(l)
+
+	b := e.newBackoff()
+	var lastErr error
+	for {
+		send := clk.Now()
+		res := e.round(ctx, nil, "join", "join", entry, ord, 0, time.Time{})
+		if ctx.Err() != nil {
+			e.cleanup(entry, 0)
+			return nil, campaignEnded(ctx, lastErr)
+		}
+		t := e.count(res, clk.Now())
+		if len(t.refused) > len(res)-e.m {
+			err := errors.Join(t.refused...)
+			e.inst.StoreError("campaign", err)
+			log.Error("the redlock servers refused the campaign", "err", err)
+			e.cleanup(entry, 0)
+			return nil, &elector.StoreError{Op: "campaign", Err: rds.Explain(err), Permanent: true}
+		}
+		var jitter time.Duration
+		switch {
+		case t.answered < e.m:
+			lastErr = fmt.Errorf("%d of %d servers answered, a majority is %d", t.answered, len(res), e.m)
+			if !e.wait(ctx, l, b.next(), false) {
+				e.cleanup(entry, 0)
+				return nil, campaignEnded(ctx, lastErr)
+			}
+			continue
+		case t.held >= e.m:
+			term, err := e.grant(ctx, entry, ord, res, t, start)
+			if term != nil || err != nil {
+				return term, err
+			}
+			// The commit reached no majority: withdrawn; try again.
+			jitter = e.jitter()
+		case try && t.held+t.young < e.m:
+			log.Debug("held by others; left at once")
+			e.cleanup(entry, 0)
+			return nil, elector.ErrBusy
+		case t.held > 0 && t.taken > 0:
+			// A split vote: others hold uncommitted grants where we do not,
+			// and nobody has a majority. Withdraw ours (the queues agree,
+			// so the first in line takes them) and retry after a jitter.
+			log.Debug("split vote; withdrawing", "held", t.held, "taken", t.taken)
+			e.round(ctx, nil, "withdraw", "withdraw", entry, ord, 0, time.Time{})
+			jitter = e.jitter()
+		}
+		b.reset()
+		lastErr = nil
+
+		// Sleep until the next renewal, a message naming us, or the moment
+		// a majority of servers may let us hold.
+		next, woken := send.Add(timing.RenewInterval), false
+		if w, ok := quorumWake(t.wake); ok && w.Before(next) {
+			next, woken = w, true
+		}
+		if jitter > 0 {
+			next, woken = clk.Now().Add(jitter), false
+		}
+		if !e.wait(ctx, l, max(next.Sub(clk.Now()), 0), woken) {
+			e.cleanup(entry, 0)
+			return nil, campaignEnded(ctx, nil)
+		}
+	}
+}
+
+// wait sleeps d, or until a message names the listener's entry; a wake-up
+// by message, or by a timer that stands for the queue (woken), counts in
+// Wakeups. It returns false if ctx ended.
+func (e *Elector) wait(ctx context.Context, l *listener, d time.Duration, woken bool) bool {
+	t := e.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		if woken {
+			e.wakeups.Add(1)
+		}
+	case why := <-l.ch:
+		if why == byMessage {
+			e.wakeups.Add(1)
+		}
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+// jitter is a random pause of up to a quarter of the renewal interval.
+func (e *Elector) jitter() time.Duration {
+	return time.Duration(rand.Int64N(int64(e.cfg.Timing.RenewInterval/4)+1)) + time.Millisecond
+}
+
+func campaignEnded(ctx context.Context, lastErr error) error {
+	if lastErr != nil {
+		return fmt.Errorf("redlock campaign: %w (last: %v)", ctx.Err(), lastErr)
+	}
+	return fmt.Errorf("redlock campaign: %w", ctx.Err())
+}
+
+// grant commits the token of a term a majority granted: the highest token
+// any server of the round knows, and any this Elector has seen, plus one.
+// The term starts only once a majority holds the entry committed with it,
+// so every later majority meets a server that knows it (see the package
+// documentation, "Fencing tokens"). It returns (nil, nil) if the commit
+// reached no majority, after withdrawing it.
+//
+// A majority that already holds our grant committed with one token (a
+// predecessor's handover, which commits its token + 1 to the next in line,
+// or our own commit) is a term as it stands: it is taken without a commit.
+func (e *Elector) grant(ctx context.Context, entry, ord string, joined []result, t tally, start time.Time) (*elector.Term, error) {
+	sent := make([]time.Time, len(joined))
+	var token uint64
+	var since time.Time
+	for tok, servers := range t.committed {
+		if len(servers) < e.m {
+			continue
+		}
+		token = tok
+		for _, i := range servers {
+			sent[i] = joined[i].sent
+			since = joined[i].r.view.since
+		}
+	}
+	if token == 0 {
+		token = max(t.floor, e.seen.Load()) + 1
+		if token > maxToken {
+			return nil, &elector.StoreError{Op: "campaign", Err: fmt.Errorf("fencing token %d exceeds 2^53", token), Permanent: true}
+		}
+		since = t.since
+		res := e.round(ctx, nil, "grant", "hold", entry, ord, token, since)
+		for i, r := range res {
+			if r.err == nil && r.r.status == "held" && r.r.mine == token {
+				sent[i] = r.sent
+			}
+		}
+	}
+	q, ok := quorumSent(sent)
+	if !ok {
+		e.log.Debug("commit reached no majority; withdrawing", "entry", entry, "token", token)
+		e.round(ctx, nil, "withdraw", "withdraw", entry, ord, token, time.Time{})
+		return nil, nil
+	}
+	dl := elector.NewDeadline(e.cfg.Clock, e.cfg.Timing, q)
+	if !e.cfg.Clock.Now().Before(dl.ValidUntil()) {
+		dl.End(elector.ErrLeaseExpired)
+	}
+	self := elector.Leader{ID: e.cfg.ID, Address: e.cfg.Address, Token: token, Since: since}
+	stopped := make(chan struct{}) // keep sends nothing more
+	term := elector.NewTerm(self, dl, func(ctx context.Context) error { return e.resign(ctx, entry, token, stopped) })
+	e.sawToken(token)
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		dl.End(elector.ErrClosed)
+		e.cleanup(entry, 0)
+		return nil, elector.ErrClosed
+	}
+	e.term = dl
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.keep(entry, ord, token, since, dl, sent, stopped)
+	}()
+	e.mu.Unlock()
+	e.log.Info("leadership acquired", "entry", entry, "token", token,
+		"waited", e.cfg.Clock.Now().Sub(start).Round(time.Millisecond), "valid_until", dl.ValidUntil())
+	return term, nil
+}
+
+// keep renews a term on every server until its deadline ends, then removes
+// the entry unless the term ended by Resign (which removed it). Each server
+// is renewed every RenewInterval after its last acknowledged renewal, and
+// one that failed is retried after a short backoff, on its own; the term's
+// deadline follows the lease rule (quorumSent).
+func (e *Elector) keep(entry, ord string, token uint64, since time.Time, dl *elector.Deadline, sent []time.Time, stopped chan<- struct{}) {
+	clk, timing := e.cfg.Clock, e.cfg.Timing
+	n := len(e.cfg.Servers)
+	log := e.log.With("entry", entry, "token", token)
+	l := e.bus.add(func(string) bool { return false }) // (re)subscriptions only
+	defer e.bus.remove(l)
+	due := make([]time.Time, n)
+	lost := make([]bool, n) // the server's latest answer: it does not hold us
+	backoffs := make([]*backoff, n)
+	now := clk.Now()
+	for i := range due {
+		backoffs[i] = e.renewBackoff()
+		if sent[i].IsZero() {
+			due[i] = now.Add(backoffs[i].next())
+		} else {
+			due[i] = sent[i].Add(timing.RenewInterval)
+		}
+	}
+	for dl.Err() == nil {
+		first := due[0]
+		for _, d := range due[1:] {
+			if d.Before(first) {
+				first = d
+			}
+		}
+		t := clk.NewTimer(max(first.Sub(clk.Now()), 0))
+		select {
+		case <-t.C():
+		case <-l.ch:
+			// A server's subscription came back: it may have lost our
+			// entry unseen; ask every server now.
+			for i := range due {
+				due[i] = clk.Now()
+			}
+		case <-dl.Done():
+		case <-e.ctx.Done():
+			dl.End(elector.ErrClosed)
+		}
+		t.Stop()
+		if dl.Err() != nil {
+			break
+		}
+		now := clk.Now()
+		want := make([]bool, n)
+		for i, d := range due {
+			want[i] = !d.After(now.Add(time.Millisecond))
+		}
+		ctx, cancel := context.WithCancel(e.ctx)
+		res := e.round(ctx, want, "renew", "hold", entry, ord, token, since)
+		cancel()
+		if e.ctx.Err() != nil {
+			dl.End(elector.ErrClosed)
+			break
+		}
+		for i, r := range res {
+			if !want[i] {
+				continue
+			}
+			switch {
+			case r.err != nil:
+				// No error ends the term early: the deadline decides.
+				due[i] = clk.Now().Add(backoffs[i].next())
+			case r.r.status == "held":
+				backoffs[i].reset()
+				lost[i] = false
+				if r.sent.After(sent[i]) {
+					sent[i] = r.sent
+				}
+				due[i] = r.sent.Add(timing.RenewInterval)
+			default:
+				// Lapsed here, or the server lost its state: it takes us
+				// back when it may (after its first TTL, if we are first).
+				lost[i] = true
+				due[i] = r.sent.Add(timing.RenewInterval)
+			}
+		}
+		if q, ok := quorumSent(sent); ok {
+			dl.Renewed(q)
+		}
+		nlost := 0
+		for _, x := range lost {
+			if x {
+				nlost++
+			}
+		}
+		if n-nlost < e.m {
+			dl.End(elector.ErrLeaseLost)
+		}
+	}
+	close(stopped)
+	err := dl.Err()
+	log.Info("leadership ended", "reason", elector.LossReason(err), "err", err)
+	if !errors.Is(err, elector.ErrResigned) {
+		e.cleanup(entry, token+1)
+	}
+}
+
+// resign removes our entry from every server, each of which publishes its
+// new head, so that the successor takes over at once. It first waits for
+// the renewal in flight, if any (a renewal that reached a server after the
+// removal would take the entry back there).
+func (e *Elector) resign(ctx context.Context, entry string, token uint64, stopped <-chan struct{}) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.cfg.Timing.TTL)
+		defer cancel()
+	}
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+	}
+	if err := e.leave(ctx, "resign", entry, token+1); err != nil {
+		e.log.Warn("resign did not reach every server; the successor waits there for the lease to expire", "entry", entry, "err", err)
+		return err
+	}
+	e.log.Info("resigned", "entry", entry)
+	return nil
+}

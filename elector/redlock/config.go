@@ -1,0 +1,106 @@
+package redlock
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/electd/electd/elector"
+)
+
+// Server is one of the independent Redis servers of a quorum.
+type Server struct {
+	// Addr names the server in logs, metrics and /healthz (host:port).
+	Addr string
+	// Client is the connection to it. The caller owns it: Close does not
+	// close it. Set ContextTimeoutEnabled on it (see redis.ClientOptions).
+	Client redis.UniversalClient
+}
+
+// Config configures one candidate in one election.
+type Config struct {
+	// Servers are the independent Redis servers, at least three, each
+	// holding its own copy of the election: a term needs a majority of
+	// them. Every candidate of an election must name the same servers.
+	Servers []Server
+	// Candidate is the candidate: election, id, address, timing, clock,
+	// logger and instrument. Slots must be 1 (see the package
+	// documentation, "No semaphores").
+	elector.Candidate
+}
+
+// MinServers is the fewest servers a quorum takes: with two, a majority is
+// both, and no server may fail.
+const MinServers = 3
+
+// validate checks cfg and returns it with defaults filled in.
+func (cfg Config) validate() (Config, error) {
+	if len(cfg.Servers) < MinServers {
+		return cfg, elector.Configf("store", "a redlock quorum needs at least %d independent servers, got %d (with two, a majority is both and no server may fail; for one, use redis://)", MinServers, len(cfg.Servers))
+	}
+	seen := map[string]bool{}
+	for i, s := range cfg.Servers {
+		if s.Client == nil {
+			return cfg, elector.Configf("store", "redlock server %d (%s) has no client", i+1, s.Addr)
+		}
+		if seen[s.Addr] {
+			return cfg, elector.Configf("store", "redlock server %s is named twice: a quorum needs distinct servers", s.Addr)
+		}
+		seen[s.Addr] = true
+	}
+	if cfg.Slots > 1 {
+		return cfg, elector.Configf("slots", "%d slots: a semaphore over a quorum is not sound (with 3 servers and 2 slots, 3 holders can each hold a majority: a,b on one server, b,c on the next, a,c on the third); use slots 1 on redlock://, or a single Redis (redis://) or etcd for --slots", cfg.Slots)
+	}
+	c, err := cfg.Candidate.Validate()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Candidate = c
+	return cfg, nil
+}
+
+// keys are the Redis keys of one election, the same on every server. They
+// are apart from the single-server backend's (electd:{NAME}:rl:…): a
+// quorum's state is not a single server's.
+type keys struct {
+	queue   string // ZSET entry → candidate's order
+	expiry  string // ZSET entry → lease deadline, server µs
+	cand    string // HASH entry → "id\naddress"
+	term    string // HASH entry, token ("" until committed), since
+	token   string // STRING highest token
+	born    string // HASH at (server µs), run: when this state began
+	lastRun string // STRING once-per-period run record, with an expiry
+	channel string // pub/sub channel (not a key)
+}
+
+func keysFor(election string) keys {
+	p := "electd:{" + election + "}:rl:"
+	return keys{
+		queue:   p + "queue",
+		expiry:  p + "expiry",
+		cand:    p + "cand",
+		term:    p + "term",
+		token:   p + "token",
+		born:    p + "born",
+		lastRun: p + "lastrun",
+		channel: p + "events",
+	}
+}
+
+// all lists the keys in the order the scripts expect them.
+func (k keys) all() []string {
+	return []string{k.queue, k.expiry, k.cand, k.term, k.token, k.born}
+}
+
+// ttlMillis is the TTL the servers enforce, rounded up to their 1 ms
+// resolution so that a server's lease is never shorter than the local one.
+func ttlMillis(ttl time.Duration) int64 {
+	return int64((ttl + time.Millisecond - 1) / time.Millisecond)
+}
+
+// order is a candidacy's place in every server's queue: its start in
+// microseconds of this host's wall clock, the same on every server, so the
+// queues agree. A host whose clock is behind queues earlier: fairness, not
+// safety, rests on the clocks.
+func order(t time.Time) string { return fmt.Sprint(t.UnixMicro()) }

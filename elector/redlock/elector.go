@@ -1,0 +1,337 @@
+package redlock
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/electd/electd/clock"
+	"github.com/electd/electd/elector"
+	rds "github.com/electd/electd/elector/redis"
+)
+
+var _ elector.Locker = (*Elector)(nil)
+
+// errBusy refuses a second campaign on an Elector that is campaigning or leading.
+var errBusy = errors.New("redlock: a campaign or term is already active on this elector")
+
+// Elector is one candidate in one election kept by a quorum of independent
+// Redis servers. Create it with New; it is safe for concurrent use.
+type Elector struct {
+	cfg    Config
+	keys   keys
+	ttlMS  int64
+	m      int // majority of the servers
+	log    *slog.Logger
+	inst   elector.Instrument
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	busy   bool              // a Campaign call is running
+	term   *elector.Deadline // the current term's deadline, if any
+	wg     sync.WaitGroup    // every goroutine started here, and running campaigns
+	done   chan struct{}     // closed when Close has finished
+
+	bus  *bus
+	view *view
+
+	wakeups atomic.Uint64
+	fails   []*elector.StoreLog // per server: retried failures, rate-limited
+	// seen is the highest fencing token this Elector has seen; every step
+	// carries it, so no server's token falls below it.
+	seen atomic.Uint64
+}
+
+// New validates cfg and returns an Elector. It contacts no server.
+func New(cfg Config) (*Elector, error) {
+	cfg, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	e := &Elector{
+		cfg:   cfg,
+		keys:  keysFor(cfg.Election),
+		ttlMS: ttlMillis(cfg.Timing.TTL),
+		m:     majority(len(cfg.Servers)),
+		log:   cfg.Logger.WithGroup("redlock").With("election", cfg.Election, "id", cfg.ID),
+		inst:  cfg.Instrument,
+		done:  make(chan struct{}),
+	}
+	for _, s := range cfg.Servers {
+		inst := serverInstrument{Instrument: cfg.Instrument, server: s.Addr}
+		e.fails = append(e.fails, elector.NewStoreLog(cfg.Clock, e.log.With("server", s.Addr), inst).ClassifyWith(elector.ErrorClass))
+	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.bus = newBus(e)
+	e.view = newView(e)
+	return e, nil
+}
+
+// serverInstrument names the server in every error it reports
+// (elector.WithServer), for electd_store_errors_total{server}.
+type serverInstrument struct {
+	elector.Instrument
+	server string
+}
+
+func (s serverInstrument) StoreError(op string, err error) {
+	s.Instrument.StoreError(op, elector.WithServer(s.server, err))
+}
+
+func (s serverInstrument) StoreAnswered(op string) { s.Instrument.StoreAnswered(op) }
+
+// Wakeups counts how often a waiting campaign was woken (by a message
+// naming it as the head of a server's queue, or by the moment a majority
+// may let it lead) to re-check whether it leads.
+func (e *Elector) Wakeups() uint64 { return e.wakeups.Load() }
+
+// Close ends any term (ErrClosed), leaves every server's queue (best
+// effort, bounded by a short timeout), and stops every goroutine the
+// Elector started. It does not close the clients. It is safe to call more
+// than once.
+func (e *Elector) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		<-e.done
+		return nil
+	}
+	e.closed = true
+	dl := e.term
+	e.mu.Unlock()
+	e.cancel()
+	if dl != nil {
+		dl.End(elector.ErrClosed)
+	}
+	e.bus.close()
+	e.view.leaders.Close()
+	e.wg.Wait()
+	close(e.done)
+	e.log.Debug("closed")
+	return nil
+}
+
+// goroutine runs f in a goroutine that Close waits for; it reports false
+// (and does not run f) once the Elector is closed.
+func (e *Elector) goroutine(f func()) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// maxToken is the largest token the script can count past: Lua numbers are
+// doubles, exact to 2^53.
+const maxToken = 1 << 53
+
+// sawToken raises the highest token seen to tok.
+func (e *Elector) sawToken(tok uint64) {
+	if tok > maxToken {
+		return
+	}
+	for {
+		cur := e.seen.Load()
+		if tok <= cur || e.seen.CompareAndSwap(cur, tok) {
+			return
+		}
+	}
+}
+
+// result is one server's answer in a round.
+type result struct {
+	sent time.Time
+	r    stepReply
+	err  error
+}
+
+// step runs stepScript on server i.
+func (e *Elector) step(ctx context.Context, i int, mode, entry, ord string, commit uint64, since time.Time) (stepReply, error) {
+	tok, sinceArg := "", ""
+	if commit != 0 {
+		tok, sinceArg = fmt.Sprint(commit), fmt.Sprint(since.UnixMicro())
+	}
+	seen := ""
+	if s := e.seen.Load(); s != 0 {
+		seen = fmt.Sprint(s)
+	}
+	gen := e.bus.gen(i)
+	v, err := stepScript.Run(ctx, e.cfg.Servers[i].Client, e.keys.all(),
+		mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, ord, seen, tok, sinceArg).Result()
+	if err != nil {
+		return stepReply{}, rds.Classify(err)
+	}
+	r, err := parseStep(v)
+	if err != nil {
+		return r, &permanentError{err}
+	}
+	e.sawToken(r.floor)
+	e.view.offer(i, r.view, gen)
+	return r, nil
+}
+
+// round runs a step on every server i with want[i] (nil: all) at once,
+// each under its own timeout, and returns each answer with its send time.
+func (e *Elector) round(ctx context.Context, want []bool, op, mode, entry, ord string, commit uint64, since time.Time) []result {
+	res := make([]result, len(e.cfg.Servers))
+	fanOut(len(res), func(i int) {
+		if want != nil && !want[i] {
+			return
+		}
+		cctx, cancel := context.WithTimeout(ctx, e.callTimeout())
+		defer cancel()
+		res[i].sent = e.cfg.Clock.Now()
+		res[i].r, res[i].err = e.step(cctx, i, mode, entry, ord, commit, since)
+		if res[i].err == nil {
+			e.fails[i].Answered(op)
+		} else if ctx.Err() == nil {
+			e.fails[i].Failed(op, res[i].err, "entry", entry)
+		}
+	})
+	return res
+}
+
+// fanOut runs f(0..n-1) in parallel and returns when all have.
+func fanOut(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// leave removes entry from every server, retrying a server's transient
+// errors until ctx ends; it fails if any server could not be reached.
+//
+// handover, if not 0, is the leaver's token + 1: each server where the
+// leaver still holds the term committed grants it, committed with that
+// token, to its next in line (see stepScript).
+func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64) error {
+	pending := make([]bool, len(e.cfg.Servers))
+	for i := range pending {
+		pending[i] = true
+	}
+	b := e.newBackoff()
+	for {
+		var errs []error
+		for i, r := range e.round(ctx, pending, op, "leave", entry, "", handover, e.cfg.Clock.Now()) {
+			if !pending[i] {
+				continue
+			}
+			if r.err == nil {
+				pending[i] = false
+				continue
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", e.cfg.Servers[i].Addr, r.err))
+			if isPermanent(r.err) {
+				pending[i] = false
+			}
+		}
+		if len(errs) == 0 {
+			return nil
+		}
+		left := 0
+		for _, p := range pending {
+			if p {
+				left++
+			}
+		}
+		if left == 0 || !e.sleep(ctx, b.next()) {
+			return &elector.StoreError{Op: op, Err: fmt.Errorf("remove candidate %s: %w", entry, errors.Join(errs...))}
+		}
+	}
+}
+
+// cleanup removes entry after a term or campaign ended, within a short
+// bound and independently of any context that has ended.
+func (e *Elector) cleanup(entry string, handover uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), e.cleanupTimeout())
+	defer cancel()
+	if err := e.leave(ctx, "leave", entry, handover); err != nil {
+		e.log.Debug("could not remove candidate from every server; it expires there after one ttl", "entry", entry, "err", err)
+		return
+	}
+	e.log.Debug("candidate removed", "entry", entry)
+}
+
+// callTimeout bounds one request to one server: a reply later than one
+// renewal interval is of no use, the next renewal is due.
+func (e *Elector) callTimeout() time.Duration {
+	return max(e.cfg.Timing.RenewInterval, 50*time.Millisecond)
+}
+
+func (e *Elector) cleanupTimeout() time.Duration {
+	return min(max(2*e.cfg.Timing.RenewInterval, 500*time.Millisecond), e.cfg.Timing.TTL)
+}
+
+// sleep waits d on the configured clock; false if ctx ended first.
+func (e *Elector) sleep(ctx context.Context, d time.Duration) bool {
+	return clock.Sleep(ctx, e.cfg.Clock, d) == nil
+}
+
+// backoff is capped exponential backoff with jitter.
+type backoff struct {
+	cur, base, cap time.Duration
+}
+
+func (e *Elector) newBackoff() *backoff {
+	c := min(e.cfg.Timing.RenewInterval, time.Second)
+	return &backoff{base: min(25*time.Millisecond, c), cap: c}
+}
+
+// renewBackoff is the backoff of a leader's renewals on one server: capped
+// at a quarter of the renewal interval (at most 250 ms).
+func (e *Elector) renewBackoff() *backoff {
+	c := min(e.cfg.Timing.RenewInterval/4, 250*time.Millisecond)
+	return &backoff{base: min(25*time.Millisecond, c), cap: c}
+}
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.base
+	} else {
+		b.cur = min(2*b.cur, b.cap)
+	}
+	// ±20 % jitter so that candidates do not retry together.
+	return time.Duration(float64(b.cur) * (0.8 + 0.4*rand.Float64()))
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+// newEntry returns a fresh entry for a candidacy: its id and a random
+// suffix.
+func (e *Elector) newEntry() string {
+	var b [8]byte
+	_, _ = crand.Read(b[:])
+	return e.cfg.ID + "#" + hex.EncodeToString(b[:])
+}
+
+// permanentError marks a failure that retrying cannot fix.
+type permanentError struct{ err error }
+
+func (p *permanentError) Error() string { return p.err.Error() }
+func (p *permanentError) Unwrap() error { return p.err }
+
+func isPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p) || rds.IsPermanent(err)
+}

@@ -1,0 +1,129 @@
+package redlock
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/backend"
+	"github.com/electd/electd/elector/electortest"
+	"github.com/electd/electd/internal/faultproxy"
+	"github.com/electd/electd/internal/testenv"
+)
+
+// harness runs the conformance and lock suites against n real redis-server
+// processes, independent of one another. Restart restarts every one empty.
+// A candidate to be cut off dials every server through a fault proxy of
+// its own; the Link cuts them all.
+type harness struct {
+	srvs []*testenv.Redis
+	clis []*redis.Client // for Queued and the fault tests
+}
+
+func newHarness(t testing.TB, n int) *harness {
+	t.Helper()
+	h := &harness{}
+	for range n {
+		s := testenv.StartRedis(t)
+		h.srvs = append(h.srvs, s)
+		h.clis = append(h.clis, s.Client(t))
+	}
+	return h
+}
+
+func (h *harness) addrs() []string {
+	var a []string
+	for _, s := range h.srvs {
+		a = append(a, s.Addr())
+	}
+	return a
+}
+
+// New dials every server (c.StoreAddr is Addr, or a list of proxies
+// joined by commas from NewCuttable).
+func (h *harness) New(t testing.TB, c electortest.Candidate) elector.Locker {
+	t.Helper()
+	hosts := h.addrs()
+	if c.StoreAddr != h.Addr() {
+		hosts = strings.Split(c.StoreAddr, ",")
+	}
+	return electortest.DialEndpoint(t, Backend, backend.Endpoint{Scheme: "redlock", Hosts: hosts}, c.Candidate)
+}
+
+func (h *harness) Addr() string { return h.srvs[0].Addr() }
+
+func (h *harness) Restart(t testing.TB) {
+	t.Helper()
+	for _, s := range h.srvs {
+		s.Restart(t)
+	}
+}
+
+// Queued is the most entries any server holds for election.
+func (h *harness) Queued(t testing.TB, election string) int {
+	t.Helper()
+	most := 0
+	for _, c := range h.clis {
+		n, err := c.ZCard(context.Background(), keysFor(election).queue).Result()
+		if err != nil {
+			t.Fatalf("count the queue on %s: %v", c.Options().Addr, err)
+		}
+		most = max(most, int(n))
+	}
+	return most
+}
+
+func (h *harness) NewCuttable(t testing.TB, c electortest.Candidate) (elector.Locker, electortest.Link) {
+	t.Helper()
+	ps := h.proxies(t)
+	var addrs []string
+	for _, p := range ps {
+		addrs = append(addrs, p.Addr())
+	}
+	c.StoreAddr = strings.Join(addrs, ",")
+	return h.New(t, c), &links{ps: ps}
+}
+
+// proxies starts a fault proxy in front of every server.
+func (h *harness) proxies(t testing.TB) []*faultproxy.Proxy {
+	var ps []*faultproxy.Proxy
+	for _, s := range h.srvs {
+		ps = append(ps, faultproxy.Start(t, s.Addr()))
+	}
+	return ps
+}
+
+// links cuts and heals a set of proxies together.
+type links struct {
+	mu sync.Mutex
+	ps []*faultproxy.Proxy
+}
+
+func (l *links) Cut() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range l.ps {
+		p.Cut()
+	}
+}
+
+func (l *links) Heal() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range l.ps {
+		p.Heal()
+	}
+}
+
+func TestConformance3(t *testing.T) { electortest.Run(t, newHarness(t, 3)) }
+func TestConformance5(t *testing.T) { electortest.Run(t, newHarness(t, 5)) }
+func TestLock3(t *testing.T)        { electortest.RunLock(t, newHarness(t, 3)) }
+func TestLock5(t *testing.T)        { electortest.RunLock(t, newHarness(t, 5)) }
+
+func (h *harness) Capabilities() electortest.Capabilities {
+	return electortest.Capabilities{NoSemaphore: "a semaphore over a quorum is not sound (TestSlotsRefused)"}
+}

@@ -1,0 +1,352 @@
+package redlock
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/electd/electd/elector"
+)
+
+// Times inside the script are the server's microseconds from
+// redis.call('TIME'); each server keeps its leases on its own clock.
+
+// stepScript is everything one server does for a candidate, atomically.
+//
+// KEYS: queue expiry cand term token born
+// ARGV: mode (join|hold|withdraw|leave), entry, ttl ms, id, address,
+// channel, order, the highest token the caller has seen (may be empty),
+// commit token (hold; withdraw: the failed commit's; leave: the handover
+// token, the leaver's own + 1; may be empty), since µs (with it).
+//
+// Every entry has a lease on this server (expiry, now + TTL at each step)
+// and a place in its queue, scored by the candidate's order (the same on
+// every server, so the queues agree). The server grants its term to the
+// caller when the caller is first in its queue, nobody holds the term, and
+// its state is older than one TTL (the epoch: a server that lost its state
+// grants nothing for one TTL). A grant is uncommitted until the candidate,
+// having won a majority, commits its token to it (hold with commit): an
+// uncommitted grant yields to a better head (split votes resolve in the
+// queue's order), a committed one lasts until its lease lapses or its
+// holder leaves. "withdraw" drops the caller's uncommitted grant (or one
+// committed with the commit token given), keeping its place.
+//
+// Reply: {status, wake ms, floor, now µs, head, mine, view...}: status is held
+// (the caller holds the term here, committed with the commit token if one
+// was given), young (free and the caller is first, but the state is
+// younger than one TTL), taken (another candidate holds an uncommitted
+// grant here: a split vote), wait, or left; wake is how long until what keeps
+// the caller from holding here may lapse (-1: nothing); mine is the token
+// the caller's grant here is committed with ("" if none); floor is the
+// highest token this server knows, floored by its clock in µs; view... is
+// the committed holder here (see viewLua). A change of the term or of the
+// head publishes "<mode> <head>\n<view>" on the channel.
+var stepScript = redis.NewScript(prelude + viewLua + `
+local Q, X, C, T, K, B = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local mode, me, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]) * 1000
+local changed = false
+
+local stored = tonumber(redis.call('GET', K) or '0') or 0
+local seen = tonumber(ARGV[8])
+if seen and seen > stored then
+  stored = seen
+  redis.call('SET', K, fmt(seen))
+end
+
+-- The epoch: a missing record or another server run (a restart, or a
+-- replica promoted in its place) means this state may have lost writes, so
+-- nothing is granted until one TTL after it began.
+local run = (string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or '') .. ' ' ..
+  (string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)') or '')
+local b = redis.call('HMGET', B, 'at', 'run')
+local born = tonumber(b[1])
+if not born or b[2] ~= run then
+  born = now
+  redis.call('HSET', B, 'at', fmt(now), 'run', run)
+end
+
+local function drop(e)
+  if redis.call('ZREM', Q, e) == 1 then changed = true end
+  redis.call('ZREM', X, e)
+  redis.call('HDEL', C, e)
+  if redis.call('HGET', T, 'entry') == e then
+    redis.call('DEL', T)
+    changed = true
+  end
+end
+
+local function head()
+  while true do
+    local h = redis.call('ZRANGE', Q, 0, 0)[1]
+    if not h then return '' end
+    if redis.call('ZSCORE', X, h) then return h end
+    drop(h)
+  end
+end
+
+local function finish(status, wake)
+  local h = head()
+  local mine = ''
+  local t = redis.call('HMGET', T, 'entry', 'token')
+  if t[1] == me and t[2] then mine = t[2] end
+  local v = leaderView(X, T)
+  table.insert(v, 1, fmt(now))
+  if changed then
+    redis.call('PUBLISH', ARGV[6], mode .. ' ' .. h .. '\n' .. table.concat(v, '\n'))
+  end
+  local floor = stored
+  if now > floor then floor = now end
+  local reply = {status, wake, fmt(floor), fmt(now), h, mine}
+  for _, f in ipairs(v) do table.insert(reply, f) end
+  return reply
+end
+
+-- Prune the dead: every entry whose lease has lapsed by this clock.
+for _, e in ipairs(redis.call('ZRANGEBYSCORE', X, '-inf', fmt(now))) do drop(e) end
+local holder = redis.call('HGET', T, 'entry')
+if holder and not (redis.call('ZSCORE', X, holder) and redis.call('ZSCORE', Q, holder)) then
+  drop(holder)
+end
+
+if mode == 'leave' then
+  -- A committed holder that leaves with a handover token (its own + 1)
+  -- commits it to the next in line: the successor finds the term granted
+  -- and committed on every server the handover reached, with one token.
+  local t = redis.call('HMGET', T, 'entry', 'token')
+  local handover = ARGV[9] ~= '' and t[1] == me and t[2] and t[2] ~= '' and
+    tonumber(ARGV[9]) == tonumber(t[2]) + 1
+  drop(me)
+  if handover and now >= born + ttl then
+    local h = head()
+    if h ~= '' then
+      redis.call('HSET', T, 'entry', h, 'token', ARGV[9], 'since', ARGV[10])
+      if tonumber(ARGV[9]) > stored then
+        stored = tonumber(ARGV[9])
+        redis.call('SET', K, ARGV[9])
+      end
+      changed = true
+    end
+  end
+  return finish('left', -1)
+end
+if mode == 'withdraw' then
+  -- Only an uncommitted grant, or one committed with the token given (a
+  -- commit that failed to reach a majority): a withdraw that arrives late
+  -- never drops a later commit.
+  local t = redis.call('HMGET', T, 'entry', 'token')
+  if t[1] == me and (t[2] == '' or t[2] == ARGV[9]) then
+    redis.call('DEL', T)
+    changed = true
+  end
+  return finish('wait', -1)
+end
+
+-- join or hold: (re)join with the candidate's order, and renew the lease.
+if not redis.call('ZSCORE', Q, me) then
+  redis.call('ZADD', Q, ARGV[7], me)
+  redis.call('HSET', C, me, ARGV[4] .. '\n' .. ARGV[5])
+  changed = true
+end
+redis.call('ZADD', X, fmt(now + ttl), me)
+
+local h = head()
+local t = redis.call('HMGET', T, 'entry', 'token')
+-- An uncommitted grant yields to a better head: it is no term yet.
+if t[1] and (t[2] == false or t[2] == '') and t[1] ~= h then
+  redis.call('DEL', T)
+  changed = true
+  t = {false, false}
+end
+if not t[1] and h == me and now >= born + ttl then
+  redis.call('HSET', T, 'entry', me, 'token', '')
+  changed = true
+  t = {me, ''}
+end
+
+if t[1] == me then
+  local commit = ARGV[9]
+  if commit ~= '' then
+    if t[2] == '' or tonumber(commit) > tonumber(t[2]) then
+      -- A candidacy commits a later token over its own earlier one (a
+      -- commit that reached no majority, withdrawn or not).
+      redis.call('HSET', T, 'token', commit, 'since', ARGV[10])
+      if tonumber(commit) > stored then
+        stored = tonumber(commit)
+        redis.call('SET', K, commit)
+      end
+      changed = true
+    elseif t[2] ~= commit then
+      return finish('wait', -1) -- a late commit of an older token: not this term
+    end
+  end
+  return finish('held', -1)
+end
+
+local deadline
+if t[1] then
+  deadline = tonumber(redis.call('ZSCORE', X, t[1]) or fmt(now + ttl))
+  if t[2] == '' then
+    return finish('taken', math.ceil((deadline - now) / 1000))
+  end
+elseif h ~= me then
+  local r = redis.call('ZRANK', Q, me)
+  local ahead = redis.call('ZRANGE', Q, r - 1, r - 1)[1]
+  deadline = tonumber(redis.call('ZSCORE', X, ahead) or fmt(now + ttl))
+else
+  return finish('young', math.ceil((born + ttl - now) / 1000))
+end
+return finish('wait', math.ceil((deadline - now) / 1000))
+`)
+
+const prelude = `
+if redis.replicate_commands then redis.replicate_commands() end
+local function fmt(n) return string.format('%.0f', n) end
+local tm = redis.call('TIME')
+local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+`
+
+// viewLua defines leaderView(X, T): this server's committed, live term
+// holder, read-only: {} or {id, address, token, since µs, remaining ms}.
+const viewLua = `
+local function leaderView(X, T)
+  local t = redis.call('HMGET', T, 'entry', 'token', 'since')
+  if not t[1] or not t[2] or t[2] == '' then return {} end
+  local d = redis.call('ZSCORE', X, t[1])
+  if not d or tonumber(d) <= now then return {} end
+  local id, addr = string.match(redis.call('HGET', KEYS[3], t[1]) or '', '^([^\n]*)\n(.*)$')
+  return {id or t[1], addr or '', t[2], t[3] or '0', math.ceil((tonumber(d) - now) / 1000)}
+end
+`
+
+// viewScript reads one server's leader view (see viewLua) and the server
+// time it was read at.
+//
+// KEYS: queue expiry cand term token born (as stepScript)
+// Reply: {now µs} or {now µs, id, address, token, since µs, remaining ms}.
+var viewScript = redis.NewScript(prelude + viewLua + `
+local v = leaderView(KEYS[2], KEYS[4])
+table.insert(v, 1, fmt(now))
+return v
+`)
+
+// stepReply is a decoded stepScript reply.
+type stepReply struct {
+	status string
+	wake   time.Duration // < 0: none
+	floor  uint64
+	at     time.Time // the server's time
+	head   string
+	mine   uint64 // the token our grant here is committed with; 0: none
+	view   viewReply
+}
+
+func parseStep(v any) (stepReply, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) < 7 {
+		return stepReply{}, fmt.Errorf("unexpected script reply %#v", v)
+	}
+	var r stepReply
+	var err error
+	r.status, _ = a[0].(string)
+	w, ok := a[1].(int64)
+	if r.status == "" || !ok {
+		return r, fmt.Errorf("unexpected script reply %#v", v)
+	}
+	r.wake = time.Duration(w) * time.Millisecond
+	if r.floor, err = parseUint(a[2]); err != nil {
+		return r, fmt.Errorf("bad token floor in script reply: %w", err)
+	}
+	us, err := parseUint(a[3])
+	if err != nil {
+		return r, fmt.Errorf("bad time in script reply: %w", err)
+	}
+	r.at = time.UnixMicro(int64(us))
+	r.head, _ = a[4].(string)
+	if m, _ := a[5].(string); m != "" {
+		if r.mine, err = strconv.ParseUint(m, 10, 64); err != nil {
+			return r, fmt.Errorf("bad committed token in script reply: %w", err)
+		}
+	}
+	if r.view, err = parseView(a[6:]); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// viewReply is one server's leader view; ok is false when it names none.
+type viewReply struct {
+	at          time.Time // the server time it was read at
+	ok          bool
+	id, address string
+	token       uint64
+	since       time.Time
+	remaining   time.Duration
+}
+
+func (r viewReply) leader() elector.Leader {
+	if !r.ok {
+		return elector.Leader{}
+	}
+	return elector.Leader{ID: r.id, Address: r.address, Token: r.token, Since: r.since}
+}
+
+func parseView(v any) (viewReply, error) {
+	a, ok := v.([]any)
+	if !ok {
+		return viewReply{}, fmt.Errorf("unexpected script reply %#v", v)
+	}
+	f := make([]string, len(a))
+	for i, x := range a {
+		switch x := x.(type) {
+		case string:
+			f[i] = x
+		case int64:
+			f[i] = strconv.FormatInt(x, 10)
+		default:
+			return viewReply{}, fmt.Errorf("unexpected script reply %#v", v)
+		}
+	}
+	return parseViewFields(f)
+}
+
+// parseViewFields decodes {now µs} or {now µs, id, address, token, since µs,
+// remaining ms}.
+func parseViewFields(f []string) (viewReply, error) {
+	var r viewReply
+	if len(f) != 1 && len(f) != 6 {
+		return r, fmt.Errorf("leader view has %d fields, want 1 or 6", len(f))
+	}
+	at, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return r, fmt.Errorf("bad time in leader view: %w", err)
+	}
+	r.at = time.UnixMicro(at)
+	if len(f) == 1 {
+		return r, nil
+	}
+	r.ok, r.id, r.address = true, f[1], f[2]
+	if r.token, err = strconv.ParseUint(f[3], 10, 64); err != nil {
+		return r, fmt.Errorf("bad token in leader view: %w", err)
+	}
+	us, err := strconv.ParseInt(f[4], 10, 64)
+	if err != nil {
+		return r, fmt.Errorf("bad since in leader view: %w", err)
+	}
+	r.since = time.UnixMicro(us)
+	ms, err := strconv.ParseInt(f[5], 10, 64)
+	if err != nil {
+		return r, fmt.Errorf("bad remaining time in leader view: %w", err)
+	}
+	r.remaining = time.Duration(ms) * time.Millisecond
+	return r, nil
+}
+
+func parseUint(v any) (uint64, error) {
+	s, ok := v.(string)
+	if !ok {
+		return 0, fmt.Errorf("not a string: %#v", v)
+	}
+	return strconv.ParseUint(s, 10, 64)
+}
