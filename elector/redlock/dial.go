@@ -66,6 +66,10 @@ func Dial(_ context.Context, ep backend.Endpoint) (backend.Conn, error) {
 		opts := rds.ClientOptions(h)
 		opts.Username, opts.Password, opts.DB = ep.User, ep.Password, db
 		opts.TLSConfig = rds.ClientTLS(ep, h)
+		// One dial per request: go-redis would otherwise dial a server that
+		// is down five times, 100 ms apart, within the request, and a round
+		// (which waits for every server) would wait for it.
+		opts.DialerRetries = 1
 		c.servers = append(c.servers, Server{Addr: h, Client: redis.NewClient(opts)})
 	}
 	rds.SetLogger(ep)

@@ -219,8 +219,12 @@ func fanOut(n int, f func(i int)) {
 	wg.Wait()
 }
 
-// leave removes entry from every server, retrying a server's transient
-// errors until ctx ends; it fails if any server could not be reached.
+// leave removes entry from every server. It retries a server's transient
+// errors until ctx ends, but returns as soon as a majority has removed it
+// and every other server was asked once: the entry left behind on a
+// server that did not answer expires there after one TTL, and no majority
+// can be formed without a server that removed it. It fails if no majority
+// removed it.
 //
 // handover, if not 0, is the leaver's token + 1: each server where the
 // leaver still holds the term committed grants it, committed with that
@@ -230,6 +234,7 @@ func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64) 
 	for i := range pending {
 		pending[i] = true
 	}
+	removed := 0
 	b := e.newBackoff()
 	for {
 		var errs []error
@@ -239,6 +244,7 @@ func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64) 
 			}
 			if r.err == nil {
 				pending[i] = false
+				removed++
 				continue
 			}
 			errs = append(errs, fmt.Errorf("%s: %w", e.cfg.Servers[i].Addr, r.err))
@@ -246,7 +252,11 @@ func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64) 
 				pending[i] = false
 			}
 		}
-		if len(errs) == 0 {
+		switch {
+		case len(errs) == 0:
+			return nil
+		case removed >= e.m:
+			e.log.Debug("candidate left a majority; it expires on the others", "entry", entry, "err", errors.Join(errs...))
 			return nil
 		}
 		left := 0
@@ -256,7 +266,7 @@ func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64) 
 			}
 		}
 		if left == 0 || !e.sleep(ctx, b.next()) {
-			return &elector.StoreError{Op: op, Err: fmt.Errorf("remove candidate %s: %w", entry, errors.Join(errs...))}
+			return &elector.StoreError{Op: op, Err: fmt.Errorf("remove candidate %s from a majority (%d of %d did): %w", entry, removed, len(pending), errors.Join(errs...))}
 		}
 	}
 }
