@@ -112,7 +112,10 @@ func (h *bus) run(i int) {
 	e := h.e
 	b := e.newBackoff()
 	for {
-		ps := e.cfg.Servers[i].Client.Subscribe(e.ctx, e.keys.channel)
+		// The PubSub is recorded before it connects, so that close
+		// interrupts a subscription stuck in its handshake (a black-holed
+		// server); the subscription itself is bounded by a timeout.
+		ps := e.cfg.Servers[i].Client.Subscribe(e.ctx)
 		h.mu.Lock()
 		if h.closed {
 			h.mu.Unlock()
@@ -122,7 +125,12 @@ func (h *bus) run(i int) {
 		h.subs[i] = ps
 		h.mu.Unlock()
 
-		err := h.receive(i, ps, b)
+		ctx, cancel := context.WithTimeout(e.ctx, max(e.cfg.Timing.TTL, time.Second))
+		err := ps.Subscribe(ctx, e.keys.channel)
+		cancel()
+		if err == nil {
+			err = h.receive(i, ps, b)
+		}
 		h.setLive(i, false)
 		_ = ps.Close()
 		if e.ctx.Err() != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/electd/electd/elector"
@@ -126,16 +125,24 @@ func (e *Elector) candidacy(ctx context.Context, try bool) (*elector.Term, error
 	l := e.bus.add(func(head string) bool { return head == entry })
 	defer e.bus.remove(l)
 
-	b := e.newBackoff()
+	b, splits := e.newBackoff(), e.newBackoff()
+	// claim: ask to be granted; only while a majority answers, so that a
+	// candidate cut off from a majority does not hold grants others need.
+	claim := true
+	// ours are the tokens this candidacy committed: never adopted (a late
+	// withdraw of one may still land; see grant).
+	ours := map[uint64]bool{}
 	var lastErr error
 	for {
 		send := clk.Now()
-		res := e.round(ctx, nil, "join", "join", entry, ord, 0, time.Time{})
+		res := e.round(ctx, nil, "join", "join", entry, ord, 0, time.Time{}, claim)
 		if ctx.Err() != nil {
 			e.cleanup(entry, 0)
 			return nil, campaignEnded(ctx, lastErr)
 		}
 		t := e.count(res, clk.Now())
+		claimed := claim
+		claim = t.answered >= e.m
 		if len(t.refused) > len(res)-e.m {
 			err := errors.Join(t.refused...)
 			e.inst.StoreError("campaign", err)
@@ -153,12 +160,12 @@ func (e *Elector) candidacy(ctx context.Context, try bool) (*elector.Term, error
 			}
 			continue
 		case t.held >= e.m:
-			term, err := e.grant(ctx, entry, ord, res, t, start)
+			term, err := e.grant(ctx, entry, ord, res, t, start, ours)
 			if term != nil || err != nil {
 				return term, err
 			}
 			// The commit reached no majority: withdrawn; try again.
-			jitter = e.jitter()
+			jitter = splits.next()
 		case try && t.held+t.young < e.m:
 			log.Debug("held by others; left at once")
 			e.cleanup(entry, 0)
@@ -168,8 +175,10 @@ func (e *Elector) candidacy(ctx context.Context, try bool) (*elector.Term, error
 			// and nobody has a majority. Withdraw ours (the queues agree,
 			// so the first in line takes them) and retry after a jitter.
 			log.Debug("split vote; withdrawing", "held", t.held, "taken", t.taken)
-			e.round(ctx, nil, "withdraw", "withdraw", entry, ord, 0, time.Time{})
-			jitter = e.jitter()
+			e.round(ctx, nil, "withdraw", "withdraw", entry, ord, 0, time.Time{}, false)
+			jitter = splits.next()
+		default:
+			splits.reset()
 		}
 		b.reset()
 		lastErr = nil
@@ -180,8 +189,11 @@ func (e *Elector) candidacy(ctx context.Context, try bool) (*elector.Term, error
 		if w, ok := quorumWake(t.wake); ok && w.Before(next) {
 			next, woken = w, true
 		}
-		if jitter > 0 {
+		switch {
+		case jitter > 0:
 			next, woken = clk.Now().Add(jitter), false
+		case claim && !claimed:
+			next, woken = clk.Now(), false // a majority answers again: claim now
 		}
 		if !e.wait(ctx, l, max(next.Sub(clk.Now()), 0), woken) {
 			e.cleanup(entry, 0)
@@ -211,11 +223,6 @@ func (e *Elector) wait(ctx context.Context, l *listener, d time.Duration, woken 
 	return true
 }
 
-// jitter is a random pause of up to a quarter of the renewal interval.
-func (e *Elector) jitter() time.Duration {
-	return time.Duration(rand.Int64N(int64(e.cfg.Timing.RenewInterval/4)+1)) + time.Millisecond
-}
-
 func campaignEnded(ctx context.Context, lastErr error) error {
 	if lastErr != nil {
 		return fmt.Errorf("redlock campaign: %w (last: %v)", ctx.Err(), lastErr)
@@ -233,12 +240,14 @@ func campaignEnded(ctx context.Context, lastErr error) error {
 // A majority that already holds our grant committed with one token (a
 // predecessor's handover, which commits its token + 1 to the next in line,
 // or our own commit) is a term as it stands: it is taken without a commit.
-func (e *Elector) grant(ctx context.Context, entry, ord string, joined []result, t tally, start time.Time) (*elector.Term, error) {
+func (e *Elector) grant(ctx context.Context, entry, ord string, joined []result, t tally, start time.Time, ours map[uint64]bool) (*elector.Term, error) {
 	sent := make([]time.Time, len(joined))
 	var token uint64
 	var since time.Time
 	for tok, servers := range t.committed {
-		if len(servers) < e.m {
+		// Never a token of our own commit: it reached no majority and
+		// was withdrawn, and a late withdraw of it may still land.
+		if len(servers) < e.m || ours[tok] {
 			continue
 		}
 		token = tok
@@ -253,7 +262,8 @@ func (e *Elector) grant(ctx context.Context, entry, ord string, joined []result,
 			return nil, &elector.StoreError{Op: "campaign", Err: fmt.Errorf("fencing token %d exceeds 2^53", token), Permanent: true}
 		}
 		since = t.since
-		res := e.round(ctx, nil, "grant", "hold", entry, ord, token, since)
+		ours[token] = true
+		res := e.round(ctx, nil, "grant", "hold", entry, ord, token, since, true)
 		for i, r := range res {
 			if r.err == nil && r.r.status == "held" && r.r.mine == token {
 				sent[i] = r.sent
@@ -263,7 +273,7 @@ func (e *Elector) grant(ctx context.Context, entry, ord string, joined []result,
 	q, ok := quorumSent(sent)
 	if !ok {
 		e.log.Debug("commit reached no majority; withdrawing", "entry", entry, "token", token)
-		e.round(ctx, nil, "withdraw", "withdraw", entry, ord, token, time.Time{})
+		e.round(ctx, nil, "withdraw", "withdraw", entry, ord, token, time.Time{}, false)
 		return nil, nil
 	}
 	dl := elector.NewDeadline(e.cfg.Clock, e.cfg.Timing, q)
@@ -346,7 +356,7 @@ func (e *Elector) keep(entry, ord string, token uint64, since time.Time, dl *ele
 			want[i] = !d.After(now.Add(time.Millisecond))
 		}
 		ctx, cancel := context.WithCancel(e.ctx)
-		res := e.round(ctx, want, "renew", "hold", entry, ord, token, since)
+		res := e.round(ctx, want, "renew", "hold", entry, ord, token, since, true)
 		cancel()
 		if e.ctx.Err() != nil {
 			dl.End(elector.ErrClosed)

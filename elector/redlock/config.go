@@ -70,6 +70,8 @@ type keys struct {
 	term    string // HASH entry, token ("" until committed), since
 	token   string // STRING highest token
 	born    string // HASH at (server µs), run: when this state began
+	commit  string // STRING highest token committed (or handed over) here
+	claims  string // ZSET entry → order, of the entries that claim
 	lastRun string // STRING once-per-period run record, with an expiry
 	channel string // pub/sub channel (not a key)
 }
@@ -83,6 +85,8 @@ func keysFor(election string) keys {
 		term:    p + "term",
 		token:   p + "token",
 		born:    p + "born",
+		commit:  p + "committed",
+		claims:  p + "claims",
 		lastRun: p + "lastrun",
 		channel: p + "events",
 	}
@@ -90,7 +94,7 @@ func keysFor(election string) keys {
 
 // all lists the keys in the order the scripts expect them.
 func (k keys) all() []string {
-	return []string{k.queue, k.expiry, k.cand, k.term, k.token, k.born}
+	return []string{k.queue, k.expiry, k.cand, k.term, k.token, k.born, k.commit, k.claims}
 }
 
 // ttlMillis is the TTL the servers enforce, rounded up to their 1 ms

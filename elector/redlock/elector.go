@@ -161,10 +161,14 @@ type result struct {
 }
 
 // step runs stepScript on server i.
-func (e *Elector) step(ctx context.Context, i int, mode, entry, ord string, commit uint64, since time.Time) (stepReply, error) {
+func (e *Elector) step(ctx context.Context, i int, mode, entry, ord string, commit uint64, since time.Time, claim bool) (stepReply, error) {
 	tok, sinceArg := "", ""
 	if commit != 0 {
 		tok, sinceArg = fmt.Sprint(commit), fmt.Sprint(since.UnixMicro())
+	}
+	claims := "0"
+	if claim {
+		claims = "1"
 	}
 	seen := ""
 	if s := e.seen.Load(); s != 0 {
@@ -172,7 +176,7 @@ func (e *Elector) step(ctx context.Context, i int, mode, entry, ord string, comm
 	}
 	gen := e.bus.gen(i)
 	v, err := stepScript.Run(ctx, e.cfg.Servers[i].Client, e.keys.all(),
-		mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, ord, seen, tok, sinceArg).Result()
+		mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, ord, seen, tok, sinceArg, claims).Result()
 	if err != nil {
 		return stepReply{}, rds.Classify(err)
 	}
@@ -187,7 +191,8 @@ func (e *Elector) step(ctx context.Context, i int, mode, entry, ord string, comm
 
 // round runs a step on every server i with want[i] (nil: all) at once,
 // each under its own timeout, and returns each answer with its send time.
-func (e *Elector) round(ctx context.Context, want []bool, op, mode, entry, ord string, commit uint64, since time.Time) []result {
+// claim says whether the entry asks to be granted (see stepScript).
+func (e *Elector) round(ctx context.Context, want []bool, op, mode, entry, ord string, commit uint64, since time.Time, claim bool) []result {
 	res := make([]result, len(e.cfg.Servers))
 	fanOut(len(res), func(i int) {
 		if want != nil && !want[i] {
@@ -196,7 +201,7 @@ func (e *Elector) round(ctx context.Context, want []bool, op, mode, entry, ord s
 		cctx, cancel := context.WithTimeout(ctx, e.callTimeout())
 		defer cancel()
 		res[i].sent = e.cfg.Clock.Now()
-		res[i].r, res[i].err = e.step(cctx, i, mode, entry, ord, commit, since)
+		res[i].r, res[i].err = e.step(cctx, i, mode, entry, ord, commit, since, claim)
 		if res[i].err == nil {
 			e.fails[i].Answered(op)
 		} else if ctx.Err() == nil {
@@ -238,7 +243,7 @@ func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64) 
 	b := e.newBackoff()
 	for {
 		var errs []error
-		for i, r := range e.round(ctx, pending, op, "leave", entry, "", handover, e.cfg.Clock.Now()) {
+		for i, r := range e.round(ctx, pending, op, "leave", entry, "", handover, e.cfg.Clock.Now(), false) {
 			if !pending[i] {
 				continue
 			}

@@ -15,22 +15,27 @@ import (
 
 // stepScript is everything one server does for a candidate, atomically.
 //
-// KEYS: queue expiry cand term token born
+// KEYS: queue expiry cand term token born committed claims
 // ARGV: mode (join|hold|withdraw|leave), entry, ttl ms, id, address,
 // channel, order, the highest token the caller has seen (may be empty),
 // commit token (hold; withdraw: the failed commit's; leave: the handover
-// token, the leaver's own + 1; may be empty), since µs (with it).
+// token, the leaver's own + 1; may be empty), since µs (with it), claim
+// ("1": the caller asks to be granted; "0": it only keeps its place).
 //
 // Every entry has a lease on this server (expiry, now + TTL at each step)
 // and a place in its queue, scored by the candidate's order (the same on
-// every server, so the queues agree). The server grants its term to the
-// caller when the caller is first in its queue, nobody holds the term, and
+// every server, so the queues agree). Entries that claim (a candidate
+// claims while it reaches a majority) are also in claims, in the same
+// order. The server grants its term to the caller when the caller is the
+// first claiming entry, nobody holds the term, and
 // its state is older than one TTL (the epoch: a server that lost its state
 // grants nothing for one TTL). A grant is uncommitted until the candidate,
 // having won a majority, commits its token to it (hold with commit): an
-// uncommitted grant yields to a better head (split votes resolve in the
-// queue's order), a committed one lasts until its lease lapses or its
-// holder leaves. "withdraw" drops the caller's uncommitted grant (or one
+// uncommitted grant yields to a better claiming head (split votes resolve
+// in the queue's order), a committed one lasts until its lease lapses or
+// its holder leaves. A commit, or a handover, whose token is not above
+// every token committed here before (committed) is refused: a late one
+// never lowers a token. "withdraw" drops the caller's uncommitted grant (or one
 // committed with the commit token given), keeping its place.
 //
 // Reply: {status, wake ms, floor, now µs, head, mine, view...}: status is held
@@ -44,7 +49,7 @@ import (
 // the committed holder here (see viewLua). A change of the term or of the
 // head publishes "<mode> <head>\n<view>" on the channel.
 var stepScript = redis.NewScript(prelude + viewLua + `
-local Q, X, C, T, K, B = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local Q, X, C, T, K, B, M, L = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local mode, me, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]) * 1000
 local changed = false
 
@@ -53,6 +58,15 @@ local seen = tonumber(ARGV[8])
 if seen and seen > stored then
   stored = seen
   redis.call('SET', K, fmt(seen))
+end
+local committed = tonumber(redis.call('GET', M) or '0') or 0
+local function commitToken(tok)
+  redis.call('SET', M, fmt(tok))
+  committed = tok
+  if tok > stored then
+    stored = tok
+    redis.call('SET', K, fmt(tok))
+  end
 end
 
 -- The epoch: a missing record or another server run (a restart, or a
@@ -69,6 +83,7 @@ end
 
 local function drop(e)
   if redis.call('ZREM', Q, e) == 1 then changed = true end
+  redis.call('ZREM', L, e)
   redis.call('ZREM', X, e)
   redis.call('HDEL', C, e)
   if redis.call('HGET', T, 'entry') == e then
@@ -77,11 +92,12 @@ local function drop(e)
   end
 end
 
+-- head is the first live claiming entry: the one a free term goes to.
 local function head()
   while true do
-    local h = redis.call('ZRANGE', Q, 0, 0)[1]
+    local h = redis.call('ZRANGE', L, 0, 0)[1]
     if not h then return '' end
-    if redis.call('ZSCORE', X, h) then return h end
+    if redis.call('ZSCORE', X, h) and redis.call('ZSCORE', Q, h) then return h end
     drop(h)
   end
 end
@@ -116,16 +132,13 @@ if mode == 'leave' then
   -- and committed on every server the handover reached, with one token.
   local t = redis.call('HMGET', T, 'entry', 'token')
   local handover = ARGV[9] ~= '' and t[1] == me and t[2] and t[2] ~= '' and
-    tonumber(ARGV[9]) == tonumber(t[2]) + 1
+    tonumber(ARGV[9]) == tonumber(t[2]) + 1 and tonumber(ARGV[9]) > committed
   drop(me)
   if handover and now >= born + ttl then
     local h = head()
     if h ~= '' then
       redis.call('HSET', T, 'entry', h, 'token', ARGV[9], 'since', ARGV[10])
-      if tonumber(ARGV[9]) > stored then
-        stored = tonumber(ARGV[9])
-        redis.call('SET', K, ARGV[9])
-      end
+      commitToken(tonumber(ARGV[9]))
       changed = true
     end
   end
@@ -150,6 +163,11 @@ if not redis.call('ZSCORE', Q, me) then
   changed = true
 end
 redis.call('ZADD', X, fmt(now + ttl), me)
+if ARGV[11] == '1' then
+  if redis.call('ZADD', L, ARGV[7], me) == 1 then changed = true end
+elseif redis.call('ZREM', L, me) == 1 then
+  changed = true
+end
 
 local h = head()
 local t = redis.call('HMGET', T, 'entry', 'token')
@@ -170,12 +188,11 @@ if t[1] == me then
   if commit ~= '' then
     if t[2] == '' or tonumber(commit) > tonumber(t[2]) then
       -- A candidacy commits a later token over its own earlier one (a
-      -- commit that reached no majority, withdrawn or not).
+      -- commit that reached no majority, withdrawn or not); never one
+      -- that is not above every token committed here (a late request).
+      if tonumber(commit) <= committed then return finish('wait', -1) end
       redis.call('HSET', T, 'token', commit, 'since', ARGV[10])
-      if tonumber(commit) > stored then
-        stored = tonumber(commit)
-        redis.call('SET', K, commit)
-      end
+      commitToken(tonumber(commit))
       changed = true
     elseif t[2] ~= commit then
       return finish('wait', -1) -- a late commit of an older token: not this term
@@ -191,8 +208,11 @@ if t[1] then
     return finish('taken', math.ceil((deadline - now) / 1000))
   end
 elseif h ~= me then
-  local r = redis.call('ZRANK', Q, me)
-  local ahead = redis.call('ZRANGE', Q, r - 1, r - 1)[1]
+  -- Behind a claiming entry: until the one just ahead may lapse. Not
+  -- claiming: nothing to wait for here.
+  local r = redis.call('ZRANK', L, me)
+  if not r then return finish('wait', -1) end
+  local ahead = redis.call('ZRANGE', L, r - 1, r - 1)[1]
   deadline = tonumber(redis.call('ZSCORE', X, ahead) or fmt(now + ttl))
 else
   return finish('young', math.ceil((born + ttl - now) / 1000))
