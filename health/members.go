@@ -14,10 +14,11 @@ type storeMemberJSON struct {
 	ID       string         `json:"id,omitempty"`   // "" until it first answered
 	Name     string         `json:"name,omitempty"` // "" when not known
 	Answers  bool           `json:"answers"`
-	Error    string         `json:"error,omitempty"` // why it did not answer
-	Leader   *memberRefJSON `json:"leader"`          // the leader it follows; null: none
-	InUse    bool           `json:"in_use"`          // the store's requests go to it
-	Streams  int            `json:"streams"`         // watches and keepalives open on it
+	Error    string         `json:"error,omitempty"`  // why it did not answer
+	Leader   *memberRefJSON `json:"leader"`           // the leader it follows; null: none
+	InUse    bool           `json:"in_use"`           // the store's requests go to it
+	Streams  int            `json:"streams"`          // watches and keepalives open on it
+	Quorum   int            `json:"quorum,omitempty"` // of independent servers: how many must answer
 }
 
 // memberRefJSON names a member.
@@ -41,7 +42,7 @@ func membersJSON(ms []backend.Member) []storeMemberJSON {
 	out := make([]storeMemberJSON, len(ms))
 	for i, m := range ms {
 		out[i] = storeMemberJSON{Endpoint: m.Endpoint, ID: m.ID, Name: m.Name, Answers: m.Answers, Error: m.Error,
-			InUse: m.InUse, Streams: m.Streams}
+			InUse: m.InUse, Streams: m.Streams, Quorum: m.Quorum}
 		if m.Leader != "" {
 			out[i].Leader = &memberRefJSON{ID: m.Leader, Name: m.LeaderName}
 		}
@@ -54,7 +55,13 @@ func membersJSON(ms []backend.Member) []storeMemberJSON {
 // A member without a leader (cut off from its peers) or down, beside one
 // like that, is shown in store_members but fails nothing. Otherwise the
 // error says what each member lacks.
+//
+// For the independent servers of a quorum (Member.Quorum) it is nil while
+// a quorum of them answer.
 func membersHealthy(ms []backend.Member) error {
+	if len(ms) > 0 && ms[0].Quorum > 0 {
+		return quorumHealthy(ms)
+	}
 	var why []string
 	for _, m := range ms {
 		if m.InUse && m.Answers && m.Leader != "" {
@@ -74,4 +81,22 @@ func membersHealthy(ms []backend.Member) error {
 		}
 	}
 	return fmt.Errorf("no store member in use answers with a leader: %s", strings.Join(why, "; "))
+}
+
+// quorumHealthy is nil while a quorum of the independent servers ms
+// answer; else it names each that does not.
+func quorumHealthy(ms []backend.Member) error {
+	answer := 0
+	var why []string
+	for _, m := range ms {
+		if m.Answers {
+			answer++
+			continue
+		}
+		why = append(why, m.Endpoint+" does not answer: "+m.Error)
+	}
+	if answer >= ms[0].Quorum {
+		return nil
+	}
+	return fmt.Errorf("%d of %d servers answer, a quorum is %d: %s", answer, len(ms), ms[0].Quorum, strings.Join(why, "; "))
 }

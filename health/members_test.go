@@ -32,6 +32,13 @@ func TestHealthzStoreMembers(t *testing.T) {
 		m.Answers, m.Error, m.Leader, m.LeaderName, m.InUse = false, "unavailable: connection refused", "", "", false
 	}
 	unused := func(m *backend.Member) { m.InUse = false }
+	server := func(ep string, answers bool) backend.Member {
+		m := backend.Member{Endpoint: ep, Answers: answers, InUse: true, Quorum: 2}
+		if !answers {
+			m.Error = "conn: connection refused"
+		}
+		return m
+	}
 	m1 := member("h1:2379", "a1", "m1", func(m *backend.Member) { m.Streams = 1 })
 	m2 := member("h2:2379", "b2", "m2", nil)
 	report := func(ms ...backend.Member) func(context.Context) ([]backend.Member, error) {
@@ -65,6 +72,10 @@ func TestHealthzStoreMembers(t *testing.T) {
 		{name: "no members reported: Healthy decides", members: report(), healthy: pingFails, code: 503, err: "ping timed out"},
 		{name: "no members reported, Healthy passes", members: report(), code: 200},
 		{name: "the report times out", members: blocked, code: 503, err: "store members: context deadline exceeded"},
+		{name: "a quorum's servers all answer", members: report(server("r1:6379", true), server("r2:6379", true), server("r3:6379", true)), code: 200, listed: 3},
+		{name: "a quorum's minority down", members: report(server("r1:6379", true), server("r2:6379", false), server("r3:6379", true)), code: 200, listed: 3},
+		{name: "a quorum's majority down", members: report(server("r1:6379", false), server("r2:6379", false), server("r3:6379", true)), code: 503, listed: 3,
+			err: "1 of 3 servers answer, a quorum is 2: r1:6379 does not answer: conn: connection refused; r2:6379 does not answer: conn: connection refused"},
 		{name: "store errors with members", members: report(m1, m2), failures: renewFails, code: 503, listed: 2,
 			err: "store renew failing since 2026-03-01T11:00:00Z (timeout; 1 failed requests): context deadline exceeded"},
 	}

@@ -106,14 +106,14 @@ func NewMetrics(reg prometheus.Registerer, election string, leaseRemaining func(
 		childExits: counterVec("child_exits_total", "Exits of the supervised command, by outcome (success, failure, signaled, killed).",
 			"outcome", childOutcomes),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts(opts("store_errors_total",
-			"Failed store operations, by operation and class of error (the store's error code, timeout, conn, other), including those retried.")),
-			[]string{"op", "class"}),
+			"Failed store operations, by operation, class of error (the store's error code, timeout, conn, other) and server (host:port, for a store of independent servers such as a Redlock quorum; empty for a store seen as one), including those retried.")),
+			[]string{"op", "class", "server"}),
 		containment: prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("containment_info",
 			"1 for the containment mode in force for the child's process tree (pidns, pgroup, or none without a command).")), []string{"mode"}),
 	}
 
 	for _, op := range storeOps {
-		m.storeErrors.WithLabelValues(op, elector.ClassOther)
+		m.storeErrors.WithLabelValues(op, elector.ClassOther, "")
 	}
 
 	own := []prometheus.Collector{
@@ -218,7 +218,8 @@ func (m *Metrics) ChildExited(outcome string) {
 }
 
 // StoreError records a failed store operation:
-// store_errors_total{op,class}++ with class elector.ErrorClass(err), and op
+// store_errors_total{op,class,server}++ with class elector.ErrorClass(err)
+// and server elector.ErrorServer(err), and op
 // fails now (StoreFailures) until StoreAnswered(op). It makes *Metrics an
 // elector.Instrument.
 func (m *Metrics) StoreError(op string, err error) {
@@ -226,7 +227,7 @@ func (m *Metrics) StoreError(op string, err error) {
 		return
 	}
 	class := elector.ErrorClass(err)
-	m.storeErrors.WithLabelValues(op, class).Inc()
+	m.storeErrors.WithLabelValues(op, class, elector.ErrorServer(err)).Inc()
 	m.failing.failed(op, class, err)
 }
 

@@ -126,7 +126,7 @@ func TestMetricsInitialScrape(t *testing.T) {
 		wants = append(wants, metricWant{name: "electd_child_exits_total", labels: map[string]string{"outcome": o}})
 	}
 	for _, op := range storeOps {
-		wants = append(wants, metricWant{name: "electd_store_errors_total", labels: map[string]string{"op": op, "class": "other"}})
+		wants = append(wants, metricWant{name: "electd_store_errors_total", labels: map[string]string{"op": op, "class": "other", "server": ""}})
 	}
 	checkMetrics(t, fams, wants)
 	for _, name := range []string{"go_goroutines", "go_memstats_alloc_bytes", "process_cpu_seconds_total", "process_open_fds"} {
@@ -147,6 +147,7 @@ func TestMetricsEvents(t *testing.T) {
 	m.StoreError("renew", elector.Classify("MISCONF", errors.New("MISCONF cannot persist")))
 	m.StoreError("renew", elector.Classify("MISCONF", errors.New("MISCONF cannot persist")))
 	m.StoreError("custom_op", errors.New("boom"))
+	m.StoreError("renew", elector.WithServer("10.0.0.2:6379", elector.Classify("conn", errors.New("connection refused"))))
 	fams := scrape(t, s)
 	checkMetrics(t, fams, []metricWant{
 		{name: "electd_is_leader", value: 1},
@@ -157,9 +158,10 @@ func TestMetricsEvents(t *testing.T) {
 		{name: "electd_child_running", value: 1},
 		{name: "electd_child_starts_total", value: 1},
 		{name: "electd_lease_remaining_seconds", value: 4.5},
-		{name: "electd_store_errors_total", labels: map[string]string{"op": "renew", "class": "MISCONF"}, value: 2},
-		{name: "electd_store_errors_total", labels: map[string]string{"op": "custom_op", "class": "other"}, value: 1},
-		{name: "electd_store_errors_total", labels: map[string]string{"op": "grant", "class": "other"}, value: 0},
+		{name: "electd_store_errors_total", labels: map[string]string{"op": "renew", "class": "MISCONF", "server": ""}, value: 2},
+		{name: "electd_store_errors_total", labels: map[string]string{"op": "custom_op", "class": "other", "server": ""}, value: 1},
+		{name: "electd_store_errors_total", labels: map[string]string{"op": "grant", "class": "other", "server": ""}, value: 0},
+		{name: "electd_store_errors_total", labels: map[string]string{"op": "renew", "class": "conn", "server": "10.0.0.2:6379"}, value: 1},
 	})
 	h := fams["electd_campaign_wait_seconds"].GetMetric()[0].GetHistogram()
 	if got := h.GetSampleSum(); got != 0.25 {

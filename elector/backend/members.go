@@ -1,7 +1,8 @@
 package backend
 
-// Member is one member of a store that runs as several servers of one
-// cluster (the members of an etcd cluster), as a Conn sees it. A Conn that
+// Member is one member of a store that runs as several servers (the
+// members of an etcd cluster, the servers of a Redlock quorum), as a Conn
+// sees it. A Conn that
 // can tell has a method
 //
 //	Members(ctx context.Context) ([]Member, error)
@@ -32,4 +33,9 @@ type Member struct {
 	// Streams is how many long-lived requests (watches, lease keepalives)
 	// the Conn has open on the member now.
 	Streams int
+	// Quorum is set for the servers of a store that are independent of
+	// one another (a Redlock quorum): none has a leader, and the store
+	// works while Quorum of them (a majority) answer. 0 for the members
+	// of one cluster.
+	Quorum int
 }

@@ -80,6 +80,7 @@ func Dial(_ context.Context, ep backend.Endpoint) (backend.Conn, error) {
 type conn struct {
 	servers []Server
 	log     *slog.Logger
+	members members
 }
 
 func (c *conn) NewElector(cand elector.Candidate) (elector.Locker, error) {
