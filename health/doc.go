@@ -95,6 +95,6 @@
 // is_leader, fencing_token, leader_changes_total, acquisitions_total{result},
 // campaign_wait_seconds, leadership_lost_total{reason},
 // lease_remaining_seconds, child_running, child_starts_total,
-// child_exits_total{outcome}, store_errors_total{op}; plus the Go and
+// child_exits_total{outcome}, store_errors_total{op,class,server}; plus the Go and
 // process collectors. Known label values start at 0.
 package health

@@ -14,7 +14,7 @@ import (
 const module = "github.com/electd/electd"
 
 // backendPkgs are the backend packages, which only store/ may import.
-var backendPkgs = []string{module + "/elector/etcd", module + "/elector/redis"}
+var backendPkgs = []string{module + "/elector/etcd", module + "/elector/redis", module + "/elector/redlock"}
 
 // TestImportGraph checks the seam: no package but store/ imports a backend
 // (the CLI, the demo and the benchmarks ask store/ for electors), only a

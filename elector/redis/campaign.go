@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/redis/rediskit"
 )
 
 // Campaign joins the queue and blocks until this candidate leads, ctx ends
@@ -155,7 +156,7 @@ func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, 
 		case "slots": // the script did not add the entry
 			return nil, "", &elector.SlotsError{Election: e.cfg.Election, Mine: e.Slots(), Theirs: r.theirSlots}
 		default:
-			err := &permanentError{fmt.Errorf("unexpected status %q", r.status)}
+			err := rediskit.Permanent(fmt.Errorf("unexpected status %q", r.status))
 			e.cleanup(entry, stale)
 			return nil, "", &elector.StoreError{Op: "campaign", Err: explain(err), Permanent: true}
 		}

@@ -2,19 +2,15 @@ package redis
 
 import (
 	"context"
-	"crypto/tls"
-	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/backend"
+	"github.com/electd/electd/elector/redis/rediskit"
 )
 
 // The Redis backends as the store package lists them: one server, a
@@ -28,9 +24,9 @@ var (
 		DefaultPort:    "6379",
 		Check:          check,
 		Dial:           Dial,
-		Refused:        refused,
+		Refused:        rediskit.Refused,
 		PermissionHint: permissionHint,
-		AnswersPlain:   answersPlain,
+		AnswersPlain:   rediskit.AnswersPlain,
 	}
 	// SentinelBackend is redis+sentinel://[user@]s1:26379,s2:26379/MASTER[/db]
 	// and rediss+sentinel:// (TLS to the sentinels and the master). The
@@ -42,9 +38,9 @@ var (
 		DefaultPort:    "26379",
 		Check:          checkSentinel,
 		Dial:           DialSentinel,
-		Refused:        refused,
+		Refused:        rediskit.Refused,
 		PermissionHint: permissionHint,
-		AnswersPlain:   answersPlain,
+		AnswersPlain:   rediskit.AnswersPlain,
 		// The sentinels' own password: --sentinel-password-file or
 		// $ELECTD_SENTINEL_PASSWORD.
 		SentinelPassword: true,
@@ -58,13 +54,13 @@ var (
 		DefaultPort:    "6379",
 		Check:          checkCluster,
 		Dial:           DialCluster,
-		Refused:        refused,
+		Refused:        rediskit.Refused,
 		PermissionHint: permissionHint,
-		AnswersPlain:   answersPlain,
+		AnswersPlain:   rediskit.AnswersPlain,
 	}
 )
 
-const permissionHint = "let its ACL use the keys and channels electd:* with +@read +@write +@scripting +@pubsub +ping +time +info +wait; see docs/OPERATIONS.md"
+const permissionHint = rediskit.PermissionHint
 
 // check takes one host and an optional database number as the path.
 func check(ep backend.Endpoint) error {
@@ -126,8 +122,8 @@ func Dial(_ context.Context, ep backend.Endpoint) (backend.Conn, error) {
 	}
 	opts := ClientOptions(ep.Hosts[0])
 	opts.Username, opts.Password, opts.DB = ep.User, ep.Password, db
-	opts.TLSConfig = clientTLS(ep, ep.Hosts[0])
-	setLogger(ep)
+	opts.TLSConfig = rediskit.ClientTLS(ep, ep.Hosts[0])
+	rediskit.SetLogger(ep)
 	return &conn{cli: redis.NewClient(opts), log: ep.Logger}, nil
 }
 
@@ -145,8 +141,8 @@ func DialSentinel(_ context.Context, ep backend.Endpoint) (backend.Conn, error) 
 	// The master's address comes from the sentinels: its name is checked
 	// against the certificate as crypto/tls does, unless --tls-server-name
 	// fixes one.
-	opts.TLSConfig = clientTLS(ep, "")
-	setLogger(ep)
+	opts.TLSConfig = rediskit.ClientTLS(ep, "")
+	rediskit.SetLogger(ep)
 	return &conn{cli: redis.NewFailoverClient(opts), log: ep.Logger, replicas: 1}, nil
 }
 
@@ -158,69 +154,24 @@ func DialCluster(_ context.Context, ep backend.Endpoint) (backend.Conn, error) {
 	}
 	opts := ClusterOptions(ep.Hosts)
 	opts.Username, opts.Password = ep.User, ep.Password
-	opts.TLSConfig = clientTLS(ep, "")
-	setLogger(ep)
+	opts.TLSConfig = rediskit.ClientTLS(ep, "")
+	rediskit.SetLogger(ep)
 	return &conn{cli: redis.NewClusterClient(opts), log: ep.Logger}, nil
 }
 
-// clientTLS is ep's TLS set-up for a client of host ("": whichever host
-// it dials, named as crypto/tls does); nil for a plain scheme.
-func clientTLS(ep backend.Endpoint, host string) *tls.Config {
-	if ep.TLS == nil {
-		return nil
-	}
-	c := ep.TLS.Clone()
-	if c.ServerName == "" && host != "" {
-		c.ServerName, _, _ = net.SplitHostPort(host)
-	}
-	return c
-}
-
-func setLogger(ep backend.Endpoint) {
-	if ep.Logger != nil {
-		redis.SetLogger(clientLogger{log: ep.Logger})
-	}
-}
-
-// ClientOptions are the options electd's Redis clients run with, for addr:
-// requests bounded by their context (ContextTimeoutEnabled), and no retries
-// inside the client (MaxRetries -1), as the elector retries on its own
-// clock.
-func ClientOptions(addr string) *redis.Options {
-	return &redis.Options{
-		Addr:                  addr,
-		DialTimeout:           2 * time.Second,
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1, // the elector retries on its own clock
-	}
-}
+// ClientOptions are the options electd's Redis clients run with, for addr
+// (rediskit.ClientOptions).
+func ClientOptions(addr string) *redis.Options { return rediskit.ClientOptions(addr) }
 
 // FailoverOptions are ClientOptions for the master named master, found
-// through the sentinels at addrs.
+// through the sentinels at addrs (rediskit.FailoverOptions).
 func FailoverOptions(master string, addrs []string) *redis.FailoverOptions {
-	return &redis.FailoverOptions{
-		MasterName:            master,
-		SentinelAddrs:         addrs,
-		DialTimeout:           2 * time.Second,
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1,
-	}
+	return rediskit.FailoverOptions(master, addrs)
 }
 
-// ClusterOptions are ClientOptions for a cluster seeded with addrs. The
-// node clients do not retry (MaxRetries -1), but the cluster client itself
-// follows MOVED and ASK, and re-sends a request after a network error,
-// LOADING, TRYAGAIN or CLUSTERDOWN, up to MaxRedirects (3) times, within the
-// request's context. That is safe for the scripts: a renewal's deadline
-// counts from the first send, and the server measures from a later one.
-func ClusterOptions(addrs []string) *redis.ClusterOptions {
-	return &redis.ClusterOptions{
-		Addrs:                 addrs,
-		DialTimeout:           2 * time.Second,
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1,
-	}
-}
+// ClusterOptions are ClientOptions for a cluster seeded with addrs
+// (rediskit.ClusterOptions).
+func ClusterOptions(addrs []string) *redis.ClusterOptions { return rediskit.ClusterOptions(addrs) }
 
 // conn is an open Redis client; the electors made on it share it.
 type conn struct {
@@ -240,40 +191,6 @@ func (c *conn) NewElector(cand elector.Candidate) (elector.Locker, error) {
 func (c *conn) Ping(ctx context.Context) error { return c.cli.Ping(ctx).Err() }
 
 func (c *conn) Close() error { return c.cli.Close() }
-
-// refused classifies Redis's refusals of credentials and permissions.
-func refused(err error) backend.Refusal {
-	switch {
-	case redis.IsAuthError(err):
-		return backend.RefusedLogin
-	case redis.IsPermissionError(err):
-		return backend.RefusedPermission
-	}
-	return backend.NotRefused
-}
-
-// answersPlain sends PING in clear text and looks for a Redis reply.
-func answersPlain(_ context.Context, c net.Conn) bool {
-	if _, err := io.WriteString(c, "PING\r\n"); err != nil {
-		return false
-	}
-	b := make([]byte, 16)
-	n, _ := io.ReadAtLeast(c, b, 5)
-	for _, w := range []string{"+PONG", "-NOAUTH", "-ERR", "-NOPERM"} {
-		if strings.HasPrefix(string(b[:n]), w) {
-			return true
-		}
-	}
-	return false
-}
-
-// clientLogger sends go-redis's own messages (its pool's dial retries, for
-// instance) to the store's log at debug level instead of to stderr.
-type clientLogger struct{ log *slog.Logger }
-
-func (l clientLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.Log(ctx, slog.LevelDebug, "redis client: "+fmt.Sprintf(format, v...))
-}
 
 // CheckStart warns about settings of the server that put the election at
 // risk, where the user may read them: a maxmemory-policy that evicts keys

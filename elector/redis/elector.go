@@ -16,6 +16,7 @@ import (
 
 	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/redis/rediskit"
 )
 
 var _ elector.Locker = (*Elector)(nil)
@@ -190,7 +191,7 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 	}
 	r, err := parseStep(v)
 	if err != nil {
-		return r, &permanentError{err}
+		return r, rediskit.Permanent(err)
 	}
 	e.sawToken(r.token)
 	// The reply is as fresh as a read by the view, if the subscription did

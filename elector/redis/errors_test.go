@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/electd/electd/elector/redis/rediskit"
 )
 
 // replyError is an error reply as go-redis returns it (a redis.Error).
@@ -57,7 +59,7 @@ func TestErrorClass(t *testing.T) {
 		{name: "acl", err: replyError("NOPERM this user has no permissions to run the 'evalsha' command"), class: "NOPERM", permanent: true},
 		{name: "scripting refused", err: replyError("ERR unknown command 'evalsha'"), class: "ERR", permanent: true},
 		{name: "closed client", err: redis.ErrClosed, class: "closed", permanent: true},
-		{name: "bad reply", err: &permanentError{errors.New("unexpected script reply")}, class: "other", permanent: true},
+		{name: "bad reply", err: rediskit.Permanent(errors.New("unexpected script reply")), class: "other", permanent: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/redis/rediskit"
 )
 
 // wakeSlack is added to a deadline read from the server before re-checking,
@@ -248,7 +249,7 @@ func (e *Elector) readLeader(ctx context.Context) (viewReply, error) {
 	}
 	r, err := parseView(v)
 	if err != nil {
-		return viewReply{}, &permanentError{err}
+		return viewReply{}, rediskit.Permanent(err)
 	}
 	return r, nil
 }

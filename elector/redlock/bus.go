@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	rds "github.com/electd/electd/elector/redis"
+	"github.com/electd/electd/elector/redis/rediskit"
 )
 
 // bus owns the Elector's subscriptions, one per server, to the election's
@@ -136,7 +136,7 @@ func (h *bus) run(i int) {
 		if e.ctx.Err() != nil {
 			return
 		}
-		e.fails[i].Failed("watch", rds.Classify(err))
+		e.fails[i].Failed("watch", rediskit.Classify(err))
 		if !e.sleep(e.ctx, b.next()) {
 			return
 		}

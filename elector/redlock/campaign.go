@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/elector"
-	rds "github.com/electd/electd/elector/redis"
+	"github.com/electd/electd/elector/redis/rediskit"
 )
 
 // wakeSlack is added to a moment read from a server before re-checking, so
@@ -148,7 +148,7 @@ func (e *Elector) candidacy(ctx context.Context, try bool) (*elector.Term, error
 			e.inst.StoreError("campaign", err)
 			log.Error("the redlock servers refused the campaign", "err", err)
 			e.cleanup(entry, 0)
-			return nil, &elector.StoreError{Op: "campaign", Err: rds.Explain(err), Permanent: true}
+			return nil, &elector.StoreError{Op: "campaign", Err: rediskit.Explain(err), Permanent: true}
 		}
 		var jitter time.Duration
 		switch {

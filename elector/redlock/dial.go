@@ -11,7 +11,7 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/backend"
-	rds "github.com/electd/electd/elector/redis"
+	"github.com/electd/electd/elector/redis/rediskit"
 )
 
 // Backend is redlock://[user@]h1:6379,h2:6379,h3:6379[/db] and redlocks://
@@ -23,9 +23,9 @@ var Backend = backend.Backend{
 	DefaultPort:    "6379",
 	Check:          check,
 	Dial:           Dial,
-	Refused:        rds.Backend.Refused,
-	PermissionHint: rds.Backend.PermissionHint,
-	AnswersPlain:   rds.Backend.AnswersPlain,
+	Refused:        rediskit.Refused,
+	PermissionHint: rediskit.PermissionHint,
+	AnswersPlain:   rediskit.AnswersPlain,
 }
 
 func check(ep backend.Endpoint) error {
@@ -63,16 +63,16 @@ func Dial(_ context.Context, ep backend.Endpoint) (backend.Conn, error) {
 	db, _ := database(ep.Path)
 	c := &conn{log: ep.Logger}
 	for _, h := range ep.Hosts {
-		opts := rds.ClientOptions(h)
+		opts := rediskit.ClientOptions(h)
 		opts.Username, opts.Password, opts.DB = ep.User, ep.Password, db
-		opts.TLSConfig = rds.ClientTLS(ep, h)
+		opts.TLSConfig = rediskit.ClientTLS(ep, h)
 		// One dial per request: go-redis would otherwise dial a server that
 		// is down five times, 100 ms apart, within the request, and a round
 		// (which waits for every server) would wait for it.
 		opts.DialerRetries = 1
 		c.servers = append(c.servers, Server{Addr: h, Client: redis.NewClient(opts)})
 	}
-	rds.SetLogger(ep)
+	rediskit.SetLogger(ep)
 	return c, nil
 }
 

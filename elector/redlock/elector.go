@@ -14,7 +14,7 @@ import (
 
 	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
-	rds "github.com/electd/electd/elector/redis"
+	"github.com/electd/electd/elector/redis/rediskit"
 )
 
 var _ elector.Locker = (*Elector)(nil)
@@ -178,7 +178,7 @@ func (e *Elector) step(ctx context.Context, i int, mode, entry, ord string, comm
 	v, err := stepScript.Run(ctx, e.cfg.Servers[i].Client, e.keys.all(),
 		mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, ord, seen, tok, sinceArg, claims).Result()
 	if err != nil {
-		return stepReply{}, rds.Classify(err)
+		return stepReply{}, rediskit.Classify(err)
 	}
 	r, err := parseStep(v)
 	if err != nil {
@@ -348,5 +348,5 @@ func (p *permanentError) Unwrap() error { return p.err }
 
 func isPermanent(err error) bool {
 	var p *permanentError
-	return errors.As(err, &p) || rds.IsPermanent(err)
+	return errors.As(err, &p) || rediskit.IsPermanent(err)
 }

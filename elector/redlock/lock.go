@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/elector"
-	rds "github.com/electd/electd/elector/redis"
+	"github.com/electd/electd/elector/redis/rediskit"
 )
 
 // RecordRun stores r in every server's lastrun key with SET PX period
@@ -23,7 +23,7 @@ func (e *Elector) RecordRun(ctx context.Context, r elector.RunRecord, period tim
 	errs := make([]error, len(e.cfg.Servers))
 	fanOut(len(errs), func(i int) {
 		if err := e.cfg.Servers[i].Client.Set(ctx, e.keys.lastRun, b, period).Err(); err != nil {
-			errs[i] = fmt.Errorf("%s: %w", e.cfg.Servers[i].Addr, rds.Classify(err))
+			errs[i] = fmt.Errorf("%s: %w", e.cfg.Servers[i].Addr, rediskit.Classify(err))
 		}
 	})
 	if err := e.quorumErr(errs); err != nil {
@@ -43,7 +43,7 @@ func (e *Elector) LastRun(ctx context.Context) (elector.RunRecord, error) {
 		switch {
 		case errors.Is(err, redis.Nil):
 		case err != nil:
-			errs[i] = fmt.Errorf("%s: %w", e.cfg.Servers[i].Addr, rds.Classify(err))
+			errs[i] = fmt.Errorf("%s: %w", e.cfg.Servers[i].Addr, rediskit.Classify(err))
 		default:
 			recs[i] = b
 		}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/backend"
-	rds "github.com/electd/electd/elector/redis"
+	"github.com/electd/electd/elector/redis/rediskit"
 )
 
 // membersEvery bounds the cost of Members: at most one PING per server
@@ -39,7 +39,7 @@ func (c *conn) Members(ctx context.Context) ([]backend.Member, error) {
 		pctx, cancel := context.WithTimeout(ctx, membersEvery)
 		defer cancel()
 		if err := s.Client.Ping(pctx).Err(); err != nil {
-			err = rds.Classify(err)
+			err = rediskit.Classify(err)
 			ms[i].Error = fmt.Sprintf("%s: %v", elector.ErrorClass(err), err)
 			return
 		}

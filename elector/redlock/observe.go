@@ -10,7 +10,7 @@ import (
 
 	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
-	rds "github.com/electd/electd/elector/redis"
+	"github.com/electd/electd/elector/redis/rediskit"
 )
 
 // view keeps the current leader: the committed holder that a majority of
@@ -264,7 +264,7 @@ func (e *Elector) Observe(ctx context.Context) <-chan elector.Leader {
 func (e *Elector) readView(ctx context.Context, i int) (viewReply, error) {
 	v, err := viewScript.Run(ctx, e.cfg.Servers[i].Client, e.keys.all()).Result()
 	if err != nil {
-		return viewReply{}, rds.Classify(err)
+		return viewReply{}, rediskit.Classify(err)
 	}
 	r, err := parseView(v)
 	if err != nil {

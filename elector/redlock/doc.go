@@ -1,0 +1,172 @@
+// Package redlock is electd's Redlock backend: an elector.Elector kept by
+// a quorum of N independent Redis servers (not replicas of one another, not
+// a cluster), through github.com/redis/go-redis/v9. A term is held while a
+// majority m = ⌊N/2⌋ + 1 of the servers hold this candidate's committed
+// entry. It tolerates the loss, restart or partition of any minority.
+//
+// # Algorithm
+//
+// Each server keeps its own copy of the election, changed only by one Lua
+// script (stepScript), atomically: a queue of entries scored by the
+// candidate's order (the start of its campaign in microseconds of its own
+// clock, the same on every server, so that the queues agree), a lease per
+// entry computed on that server's own clock (TIME + TTL), and a term: the
+// entry it is granted to, and the fencing token that grant is committed
+// with ("" until committed). A candidate sends every step to all servers
+// at once, each with its own send time.
+//
+// A server grants its term to the first entry of its queue that claims
+// (a candidate claims while its last round reached a majority, so that
+// one cut off from a majority holds no grant that others need), when
+// nobody holds it and its state is older than one TTL. A candidate granted
+// by a majority commits its token to them in a second round; the term
+// starts once a majority acknowledged that commit. An uncommitted grant
+// yields to the first claiming entry, so a split vote (each of several
+// candidates granted some servers, none a majority) resolves in the
+// queues' common order at the next round; a candidate that holds grants
+// while others hold uncommitted ones elsewhere withdraws its own and
+// retries after a growing, jittered pause. A committed grant lasts until
+// its lease lapses on that server or its holder leaves.
+//
+// # The lease rule
+//
+// quorum.go. Server s, having acknowledged a renewal of a committed entry
+// sent at t_s, grants nobody else before t_s + TTL by its own clock (it
+// received the renewal after t_s, and measures from then), so it
+// guarantees the local deadline d_s = t_s + TTL·(1 − drift) − ε. Another
+// candidate needs a majority of all N servers: while m of them still hold
+// a d_s in the future it cannot have one, since N − m < m. So the term's
+// deadline is the m-th latest d_s — Window after the m-th latest of the
+// acknowledged send times — and there is no term while fewer than m
+// acknowledged. A server that does not answer keeps the d_s of its last
+// acknowledgement (the lease runs on there); fewer than N servers granted
+// only leaves fewer candidates for the order statistic, and with fewer
+// than m there is no deadline at all. A server that answers that it no
+// longer holds the entry keeps its d_s too: it can only say so once that
+// lease expired on it (d_s has passed, given the drift bound) or after it
+// lost its state, and then it grants nothing for one TTL (below), past
+// d_s. So the deadline only moves forward; once fewer than m servers can
+// still hold the entry, the term ends at once (ErrLeaseLost). Each server
+// is renewed every RenewInterval after its last acknowledged renewal, and
+// one that failed is retried after a short backoff on its own; no store
+// error ends a term, only the deadline or the servers' word.
+//
+// With N even the rule is conservative: another candidate would need
+// m servers, so N − m + 1 of ours would have to lapse, and the m-th latest
+// d_s is never later than that.
+//
+// # Fencing tokens
+//
+// A token is max(the highest token any server of the granting round knows,
+// the highest this Elector has seen) + 1, where each server floors what
+// it knows by its own clock in microseconds. It is committed to a majority
+// before the term starts, and every server raises its token key to every
+// token committed there. Majorities intersect: the granting round of any
+// later term includes a server of this term's majority, whose grant came
+// after this term's commit there (the term held that server until then),
+// so the later token is greater. A server that lost its state since (a
+// restart without persistence) grants nothing for one TTL, and then its
+// floor, its clock in µs, is past every token granted before the loss
+// provided the servers' clocks agree within one TTL. A server refuses a
+// commit, or a handover, whose token is not above every token committed
+// there before (the committed key): a late request never lowers a token.
+//
+// # Handover
+//
+// A leader that resigns (or whose term ended) leaves every server with a
+// handover token, its own + 1: each server where it still holds the term
+// committed grants it, committed with that token, to the first claiming
+// entry. That candidate, woken by the server's message, finds a majority
+// holding its entry committed with one token and takes the term as it
+// stands, without a commit round (a token it committed itself is never
+// taken so: it reached no majority and was withdrawn, and a late withdraw
+// may still land). A handover that reached a minority is overwritten by
+// the successor's own commit of a greater token.
+//
+// # Lost state
+//
+// Each server records when its state began and which server run wrote it
+// (born: INFO run_id and master_replid). When the record is missing or
+// names another run, the server starts a new epoch and grants nothing until
+// one TTL after it: every lease it acknowledged before the loss was
+// renewed before it, so every local deadline derived from one has passed.
+// A leader's entry is taken back by the restarted server at its next
+// renewal, and granted to it again (committed with its token) once the
+// epoch is over, if it is first in line ("extend or lock").
+//
+// # No polling, no herd
+//
+// A step that changes a server's term or the first claiming entry
+// publishes "<mode> <head>" and the server's leader view on its channel;
+// a waiter re-runs only for a message naming itself, from any server.
+// Otherwise it sleeps until its next renewal or until the moment a
+// majority of servers may let it hold (the m-th earliest of the servers'
+// answers: the lease of the holder or of the claiming entry just ahead, or
+// the end of the server's first TTL). A crashed leader is thus replaced
+// about one TTL after its last renewal, by its successor alone. An idle
+// waiter costs one script call per server per RenewInterval.
+//
+// # Locks
+//
+// TryCampaign joins, and leaves again with elector.ErrBusy unless a
+// majority grants it, or grants or only waits out its first TTL. RecordRun
+// sets the record on every server (SET PX period) and succeeds once a
+// majority has it; LastRun asks every server, needs a majority's answers,
+// and returns the newest record any of them has, so a record survives the
+// loss of any minority.
+//
+// # No semaphores
+//
+// Slots > 1 is refused (a *elector.ConfigError on "slots"): a semaphore
+// over a quorum is not sound. With 3 servers and 2 slots, three holders
+// can each hold a majority (a and b on one server, b and c on the next, a
+// and c on the third).
+//
+// # Keys
+//
+// On every server, election NAME uses (all in the hash tag {NAME}):
+//
+//	electd:{NAME}:rl:queue     ZSET  entry → candidate's order
+//	electd:{NAME}:rl:claims    ZSET  entry → order, the entries that claim
+//	electd:{NAME}:rl:expiry    ZSET  entry → lease deadline (server µs)
+//	electd:{NAME}:rl:cand      HASH  entry → "ID\nADDRESS"
+//	electd:{NAME}:rl:term      HASH  entry, token ("" until committed), since
+//	electd:{NAME}:rl:token     STRING highest token known here
+//	electd:{NAME}:rl:committed STRING highest token committed here
+//	electd:{NAME}:rl:born      HASH  at (server µs), run
+//	electd:{NAME}:rl:lastrun   STRING once-per-period run record, with PX
+//	electd:{NAME}:rl:events    pub/sub channel
+//
+// They are apart from the single-server backend's keys: every copy of an
+// election must use the same store URL.
+//
+// # Guarantees
+//
+// At most one term is valid at any instant, and fencing tokens strictly
+// increase, provided:
+//
+//   - fewer than a majority of the servers lose their state at once (a
+//     minority may restart empty, be unreachable, or both);
+//   - the rates of the candidates' clocks and of every server's clock
+//     differ by less than Timing.Drift, and no server's wall clock is
+//     stepped forward (TIME is the wall clock);
+//   - for tokens across a state loss: the servers' wall clocks agree
+//     within one TTL;
+//   - every candidate uses the same TTL and the same servers, and nothing
+//     else writes the electd:{NAME}:rl:* keys or evicts them (use a
+//     noeviction policy: the epoch rule does not see a key evicted
+//     without a restart).
+//
+// # Non-guarantees
+//
+//   - FIFO order holds when every join reaches every server; a candidate
+//     whose clock is behind queues earlier (fairness, not safety, rests on
+//     the candidates' clocks), and one whose join missed a server queues
+//     there only at its next step.
+//   - A request delivered late (after its timeout, by a healed
+//     connection) may re-queue a finished entry on a server, which delays
+//     the next grant there by up to one TTL; it never grants a term (the
+//     committed key and the adoption rule see to that).
+//   - A holder whose whole host pauses past its deadline may still write:
+//     that is what fencing tokens are for.
+package redlock
