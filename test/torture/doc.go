@@ -199,18 +199,22 @@
 // orphan count.
 //
 // `go test ./test/torture/` runs 16 faults per backend with TTL 2 s on all
-// five, two at a time on two cores: 160–164 s on a shared machine, where
+// of them, two at a time on two cores; with the first five: 160–164 s on a shared machine, where
 // the four without the etcd cluster took 132–133 s (etcd and Redis 42–49 s
 // each, Cluster 46–58 s, the etcd cluster 52–56 s, Sentinel 72–77 s); in
 // `make test`, beside the other packages, those four took 139 s of a
-// 7-minute run. `make torture` runs the
+// 7-minute run. Redlock, the sixth, takes 52–58 s alone; with it the six
+// took 170 s (with -race, load average about 1; redlock 54 s), and 232 s
+// beside test/e2e, test/lock, test/kit and internal/testenv.
+// `make torture` runs the
 // long version: TORTURE_FAULTS (default 200) per backend, writing the table
 // to a report file. Knobs:
 // -torture.seed, -torture.faults, -torture.topology-faults (faults on
 // redis+sentinel, redis+cluster, etcd-cluster and redlock; default:
 // -torture.faults),
 // -torture.nodes, -torture.ttl,
-// -torture.backends, -torture.recovery, -torture.report,
+// -torture.backends (kit.Select's names; redlockN is a quorum of N
+// servers), -torture.recovery, -torture.report,
 // -torture.containment (electd's --containment; under pgroup a leader whose
 // child has workers is never kill -9'd, as that mode does not promise their
 // death then), or the environment variables TORTURE_SEED, TORTURE_FAULTS,
