@@ -50,16 +50,19 @@ clean:
 	rm -rf $(BIN)
 
 ## torture: the long fault-injection run of test/torture on etcd, Redis,
-## Redis Sentinel, Redis Cluster and a three-member etcd cluster
-## (TORTURE_BACKENDS, in parallel): TORTURE_FAULTS faults per backend
+## Redis Sentinel, Redis Cluster, a three-member etcd cluster and a Redlock
+## quorum of three redis-servers (TORTURE_BACKENDS, in parallel):
+## TORTURE_FAULTS faults per backend
 ## (default 200), TORTURE_SEED to replay a schedule. Prints every fault and
 ## the figures, and writes the figures as Markdown to bin/torture-report.md.
-## (`make test` runs its short version: 16 faults on each of the five;
+## (`make test` runs its short version: 16 faults on each of the six;
 ## measured on 2 cores: `make test` 7 min with the first four, 5 min 15 s
 ## with etcd and Redis alone; the etcd cluster adds about 30 s to the torture
-## package, 160 s instead of 132 s, and 15 s to test/e2e.)
+## package, 160 s instead of 132 s, and 15 s to test/e2e; Redlock about 10 s
+## more to the torture package, 170 s, and runs in test/e2e and test/lock
+## too. `make torture TORTURE_BACKENDS=redlock` alone: about 11 min.)
 TORTURE_FAULTS ?= 200
-TORTURE_BACKENDS ?= etcd,redis,redis+sentinel,redis+cluster,etcd-cluster
+TORTURE_BACKENDS ?= etcd,redis,redis+sentinel,redis+cluster,etcd-cluster,redlock
 .PHONY: torture
 torture: deps
 	@mkdir -p $(BIN)

@@ -5,9 +5,10 @@
 //
 // What the suite proves, for each backend with the same test code
 // (TestBackends/etcd/..., TestBackends/redis/..., and on the topologies of
-// kit.Topologies: redis+sentinel, redis+cluster and a three-member
-// etcd-cluster, when $E2E_BACKENDS names it, as it picks any: kit.Selected
-// says why the cluster is not run by default):
+// kit.Topologies: redis+sentinel, redis+cluster, a Redlock quorum of three
+// independent redis-servers (redlock), and a three-member etcd-cluster,
+// when $E2E_BACKENDS names it, as it picks any: kit.Selected says why the
+// cluster is not run by default):
 //
 //   - safety: every child writes its start, heartbeats and stop to one
 //     shared log; package test/record proves from it that no two children
@@ -46,6 +47,13 @@
 //     force is in the start log line, /healthz and
 //     electd_containment_info; --containment cgroup (not built) and
 //     unknown modes exit 2 naming the flag;
+//   - on a Redlock quorum (Quorum; skipped on the other stores): a leader
+//     that loses one of the three servers (killed, then back empty; or its
+//     own link to it cut) keeps its term and its child; one cut off from
+//     two while it still reaches the third stops its child by its own
+//     deadline, before the other copy's starts. A store restart there
+//     restarts every server empty; a cut-off copy reaches each server
+//     through a fault proxy of its own (kit.Link);
 //   - `electd demo` runs its scripted failovers without an overlap.
 //
 // Handover and failover times are measured and logged (go test -v), never

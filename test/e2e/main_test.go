@@ -32,6 +32,7 @@ var scenarios = []struct {
 	{"TreeIgnoresTerm", testTreeIgnoresTerm},
 	{"ContainmentRefused", testContainmentRefused},
 	{"StoreRefusesWrites", testStoreRefusesWrites},
+	{"Quorum", testQuorum},             // a Redlock quorum's servers, one by one
 	{"StoreRestart", testStoreRestart}, // last: Redis comes back empty
 }
 

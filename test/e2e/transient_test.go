@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -21,7 +22,8 @@ import (
 const refusal = ttl / 4
 
 // testStoreRefusesWrites: Redis refuses every write for less than the lease
-// (out of memory, on every master). The leader's renewals fail, and its
+// (out of memory, on every master; on every server of a Redlock quorum).
+// The leader's renewals fail, and its
 // term survives: the same child runs throughout and no other starts.
 // Meanwhile /healthz is 503 and names the failing request and its class,
 // though the store still answers PING; it is 200 again once the store
@@ -32,10 +34,10 @@ func testStoreRefusesWrites(t *testing.T, s *kit.Store) {
 	}
 	h := newHarness(t, s)
 	lead, follower, run := h.leaderAndFollower(h.direct())
-	cli := s.RedisClient(t)
 	ctx := context.Background()
+	onMasters := redisMasters(t, s)
 
-	onMasters(t, cli, func(m *redis.Client) error { return m.ConfigSet(ctx, "maxmemory", "1").Err() })
+	onMasters(func(m *redis.Client) error { return m.ConfigSet(ctx, "maxmemory", "1").Err() })
 	refused := time.Now()
 	var seen storeErrorsDoc
 	h.Poll(refusal, "/healthz to name the refused renewals", func() (bool, string) {
@@ -48,7 +50,7 @@ func testStoreRefusesWrites(t *testing.T, s *kit.Store) {
 		return false, seen.String()
 	})
 	<-time.After(time.Until(refused.Add(refusal))) // the fault's length, not a synchronisation
-	onMasters(t, cli, func(m *redis.Client) error { return m.ConfigSet(ctx, "maxmemory", "0").Err() })
+	onMasters(func(m *redis.Client) error { return m.ConfigSet(ctx, "maxmemory", "0").Err() })
 
 	h.Poll(2*ttl, "/healthz to be 200 again", func() (bool, string) {
 		d := healthz(t, lead)
@@ -66,22 +68,38 @@ func testStoreRefusesWrites(t *testing.T, s *kit.Store) {
 	t.Logf("/healthz during the refusal: %s", seen)
 }
 
-// onMasters runs f on every master of cli: the one master, or every
-// master of a cluster.
-func onMasters(t *testing.T, cli redis.UniversalClient, f func(*redis.Client) error) {
+// redisMasters returns a function that runs f on every master of the
+// Redis store s: the one master, every master of a cluster, or every
+// server of a Redlock quorum.
+func redisMasters(t *testing.T, s *kit.Store) func(f func(*redis.Client) error) {
 	t.Helper()
 	ctx := context.Background()
-	var err error
-	switch c := cli.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error { return f(m) })
-	case *redis.Client:
-		err = f(c)
-	default:
-		t.Fatalf("no masters in a %T", cli)
+	var servers []*redis.Client
+	cli := s.RedisClient(t)
+	if s.Redlock != nil {
+		servers = s.RedisServers(t)
 	}
-	if err != nil {
-		t.Fatal(err)
+	return func(f func(*redis.Client) error) {
+		t.Helper()
+		var errs []error
+		switch c := cli.(type) {
+		case *redis.ClusterClient:
+			errs = append(errs, c.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error { return f(m) }))
+		case *redis.Client:
+			errs = append(errs, f(c))
+		case nil:
+			if len(servers) == 0 {
+				t.Fatalf("no masters in a %s store", s.Name)
+			}
+			for _, m := range servers {
+				errs = append(errs, f(m))
+			}
+		default:
+			t.Fatalf("no masters in a %T", cli)
+		}
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

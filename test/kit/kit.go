@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -44,7 +45,7 @@ func buildAndRun(m *testing.M, name, env string, bin *Binaries) int {
 // Backend is a store kind electd supports.
 type Backend struct {
 	// Name is the subtest's name, and the scheme of electd's --store but
-	// for etcd-cluster (whose scheme is etcd).
+	// for etcd-cluster (whose scheme is etcd) and redlockN (redlock).
 	Name  string
 	start func(t *testing.T) *Store
 }
@@ -61,9 +62,10 @@ var Backends = []Backend{
 	}},
 }
 
-// Topologies are the Redis Sentinel and Redis Cluster topologies and a
-// three-member etcd cluster (internal/testenv): stores of several servers
-// that a per-node proxy cannot stand in front of (see Store.Proxyable).
+// Topologies are the Redis Sentinel and Redis Cluster topologies, a
+// three-member etcd cluster and a Redlock quorum of three independent
+// redis-servers (internal/testenv): stores of several servers that one
+// per-node proxy cannot stand in front of (see Store.Proxyable).
 // Selected runs them with Backends.
 var Topologies = []Backend{
 	{Name: "redis+sentinel", start: func(t *testing.T) *Store {
@@ -78,25 +80,56 @@ var Topologies = []Backend{
 		c := testenv.StartEtcdCluster(t)
 		return &Store{Name: "etcd-cluster", EtcdCluster: c, srv: c}
 	}},
+	Redlock(RedlockServers),
 }
 
+// RedlockServers is how many independent servers the "redlock" topology
+// runs: the fewest a quorum takes (with three, one may fail).
+const RedlockServers = 3
+
+// Redlock is the redlock topology of n independent redis-servers
+// (testenv.StartRedlock), named "redlock" for RedlockServers and
+// "redlockN" otherwise; electd's --store is redlock://S1,…,Sn. The
+// backend refuses --slots > 1 (Store.SlotsRefused).
+func Redlock(n int) Backend {
+	name := "redlock"
+	if n != RedlockServers {
+		name += strconv.Itoa(n)
+	}
+	return Backend{Name: name, start: func(t *testing.T) *Store {
+		r := testenv.StartRedlock(t, n)
+		return &Store{Name: name, Redlock: r, srv: redlockAll{r},
+			SlotsRefused: "a semaphore over a quorum is not sound: the redlock backend refuses --slots > 1 by design (exit 2 naming --slots)"}
+	}}
+}
+
+// redlockAll kills and starts every server of a quorum.
+type redlockAll struct{ r *testenv.Redlock }
+
+func (a redlockAll) Kill(t testing.TB)  { t.Helper(); a.r.KillAll(t) }
+func (a redlockAll) Start(t testing.TB) { t.Helper(); a.r.StartAll(t) }
+
 // Select returns the backends named in list, comma-separated: those of
-// Backends and of Topologies.
+// Backends and of Topologies, and redlockN (N ≥ 1): a Redlock quorum of N
+// servers (electd refuses fewer than three, with exit 2).
 func Select(list string) ([]Backend, error) {
 	all := append(slices.Clone(Backends), Topologies...)
 	var out []Backend
 	for name := range strings.SplitSeq(list, ",") {
 		name = strings.TrimSpace(name)
 		i := slices.IndexFunc(all, func(b Backend) bool { return b.Name == name })
+		n, err := strconv.Atoi(strings.TrimPrefix(name, "redlock"))
 		switch {
 		case i >= 0:
 			out = append(out, all[i])
+		case strings.HasPrefix(name, "redlock") && err == nil && n >= 1:
+			out = append(out, Redlock(n)) // redlock5: a quorum of five
 		case name != "":
 			var names []string
 			for _, b := range all {
 				names = append(names, b.Name)
 			}
-			return nil, fmt.Errorf("unknown backend %q (want one of %s)", name, strings.Join(names, ", "))
+			return nil, fmt.Errorf("unknown backend %q (want one of %s, or redlockN for a quorum of N servers)", name, strings.Join(names, ", "))
 		}
 	}
 	return out, nil
@@ -149,6 +182,11 @@ type Store struct {
 	Sentinel    *testenv.Sentinel    // the topology when Name is "redis+sentinel", else nil
 	Cluster     *testenv.Cluster     // the topology when Name is "redis+cluster", else nil
 	EtcdCluster *testenv.EtcdCluster // the cluster when Name is "etcd-cluster", else nil
+	Redlock     *testenv.Redlock     // the quorum's servers when Name is "redlock" (or "redlockN"), else nil
+	// SlotsRefused, if not empty, says why the backend refuses --slots > 1
+	// (electd exits 2 naming --slots): the scenarios of a semaphore check
+	// that refusal instead.
+	SlotsRefused string
 
 	srv interface {
 		Kill(t testing.TB)
@@ -161,7 +199,8 @@ type Store struct {
 // etcd and a single Redis. A Sentinel or Cluster client dials the nodes the
 // sentinels or the cluster announce, past any proxy; an etcd cluster's
 // client holds connections to all three members (one proxy would cut it off
-// from one of them).
+// from one of them), and so does a Redlock client to every server (its
+// Link is a proxy per server).
 func (s *Store) Proxyable() bool { return s.Addr != "" }
 
 // URL is electd's --store for addr, a proxy to Addr. Only for a
@@ -175,9 +214,11 @@ func (s *Store) URL(addr string) string {
 
 // DirectURL is electd's --store for the store itself: the server's, or
 // the topology's (redis+sentinel://S1,S2,S3/MASTER, redis+cluster://N1,…,N6,
-// etcd://M1,M2,M3).
+// etcd://M1,M2,M3, redlock://S1,S2,S3).
 func (s *Store) DirectURL() string {
 	switch {
+	case s.Redlock != nil:
+		return s.Redlock.URL()
 	case s.Sentinel != nil:
 		return s.Sentinel.URL()
 	case s.Cluster != nil:
@@ -190,7 +231,8 @@ func (s *Store) DirectURL() string {
 
 // RedisClient returns a go-redis client of a Redis store of any kind (a
 // plain client, a failover client through the sentinels, a cluster
-// client), closed when t ends; nil for etcd of either kind.
+// client), closed when t ends; nil for etcd of either kind and for a
+// Redlock quorum, whose servers are independent (RedisServers).
 func (s *Store) RedisClient(t testing.TB) redis.UniversalClient {
 	t.Helper()
 	switch {
@@ -200,6 +242,21 @@ func (s *Store) RedisClient(t testing.TB) redis.UniversalClient {
 		return s.Sentinel.Client(t)
 	case s.Cluster != nil:
 		return s.Cluster.Client(t)
+	}
+	return nil
+}
+
+// RedisServers returns a client of each server that holds a copy of the
+// election's state on its own: the one Redis (its client), every server of
+// a Redlock quorum, in order; nil for the other stores. Each is closed when
+// t ends.
+func (s *Store) RedisServers(t testing.TB) []*redis.Client {
+	t.Helper()
+	switch {
+	case s.Redis != nil:
+		return []*redis.Client{s.Redis.Client(t)}
+	case s.Redlock != nil:
+		return s.Redlock.Clients(t)
 	}
 	return nil
 }
@@ -221,14 +278,14 @@ func (s *Store) EtcdClient(t testing.TB) *clientv3.Client {
 }
 
 // Kill SIGKILLs the server, or every data node of a topology (the
-// sentinels stay up; every member of an etcd cluster), and waits until
-// they are gone.
+// sentinels stay up; every member of an etcd cluster; every server of a
+// Redlock quorum), and waits until they are gone.
 func (s *Store) Kill(t testing.TB) { t.Helper(); s.srv.Kill(t) }
 
 // Start starts a killed server (or the data nodes, or the members) again on
 // its address, with its data where the store persists it (etcd of either
 // kind does; Redis of every kind comes back empty, a cluster with its slot
-// map), and waits until it is ready (an etcd cluster: until every member
+// map, a Redlock quorum every server empty), and waits until it is ready (an etcd cluster: until every member
 // follows one leader).
 func (s *Store) Start(t testing.TB) { t.Helper(); s.srv.Start(t) }
 

@@ -29,6 +29,8 @@ func TestSelect(t *testing.T) {
 		{"redis,", []string{"redis"}},
 		{"redis+sentinel, redis+cluster,etcd", []string{"redis+sentinel", "redis+cluster", "etcd"}},
 		{"etcd-cluster,etcd", []string{"etcd-cluster", "etcd"}},
+		{"redlock,redis", []string{"redlock", "redis"}},
+		{"redlock5", []string{"redlock5"}},
 		{"", nil},
 	} {
 		bs, err := Select(tt.list)
@@ -36,8 +38,10 @@ func TestSelect(t *testing.T) {
 			t.Errorf("Select(%q) = %q, %v; want %q", tt.list, names(bs), err, tt.want)
 		}
 	}
-	if _, err := Select("etcd,zookeeper"); err == nil {
-		t.Error("Select accepted an unknown backend")
+	for _, bad := range []string{"etcd,zookeeper", "redlock0", "redlockx"} {
+		if _, err := Select(bad); err == nil {
+			t.Errorf("Select(%q) accepted an unknown backend", bad)
+		}
 	}
 }
 
@@ -53,12 +57,19 @@ func TestTopologyStores(t *testing.T) {
 			if s.IsEtcd() {
 				scheme = "etcd"
 			}
+			if s.Redlock != nil {
+				if s.Redlock.Len() != RedlockServers || s.SlotsRefused == "" {
+					t.Fatalf("%d servers, SlotsRefused %q; want %d and a reason", s.Redlock.Len(), s.SlotsRefused, RedlockServers)
+				}
+				redlockAcrossRestart(t, s)
+			}
 			if s.Proxyable() || !strings.HasPrefix(s.DirectURL(), scheme+"://127.0.0.1:") {
 				t.Fatalf("Proxyable() = %v, DirectURL() = %q; want false and a %s URL", s.Proxyable(), s.DirectURL(), scheme)
 			}
-			if s.IsEtcd() {
+			switch {
+			case s.IsEtcd():
 				etcdAcrossRestart(t, s)
-			} else {
+			case s.Redlock == nil:
 				redisAcrossRestart(t, s)
 			}
 		})
@@ -135,4 +146,116 @@ func etcdAcrossRestart(t *testing.T, s *Store) {
 	if err != nil || got != "v" {
 		t.Fatalf("get after Kill and Start = %q, %v; want \"v\" (etcd keeps its data)", got, err)
 	}
+}
+
+// redlockAcrossRestart: the quorum's servers are independent (each keeps
+// the value written to it), RedisClient is nil, and Kill and Start of the
+// store bring every server back empty.
+func redlockAcrossRestart(t *testing.T, s *Store) {
+	if s.RedisClient(t) != nil {
+		t.Fatal("RedisClient of a redlock quorum is not nil")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	clis := s.RedisServers(t)
+	if len(clis) != s.Redlock.Len() {
+		t.Fatalf("RedisServers: %d clients for %d servers", len(clis), s.Redlock.Len())
+	}
+	for i, c := range clis {
+		if err := c.Set(ctx, "k", i, 0).Err(); err != nil {
+			t.Fatalf("set: %v", err)
+		}
+	}
+	for i, c := range clis {
+		if got, err := c.Get(ctx, "k").Int(); err != nil || got != i {
+			t.Fatalf("get on server %d = %d, %v; want %d", i, got, err, i)
+		}
+	}
+	s.Kill(t)
+	if got := s.Redlock.Running(); len(got) != 0 {
+		t.Fatalf("servers %v still run after Kill", got)
+	}
+	s.Start(t)
+	for i, c := range clis {
+		if err := getNil(ctx, c); err != nil {
+			t.Fatalf("server %d after Kill and Start: %v", i, err)
+		}
+	}
+}
+
+// getNil waits (10 s at most) until k is missing on cli: a client's first
+// commands after its server's restart may fail until it reconnects.
+func getNil(ctx context.Context, cli redis.UniversalClient) error {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for {
+		err := cli.Get(ctx, "k").Err()
+		if errors.Is(err, redis.Nil) {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			return fmt.Errorf("get: %v; want redis.Nil (empty)", err)
+		}
+	}
+}
+
+// TestRedlockLink: a Redlock link is a fault proxy per server, named by its
+// URL in the servers' order; Cut black-holes all of them, Heal lets them
+// through, and one proxy cut alone cuts that server only.
+func TestRedlockLink(t *testing.T) {
+	s := Redlock(RedlockServers).Start(t)
+	l := s.Link(t)
+	if len(l.Proxies) != RedlockServers || l.SysProcAttr != nil {
+		t.Fatalf("%d proxies, SysProcAttr %v; want %d and none", len(l.Proxies), l.SysProcAttr, RedlockServers)
+	}
+	var addrs []string
+	for i, px := range l.Proxies {
+		if px.Target() != s.Redlock.Addrs()[i] {
+			t.Fatalf("proxy %d forwards to %s, want %s", i, px.Target(), s.Redlock.Addrs()[i])
+		}
+		addrs = append(addrs, px.Addr())
+	}
+	if want := "redlock://" + strings.Join(addrs, ","); l.URL != want {
+		t.Fatalf("URL %q, want %q", l.URL, want)
+	}
+	var clis []*redis.Client
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, ReadTimeout: 200 * time.Millisecond,
+			WriteTimeout: 200 * time.Millisecond, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = c.Close() })
+		clis = append(clis, c)
+	}
+	answers := func() []bool {
+		out := make([]bool, len(clis))
+		for i, c := range clis {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			out[i] = c.Ping(ctx).Err() == nil
+			cancel()
+		}
+		return out
+	}
+	want := func(what string, w ...bool) {
+		t.Helper()
+		var got []bool
+		// A connection a cut made time out is closed by the client; the
+		// next PING dials again. Poll a few times for the state to show.
+		for try := 0; try < 50; try++ {
+			if got = answers(); slices.Equal(got, w) {
+				return
+			}
+		}
+		t.Fatalf("%s: servers answering %v, want %v", what, got, w)
+	}
+	want("at first", true, true, true)
+	l.Cut()
+	want("cut", false, false, false)
+	l.Heal()
+	want("healed", true, true, true)
+	l.Proxies[1].Cut()
+	want("proxy 1 cut", true, false, true)
+	l.Proxies[1].Heal()
+	want("proxy 1 healed", true, true, true)
 }

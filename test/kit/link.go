@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/electd/electd/internal/faultproxy"
+	"github.com/electd/electd/internal/testenv"
 )
 
 // Link is how one electd process reaches the store, which a test can cut
@@ -20,6 +21,10 @@ import (
 // SysProcAttr (nil for a proxy) as its start's.
 //
 // For a store of one server it is a TCP fault proxy of its own. For a
+// Redlock quorum, whose client dials every server it is given, it is a TCP
+// fault proxy of its own in front of each server (Proxies, in the order of
+// the quorum's servers), and URL names the proxies: Cut and Heal act on
+// them all, and a test may cut, delay or reset some of them only. For a
 // topology, whose client dials whatever nodes the store names (Sentinel's
 // master, a cluster's nodes) past any proxy, or all of them (an etcd
 // cluster's members), it is a kernel filter: the process runs with a group
@@ -30,7 +35,11 @@ import (
 type Link struct {
 	URL         string
 	SysProcAttr *syscall.SysProcAttr
-	cut, heal   func()
+	// Proxies are the link's fault proxies: the one of a single server, one
+	// per server of a Redlock quorum (in its order); nil for a kernel
+	// filter.
+	Proxies   []*faultproxy.Proxy
+	cut, heal func()
 }
 
 // Cut black-holes the link.
@@ -45,7 +54,24 @@ func (s *Store) Link(t testing.TB) *Link {
 	t.Helper()
 	if s.Proxyable() {
 		px := faultproxy.Start(t, s.Addr)
-		return &Link{URL: s.URL(px.Addr()), cut: px.Cut, heal: px.Heal}
+		return &Link{URL: s.URL(px.Addr()), Proxies: []*faultproxy.Proxy{px}, cut: px.Cut, heal: px.Heal}
+	}
+	if s.Redlock != nil {
+		var pxs []*faultproxy.Proxy
+		var addrs []string
+		for _, a := range s.Redlock.Addrs() {
+			px := faultproxy.Start(t, a)
+			pxs, addrs = append(pxs, px), append(addrs, px.Addr())
+		}
+		each := func(f func(*faultproxy.Proxy)) func() {
+			return func() {
+				for _, px := range pxs {
+					f(px)
+				}
+			}
+		}
+		return &Link{URL: testenv.RedlockURL(addrs), Proxies: pxs,
+			cut: each((*faultproxy.Proxy).Cut), heal: each((*faultproxy.Proxy).Heal)}
 	}
 	nft := needNft(t)
 	f := &groupFilter{t: t, nft: nft, gid: 100000 + rand.IntN(1<<30), ports: s.ports()}

@@ -6,7 +6,8 @@
 //
 // For each backend, with the same test code (TestBackends/etcd/...,
 // TestBackends/redis/..., and on the topologies of kit.Topologies:
-// redis+sentinel, redis+cluster, and a three-member etcd-cluster when
+// redis+sentinel, redis+cluster, a Redlock quorum of three independent
+// redis-servers (redlock), and a three-member etcd-cluster when
 // $LOCK_BACKENDS names it, as it picks any: kit.Selected says why the
 // cluster is not run by default), the suite proves:
 //
@@ -22,7 +23,11 @@
 //   - `--slots 3` with six contenders: three commands run at once while
 //     three wait, each release lets exactly one more in, the record log
 //     never shows more than three at once, and each holder has its own
-//     token; a candidate with another --slots is refused (exit 2);
+//     token; a candidate with another --slots is refused (exit 2). On
+//     Redlock, which refuses semaphores by design (unsound over a quorum),
+//     both scenarios check instead that `--slots 3` (and 2) exits 2 at
+//     once naming --slots, runs nothing and leaves nothing queued, and
+//     that --slots 1 is an ordinary lock;
 //   - `--once-per` runs a job exactly once across five concurrent hosts, a
 //     failed run records nothing so that the next host in line retries;
 //   - `electd leader --watch` streams changes as text or JSON lines until

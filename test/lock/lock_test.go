@@ -194,6 +194,10 @@ func testLostLock(t *testing.T, s *store) {
 func testSlots(t *testing.T, s *store) {
 	const contenders, slots = 6, 3
 	h := newHarness(t, s)
+	if s.SlotsRefused != "" {
+		h.slotsRefused(t, slots)
+		return
+	}
 	procs := map[string]*proc{}
 	for i := range contenders {
 		id := fmt.Sprintf("s%d", i)
@@ -258,6 +262,10 @@ func testSlots(t *testing.T, s *store) {
 // refused with both numbers (exit 2), and changes nothing.
 func testSlotsMismatch(t *testing.T, s *store) {
 	h := newHarness(t, s)
+	if s.SlotsRefused != "" {
+		h.slotsRefused(t, 2) // the holder itself is refused: no mismatch to meet
+		return
+	}
 	holder := h.lock("holder", opts{args: []string{"--slots", "2"}})
 	h.waitRun("holder")
 	tests := []struct {
@@ -383,4 +391,28 @@ func jsonLeader(id string) func(string) bool {
 		}
 		return d.Leader != nil && d.Leader.ID == id && d.Leader.FencingToken != 0
 	}
+}
+
+// slotsRefused, for a backend that refuses semaphores (kit.Store's
+// SlotsRefused: a Redlock quorum), checks that `electd lock --slots n`
+// exits 2 at once, naming --slots, runs nothing and leaves nothing in the
+// store; and that the same lock with --slots 1 is taken as usual.
+func (h *harness) slotsRefused(t *testing.T, n int) {
+	t.Helper()
+	t.Logf("%s: %s", h.s.Name, h.s.SlotsRefused)
+	p := h.lock("s", opts{args: []string{"--slots", strconv.Itoa(n)}})
+	p.mustExit(2)
+	p.said("--slots", strconv.Itoa(n)+" slots")
+	if runs := h.Runs(); len(runs) != 0 {
+		t.Fatalf("the command ran with --slots %d:\n%s", n, kit.Describe(runs))
+	}
+	if q := h.s.queued(t, h.Name); q != 0 {
+		t.Fatalf("after the refusal the store holds %d candidates, want 0", q)
+	}
+	one := h.lock("one", opts{args: []string{"--slots", "1"}, env: []string{"RECORD_EXIT_AFTER=20ms"}})
+	one.mustExit(0)
+	if runs := h.Check(record.Options{}); len(runs) != 1 || runs[0].Node != "one" {
+		t.Fatalf("runs with --slots 1, want one's:\n%s", kit.Describe(runs))
+	}
+	h.waitQueued(0)
 }

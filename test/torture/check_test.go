@@ -127,9 +127,10 @@ func gapName(k kind) string {
 const minAhead = supervisor.StopMargin / 2
 
 // stoppedLate reports a leader cut off from the store (cut-leader,
-// store-restart) whose child was gone less than minAhead before the latest
-// possible deadline: every renewal acknowledged to it was sent before
-// f.lost, so its ValidUntil was at most f.lost + window.
+// store-restart; partition-majority: from a majority of a Redlock quorum's
+// servers) whose child was gone less than minAhead before the latest
+// possible deadline: every renewal acknowledged to it (by a majority) was
+// sent before f.lost, so its ValidUntil was at most f.lost + window.
 func (f *fault) stoppedLate(j *journal) error {
 	if f.window == 0 || f.ahead >= minAhead { // not measured, or in time
 		return nil
@@ -149,7 +150,7 @@ func (c *cluster) measure(f *fault) {
 		add(figFailover, f.next.Start.Sub(f.at))
 		add(gapName(f.kind), f.next.Start.Sub(end))
 		switch f.kind {
-		case cutLeader, slowLeader, storeRestart, resetLeader:
+		case cutLeader, slowLeader, storeRestart, resetLeader, partitionMajority:
 			add(figStopped, end.Sub(f.at))
 		}
 		if !f.lost.IsZero() && end.Before(f.healed) {
@@ -163,6 +164,9 @@ func (c *cluster) measure(f *fault) {
 	}
 	if !f.raftUp.IsZero() {
 		add(figRaftUp, f.raftUp.Sub(f.at))
+	}
+	if f.whole > 0 {
+		add(figWhole, f.whole)
 	}
 	if f.kind == kill9Electd {
 		add(figChildGone, f.childGone)
@@ -205,6 +209,9 @@ const (
 	// kill-raft-leader, partition-raft-leader: from the fault to the
 	// other two members naming the same new raft leader (Status).
 	figRaftUp = "raft failover (fault → the others follow a new leader)"
+	// server-kill, minority-restart, rolling-restart: from the restarted
+	// servers' start to every server holding one committed term again.
+	figWhole = "quorum whole again (heal → every server holds the term)"
 	// kill9-main, and kill9-electd of a child with workers: from the kill
 	// to the last worker gone from /proc, and to the last line any worker
 	// wrote (negative: it wrote last before the kill, within a beat).

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/electd/electd/internal/faultproxy"
 	"github.com/electd/electd/internal/testenv"
 	"github.com/electd/electd/test/kit"
@@ -40,11 +42,16 @@ type cluster struct {
 	// every copy: they run on one host with one set of privileges).
 	containment string
 	orphans     int // workers found alive after their term ended
-	// direct: the store cannot be proxied (Sentinel, Cluster): every node
-	// uses its DirectURL, has no proxy, and the proxy faults are not drawn.
+	// direct: the store cannot be proxied (Sentinel, Cluster, the etcd
+	// cluster): every node uses its DirectURL, has no proxy, and the proxy
+	// faults are not drawn. A Redlock quorum is not direct: every node
+	// reaches each server through a proxy of its own (node.proxies).
 	direct bool
 	// slot is the election's hash slot (redis+cluster only).
 	slot int
+	// rlAdmin: the harness's own client of each server of a Redlock
+	// quorum, in its order (redlock only).
+	rlAdmin []*redis.Client
 }
 
 // node is one candidate host: an id, its proxy to the store (nil when
@@ -54,8 +61,11 @@ type cluster struct {
 type node struct {
 	id    string
 	proxy *faultproxy.Proxy
-	link  *kit.Link // instead of proxy, when the cluster is direct
-	cur   *life
+	link  *kit.Link // instead of proxy, when the cluster is direct or a Redlock quorum
+	// proxies are the node's fault proxies: its one proxy, or (Redlock)
+	// one per server of the quorum, in the quorum's order; nil when direct.
+	proxies []*faultproxy.Proxy
+	cur     *life
 	// workers: its child starts three workers (RECORD_WORKERS=1: in its
 	// group, setsid, a daemon); ignoreTerm: they ignore SIGTERM.
 	workers, ignoreTerm bool
@@ -90,6 +100,13 @@ func (n *node) heal() {
 	n.link.Heal()
 }
 
+// each applies f to every proxy of n (none when the cluster is direct).
+func (n *node) each(f func(*faultproxy.Proxy)) {
+	for _, px := range n.proxies {
+		f(px)
+	}
+}
+
 func (n *node) kind() string {
 	switch {
 	case n.ignoreTerm:
@@ -109,25 +126,38 @@ type life struct {
 }
 
 func newCluster(t *testing.T, cfg config, s *kit.Store) *cluster {
-	// Every node reaches a proxyable store through its own proxy; a
+	// Every node reaches a proxyable store through its own proxy, and
+	// each server of a Redlock quorum through a proxy of its own; a
 	// topology's client dials the nodes it is told of, so there each node
 	// reaches it directly and the proxy faults are left out.
-	c := &cluster{t: t, cfg: cfg, s: s, dir: t.TempDir(), election: "torture-" + s.Name, direct: !s.Proxyable()}
+	c := &cluster{t: t, cfg: cfg, s: s, dir: t.TempDir(), election: "torture-" + s.Name, direct: !s.Proxyable() && s.Redlock == nil}
 	if s.Cluster != nil {
 		c.slot = testenv.Slot("electd:{" + c.election + "}:")
+	}
+	if s.Redlock != nil {
+		for _, a := range s.Redlock.Addrs() {
+			cli := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, PoolSize: 2,
+				DialTimeout: 500 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
+			t.Cleanup(func() { _ = cli.Close() })
+			c.rlAdmin = append(c.rlAdmin, cli)
+		}
 	}
 	c.logPath = filepath.Join(c.dir, "record.log")
 	c.j = newJournal(c.logPath)
 	t.Cleanup(c.cleanup) // runs before the store's cleanup (LIFO)
 	for i := 1; i <= cfg.nodes; i++ {
 		n := &node{id: "n" + strconv.Itoa(i)}
-		if !c.direct {
+		switch {
+		case s.Redlock != nil: // a proxy per server (closed when t ends)
+			n.link = s.Link(t)
+			n.proxies = n.link.Proxies
+		case !c.direct:
 			px, err := faultproxy.New(s.Addr)
 			if err != nil {
 				t.Fatal(err)
 			}
-			n.proxy = px
-		} else {
+			n.proxy, n.proxies = px, []*faultproxy.Proxy{px}
+		default:
 			n.link = s.Link(t)
 		}
 		n.workers, n.ignoreTerm = mix(i)
@@ -225,8 +255,11 @@ func (c *cluster) start(n *node) *life {
 	case n.proxy != nil:
 		url = c.s.URL(n.proxy.Addr())
 	case n.link != nil:
-		attr := *n.link.SysProcAttr // the start adds to it
-		url, sys = n.link.URL, &attr
+		url = n.link.URL
+		if n.link.SysProcAttr != nil {
+			attr := *n.link.SysProcAttr // the start adds to it
+			sys = &attr
+		}
 	}
 	args := []string{"run", "--election", c.election, "--id", n.id,
 		"--store", url,

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/electd/electd/internal/faultproxy"
 	"github.com/electd/electd/test/kit"
 	"github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
@@ -48,26 +49,39 @@ const (
 	partitionRaftLeader   kind = "partition-raft-leader"   // cut the raft leader member off from both peers for 0.5–2.5 TTL
 	partitionRaftFollower kind = "partition-raft-follower" // cut a follower member off from both peers for 0.5–2.5 TTL
 	slowMember            kind = "slow-member"             // delay one member's peer links (the raft leader's, or a follower's)
+
+	// A Redlock quorum's own (redlock_test.go), drawn only on it.
+	serverKill        kind = "server-kill"        // kill -9 one server, start it again (empty) after 0.5–2.5 TTL
+	minorityRestart   kind = "minority-restart"   // kill -9 a minority of the servers and start them again at once, empty, mid-term
+	rollingRestart    kind = "rolling-restart"    // restart every server empty, one after another, 0.2–1 TTL apart
+	partitionMajority kind = "partition-majority" // cut the leader off from a majority of the servers; it still reaches the rest
+	partitionMinority kind = "partition-minority" // cut the leader off from a minority of the servers
+	slowServer        kind = "slow-server"        // delay every node's link to one server past the renew interval
+	pauseServer       kind = "sigstop-server"     // SIGSTOP one server for 0.5–2.5 TTL, then SIGCONT
 )
 
 // allKinds are every kind, in the order of the figures' rows.
 var allKinds = []kind{sigtermElectd, kill9Electd, kill9Child, kill9Main, resign, cutFollower, cutLeader,
 	slowLeader, resetLeader, pauseLeader, storeRestart, restartNode,
 	masterKill, masterStop, slotFailover, slotManual, reshard, misconf, oom,
-	killRaftLeader, killRaftFollower, partitionRaftLeader, partitionRaftFollower, slowMember}
+	killRaftLeader, killRaftFollower, partitionRaftLeader, partitionRaftFollower, slowMember,
+	serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer}
 
 // proxyKinds act on a node's fault proxy: not drawn for a store that
 // cannot be proxied (its nodes reach it directly; a cut there is a
-// kit.Link's kernel filter, which can neither delay nor reset).
+// kit.Link's kernel filter, which can neither delay nor reset). A Redlock
+// quorum can: each node has a proxy per server, and these act on all of
+// them.
 var proxyKinds = []kind{slowLeader, resetLeader}
 
 // kindsFor are the kinds drawn on s: on etcd and Redis the first twelve,
 // in that order (so that a seed replays as before); on a topology those
-// without the proxy kinds, and the topology's own.
+// without the proxy kinds (a Redlock quorum keeps them), and the
+// topology's own.
 func kindsFor(s *kit.Store) []kind {
 	var out []kind
 	for _, k := range allKinds[:slices.Index(allKinds, restartNode)+1] {
-		if s.Proxyable() || !slices.Contains(proxyKinds, k) {
+		if s.Proxyable() || s.Redlock != nil || !slices.Contains(proxyKinds, k) {
 			out = append(out, k)
 		}
 	}
@@ -78,6 +92,8 @@ func kindsFor(s *kit.Store) []kind {
 		out = append(out, slotFailover, slotManual, reshard, misconf, oom)
 	case s.EtcdCluster != nil:
 		out = append(out, killRaftLeader, killRaftFollower, partitionRaftLeader, partitionRaftFollower, slowMember)
+	case s.Redlock != nil:
+		out = append(out, serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer)
 	}
 	return out
 }
@@ -89,7 +105,7 @@ type fault struct {
 	target string      // the node it hit ("" for the store)
 	old    *record.Run // the leader's child when it began
 	at     time.Time   // when it was applied
-	lost   time.Time   // cut-leader, store-restart: every renewal acknowledged to the leader was sent before this
+	lost   time.Time   // cut-leader, store-restart, partition-majority: every renewal a majority acknowledged to the leader was sent before this
 	healed time.Time   // when it was healed (at, for instant faults)
 	note   string      // its parameters
 	pause  *pause      // sigstop-leader only
@@ -107,6 +123,7 @@ type fault struct {
 	childGone time.Duration // kill9-electd: the kill → its child gone from /proc
 	treeGone  time.Duration // kill9-electd, kill9-main: the kill → the last worker gone from /proc (0: no workers)
 	workers   []*worker     // kill9-electd, kill9-main: the old child's workers when it was killed
+	whole     time.Duration // server-kill, minority-restart, rolling-restart: the heal → every server holds the term again (0: not measured)
 	ahead     time.Duration // see stoppedLate
 	window    time.Duration // the guaranteed window, when ahead was measured
 	figs      []figure      // see measure
@@ -162,7 +179,7 @@ func applies(k kind, st state) bool {
 		// Under pgroup containment a kill -9'd electd leaves its child's
 		// workers running (documented): not a fault the promise covers.
 		return st.up >= 2 && (!st.workers || st.treeDies)
-	case sigtermElectd, cutFollower, cutLeader, pauseLeader:
+	case sigtermElectd, cutFollower, cutLeader, pauseLeader, partitionMajority:
 		return st.up >= 2 // someone must be able to take over (or be cut)
 	case kill9Child:
 		return !st.workers
@@ -264,8 +281,8 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 		}
 		time.Sleep(d) // the fault's length is the experiment
 		target.heal()
-		if reset && target.proxy != nil {
-			target.proxy.Reset() // the connections died during the partition
+		if reset && len(target.proxies) > 0 {
+			target.each((*faultproxy.Proxy).Reset) // the connections died during the partition
 			f.note += ", then reset"
 		}
 		f.healed = time.Now()
@@ -274,14 +291,14 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 		delay, d := between(rng, c.cfg.renew, 1.2, 2.5), between(rng, ttl, 1.5, 2.5)
 		f.note = fmt.Sprintf("one-way delay %s (renew every %s) for %s", delay, c.cfg.renew, d)
 		f.at = time.Now()
-		lead.proxy.SetDelay(delay)
+		lead.each(func(px *faultproxy.Proxy) { px.SetDelay(delay) })
 		time.Sleep(d)
-		lead.proxy.SetDelay(0)
+		lead.each(func(px *faultproxy.Proxy) { px.SetDelay(0) })
 		f.healed = time.Now()
 
 	case resetLeader:
 		f.at = time.Now()
-		lead.proxy.Reset()
+		lead.each((*faultproxy.Proxy).Reset)
 		f.healed = f.at
 
 	case pauseLeader:
@@ -325,6 +342,9 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 		switch {
 		case c.s.EtcdCluster != nil:
 			f.note += ", every member"
+		case c.s.Redlock != nil:
+			f.note += ", every server"
+			c.awaitReply(lead)
 		case c.direct:
 			f.note += ", every data node"
 		default:
@@ -344,6 +364,9 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 		f.at = time.Now()
 		c.start(n)
 		f.healed = time.Now()
+
+	case serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer:
+		c.injectQuorum(f, rng, lead)
 
 	default:
 		c.injectTopology(f, rng)
@@ -371,17 +394,33 @@ func (c *cluster) workersGone(f *fault) time.Duration {
 }
 
 // awaitReply waits (at most two renew intervals) until the store sends
-// n something, most likely the acknowledgement of a renewal.
+// n something, most likely the acknowledgement of a renewal: through its
+// proxy, or (Redlock) through every one of its proxies.
 func (c *cluster) awaitReply(n *node) {
-	if n.proxy == nil {
+	c.awaitReplyFrom(n.proxies)
+}
+
+// awaitReplyFrom waits (at most two renew intervals) until each of pxs has
+// carried something from the store to its node.
+func (c *cluster) awaitReplyFrom(pxs []*faultproxy.Proxy) {
+	if len(pxs) == 0 {
 		return // a kernel filter counts nothing: cut at once
 	}
-	before := n.proxy.Stats().BytesDown
+	before := make([]int64, len(pxs))
+	for i, px := range pxs {
+		before[i] = px.Stats().BytesDown
+	}
 	for end := time.Now().Add(2 * c.cfg.renew); time.Now().Before(end); {
-		if n.proxy.Stats().BytesDown != before {
+		got := 0
+		for i, px := range pxs {
+			if px.Stats().BytesDown != before[i] {
+				got++
+			}
+		}
+		if got == len(pxs) {
 			return
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // polling a counter with a deadline
 	}
 }
 

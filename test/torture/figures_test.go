@@ -25,6 +25,8 @@ type table struct {
 	// not drawn; why: how its client reaches it instead.
 	direct bool
 	why    string
+	// quorum: a Redlock quorum, how its nodes reach the servers.
+	quorum string
 	// refusals: misconf and oom, per kind: injected, term kept; and of
 	// those refusing for less than keepBound, injected and term kept.
 	refusals  map[kind][4]int
@@ -44,6 +46,11 @@ func newTable(c *cluster, faults []*fault) *table {
 		refusals: map[kind][4]int{}, keepBound: c.keepBound()}
 	if c.s.EtcdCluster != nil {
 		tab.why = "its client holds a connection to each of the three members"
+	}
+	if rl := c.s.Redlock; rl != nil {
+		tab.quorum = fmt.Sprintf("a quorum of %d independent redis-servers (a term needs %d), without persistence: a restarted one comes back empty; "+
+			"every node reaches each server through a fault proxy of its own, so cut-leader, slow-leader and reset-leader act on all of them, "+
+			"partition-majority and partition-minority on some", rl.Len(), rl.Majority())
 	}
 	for _, w := range c.j.workers {
 		tab.wlines += w.Lines
@@ -139,6 +146,9 @@ func (tab *table) footer() string {
 // topologyNote says which kinds a topology left out, and how often the
 // term survived a store that refused writes for less than the lease.
 func (tab *table) topologyNote() string {
+	if tab.quorum != "" {
+		return "\n" + tab.quorum
+	}
 	if !tab.direct {
 		return ""
 	}

@@ -1,0 +1,92 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/test/kit"
+	"github.com/electd/electd/test/proc"
+	"github.com/electd/electd/test/record"
+)
+
+// testQuorum: on a Redlock quorum of three servers a term needs two. A
+// leader that loses one server (killed, then back empty; or its own link
+// to it cut) keeps its term and its child; one cut off from two while it
+// still reaches the third stops its child by its own deadline, before the
+// other copy's child starts, and follows the new leader after the heal.
+func testQuorum(t *testing.T, s *kit.Store) {
+	if s.Redlock == nil {
+		t.Skip("a quorum's faults: only a Redlock quorum has servers to lose one by one")
+	}
+	if s.Redlock.Len() != 3 {
+		t.Skipf("written for three servers, the store has %d", s.Redlock.Len())
+	}
+	// sameChild holds while run's child is the only one running.
+	sameChild := func(h *harness, run record.Run) func() (bool, string) {
+		return func() (bool, string) {
+			var running []string
+			for _, r := range h.Runs() {
+				if !r.Ended() && proc.Alive(r.Pid) {
+					running = append(running, r.String())
+				}
+			}
+			ok := len(running) == 1 && proc.Alive(run.Pid) && !h.RunOf(run.Pid).Ended()
+			return ok, fmt.Sprintf("running: %v, want only %s", running, run)
+		}
+	}
+
+	t.Run("server-down", func(t *testing.T) {
+		h := newHarness(t, s)
+		_, _, run := h.leaderAndFollower(h.direct())
+		t.Cleanup(func() { // for the scenarios after this one, if it failed
+			if s.Redlock.Server(0).Pid() == 0 {
+				s.Redlock.Start(t, 0)
+			}
+		})
+		s.Redlock.Kill(t, 0)
+		// Longer than the TTL: only renewals on the other two keep it.
+		h.Hold(ttl+ttl/2, "the leader's child alone, one server down", sameChild(h, run))
+		s.Redlock.Start(t, 0) // back empty: it grants nothing for one TTL, then takes the leader back
+		h.Hold(ttl+ttl/2, "the leader's child alone, the server back empty", sameChild(h, run))
+		if runs := h.Check(record.Options{}); len(runs) != 1 {
+			t.Fatalf("%d children ran, want 1:\n%s", len(runs), kit.Describe(runs))
+		}
+	})
+
+	t.Run("cut-from-one", func(t *testing.T) {
+		h := newHarness(t, s)
+		l := s.Link(t)
+		n1 := h.startNode("n1", through(l))
+		_, run := h.waitLeader(n1)
+		n2 := h.startNode("n2", h.direct())
+		h.waitFollower(n2, n1.ID)
+		l.Proxies[1].Cut()
+		h.Hold(ttl+ttl/2, "the leader's child alone, cut from one server", sameChild(h, run))
+		l.Proxies[1].Heal()
+		h.waitLeader(n1, n2)
+		if runs := h.Check(record.Options{}); len(runs) != 1 {
+			t.Fatalf("%d children ran, want 1:\n%s", len(runs), kit.Describe(runs))
+		}
+	})
+
+	t.Run("cut-from-two", func(t *testing.T) {
+		h := newHarness(t, s)
+		l := s.Link(t)
+		n1 := h.startNode("n1", through(l))
+		_, run := h.waitLeader(n1)
+		n2 := h.startNode("n2", h.direct())
+		h.waitFollower(n2, n1.ID)
+		cut := time.Now()
+		l.Proxies[0].Cut()
+		l.Proxies[2].Cut() // it still reaches server 1, a minority
+		next := h.nextRun(run, leaderTimeout)
+		kit.CheckCutOff(t, cut, ttl, h.RunOf(run.Pid), next)
+		l.Heal()
+		h.waitFollower(n1, n2.ID)
+		if _, now := h.waitLeader(n1, n2); now.Pid != next.Pid {
+			t.Fatalf("after the heal the leader's child is %s, want %s", now, next)
+		}
+		h.Check(record.Options{})
+	})
+}
