@@ -72,6 +72,7 @@ type keys struct {
 	born    string // HASH at (server µs), run: when this state began
 	commit  string // STRING highest token committed (or handed over) here
 	claims  string // ZSET entry → order, of the entries that claim
+	left    string // ZSET entry → µs: entries that left, refused until then
 	lastRun string // STRING once-per-period run record, with an expiry
 	channel string // pub/sub channel (not a key)
 }
@@ -87,6 +88,7 @@ func keysFor(election string) keys {
 		born:    p + "born",
 		commit:  p + "committed",
 		claims:  p + "claims",
+		left:    p + "left",
 		lastRun: p + "lastrun",
 		channel: p + "events",
 	}
@@ -94,7 +96,7 @@ func keysFor(election string) keys {
 
 // all lists the keys in the order the scripts expect them.
 func (k keys) all() []string {
-	return []string{k.queue, k.expiry, k.cand, k.term, k.token, k.born, k.commit, k.claims}
+	return []string{k.queue, k.expiry, k.cand, k.term, k.token, k.born, k.commit, k.claims, k.left}
 }
 
 // ttlMillis is the TTL the servers enforce, rounded up to their 1 ms

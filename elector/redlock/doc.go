@@ -134,6 +134,7 @@
 //	electd:{NAME}:rl:token     STRING highest token known here
 //	electd:{NAME}:rl:committed STRING highest token committed here
 //	electd:{NAME}:rl:born      HASH  at (server µs), run
+//	electd:{NAME}:rl:left      ZSET  entry → µs: left, refused for two TTLs
 //	electd:{NAME}:rl:lastrun   STRING once-per-period run record, with PX
 //	electd:{NAME}:rl:events    pub/sub channel
 //
@@ -164,9 +165,12 @@
 //     the candidates' clocks), and one whose join missed a server queues
 //     there only at its next step.
 //   - A request delivered late (after its timeout, by a healed
-//     connection) may re-queue a finished entry on a server, which delays
-//     the next grant there by up to one TTL; it never grants a term (the
-//     committed key and the adoption rule see to that).
+//     connection) never re-queues an entry that left (a leave is recorded
+//     for two TTLs), nor lowers a token (the committed key), nor makes a
+//     term of a token its candidacy committed (the adoption rule). One that
+//     arrives later still, or on a server that restarted meanwhile, may
+//     re-queue the entry there, which delays the next grant by up to one
+//     TTL.
 //   - A holder whose whole host pauses past its deadline may still write:
 //     that is what fencing tokens are for.
 package redlock

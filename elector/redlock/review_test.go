@@ -487,3 +487,30 @@ func TestReviewCloseCutOff(t *testing.T) {
 		p.Heal()
 	}
 }
+
+// TestLateStepAfterLeave: a renewal held by the network that lands after
+// its candidate left must not queue the entry again (it would take the
+// next handover, and Leader would name it, for up to a lease). A leave is
+// recorded for two TTLs, and steps of that entry are refused meanwhile.
+func TestLateStepAfterLeave(t *testing.T) {
+	h := newHarness(t, 3)
+	const ttl = time.Second
+	a := reviewElector(t, h.addrs(), "late-step", "a", ttl)
+	pastEpoch(t, a)
+	ctx := context.Background()
+	entry, ord := a.newEntry(), order(time.Now())
+	for i := range 3 {
+		mustStep(t, a, i, "join", entry, ord, 0, time.Time{})
+	}
+	if err := a.leave(ctx, "leave", entry, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if r := mustStep(t, a, i, "hold", entry, ord, 0, time.Time{}); r.status != "left" {
+			t.Fatalf("a late renewal on server %d: status %s, want left", i, r.status)
+		}
+	}
+	if n := h.Queued(t, "late-step"); n != 0 {
+		t.Fatalf("the entry that left is queued again on %d", n)
+	}
+}

@@ -15,7 +15,7 @@ import (
 
 // stepScript is everything one server does for a candidate, atomically.
 //
-// KEYS: queue expiry cand term token born committed claims
+// KEYS: queue expiry cand term token born committed claims left
 // ARGV: mode (join|hold|withdraw|leave), entry, ttl ms, id, address,
 // channel, order, the highest token the caller has seen (may be empty),
 // commit token (hold; withdraw: the failed commit's; leave: the handover
@@ -49,7 +49,7 @@ import (
 // the committed holder here (see viewLua). A change of the term or of the
 // head publishes "<mode> <head>\n<view>" on the channel.
 var stepScript = redis.NewScript(prelude + viewLua + `
-local Q, X, C, T, K, B, M, L = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local Q, X, C, T, K, B, M, L, D = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local mode, me, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]) * 1000
 local changed = false
 
@@ -119,8 +119,10 @@ local function finish(status, wake)
   return reply
 end
 
--- Prune the dead: every entry whose lease has lapsed by this clock.
+-- Prune the dead: every entry whose lease has lapsed by this clock, and
+-- the record of entries that left two TTLs ago.
 for _, e in ipairs(redis.call('ZRANGEBYSCORE', X, '-inf', fmt(now))) do drop(e) end
+redis.call('ZREMRANGEBYSCORE', D, '-inf', fmt(now))
 local holder = redis.call('HGET', T, 'entry')
 if holder and not (redis.call('ZSCORE', X, holder) and redis.call('ZSCORE', Q, holder)) then
   drop(holder)
@@ -134,6 +136,9 @@ if mode == 'leave' then
   local handover = ARGV[9] ~= '' and t[1] == me and t[2] and t[2] ~= '' and
     tonumber(ARGV[9]) == tonumber(t[2]) + 1 and tonumber(ARGV[9]) > committed
   drop(me)
+  -- A step of this entry that arrives later (a request held by the
+  -- network) must not queue it again: it is refused for two TTLs.
+  redis.call('ZADD', D, fmt(now + 2 * ttl), me)
   if handover and now >= born + ttl then
     local h = head()
     if h ~= '' then
@@ -156,7 +161,9 @@ if mode == 'withdraw' then
   return finish('wait', -1)
 end
 
--- join or hold: (re)join with the candidate's order, and renew the lease.
+-- join or hold: (re)join with the candidate's order, and renew the lease;
+-- not an entry that left.
+if redis.call('ZSCORE', D, me) then return finish('left', -1) end
 if not redis.call('ZSCORE', Q, me) then
   redis.call('ZADD', Q, ARGV[7], me)
   redis.call('HSET', C, me, ARGV[4] .. '\n' .. ARGV[5])
