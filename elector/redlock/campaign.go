@@ -77,10 +77,12 @@ type tally struct {
 	// committed: per token, the servers whose grant to us is committed
 	// with it (a predecessor's handover, or our own earlier commit).
 	committed map[uint64][]int
+	views     []serverView // per server: its leader view in this round
+	mine      []uint64     // per server: the token its grant to us is committed with
 }
 
 func (e *Elector) count(res []result, now time.Time) tally {
-	t := tally{wake: make([]time.Time, len(res)), committed: map[uint64][]int{}}
+	t := tally{wake: make([]time.Time, len(res)), committed: map[uint64][]int{}, views: make([]serverView, len(res)), mine: make([]uint64, len(res))}
 	for i, r := range res {
 		switch {
 		case r.err != nil && isPermanent(r.err):
@@ -91,12 +93,14 @@ func (e *Elector) count(res []result, now time.Time) tally {
 		}
 		t.answered++
 		t.floor = max(t.floor, r.r.floor)
+		t.views[i] = serverView{r: r.r.view, until: now.Add(r.r.view.remaining), synced: true}
 		switch r.r.status {
 		case "held":
 			t.held++
 			t.wake[i] = now
 			if r.r.mine != 0 {
 				t.committed[r.r.mine] = append(t.committed[r.r.mine], i)
+				t.mine[i] = r.r.mine
 			}
 			if r.r.at.After(t.since) {
 				t.since = r.r.at
@@ -166,7 +170,19 @@ func (e *Elector) candidacy(ctx context.Context, try bool) (*elector.Term, error
 			}
 			// The commit reached no majority: withdrawn; try again.
 			jitter = splits.next()
-		case try && t.held+t.young < e.m:
+		case len(t.committed) > 0 && e.ledByOther(t, clk.Now()):
+			// Grants committed to us (a handover that reached a minority)
+			// while another term holds a majority: no term of ours, and
+			// they keep that term's servers from it. Withdraw them.
+			for tok, servers := range t.committed {
+				want := make([]bool, len(res))
+				for _, i := range servers {
+					want[i] = true
+				}
+				log.Debug("withdrawing grants committed to us while another leads", "token", tok, "servers", len(servers))
+				e.round(ctx, want, "withdraw", "withdraw", entry, ord, tok, time.Time{}, false)
+			}
+		case try && claimed && t.held+t.young < e.m:
 			log.Debug("held by others; left at once")
 			e.cleanup(entry, 0)
 			return nil, elector.ErrBusy
@@ -200,6 +216,21 @@ func (e *Elector) candidacy(ctx context.Context, try bool) (*elector.Term, error
 			return nil, campaignEnded(ctx, nil)
 		}
 	}
+}
+
+// ledByOther reports whether a majority of the round's servers name one
+// leader, on servers whose grant is not ours.
+func (e *Elector) ledByOther(t tally, now time.Time) bool {
+	l, _ := leaderOf(t.views, now, e.m)
+	if l.IsZero() {
+		return false
+	}
+	for i, v := range t.views {
+		if v.r.ok && v.r.id == l.ID && v.r.token == l.Token && t.mine[i] == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // wait sleeps d, or until a message names the listener's entry; a wake-up
@@ -281,8 +312,12 @@ func (e *Elector) grant(ctx context.Context, entry, ord string, joined []result,
 		dl.End(elector.ErrLeaseExpired)
 	}
 	self := elector.Leader{ID: e.cfg.ID, Address: e.cfg.Address, Token: token, Since: since}
-	stopped := make(chan struct{}) // keep sends nothing more
-	term := elector.NewTerm(self, dl, func(ctx context.Context) error { return e.resign(ctx, entry, token, stopped) })
+	stopped := make(chan struct{})  // keep sends nothing more
+	resigned := make(chan struct{}) // Resign was called (once, by Term)
+	term := elector.NewTerm(self, dl, func(ctx context.Context) error {
+		close(resigned)
+		return e.resign(ctx, entry, token, stopped)
+	})
 	e.sawToken(token)
 	e.mu.Lock()
 	if e.closed {
@@ -295,7 +330,7 @@ func (e *Elector) grant(ctx context.Context, entry, ord string, joined []result,
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		e.keep(entry, ord, token, since, dl, sent, stopped)
+		e.keep(entry, ord, token, since, dl, sent, stopped, resigned)
 	}()
 	e.mu.Unlock()
 	e.log.Info("leadership acquired", "entry", entry, "token", token,
@@ -308,7 +343,7 @@ func (e *Elector) grant(ctx context.Context, entry, ord string, joined []result,
 // is renewed every RenewInterval after its last acknowledged renewal, and
 // one that failed is retried after a short backoff, on its own; the term's
 // deadline follows the lease rule (quorumSent).
-func (e *Elector) keep(entry, ord string, token uint64, since time.Time, dl *elector.Deadline, sent []time.Time, stopped chan<- struct{}) {
+func (e *Elector) keep(entry, ord string, token uint64, since time.Time, dl *elector.Deadline, sent []time.Time, stopped chan<- struct{}, resigned <-chan struct{}) {
 	clk, timing := e.cfg.Clock, e.cfg.Timing
 	n := len(e.cfg.Servers)
 	log := e.log.With("entry", entry, "token", token)
@@ -316,6 +351,7 @@ func (e *Elector) keep(entry, ord string, token uint64, since time.Time, dl *ele
 	defer e.bus.remove(l)
 	due := make([]time.Time, n)
 	lost := make([]bool, n) // the server's latest answer: it does not hold us
+	var earned time.Time    // the deadline the renewals had earned when the servers ended the term
 	backoffs := make([]*backoff, n)
 	now := clk.Now()
 	for i := range due {
@@ -372,6 +408,13 @@ func (e *Elector) keep(entry, ord string, token uint64, since time.Time, dl *ele
 				due[i] = clk.Now().Add(backoffs[i].next())
 			case r.r.status == "held":
 				backoffs[i].reset()
+				if lost[i] {
+					// The server took the term back (after a restart, or
+					// a lapse): it may have lost the run record too.
+					rctx, rcancel := context.WithTimeout(e.ctx, e.callTimeout())
+					e.repairRun(rctx, i)
+					rcancel()
+				}
 				lost[i] = false
 				if r.sent.After(sent[i]) {
 					sent[i] = r.sent
@@ -394,15 +437,35 @@ func (e *Elector) keep(entry, ord string, token uint64, since time.Time, dl *ele
 			}
 		}
 		if n-nlost < e.m {
+			earned = dl.ValidUntil() // End clamps it to now
 			dl.End(elector.ErrLeaseLost)
 		}
 	}
 	close(stopped)
 	err := dl.Err()
 	log.Info("leadership ended", "reason", elector.LossReason(err), "err", err)
-	if !errors.Is(err, elector.ErrResigned) {
-		e.cleanup(entry, token+1)
+	if errors.Is(err, elector.ErrResigned) {
+		return
 	}
+	// A term ended early by the servers' word still has the leases its
+	// renewals earned: the child may be being stopped until then. Leave
+	// (and hand over) only after them, unless Resign comes first (the
+	// supervisor resigns once the child is gone) or the Elector closes.
+	if wait := earned.Sub(clk.Now()); wait > 0 {
+		t := clk.NewTimer(wait)
+		select {
+		case <-t.C():
+		case <-resigned:
+		case <-e.ctx.Done():
+		}
+		t.Stop()
+		select {
+		case <-resigned:
+			return
+		default:
+		}
+	}
+	e.cleanup(entry, token+1)
 }
 
 // resign removes our entry from every server, each of which publishes its

@@ -26,7 +26,11 @@
 // queues' common order at the next round; a candidate that holds grants
 // while others hold uncommitted ones elsewhere withdraws its own and
 // retries after a growing, jittered pause. A committed grant lasts until
-// its lease lapses on that server or its holder leaves.
+// its lease lapses on that server or its holder leaves. The entry the
+// server's last token was committed to takes the server back, when its
+// lease there lapsed (a partition longer than a TTL), before any other
+// entry; otherwise a long-lived leader would lose a server at every such
+// outage, and its fault tolerance with it.
 //
 // # The lease rule
 //
@@ -81,7 +85,15 @@
 // stands, without a commit round (a token it committed itself is never
 // taken so: it reached no majority and was withdrawn, and a late withdraw
 // may still land). A handover that reached a minority is overwritten by
-// the successor's own commit of a greater token.
+// the successor's own commit of a greater token; a candidate holding
+// grants committed to it that make no majority, while a majority names
+// another leader, withdraws them.
+//
+// A term that the servers' answers end early (fewer than m can still hold
+// it: ErrLeaseLost) keeps the leases its renewals earned; the Elector
+// leaves, and hands over, only once that earned deadline has passed, or
+// at Resign (which the supervisor calls once the child is gone), so that
+// no successor starts while the child is still being stopped.
 //
 // # Lost state
 //
@@ -113,7 +125,12 @@
 // sets the record on every server (SET PX period) and succeeds once a
 // majority has it; LastRun asks every server, needs a majority's answers,
 // and returns the newest record any of them has, so a record survives the
-// loss of any minority.
+// loss of any minority; it writes that record back (SET NX, for what is
+// left of its period) to the servers that answered without it, and a
+// leader writes the record it made back to a server that takes its term
+// back after losing it, so a rolling restart of servers without
+// persistence, one at a time, keeps it. A restart of a majority at once
+// loses it, as a restart of a single Redis does.
 //
 // # No semaphores
 //

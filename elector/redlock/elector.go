@@ -49,6 +49,8 @@ type Elector struct {
 	// seen is the highest fencing token this Elector has seen; every step
 	// carries it, so no server's token falls below it.
 	seen atomic.Uint64
+	// recorded is the run record RecordRun wrote last (see repairRun).
+	recorded recorded
 }
 
 // New validates cfg and returns an Elector. It contacts no server.

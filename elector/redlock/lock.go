@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,7 +31,35 @@ func (e *Elector) RecordRun(ctx context.Context, r elector.RunRecord, period tim
 		e.inst.StoreError("record", err)
 		return &elector.StoreError{Op: "record", Err: err, Permanent: isPermanent(err)}
 	}
+	e.recorded.Lock()
+	e.recorded.b, e.recorded.until = b, e.cfg.Clock.Now().Add(period)
+	e.recorded.Unlock()
 	return nil
+}
+
+// recorded is the run record this Elector wrote last, kept so that a
+// server that lost it (restarted empty) gets it back (repairRun).
+type recorded struct {
+	sync.Mutex
+	b     []byte
+	until time.Time // local: when its period lapses
+}
+
+// repairRun writes the run record this Elector recorded last to server i,
+// unless the server has one (SET NX), for what is left of its period: a
+// leader calls it when a server takes its term back after losing it, so
+// that a rolling restart of servers without persistence, one at a time,
+// does not lose the record of a job run under the term.
+func (e *Elector) repairRun(ctx context.Context, i int) {
+	e.recorded.Lock()
+	b, left := e.recorded.b, e.recorded.until.Sub(e.cfg.Clock.Now())
+	e.recorded.Unlock()
+	if b == nil || left < time.Millisecond {
+		return
+	}
+	if err := e.cfg.Servers[i].Client.SetNX(ctx, e.keys.lastRun, b, left).Err(); err != nil {
+		e.fails[i].Failed("record", rediskit.Classify(err))
+	}
 }
 
 // LastRun asks every server and returns the newest live run record any
@@ -53,18 +82,30 @@ func (e *Elector) LastRun(ctx context.Context) (elector.RunRecord, error) {
 		return elector.RunRecord{}, &elector.StoreError{Op: "last-run", Err: err, Permanent: isPermanent(err)}
 	}
 	var newest elector.RunRecord
-	found := false
+	var raw []byte
 	for _, b := range recs {
 		if b == nil {
 			continue
 		}
 		r := elector.DecodeRun(b)
-		if !found || r.Finished.After(newest.Finished) {
-			newest, found = r, true
+		if raw == nil || r.Finished.After(newest.Finished) {
+			newest, raw = r, b
 		}
 	}
-	if !found {
+	if raw == nil {
 		return elector.RunRecord{}, elector.ErrNoRun
+	}
+	// Read repair: the servers that answered without it get it back, for
+	// what is left of its period (by the recording host's clock, as the
+	// record says), so that it outlives the next loss of a minority.
+	if left := newest.Expires.Sub(e.cfg.Clock.Now()); left > time.Millisecond {
+		fanOut(len(recs), func(i int) {
+			if recs[i] == nil && errs[i] == nil {
+				if err := e.cfg.Servers[i].Client.SetNX(ctx, e.keys.lastRun, raw, left).Err(); err != nil {
+					e.fails[i].Failed("last-run", rediskit.Classify(err))
+				}
+			}
+		})
 	}
 	return newest, nil
 }

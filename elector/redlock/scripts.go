@@ -34,8 +34,10 @@ import (
 // uncommitted grant yields to a better claiming head (split votes resolve
 // in the queue's order), a committed one lasts until its lease lapses or
 // its holder leaves. A commit, or a handover, whose token is not above
-// every token committed here before (committed) is refused: a late one
-// never lowers a token. "withdraw" drops the caller's uncommitted grant (or one
+// every token committed here before (committed: "token entry") is refused,
+// unless it is that entry's own, or that entry withdrew it: a late one
+// never lowers a token. The entry the last token was committed to takes
+// the server back, when its lease here lapsed, before any other. "withdraw" drops the caller's uncommitted grant (or one
 // committed with the commit token given), keeping its place.
 //
 // Reply: {status, wake ms, floor, now µs, head, mine, view...}: status is held
@@ -59,10 +61,14 @@ if seen and seen > stored then
   stored = seen
   redis.call('SET', K, fmt(seen))
 end
-local committed = tonumber(redis.call('GET', M) or '0') or 0
-local function commitToken(tok)
-  redis.call('SET', M, fmt(tok))
-  committed = tok
+-- committed is "token entry": the highest token committed here, and the
+-- entry it was committed to ("" once that entry withdrew it).
+local cm = redis.call('GET', M) or '0'
+local committed = tonumber(string.match(cm, '^(%d+)') or '0') or 0
+local committer = string.match(cm, '^%d+ (.*)$') or ''
+local function commitToken(tok, who)
+  redis.call('SET', M, fmt(tok) .. ' ' .. who)
+  committed, committer = tok, who
   if tok > stored then
     stored = tok
     redis.call('SET', K, fmt(tok))
@@ -143,7 +149,7 @@ if mode == 'leave' then
     local h = head()
     if h ~= '' then
       redis.call('HSET', T, 'entry', h, 'token', ARGV[9], 'since', ARGV[10])
-      commitToken(tonumber(ARGV[9]))
+      commitToken(tonumber(ARGV[9]), h)
       changed = true
     end
   end
@@ -157,6 +163,7 @@ if mode == 'withdraw' then
   if t[1] == me and (t[2] == '' or t[2] == ARGV[9]) then
     redis.call('DEL', T)
     changed = true
+    if t[2] ~= '' and committer == me then commitToken(committed, '') end
   end
   return finish('wait', -1)
 end
@@ -178,13 +185,17 @@ end
 
 local h = head()
 local t = redis.call('HMGET', T, 'entry', 'token')
--- An uncommitted grant yields to a better head: it is no term yet.
-if t[1] and (t[2] == false or t[2] == '') and t[1] ~= h then
+-- The entry the last token here was committed to, renewing that term
+-- (its lease here lapsed meanwhile), takes the server back before anyone.
+local winner = h
+if ARGV[9] ~= '' and tonumber(ARGV[9]) == committed and committer == me then winner = me end
+-- An uncommitted grant yields to the winner: it is no term yet.
+if t[1] and (t[2] == false or t[2] == '') and t[1] ~= winner then
   redis.call('DEL', T)
   changed = true
   t = {false, false}
 end
-if not t[1] and h == me and now >= born + ttl then
+if not t[1] and winner == me and now >= born + ttl then
   redis.call('HSET', T, 'entry', me, 'token', '')
   changed = true
   t = {me, ''}
@@ -197,9 +208,13 @@ if t[1] == me then
       -- A candidacy commits a later token over its own earlier one (a
       -- commit that reached no majority, withdrawn or not); never one
       -- that is not above every token committed here (a late request).
-      if tonumber(commit) <= committed then return finish('wait', -1) end
+      -- Equal only for the entry it was committed to, or once withdrawn.
+      local c = tonumber(commit)
+      if c < committed or (c == committed and committer ~= me and committer ~= '') then
+        return finish('wait', -1)
+      end
       redis.call('HSET', T, 'token', commit, 'since', ARGV[10])
-      commitToken(tonumber(commit))
+      commitToken(c, me)
       changed = true
     elseif t[2] ~= commit then
       return finish('wait', -1) -- a late commit of an older token: not this term
