@@ -74,8 +74,10 @@ torture: deps
 
 ## bench: measure handover, failover, store cost, /leader and footprint against real
 ## etcd and redis-server (and a Redis Sentinel topology and a three-member etcd cluster), beside etcdctl
-## lock/elect and a naive Redis lock (~8 min on 2 shared cores);
+## lock/elect and a naive Redis lock, and electd's redlock:// backend beside go-redsync/redsync v4 on
+## three redis-servers (~8 min on 2 shared cores before the redlock phase, which adds about 1.5 min);
 ## prints a table and writes it as Markdown to bin/bench-results.md (see docs/BENCHMARKS.md).
+## One phase: make bench BENCHFLAGS='-only redlock' (add -quick for a smoke test).
 .PHONY: bench
 bench: redis-server
 	@mkdir -p $(BIN)

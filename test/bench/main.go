@@ -26,6 +26,10 @@
 //     topology): when the old child stopped and the new one started,
 //     against the old term's deadline (asserted as for crash failover);
 //   - what each tool's command does when the lock is lost (measured);
+//   - electd's redlock:// backend beside go-redsync/redsync v4 on the same
+//     three redis-server processes: acquire on a free lock, release → next
+//     holder, an idle waiter's requests, and how long a holder cut off
+//     from every server runs on after another holds (phase redlock);
 //   - store requests of an idle leader and follower (on etcd: the leader,
 //     its head waiter, which watches the leader's lease, and a follower
 //     behind that), and per leader change with 1…1000 candidates
@@ -65,8 +69,13 @@ type config struct {
 	idleWindow     time.Duration // store cost and footprint window
 	loadRun        time.Duration // one GET /leader load run
 	groups         int           // elections run in parallel for slow figures
-	only           map[string]bool
-	keep           bool
+	// redlock phase: acquire trials, the idle-waiter window (its baseline
+	// is half as long) and the cut-off trials per tool.
+	redlockTrials    int
+	redlockWindow    time.Duration
+	redlockCutTrials int
+	only             map[string]bool
+	keep             bool
 }
 
 func (c config) run(phase string) bool { return len(c.only) == 0 || c.only[phase] }
@@ -95,21 +104,24 @@ func mainErr() int {
 	var (
 		mdPath  = flag.String("md", "", "also write the results as Markdown to this file")
 		quick   = flag.Bool("quick", false, "few trials and short windows (a smoke test, not a benchmark)")
-		only    = flag.String("only", "", "comma-separated phases to run: long,idle,lost,scale,handover,crash,etcd-cluster,stepdown,sentinel,load (binary sizes always)")
+		only    = flag.String("only", "", "comma-separated phases to run: long,idle,lost,scale,handover,crash,etcd-cluster,stepdown,sentinel,redlock,load (binary sizes always)")
 		timeout = flag.Duration("timeout", 25*time.Minute, "give up after this long")
 		keep    = flag.Bool("keep", false, "keep the temporary directory (logs) after the run")
 	)
-	cfg := config{trials: 30, longTrials: 30, electTrials: 10, sentinelTrials: 10, idleWindow: time.Minute, loadRun: 3 * time.Second, groups: 6}
+	cfg := config{trials: 30, longTrials: 30, electTrials: 10, sentinelTrials: 10, idleWindow: time.Minute, loadRun: 3 * time.Second, groups: 6,
+		redlockTrials: 50, redlockWindow: 16 * time.Second, redlockCutTrials: 5}
 	flag.IntVar(&cfg.trials, "trials", cfg.trials, "trials per figure at short TTLs")
 	flag.IntVar(&cfg.longTrials, "long-trials", cfg.longTrials, "crash-failover trials at the default TTL (15s)")
 	flag.IntVar(&cfg.electTrials, "elect-trials", cfg.electTrials, "etcdctl elect crash-failover trials (60s session TTL each, run in parallel)")
 	flag.IntVar(&cfg.sentinelTrials, "sentinel-trials", cfg.sentinelTrials, "Redis Sentinel master kills at --ttl 2s (a third as many, at least 1, at 15s)")
+	flag.IntVar(&cfg.redlockTrials, "redlock-trials", cfg.redlockTrials, "redlock phase: acquire trials per tool (release → next holder uses -trials)")
 	flag.DurationVar(&cfg.idleWindow, "idle-window", cfg.idleWindow, "window for idle store cost and footprint")
 	flag.Parse()
 	cfg.keep = *keep
 	if *quick {
 		cfg.trials, cfg.longTrials, cfg.electTrials, cfg.idleWindow, cfg.loadRun, cfg.groups = 5, 4, 2, 15*time.Second, time.Second, 2
 		cfg.sentinelTrials = 3
+		cfg.redlockTrials, cfg.redlockWindow, cfg.redlockCutTrials = 10, 8*time.Second, 2
 	}
 	if *only != "" {
 		cfg.only = map[string]bool{}
@@ -197,6 +209,7 @@ func (e *env) run(ctx context.Context) error {
 		{"stepdown", e.stepDown},
 		{"lost", e.lostLock},
 		{"sentinel", e.sentinelFailover},
+		{"redlock", e.redlockPhase},
 		{"scale", e.scale},
 		{"load", e.leaderLoad},
 	} {

@@ -14,6 +14,7 @@ var sections = []string{
 	"Graceful handover",
 	"Crash failover",
 	sentinelSec,
+	redlockSec,
 	"Cut-off leader: step-down margin",
 	"Lost lock: what the holder's command does",
 	"Store cost: idle",
@@ -40,8 +41,13 @@ var subjectRanks = []struct {
 	{"etcdctl lock", 30},
 	{"etcdctl elect", 40},
 	{"naive", 50},
+	{"redsync", 60},
 	{"bare", -10},
 }
+
+// inOrder are the sections whose rows keep the order they were added in
+// (each figure's tools side by side), not subjectRanks'.
+var inOrder = map[string]bool{redlockSec: true}
 
 // rank orders rows within a section (subjectRanks), the short TTL before
 // the long and campaign only before + view.
@@ -125,7 +131,7 @@ func (r *report) sorted() []row {
 		if idx[a.section] != idx[b.section] {
 			return idx[a.section] < idx[b.section]
 		}
-		if a.rank() != b.rank() {
+		if a.rank() != b.rank() && !inOrder[a.section] {
 			return a.rank() < b.rank()
 		}
 		return a.seq < b.seq
