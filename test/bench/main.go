@@ -70,7 +70,9 @@ type config struct {
 	loadRun        time.Duration // one GET /leader load run
 	groups         int           // elections run in parallel for slow figures
 	// redlock phase: acquire trials, the idle-waiter window (its baseline
-	// is half as long) and the cut-off trials per tool.
+	// is half as long; both whole renewal intervals of electd at --ttl 8s,
+	// 1.6 s, so that no periodic step falls on an edge) and the cut-off
+	// trials per tool.
 	redlockTrials    int
 	redlockWindow    time.Duration
 	redlockCutTrials int
@@ -121,7 +123,7 @@ func mainErr() int {
 	if *quick {
 		cfg.trials, cfg.longTrials, cfg.electTrials, cfg.idleWindow, cfg.loadRun, cfg.groups = 5, 4, 2, 15*time.Second, time.Second, 2
 		cfg.sentinelTrials = 3
-		cfg.redlockTrials, cfg.redlockWindow, cfg.redlockCutTrials = 10, 8*time.Second, 2
+		cfg.redlockTrials, cfg.redlockWindow, cfg.redlockCutTrials = 10, 6400*time.Millisecond, 2 // whole renewal intervals (1.6 s)
 	}
 	if *only != "" {
 		cfg.only = map[string]bool{}
