@@ -264,7 +264,8 @@ func (r *redisServer) commandStats(ctx context.Context) (map[string]float64, err
 var scriptInner = map[string]bool{
 	"del": true, "exists": true, "get": true, "hdel": true, "hexists": true, "hget": true, "hkeys": true,
 	"hlen": true, "hmget": true, "hset": true, "incr": true, "info": true, "publish": true, "set": true,
-	"time": true, "zadd": true, "zrange": true, "zrangebyscore": true, "zrank": true, "zrem": true, "zscore": true,
+	"time": true, "zadd": true, "zrange": true, "zrangebyscore": true, "zrank": true, "zrem": true,
+	"zremrangebyscore": true, "zscore": true,
 }
 
 // electdRequests counts client requests in a commandstats delta of electd
