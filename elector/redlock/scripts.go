@@ -128,7 +128,11 @@ end
 -- Prune the dead: every entry whose lease has lapsed by this clock, and
 -- the record of entries that left two TTLs ago.
 for _, e in ipairs(redis.call('ZRANGEBYSCORE', X, '-inf', fmt(now))) do drop(e) end
-redis.call('ZREMRANGEBYSCORE', D, '-inf', fmt(now))
+-- (Only when there is one: a script's first write decides whether Redis
+-- refuses it when out of memory, and a step that cannot renew must fail.)
+if redis.call('ZRANGEBYSCORE', D, '-inf', fmt(now), 'LIMIT', 0, 1)[1] then
+  redis.call('ZREMRANGEBYSCORE', D, '-inf', fmt(now))
+end
 local holder = redis.call('HGET', T, 'entry')
 if holder and not (redis.call('ZSCORE', X, holder) and redis.call('ZSCORE', Q, holder)) then
   drop(holder)

@@ -38,6 +38,9 @@ func testStoreRefusesWrites(t *testing.T, s *kit.Store) {
 	onMasters := redisMasters(t, s)
 
 	onMasters(func(m *redis.Client) error { return m.ConfigSet(ctx, "maxmemory", "1").Err() })
+	// Whatever fails below, the servers take writes again for the next
+	// scenario (they are shared).
+	t.Cleanup(func() { onMasters(func(m *redis.Client) error { return m.ConfigSet(ctx, "maxmemory", "0").Err() }) })
 	refused := time.Now()
 	var seen storeErrorsDoc
 	h.Poll(refusal, "/healthz to name the refused renewals", func() (bool, string) {
