@@ -39,6 +39,7 @@ type Elector struct {
 	busy   bool              // a Campaign call is running
 	term   *elector.Deadline // the current term's deadline, if any
 	wg     sync.WaitGroup    // every goroutine started here, and running campaigns
+	calls  sync.WaitGroup    // requests of a round, which may outlive it (see round)
 	done   chan struct{}     // closed when Close has finished
 
 	bus  *bus
@@ -117,6 +118,7 @@ func (e *Elector) Close() error {
 	e.bus.close()
 	e.view.leaders.Close()
 	e.wg.Wait()
+	e.calls.Wait()
 	close(e.done)
 	e.log.Debug("closed")
 	return nil
@@ -194,24 +196,85 @@ func (e *Elector) step(ctx context.Context, i int, mode, entry, ord string, comm
 // round runs a step on every server i with want[i] (nil: all) at once,
 // each under its own timeout, and returns each answer with its send time.
 // claim says whether the entry asks to be granted (see stepScript).
+//
+// A server that does not answer (black-holed: no reply, no refusal) would
+// hold every round to its timeout although a majority answered at once.
+// So once a majority of the servers have answered (those not asked count
+// as answered: they are on their own schedule), the round waits for the
+// others only as long again as it took, at least stragglerGrace, and
+// returns without them: their answers count as failed (a request may
+// still land; a late acknowledgement is never used). The stragglers run on
+// to their own timeout, owned by the Elector (Close waits for them, in
+// calls).
 func (e *Elector) round(ctx context.Context, want []bool, op, mode, entry, ord string, commit uint64, since time.Time, claim bool) []result {
-	res := make([]result, len(e.cfg.Servers))
-	fanOut(len(res), func(i int) {
+	n := len(e.cfg.Servers)
+	res := make([]result, n)
+	start := e.cfg.Clock.Now()
+	type answer struct {
+		i int
+		r result
+	}
+	answers := make(chan answer, n) // buffered: a straggler never blocks
+	pending := make([]bool, n)
+	asked := 0
+	for i := range n {
 		if want != nil && !want[i] {
-			return
+			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, e.callTimeout())
-		defer cancel()
-		res[i].sent = e.cfg.Clock.Now()
-		res[i].r, res[i].err = e.step(cctx, i, mode, entry, ord, commit, since, claim)
-		if res[i].err == nil {
-			e.fails[i].Answered(op)
-		} else if ctx.Err() == nil {
-			e.fails[i].Failed(op, res[i].err, "entry", entry)
+		asked++
+		pending[i] = true
+		call := func() {
+			cctx, cancel := context.WithTimeout(ctx, e.callTimeout())
+			defer cancel()
+			var r result
+			r.sent = e.cfg.Clock.Now()
+			r.r, r.err = e.step(cctx, i, mode, entry, ord, commit, since, claim)
+			if r.err == nil {
+				e.fails[i].Answered(op)
+			} else if ctx.Err() == nil {
+				e.fails[i].Failed(op, r.err, "entry", entry)
+			}
+			answers <- answer{i, r}
 		}
-	})
+		e.calls.Add(1)
+		go func() {
+			defer e.calls.Done()
+			call()
+		}()
+	}
+	ok, got := n-asked, 0
+	var grace <-chan time.Time
+	for got < asked {
+		select {
+		case a := <-answers:
+			got++
+			res[a.i], pending[a.i] = a.r, false
+			if a.r.err == nil {
+				ok++
+			}
+			if ok >= e.m && grace == nil && got < asked {
+				t := e.cfg.Clock.NewTimer(max(e.cfg.Clock.Now().Sub(start), stragglerGrace))
+				defer t.Stop()
+				grace = t.C()
+			}
+		case <-grace:
+			for i, p := range pending {
+				if p {
+					res[i] = result{sent: start, err: errStraggler}
+				}
+			}
+			return res
+		}
+	}
 	return res
 }
+
+// errStraggler is the answer of a server a round did not wait for.
+var errStraggler = rediskit.Classify(context.DeadlineExceeded)
+
+// stragglerGrace is the least a round waits for the servers that have
+// not answered once a majority has (see round).
+const stragglerGrace = 25 * time.Millisecond
 
 // fanOut runs f(0..n-1) in parallel and returns when all have.
 func fanOut(n int, f func(i int)) {

@@ -250,3 +250,41 @@ func runOf(t *testing.T, c interface {
 	}
 	return get("server", "run_id") + " " + get("replication", "master_replid")
 }
+
+// TestBlackHoledServer: a server that takes connections and never answers
+// (a host gone without a reset) costs a round only a short grace once a
+// majority answered, not the request's whole timeout: a campaign, and a
+// handover, go as fast as the two servers that answer.
+func TestBlackHoledServer(t *testing.T) {
+	h := newHarness(t, 3)
+	el := faultElection(t)
+	ctx := context.Background()
+	for _, c := range h.clis { // past the servers' first TTL
+		if err := c.HSet(ctx, keysFor(el).born, "at", "0", "run", runOf(t, c)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, pa := h.proxied(t, el, "a")
+	b, pb := h.proxied(t, el, "b")
+	pa[2].Cut()
+	pb[2].Cut()
+	call := elector.Timing{TTL: faultTTL}.WithDefaults().RenewInterval // a request's timeout
+	start := time.Now()
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 10*faultTTL, "a")
+	if took := ra.At.Sub(start); took >= call {
+		t.Fatalf("a led %s after it began campaigning, with one server black-holed: as long as a request's timeout (%s)", took, call)
+	} else {
+		t.Logf("campaign with one server black-holed: %s", took.Round(time.Millisecond))
+	}
+	cb := electortest.Campaign(ctx, b)
+	electortest.Eventually(t, 5*time.Second, "b queued", func() bool { return h.Queued(t, el) == 2 })
+	resigned := time.Now()
+	electortest.Resign(t, ra.Term)
+	rb := electortest.MustLead(t, cb, faultTTL, "b")
+	if took := rb.At.Sub(resigned); took >= call {
+		t.Fatalf("b led %s after a resigned, with one server black-holed: as long as a request's timeout (%s)", took, call)
+	} else {
+		t.Logf("handover with one server black-holed: %s", took.Round(time.Millisecond))
+	}
+	electortest.Resign(t, rb.Term)
+}
