@@ -312,11 +312,10 @@ func (e *Elector) grant(ctx context.Context, entry, ord string, joined []result,
 		dl.End(elector.ErrLeaseExpired)
 	}
 	self := elector.Leader{ID: e.cfg.ID, Address: e.cfg.Address, Token: token, Since: since}
-	stopped := make(chan struct{})  // keep sends nothing more
 	resigned := make(chan struct{}) // Resign was called (once, by Term)
 	term := elector.NewTerm(self, dl, func(ctx context.Context) error {
 		close(resigned)
-		return e.resign(ctx, entry, token, stopped)
+		return e.resign(ctx, entry, token)
 	})
 	e.sawToken(token)
 	e.mu.Lock()
@@ -330,7 +329,7 @@ func (e *Elector) grant(ctx context.Context, entry, ord string, joined []result,
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		e.keep(entry, ord, token, since, dl, sent, stopped, resigned)
+		e.keep(entry, ord, token, since, dl, sent, resigned)
 	}()
 	e.mu.Unlock()
 	e.log.Info("leadership acquired", "entry", entry, "token", token,
@@ -343,7 +342,7 @@ func (e *Elector) grant(ctx context.Context, entry, ord string, joined []result,
 // is renewed every RenewInterval after its last acknowledged renewal, and
 // one that failed is retried after a short backoff, on its own; the term's
 // deadline follows the lease rule (quorumSent).
-func (e *Elector) keep(entry, ord string, token uint64, since time.Time, dl *elector.Deadline, sent []time.Time, stopped chan<- struct{}, resigned <-chan struct{}) {
+func (e *Elector) keep(entry, ord string, token uint64, since time.Time, dl *elector.Deadline, sent []time.Time, resigned <-chan struct{}) {
 	clk, timing := e.cfg.Clock, e.cfg.Timing
 	n := len(e.cfg.Servers)
 	log := e.log.With("entry", entry, "token", token)
@@ -441,7 +440,6 @@ func (e *Elector) keep(entry, ord string, token uint64, since time.Time, dl *ele
 			dl.End(elector.ErrLeaseLost)
 		}
 	}
-	close(stopped)
 	err := dl.Err()
 	log.Info("leadership ended", "reason", elector.LossReason(err), "err", err)
 	if errors.Is(err, elector.ErrResigned) {
@@ -469,18 +467,14 @@ func (e *Elector) keep(entry, ord string, token uint64, since time.Time, dl *ele
 }
 
 // resign removes our entry from every server, each of which publishes its
-// new head, so that the successor takes over at once. It first waits for
-// the renewal in flight, if any (a renewal that reached a server after the
-// removal would take the entry back there).
-func (e *Elector) resign(ctx context.Context, entry string, token uint64, stopped <-chan struct{}) error {
+// new head, so that the successor takes over at once. A renewal still in
+// flight that lands after the removal is refused there (a leave is
+// recorded for two TTLs).
+func (e *Elector) resign(ctx context.Context, entry string, token uint64) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, e.cfg.Timing.TTL)
 		defer cancel()
-	}
-	select {
-	case <-stopped:
-	case <-ctx.Done():
 	}
 	if err := e.leave(ctx, "resign", entry, token+1); err != nil {
 		e.log.Warn("resign did not reach every server; the successor waits there for the lease to expire", "entry", entry, "err", err)

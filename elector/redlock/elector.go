@@ -244,6 +244,13 @@ func (e *Elector) round(ctx context.Context, want []bool, op, mode, entry, ord s
 	}
 	ok, got := n-asked, 0
 	var grace <-chan time.Time
+	if ok >= e.m && asked > 0 {
+		// Only servers outside the majority were asked (a leader's retry
+		// of a failing server): give them a quarter of their timeout.
+		t := e.cfg.Clock.NewTimer(max(e.callTimeout()/4, stragglerGrace))
+		defer t.Stop()
+		grace = t.C()
+	}
 	for got < asked {
 		select {
 		case a := <-answers:
