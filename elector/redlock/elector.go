@@ -199,8 +199,9 @@ func (e *Elector) step(ctx context.Context, i int, mode, entry, ord string, comm
 //
 // A server that does not answer (black-holed: no reply, no refusal) would
 // hold every round to its timeout although a majority answered at once.
-// So once a majority of the servers have answered (those not asked count
-// as answered: they are on their own schedule), the round waits for the
+// So once the round's outcome is decided (a majority of the servers
+// answered usefully, see useful, those not asked counting as such: they
+// are on their own schedule; or too many did not), the round waits for the
 // others only as long again as it took, at least stragglerGrace, and
 // returns without them: their answers count as failed (a request may
 // still land; a late acknowledgement is never used). The stragglers run on
@@ -242,7 +243,7 @@ func (e *Elector) round(ctx context.Context, want []bool, op, mode, entry, ord s
 			call()
 		}()
 	}
-	ok, got := n-asked, 0
+	ok, no, got := n-asked, 0, 0
 	var grace <-chan time.Time
 	if ok >= e.m && asked > 0 {
 		// Only servers outside the majority were asked (a leader's retry
@@ -256,10 +257,15 @@ func (e *Elector) round(ctx context.Context, want []bool, op, mode, entry, ord s
 		case a := <-answers:
 			got++
 			res[a.i], pending[a.i] = a.r, false
-			if a.r.err == nil {
+			if useful(mode, commit, a.r) {
 				ok++
+			} else {
+				no++
 			}
-			if ok >= e.m && grace == nil && got < asked {
+			// Decided either way: a majority answered usefully, or so
+			// many did not that the others cannot make one.
+			decided := ok >= e.m || no > n-e.m
+			if decided && grace == nil && got < asked {
 				t := e.cfg.Clock.NewTimer(max(e.cfg.Clock.Now().Sub(start), stragglerGrace))
 				defer t.Stop()
 				grace = t.C()
@@ -274,6 +280,23 @@ func (e *Elector) round(ctx context.Context, want []bool, op, mode, entry, ord s
 		}
 	}
 	return res
+}
+
+// useful reports whether an answer counts toward the majority after which
+// a round stops waiting: for a join or a renewal, the server holds us (for
+// a commit, committed with its token); for a leave or a withdraw, it
+// answered. A round waits for every server until its outcome is decided
+// either way (a majority useful, or too few left to make one), so that a
+// slow server is never cut from a decision it could change (a commit that
+// would have reached a majority).
+func useful(mode string, commit uint64, r result) bool {
+	switch {
+	case r.err != nil:
+		return false
+	case mode == "leave" || mode == "withdraw":
+		return true
+	}
+	return r.r.status == "held" && (commit == 0 || r.r.mine == commit)
 }
 
 // errStraggler is the answer of a server a round did not wait for.

@@ -63,18 +63,26 @@ func (h *harness) Restart(t testing.TB) {
 	}
 }
 
-// Queued is the most entries any server holds for election.
+// Queued is the number of entries every server holds for election when
+// they agree, else -1: a candidate counts once it is queued on every
+// server (so that a handover reaches it everywhere, and Observe sees no
+// "none" in between), and is gone once it is gone from every one.
 func (h *harness) Queued(t testing.TB, election string) int {
 	t.Helper()
-	most := 0
+	count := -2
 	for _, c := range h.clis {
 		n, err := c.ZCard(context.Background(), keysFor(election).queue).Result()
 		if err != nil {
 			t.Fatalf("count the queue on %s: %v", c.Options().Addr, err)
 		}
-		most = max(most, int(n))
+		switch {
+		case count == -2:
+			count = int(n)
+		case count != int(n):
+			return -1
+		}
 	}
-	return most
+	return count
 }
 
 func (h *harness) NewCuttable(t testing.TB, c electortest.Candidate) (elector.Locker, electortest.Link) {
