@@ -13,7 +13,11 @@
 // entry computed on that server's own clock (TIME + TTL), and a term: the
 // entry it is granted to, and the fencing token that grant is committed
 // with ("" until committed). A candidate sends every step to all servers
-// at once, each with its own send time.
+// at once, each with its own send time. A round waits for every server
+// until its outcome is decided (a majority held, or too few can), then a
+// short grace (as long again, at least 25 ms) for the rest: a server that
+// does not answer at all (black-holed) costs a round that grace, not the
+// request's timeout; its answer counts as failed.
 //
 // A server grants its term to the first entry of its queue that claims
 // (a candidate claims while its last round reached a majority, so that

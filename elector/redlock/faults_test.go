@@ -277,7 +277,10 @@ func TestBlackHoledServer(t *testing.T) {
 		t.Logf("campaign with one server black-holed: %s", took.Round(time.Millisecond))
 	}
 	cb := electortest.Campaign(ctx, b)
-	electortest.Eventually(t, 5*time.Second, "b queued", func() bool { return h.Queued(t, el) == 2 })
+	electortest.Eventually(t, 5*time.Second, "b queued on the two servers that answer", func() bool {
+		n := h.queuedOn(t, el)
+		return n[0] == 2 && n[1] == 2
+	})
 	resigned := time.Now()
 	electortest.Resign(t, ra.Term)
 	rb := electortest.MustLead(t, cb, faultTTL, "b")
