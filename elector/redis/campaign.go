@@ -105,7 +105,7 @@ func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, 
 	}()
 	for {
 		send := clk.Now()
-		cctx, ccancel := context.WithTimeout(ctx, e.callTimeout())
+		cctx, ccancel := e.request(ctx)
 		dropArg, op := "", "renew"
 		if mode == join {
 			dropArg, op = stale, "join"
@@ -275,7 +275,7 @@ func (e *Elector) keep(entry string, token uint64, dl *elector.Deadline, lastSen
 			break
 		}
 		send := clk.Now()
-		ctx, cancel := context.WithTimeout(e.ctx, e.callTimeout())
+		ctx, cancel := e.request(e.ctx)
 		r, err := e.step(ctx, "hold", entry, token, "")
 		cancel()
 		if err == nil {

@@ -51,6 +51,10 @@ type Elector struct {
 	// another's; every step carries it, so the store's token never falls
 	// below it, even after the store lost its state (see sawToken).
 	seen atomic.Uint64
+	// patience is how long the next request may wait for its reply
+	// (rediskit.Patience): longer after timeouts, so that a slow store
+	// is waited for instead of losing every connection to it.
+	patience *rediskit.Patience
 }
 
 // New validates cfg and returns an Elector. It does not contact Redis.
@@ -67,6 +71,7 @@ func New(cfg Config) (*Elector, error) {
 		inst:  cfg.Instrument,
 		done:  make(chan struct{}),
 	}
+	e.patience = rediskit.PatienceFor(e.callTimeout(), cfg.Timing)
 	e.fails = elector.NewStoreLog(cfg.Clock, e.log, cfg.Instrument).ClassifyWith(errorClass)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.bus = newBus(e)
@@ -184,6 +189,7 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 	}
 	gen, _ := e.bus.state()
 	v, err := e.runStep(ctx, mode != "leave", mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, tok, stale, slots, seen)
+	e.patience.Observe(err)
 	if err != nil {
 		err = classify(err)
 		e.refreshSlots(err)
@@ -284,7 +290,7 @@ func (e *Elector) replicated(wait *redis.Cmd) error {
 func (e *Elector) leave(ctx context.Context, op, entry, stale string) error {
 	b := e.newBackoff()
 	for {
-		cctx, cancel := context.WithTimeout(ctx, e.callTimeout())
+		cctx, cancel := e.request(ctx)
 		_, err := e.step(cctx, "leave", entry, 0, stale)
 		cancel()
 		if err == nil {
@@ -315,8 +321,15 @@ func (e *Elector) cleanup(entry, stale string) {
 	e.log.Debug("candidate removed", "entry", entry)
 }
 
-// callTimeout bounds one store request: a reply later than one renewal
-// interval is of no use, the next renewal is due.
+// request bounds one store request: by the Elector's patience, which
+// starts at callTimeout.
+func (e *Elector) request(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, e.patience.Timeout())
+}
+
+// callTimeout bounds one store request on an open connection that answers
+// as it should: a reply later than one renewal interval is late, the next
+// renewal is due. After a timeout the next request waits longer (patience).
 func (e *Elector) callTimeout() time.Duration {
 	return max(e.cfg.Timing.RenewInterval, 50*time.Millisecond)
 }

@@ -152,7 +152,7 @@ func (v *view) run() {
 			v.mu.Lock()
 			v.stale = false // the read is newer; a refresh from now on reads again
 			v.mu.Unlock()
-			ctx, cancel := context.WithTimeout(e.ctx, e.callTimeout())
+			ctx, cancel := e.request(e.ctx)
 			var err error
 			r, err = e.readLeader(ctx)
 			cancel()
@@ -242,6 +242,7 @@ func (e *Elector) Observe(ctx context.Context) <-chan elector.Leader {
 // left by the server's clock.
 func (e *Elector) readLeader(ctx context.Context) (viewReply, error) {
 	v, err := viewScript.Run(ctx, e.cfg.Client, []string{e.keys.queue, e.keys.expiry, e.keys.term, e.keys.cand, e.keys.holders}).Result()
+	e.patience.Observe(err)
 	if err != nil {
 		err = classify(err)
 		e.refreshSlots(err)

@@ -410,7 +410,7 @@ func (e *Elector) keep(entry, ord string, token uint64, since time.Time, dl *ele
 				if lost[i] {
 					// The server took the term back (after a restart, or
 					// a lapse): it may have lost the run record too.
-					rctx, rcancel := context.WithTimeout(e.ctx, e.callTimeout())
+					rctx, rcancel := e.request(e.ctx, i)
 					e.repairRun(rctx, i)
 					rcancel()
 				}

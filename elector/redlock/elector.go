@@ -47,6 +47,10 @@ type Elector struct {
 
 	wakeups atomic.Uint64
 	fails   []*elector.StoreLog // per server: retried failures, rate-limited
+	// patience is, per server, how long its next request may wait for its
+	// reply (rediskit.Patience): longer after timeouts, so that a slow
+	// server is waited for instead of losing every connection to it.
+	patience []*rediskit.Patience
 	// seen is the highest fencing token this Elector has seen; every step
 	// carries it, so no server's token falls below it.
 	seen atomic.Uint64
@@ -72,6 +76,7 @@ func New(cfg Config) (*Elector, error) {
 	for _, s := range cfg.Servers {
 		inst := serverInstrument{Instrument: cfg.Instrument, server: s.Addr}
 		e.fails = append(e.fails, elector.NewStoreLog(cfg.Clock, e.log.With("server", s.Addr), inst).ClassifyWith(elector.ErrorClass))
+		e.patience = append(e.patience, rediskit.PatienceFor(e.callTimeout(), cfg.Timing))
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.bus = newBus(e)
@@ -181,6 +186,7 @@ func (e *Elector) step(ctx context.Context, i int, mode, entry, ord string, comm
 	gen := e.bus.gen(i)
 	v, err := stepScript.Run(ctx, e.cfg.Servers[i].Client, e.keys.all(),
 		mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, ord, seen, tok, sinceArg, claims).Result()
+	e.patience[i].Observe(err)
 	if err != nil {
 		return stepReply{}, rediskit.Classify(err)
 	}
@@ -225,7 +231,7 @@ func (e *Elector) round(ctx context.Context, want []bool, op, mode, entry, ord s
 		asked++
 		pending[i] = true
 		call := func() {
-			cctx, cancel := context.WithTimeout(ctx, e.callTimeout())
+			cctx, cancel := e.request(ctx, i)
 			defer cancel()
 			var r result
 			r.sent = e.cfg.Clock.Now()
@@ -383,8 +389,16 @@ func (e *Elector) cleanup(entry string, handover uint64) {
 	e.log.Debug("candidate removed", "entry", entry)
 }
 
-// callTimeout bounds one request to one server: a reply later than one
-// renewal interval is of no use, the next renewal is due.
+// request bounds one request to server i: by its patience, which starts
+// at callTimeout.
+func (e *Elector) request(ctx context.Context, i int) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, e.patience[i].Timeout())
+}
+
+// callTimeout bounds one request to one server on an open connection that
+// answers as it should: a reply later than one renewal interval is late,
+// the next renewal is due. After a timeout the next request to that server
+// waits longer (patience).
 func (e *Elector) callTimeout() time.Duration {
 	return max(e.cfg.Timing.RenewInterval, 50*time.Millisecond)
 }

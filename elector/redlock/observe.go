@@ -129,7 +129,7 @@ func (v *view) run() {
 				return
 			}
 			gen := e.bus.gen(i)
-			ctx, cancel := context.WithTimeout(e.ctx, e.callTimeout())
+			ctx, cancel := e.request(e.ctx, i)
 			r, err := e.readView(ctx, i)
 			cancel()
 			if err != nil {
@@ -263,6 +263,7 @@ func (e *Elector) Observe(ctx context.Context) <-chan elector.Leader {
 // readView asks server i for its leader view.
 func (e *Elector) readView(ctx context.Context, i int) (viewReply, error) {
 	v, err := viewScript.Run(ctx, e.cfg.Servers[i].Client, e.keys.all()).Result()
+	e.patience[i].Observe(err)
 	if err != nil {
 		return viewReply{}, rediskit.Classify(err)
 	}

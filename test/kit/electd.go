@@ -210,6 +210,9 @@ func (e *Electd) Crashes() {
 // Tail is the end of electd's log, for failure messages.
 func (e *Electd) Tail() string { return Tail(e.ID, e.LogPath, TailLines) }
 
+// Story is the short form of the end of electd's log (kit.Story).
+func (e *Electd) Story(n int) string { return Story(e.ID, e.LogPath, n) }
+
 // Do sends a request to electd's HTTP API, with bearer as its token if not
 // empty, and returns the status code and the body.
 func (e *Electd) Do(method, path, bearer string) (int, []byte, error) {

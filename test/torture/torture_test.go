@@ -3,6 +3,7 @@ package torture
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ const (
 	agreeBound  = 30 * time.Second       // after a leader runs, every copy agrees on it
 	settlePoll  = 25 * time.Millisecond  // HTTP and log polling while settling
 	historyTail = 12                     // faults shown with a failure
+	storyLines  = 10                     // events of each node's log shown first with a failure
 	settleHold  = 800 * time.Millisecond // a leader must hold this long before the next fault
 )
 
@@ -239,6 +241,11 @@ func (c *cluster) fatalf(f *fault, format string, args ...any) {
 		fmt.Fprintf(&b, ", fault #%d %s on %s (%s)", f.seq, f.kind, f.target, f.note)
 	}
 	fmt.Fprintf(&b, ": %s\n", fmt.Sprintf(format, args...))
+	// The short story of every node first: a CI report may keep only the
+	// start and the end of a long message.
+	for _, n := range c.nodes {
+		b.WriteString(kit.Story(n.id, filepath.Join(c.dir, n.id+".log"), storyLines) + "\n")
+	}
 	if c.history != nil {
 		h := *c.history
 		fmt.Fprintf(&b, "recent faults:\n")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/electd/electd/elector/backend"
 )
@@ -42,14 +43,23 @@ func SetLogger(ep backend.Endpoint) {
 // ClientOptions are the options electd's Redis clients run with, for addr:
 // requests bounded by their context (ContextTimeoutEnabled), and no retries
 // inside the client (MaxRetries -1), as the elector retries on its own
-// clock.
+// clock. A new connection greets the server with HELLO alone: no CLIENT
+// SETINFO (DisableIdentity) and no CLIENT MAINT_NOTIFICATIONS (a Redis
+// Enterprise feature), each of which would cost a round trip more before
+// the first request after a reconnection (see Patience).
 func ClientOptions(addr string) *redis.Options {
 	return &redis.Options{
-		Addr:                  addr,
-		DialTimeout:           2 * time.Second,
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1, // the elector retries on its own clock
+		Addr:                     addr,
+		DialTimeout:              2 * time.Second,
+		ContextTimeoutEnabled:    true,
+		MaxRetries:               -1, // the elector retries on its own clock
+		DisableIdentity:          true,
+		MaintNotificationsConfig: noMaintNotifications(),
 	}
+}
+
+func noMaintNotifications() *maintnotifications.Config {
+	return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 }
 
 // FailoverOptions are ClientOptions for the master named master, found
@@ -61,6 +71,7 @@ func FailoverOptions(master string, addrs []string) *redis.FailoverOptions {
 		DialTimeout:           2 * time.Second,
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,
+		DisableIdentity:       true,
 	}
 }
 
@@ -72,10 +83,12 @@ func FailoverOptions(master string, addrs []string) *redis.FailoverOptions {
 // counts from the first send, and the server measures from a later one.
 func ClusterOptions(addrs []string) *redis.ClusterOptions {
 	return &redis.ClusterOptions{
-		Addrs:                 addrs,
-		DialTimeout:           2 * time.Second,
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1,
+		Addrs:                    addrs,
+		DialTimeout:              2 * time.Second,
+		ContextTimeoutEnabled:    true,
+		MaxRetries:               -1,
+		DisableIdentity:          true,
+		MaintNotificationsConfig: noMaintNotifications(),
 	}
 }
 
