@@ -55,10 +55,7 @@ clean:
 ## TORTURE_FAULTS faults per backend
 ## (default 200), TORTURE_SEED to replay a schedule. Prints every fault and
 ## the figures, and writes the figures as Markdown to bin/torture-report.md.
-## (`make test` runs its short version: 16 faults on each but Redlock, which
-## `make test` leaves out: with two `make test` runs at once on 2 cores its
-## short run twice saw no leader for over 10 s after a server fault, cause
-## not found; one run at a time passes, and `make torture` includes it;
+## (`make test` runs its short version: 16 faults on each;
 ## measured on 2 cores: `make test` 7 min with the first four, 5 min 15 s
 ## with etcd and Redis alone; the etcd cluster adds about 30 s to the torture
 ## package, 160 s instead of 132 s, and 15 s to test/e2e; Redlock about 10 s

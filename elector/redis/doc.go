@@ -45,7 +45,12 @@
 // transient class too, and ends only on a refusal retrying cannot fix
 // (credentials, ACL, scripting disabled). Every failure is counted by class
 // (elector.ErrorClass: the Redis error code, "conn", "timeout", ...) and
-// logged at most once per class and 30 s.
+// logged at most once per class and 30 s. A request waits one renewal
+// interval for its reply; after a timeout, which costs the connection (the
+// retry must reconnect: HELLO, then the script), the next one waits twice
+// as long, up to four intervals and half the TTL, and every reply halves
+// it again (rediskit.Patience), so that a slow store is waited for rather
+// than never answered again.
 //
 // No polling, no herd. Scripts that change the head or the term PUBLISH
 // "<mode> <head entry>" on the election's channel; a waiter re-runs the

@@ -17,7 +17,11 @@
 // until its outcome is decided (a majority held, or too few can), then a
 // short grace (as long again, at least 25 ms) for the rest: a server that
 // does not answer at all (black-holed) costs a round that grace, not the
-// request's timeout; its answer counts as failed.
+// request's timeout; its answer counts as failed. The timeout of a request
+// to a server is one renewal interval, twice as long after each timeout
+// of that server's (which costs the connection: the retry must reconnect),
+// up to four intervals and half the TTL, halved by each reply
+// (rediskit.Patience).
 //
 // A server grants its term to the first entry of its queue that claims
 // (a candidate claims while its last round reached a majority, so that
