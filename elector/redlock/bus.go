@@ -16,7 +16,8 @@ import (
 
 // bus owns the Elector's subscriptions, one per server, to the election's
 // channel, and hands each message to the listeners it concerns: a step
-// that changes a server's term or head publishes "<mode> <head>" there,
+// that changes a server's term or head publishes "<mode> <head> <from>"
+// there (from: the entry whose step it was),
 // followed by that server's leader view.
 type bus struct {
 	e    *Elector
@@ -32,10 +33,11 @@ type bus struct {
 	listeners map[*listener]struct{}
 }
 
-// listener is woken (a non-blocking send on ch) by messages whose head it
+// listener is woken (a non-blocking send on ch) by messages whose head,
+// and the entry whose step published them (from; "" if not given), it
 // matches, and by every (re)subscription, after which it must re-check.
 type listener struct {
-	match func(head string) bool
+	match func(head, from string) bool
 	ch    chan cause
 }
 
@@ -62,7 +64,7 @@ func (h *bus) start() {
 	})
 }
 
-func (h *bus) add(match func(head string) bool) *listener {
+func (h *bus) add(match func(head, from string) bool) *listener {
 	l := &listener{match: match, ch: make(chan cause, 1)}
 	h.mu.Lock()
 	h.listeners[l] = struct{}{}
@@ -178,7 +180,13 @@ func (h *bus) receive(i int, ps *redis.PubSub, b *backoff) error {
 			}
 		case *redis.Message:
 			first, rest, hasView := strings.Cut(m.Payload, "\n")
-			_, head, _ := strings.Cut(first, " ")
+			var head, from string // "<mode> <head> <from>"
+			if f := strings.Fields(first); len(f) >= 2 {
+				head = f[1]
+				if len(f) >= 3 {
+					from = f[2]
+				}
+			}
 			if hasView {
 				if r, err := parseViewFields(strings.Split(rest, "\n")); err != nil {
 					e.log.Warn("ignoring a malformed election message", "server", e.cfg.Servers[i].Addr, "err", err)
@@ -186,7 +194,7 @@ func (h *bus) receive(i int, ps *redis.PubSub, b *backoff) error {
 					e.view.offer(i, r, h.gen(i))
 				}
 			}
-			h.notify(head, false)
+			h.notify(head, from, false)
 		}
 	}
 }
@@ -214,11 +222,11 @@ func (h *bus) setLive(i int, live bool) {
 	h.mu.Unlock()
 	h.e.view.resync(i)
 	if live {
-		h.notify("", true)
+		h.notify("", "", true)
 	}
 }
 
-func (h *bus) notify(head string, all bool) {
+func (h *bus) notify(head, from string, all bool) {
 	why := byMessage
 	if all {
 		why = byResync
@@ -226,7 +234,7 @@ func (h *bus) notify(head string, all bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for l := range h.listeners {
-		if all || l.match(head) {
+		if all || l.match(head, from) {
 			select {
 			case l.ch <- why:
 			default:

@@ -126,7 +126,10 @@ func (e *Elector) candidacy(ctx context.Context, try bool) (*elector.Term, error
 	start := clk.Now()
 	entry, ord := e.newEntry(), order(start)
 	log := e.log.With("entry", entry)
-	l := e.bus.add(func(head string) bool { return head == entry })
+	// A message our own step published tells nothing the step's reply did
+	// not: a join that reaches a server before those ahead of us names us
+	// there, and must not count as a wake-up.
+	l := e.bus.add(func(head, from string) bool { return head == entry && from != entry })
 	defer e.bus.remove(l)
 
 	b, splits := e.newBackoff(), e.newBackoff()
@@ -346,7 +349,7 @@ func (e *Elector) keep(entry, ord string, token uint64, since time.Time, dl *ele
 	clk, timing := e.cfg.Clock, e.cfg.Timing
 	n := len(e.cfg.Servers)
 	log := e.log.With("entry", entry, "token", token)
-	l := e.bus.add(func(string) bool { return false }) // (re)subscriptions only
+	l := e.bus.add(func(string, string) bool { return false }) // (re)subscriptions only
 	defer e.bus.remove(l)
 	due := make([]time.Time, n)
 	lost := make([]bool, n) // the server's latest answer: it does not hold us

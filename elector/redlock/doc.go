@@ -117,8 +117,10 @@
 // # No polling, no herd
 //
 // A step that changes a server's term or the first claiming entry
-// publishes "<mode> <head>" and the server's leader view on its channel;
-// a waiter re-runs only for a message naming itself, from any server.
+// publishes "<mode> <head> <entry of the step>" and the server's leader
+// view on its channel; a waiter re-runs only for a message naming itself,
+// from any server, that another's step published (its own step's reply
+// already told it what the message says).
 // Otherwise it sleeps until its next renewal or until the moment a
 // majority of servers may let it hold (the m-th earliest of the servers'
 // answers: the lease of the holder or of the claiming entry just ahead, or

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -290,4 +291,59 @@ func TestBlackHoledServer(t *testing.T) {
 		t.Logf("handover with one server black-holed: %s", took.Round(time.Millisecond))
 	}
 	electortest.Resign(t, rb.Term)
+}
+
+// TestOwnMessageWakesNobody: a join that reaches a server before the
+// candidates ahead of it names it the head there, in a message its own
+// step published. That tells the candidate nothing its step's reply did
+// not, and must not wake it: under load, joins of a crowd reach the
+// servers in different orders, and the crowd suite saw candidates woken
+// that never led.
+func TestOwnMessageWakesNobody(t *testing.T) {
+	h := newHarness(t, 3)
+	el := faultElection(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b, ps := h.proxied(t, el, "b")
+	ps[0].Cut() // b reaches servers 1 and 2 only
+	cb := electortest.Campaign(ctx, b)
+	queuedOn := func(i int) int64 {
+		n, err := h.clis[i].ZCard(context.Background(), keysFor(el).queue).Result()
+		if err != nil {
+			t.Fatalf("count the queue on server %d: %v", i, err)
+		}
+		return n
+	}
+	electortest.Eventually(t, 5*faultTTL, "b queued on servers 1 and 2", func() bool {
+		return queuedOn(1) == 1 && queuedOn(2) == 1
+	})
+	c := h.candidate(t, el, "c") // after b: behind it in the order
+	// c listens on server 0 before it joins (its campaign waits for a
+	// majority of its subscriptions only), so that its own message reaches it.
+	if _, err := c.Leader(ctx); err != nil && !errors.Is(err, elector.ErrNoLeader) {
+		t.Fatalf("c's leader view: %v", err)
+	}
+	electortest.Eventually(t, 5*faultTTL, "c subscribed on server 0", func() bool {
+		n, err := h.clis[0].PubSubNumSub(context.Background(), keysFor(el).channel).Result()
+		return err == nil && n[keysFor(el).channel] == 1
+	})
+	cc := electortest.Campaign(ctx, c)
+	electortest.Eventually(t, 5*faultTTL, "c queued on every server", func() bool {
+		return queuedOn(0) == 1 && queuedOn(1) == 2 && queuedOn(2) == 2
+	})
+	// On server 0, c's own join named c the head. Its message arrives
+	// within milliseconds; watch for a second (a stability check, not a
+	// synchronisation).
+	hold := time.Now().Add(time.Second)
+	for time.Now().Before(hold) {
+		if w := c.Wakeups(); w != 0 {
+			t.Fatalf("c was woken %d times by its own join's message", w)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	electortest.StillWaiting(t, cc, "c")
+	ps[0].Heal()
+	rb := electortest.MustLead(t, cb, 5*faultTTL, "b")
+	electortest.Resign(t, rb.Term)
+	electortest.Resign(t, electortest.MustLead(t, cc, 5*faultTTL, "c").Term)
 }

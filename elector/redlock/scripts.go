@@ -116,7 +116,7 @@ local function finish(status, wake)
   local v = leaderView(X, T)
   table.insert(v, 1, fmt(now))
   if changed then
-    redis.call('PUBLISH', ARGV[6], mode .. ' ' .. h .. '\n' .. table.concat(v, '\n'))
+    redis.call('PUBLISH', ARGV[6], mode .. ' ' .. h .. ' ' .. me .. '\n' .. table.concat(v, '\n'))
   end
   local floor = stored
   if now > floor then floor = now end
