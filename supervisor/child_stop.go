@@ -174,6 +174,12 @@ func (c *Child) killGroup(sig syscall.Signal) {
 func (c *Child) drainGroup() error {
 	deadline := time.Now().Add(groupDrainTimeout)
 	delay := time.Millisecond
+	// One empty scan is not proof: /proc is read a process at a time, so a
+	// daemon whose parent exits (and is reaped) during the scan was read
+	// as the child of a process that is gone when its parent is read, and
+	// is found nowhere. It was reparented to us when its parent exited,
+	// before the scan ended: the next scan finds it.
+	empty := false
 	for {
 		// Members reparented to us (as subreaper or PID 1) stay zombies in
 		// the group until we reap them. With the leader already reaped, every
@@ -187,8 +193,13 @@ func (c *Child) drainGroup() error {
 		}
 		err := syscall.Kill(-c.pid, syscall.SIGKILL)
 		if errors.Is(err, syscall.ESRCH) && len(rest) == 0 {
-			return nil
+			if empty {
+				return nil
+			}
+			empty = true
+			continue
 		}
+		empty = false
 		if time.Now().After(deadline) {
 			alive, zombies := groupMembers(c.pid)
 			alive += len(rest)
