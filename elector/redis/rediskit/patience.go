@@ -20,24 +20,24 @@ import (
 // round trip against a 400 ms timeout: 5 of 5 requests on the open
 // connection answered, then 0 of 20 after it was reset or the server
 // restarted). Patience breaks the loop: each timeout doubles the next
-// request's timeout, up to Max, and each reply halves it, down to Base. A
+// request's timeout, up to its limit, and each reply halves it, down to its base. A
 // store that answers slowly is thus waited for; a dead connection still
-// costs one Base before the retry on a new one.
+// costs one base timeout before the retry on a new one.
 //
 // Waiting longer is safe: a renewal counts from its send time whenever its
 // reply comes (elector.Deadline), and no term outlives its deadline.
 //
 // A Patience is safe for concurrent use.
 type Patience struct {
-	base, max time.Duration
+	base, limit time.Duration
 
 	mu  sync.Mutex
 	cur time.Duration
 }
 
-// NewPatience starts at base and grows to max (at least base).
-func NewPatience(base, max time.Duration) *Patience {
-	return &Patience{base: base, max: maxDur(base, max), cur: base}
+// NewPatience starts at base and grows to limit (at least base).
+func NewPatience(base, limit time.Duration) *Patience {
+	return &Patience{base: base, limit: max(base, limit), cur: base}
 }
 
 // PatienceFor is the Patience of a loop whose single requests, on an open
@@ -61,22 +61,15 @@ func (p *Patience) Observe(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err == nil {
-		p.cur = maxDur(p.base, p.cur/2)
+		p.cur = max(p.base, p.cur/2)
 		return
 	}
 	switch ErrorClass(err) {
 	case elector.ClassTimeout:
-		p.cur = min(2*p.cur, p.max)
+		p.cur = min(2*p.cur, p.limit)
 	case ClassConn, ClassClosed, elector.ClassCanceled, elector.ClassOther:
 		// no reply, but not for want of waiting
 	default: // the server answered with an error
-		p.cur = maxDur(p.base, p.cur/2)
+		p.cur = max(p.base, p.cur/2)
 	}
-}
-
-func maxDur(a, b time.Duration) time.Duration {
-	if a > b {
-		return a
-	}
-	return b
 }
