@@ -35,15 +35,25 @@ type cand struct {
 
 type cands map[string]*cand
 
+// electionOf is the election of a test's candidates, named after it.
+func electionOf(t *testing.T) string {
+	return strings.NewReplacer("/", "-", " ", "-", ",", "").Replace(t.Name())
+}
+
+// candidateOf is candidate id of the test's election, with timing tm,
+// counting its store errors in errs.
+func candidateOf(t *testing.T, id string, tm elector.Timing, errs *storeErrors) elector.Candidate {
+	return elector.Candidate{Election: electionOf(t), ID: id, Address: "http://" + id + ".test", Timing: tm, Instrument: errs}
+}
+
 // candidates makes one candidate per id, each on its own connection, in
 // an election named after the test.
 func (h *clusterHarness) candidates(t *testing.T, mode dialMode, ttl time.Duration, ids ...string) cands {
 	t.Helper()
-	election := strings.NewReplacer("/", "-", " ", "-", ",", "").Replace(t.Name())
 	out := cands{}
 	for i, id := range ids {
 		c := &cand{errs: &storeErrors{}, member: -1}
-		ec := elector.Candidate{Election: election, ID: id, Address: "http://" + id + ".test", Timing: timingOf(ttl), Instrument: c.errs}
+		ec := candidateOf(t, id, timingOf(ttl), c.errs)
 		switch mode {
 		case allMembers:
 			c.e = h.dial(t, ec, h.c.Endpoints()...)
@@ -56,6 +66,23 @@ func (h *clusterHarness) candidates(t *testing.T, mode dialMode, ttl time.Durati
 		out[id] = c
 	}
 	return out
+}
+
+// candidateOn makes candidate id of the test's election, with timing tm,
+// on a connection of its own to the given members alone (as electd dials
+// etcd://THOSE). With one member, that is its member.
+func (h *clusterHarness) candidateOn(t *testing.T, id string, tm elector.Timing, members ...int) *cand {
+	t.Helper()
+	c := &cand{errs: &storeErrors{}, member: -1}
+	if len(members) == 1 {
+		c.member = members[0]
+	}
+	var hosts []string
+	for _, m := range members {
+		hosts = append(hosts, h.c.Members()[m].Endpoint())
+	}
+	c.e = h.dial(t, candidateOf(t, id, tm, c.errs), hosts...)
+	return c
 }
 
 // loop starts the candidates' campaign loops.
@@ -198,6 +225,45 @@ func lowWater(t *testing.T, term *elector.Term) func() time.Duration {
 	end := func() time.Duration {
 		once.Do(func() { close(stop); <-done })
 		return least
+	}
+	t.Cleanup(func() { end() })
+	return end
+}
+
+// highWater samples term's ValidUntil until the term ends or the returned
+// function is called, which gives the latest seen. ValidUntil only moves
+// forward while the term lasts; a term that ends early has it clamped to
+// that moment, and the latest sample before keeps the deadline it had
+// earned, short of a renewal credited in the last 5 ms. A term that
+// expired keeps its deadline: the final reading is exact.
+func highWater(t *testing.T, term *elector.Term) func() time.Time {
+	latest := term.ValidUntil()
+	sample := func() {
+		if vu := term.ValidUntil(); vu.After(latest) {
+			latest = vu
+		}
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-term.Done():
+				return
+			case <-tick.C:
+				sample()
+			}
+		}
+	}()
+	var once sync.Once
+	end := func() time.Time {
+		once.Do(func() { close(stop); <-done; sample() })
+		return latest
 	}
 	t.Cleanup(func() { end() })
 	return end

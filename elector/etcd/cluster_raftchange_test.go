@@ -1,0 +1,268 @@
+package etcd_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/electortest"
+)
+
+// Fault tests of a raft leader change that etcd's lease extension does not
+// cover (issue 22). etcd keeps a lease's expiry only in the raft leader's
+// lessor; renewals are not replicated. A raft leader cut off from its
+// peers keeps acknowledging renewals until raft's CheckQuorum makes it step
+// down, one to two election timeouts after the cut (its ensureLeadership
+// is skipped while its own ticks run). A new raft leader extends every
+// lease by one election timeout from the moment it leads (lessor.Promote):
+// the lease ends there at P + TTL + ET, P the promotion. A renewal sent at
+// s and acknowledged by the old raft leader earns the electd leader the
+// deadline s + window(TTL), beyond that end once s > P + ET + TTL·1% + ε:
+// the store grants the successor while the old term is still valid.
+//
+// In both tests candidate a dials only the raft leader, m0, and renews
+// every pinnedRenew, so that its renewals keep reaching m0 for as long as
+// m0 acknowledges them; candidate b dials the two other members and waits
+// at the head of the queue. The terms are recorded (electortest.Terms):
+// Stop fails the test if two overlapped.
+
+const (
+	// pinnedRenew is a's renewal interval (and b's): renewals reach m0
+	// throughout the time it still acknowledges them after the cut.
+	pinnedRenew = 100 * time.Millisecond
+	// transferDelay slows m0's peer links, one way, so that the cut can be
+	// placed between m1 leading and m0 hearing of it: m1's first messages
+	// of its new term reach m0 this long after they are sent.
+	transferDelay = 150 * time.Millisecond
+	// moveTimeout bounds the MoveLeader asked of m0, which returns once m0
+	// follows m1: after the heal.
+	moveTimeout = 30 * time.Second
+	// raftTrials is how many times each test runs its fault.
+	raftTrials = 3
+)
+
+// raftPinned is the set-up of the tests below.
+type raftPinned struct {
+	terms *electortest.Terms
+	lead  electortest.Span // a's term
+	a, b  *cand
+	m     [3]int // m[0] leads raft; b dials m[1] and m[2]
+}
+
+// pinnedToRaftLeader makes a lead, pinned to the raft leader m0, and b
+// queue behind it, on the other two members. Both renew every pinnedRenew.
+func (h *clusterHarness) pinnedToRaftLeader(t *testing.T) raftPinned {
+	t.Helper()
+	m0 := h.c.Leader(t)
+	s := raftPinned{m: [3]int{m0, (m0 + 1) % 3, (m0 + 2) % 3}}
+	tm := elector.Timing{TTL: faultTTL, RenewInterval: pinnedRenew}
+	s.a = h.candidateOn(t, "a", tm, s.m[0])
+	s.b = h.candidateOn(t, "b", tm, s.m[1], s.m[2])
+	aLeads := make(chan struct{})
+	s.terms = electortest.CampaignLoop(t, s.a.e, queuedAfter{s.b.e, aLeads})
+	s.lead = s.terms.WaitLeading(t, firstLeader)
+	close(aLeads)
+	if s.lead.ID != "a" {
+		t.Fatalf("%s leads, want a: b campaigns only once a leads", s.lead.ID)
+	}
+	electortest.Eventually(t, firstLeader, "b queued behind a", func() bool { return h.Queued(t, electionOf(t)) == 2 })
+	h.moveRaftLeader(t, m0) // back, if a loaded host had a raft election meanwhile
+	renewed(t, s.lead.Term)
+	return s
+}
+
+// queuedAfter is an Elector whose campaigns begin once first is closed.
+type queuedAfter struct {
+	elector.Elector
+	first <-chan struct{}
+}
+
+func (q queuedAfter) Campaign(ctx context.Context) (*elector.Term, error) {
+	select {
+	case <-q.first:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return q.Elector.Campaign(ctx)
+}
+
+// TestClusterTransferThenCut: raft leadership is moved from m0 to m1
+// (MoveLeader, as operators and automation do before maintenance), and m0
+// is cut from its peers as soon as m1 leads, before m0 hears of m1's term
+// (m0's peer links are slowed by transferDelay to leave room for that).
+// m1 campaigns at once on the transfer, and its lease extension starts
+// then: the lease ends on m1 at about cut + TTL + ET. m0, still raft leader
+// in its own eyes, acknowledges a's renewals until CheckQuorum, up to
+// 2 ET after the cut; each earns a a deadline a window after its send
+// time. Asserted, exactly: b's term begins after a's has ended, both Done
+// and ValidUntil (as Terms.Stop checks every pair; this names the
+// figures of the pair the fault made). Logged: when a's last credited
+// renewal was sent, relative to the cut, and a's last ValidUntil against
+// b's start.
+func TestClusterTransferThenCut(t *testing.T) {
+	h := newClusterHarness(t)
+	overlaps, placed := 0, 0 // trials: with an overlap; where m0 had not heard of m1's term at the cut
+	for i := range raftTrials {
+		t.Run(fmt.Sprintf("trial %d", i+1), func(t *testing.T) {
+			s := h.pinnedToRaftLeader(t)
+			m0, m1 := s.m[0], s.m[1]
+			ctx := context.Background()
+			st0, err := h.c.Status(ctx, m0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st1, err := h.c.Status(ctx, m1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id0, id1 := st0.Header.MemberId, st1.Header.MemberId
+			mover := h.c.Client(t, m0)
+			t.Cleanup(func() {
+				h.c.Heal(m0)
+				h.c.SetPeerDelay(m0, 0)
+			})
+			high := highWater(t, s.lead.Term)
+
+			h.c.SetPeerDelay(m0, transferDelay)
+			mctx, mcancel := context.WithTimeout(ctx, moveTimeout)
+			t.Cleanup(mcancel)
+			moved := make(chan error, 1)
+			asked := time.Now()
+			go func() {
+				_, err := mover.MoveLeader(mctx, id1)
+				moved <- err
+			}()
+			// m1 answers Status alone, as soon as it leads; it led after
+			// the last poll that said otherwise was sent.
+			var (
+				before   time.Time
+				moveErr  error
+				moveDone bool
+			)
+			electortest.Eventually(t, raftElection+slack, fmt.Sprintf("m%d to lead raft", m1), func() bool {
+				select {
+				case moveErr = <-moved:
+					moveDone = true
+					if moveErr != nil {
+						t.Fatalf("move the raft leader from m%d to m%d: %v", m0, m1, moveErr)
+					}
+				default:
+				}
+				sent := time.Now()
+				if st, err := h.c.Status(ctx, m1); err == nil && st.Leader == id1 {
+					return true
+				}
+				before = sent
+				return false
+			})
+			cut := time.Now()
+			h.c.Partition(m0)
+			since := func(at time.Time) time.Duration { return elapsed(at.Sub(cut)) }
+			// Whether m0 had heard of m1's term by the cut: if it had, it
+			// stepped down, and this trial did not place the fault.
+			heard := "unknown"
+			if st, err := h.c.Status(ctx, m0); err == nil {
+				heard = fmt.Sprint(st.Leader != id0 || st.Header.RaftTerm != st0.Header.RaftTerm)
+			}
+			if heard == "false" {
+				placed++
+			}
+
+			next := s.terms.WaitStarted(t, cut, raftChangeBound(faultTTL))
+			electortest.Eventually(t, window(faultTTL)+slack, "a's term to end", func() bool { return s.lead.Term.Err() != nil })
+			vu := high()
+			renewed(t, next.Term)
+			h.c.SetPeerDelay(m0, 0)
+			h.heal(t, m0)
+			if !moveDone {
+				select {
+				case moveErr = <-moved:
+				case <-time.After(moveTimeout + slack):
+					t.Fatalf("MoveLeader asked of m%d did not return within %s", m0, moveTimeout+slack)
+				}
+			}
+			spans := s.terms.Stop(t)
+
+			old := electortest.SpanOf(t, spans, s.lead.Token)
+			nxt := electortest.SpanOf(t, spans, next.Token)
+			if nxt.ID != "b" {
+				t.Errorf("after the cut %s (token %d) led, want b", nxt.ID, nxt.Token)
+			}
+			if !old.End.Before(nxt.Start) || !old.ValidUntil.Before(nxt.Start) {
+				overlaps++
+				t.Errorf("terms overlap: b (token %d) led at cut+%s, %s before a's term (token %d) ended (cut+%s) and %s before its ValidUntil (cut+%s); a's last credited renewal was sent at cut+%s",
+					nxt.Token, since(nxt.Start), elapsed(old.End.Sub(nxt.Start)), old.Token, since(old.End),
+					elapsed(old.ValidUntil.Sub(nxt.Start)), since(old.ValidUntil), since(vu.Add(-window(faultTTL))))
+			}
+			t.Logf("MoveLeader m%d→m%d asked at cut%v, m%d led after cut%v (its lease extension ends about cut+%s); m%d cut off at 0, had heard of m%d's term: %s; "+
+				"a's last credited renewal sent at cut+%s, a valid until cut+%s, its term ended at cut+%s (%v); b led at cut+%s (b's start − a's ValidUntil: %s); MoveLeader: %v; a's errors %v, b's %v; %d terms",
+				m0, m1, since(asked), m1, since(before), since(cut.Add(faultTTL+promoteExtend)), m0, m1, heard,
+				since(vu.Add(-window(faultTTL))), since(vu), since(old.End), old.Err, since(nxt.Start), elapsed(nxt.Start.Sub(old.ValidUntil)),
+				moveErr, s.a.errs.snapshot(), s.b.errs.snapshot(), len(spans))
+		})
+	}
+	t.Logf("terms overlapped in %d of %d trials; the cut came before m0 heard of m1's term in %d", overlaps, raftTrials, placed)
+}
+
+// TestClusterRaftLeaderCutPinned: the raft leader m0, which a's renewals
+// are pinned to, is cut from its peers at cut, with no transfer. Until
+// then heartbeats reached the followers: no new raft leader is elected
+// before cut, so its lease extension ends no earlier than cut + TTL + ET
+// (ET = promoteExtend, the cluster's election timeout). Asserted: a's
+// ValidUntil, sampled until its term ends, never passes cut + TTL + ET.
+// That is the exact bound: any later deadline can outlast the lease on a
+// new raft leader elected just after the cut (as after a transfer,
+// TestClusterTransferThenCut), whether or not this trial's election came
+// late enough to hide it. m0 acknowledges renewals until it steps down,
+// 1–2 ET after the cut (later on a loaded host, its ticks late), so today
+// the bound is passed whenever a renewal sent later than ET + TTL·1% + ε
+// after the cut is acknowledged.
+//
+// Logged, not asserted: how far a's ValidUntil went past cut + window, the
+// deadline of a renewal sent at the cut. Crediting a renewal only once a
+// quorum confirmed m0's leadership after applying it (the read-back the
+// issue proposes) keeps within it: a renewal sent after the cut is never
+// confirmed. A fix that shortens the window by the election timeout
+// instead keeps within cut + TTL + ET as long as m0 steps down within
+// 2 ET, and goes past cut + window by up to ET: asserting the stronger
+// bound would test one fix rather than the promise. Also logged: when the
+// followers elected a raft leader, and b's start against a's ValidUntil
+// (Terms.Stop fails the test on an overlap).
+func TestClusterRaftLeaderCutPinned(t *testing.T) {
+	h := newClusterHarness(t)
+	for i := range raftTrials {
+		t.Run(fmt.Sprintf("trial %d", i+1), func(t *testing.T) {
+			s := h.pinnedToRaftLeader(t)
+			m0 := s.m[0]
+			t.Cleanup(func() { h.c.Heal(m0) })
+			high := highWater(t, s.lead.Term)
+			cut := time.Now()
+			h.c.Partition(m0)
+			cutDone := time.Now() // no renewal sent later can be confirmed by a quorum
+			since := func(at time.Time) time.Duration { return elapsed(at.Sub(cut)) }
+
+			r, elected := h.raftElected(t, m0)
+			next := s.terms.WaitStarted(t, cut, raftChangeBound(faultTTL))
+			electortest.Eventually(t, window(faultTTL)+slack, "a's term to end", func() bool { return s.lead.Term.Err() != nil })
+			vu := high()
+			renewed(t, next.Term)
+			h.heal(t, m0)
+			spans := s.terms.Stop(t)
+			nxt := electortest.SpanOf(t, spans, next.Token)
+
+			bound := cut.Add(faultTTL + promoteExtend)
+			if vu.After(bound) {
+				t.Errorf("a was valid until cut+%s, %s past cut+TTL+ET (%s), the earliest end of the lease on a raft leader elected after the cut: m%d acknowledged a renewal sent at cut+%s",
+					since(vu), elapsed(vu.Sub(bound)), since(bound), m0, since(vu.Add(-window(faultTTL))))
+			}
+			t.Logf("m%d (raft leader) cut off at 0: a's last credited renewal sent at cut+%s, a valid until cut+%s: %s past cut+window (%s), %s past cut+TTL+ET (%s); "+
+				"m%d led raft at cut+%s (its lease extension ends about cut+%s; that − a's ValidUntil: %s); %s (token %d) led at cut+%s (its start − a's ValidUntil: %s); a's errors %v; %d terms",
+				m0, since(vu.Add(-window(faultTTL))), since(vu), elapsed(vu.Sub(cutDone.Add(window(faultTTL)))), since(cutDone.Add(window(faultTTL))),
+				elapsed(vu.Sub(bound)), since(bound), r, since(elected), since(elected.Add(faultTTL+promoteExtend)),
+				elapsed(elected.Add(faultTTL+promoteExtend).Sub(vu)), nxt.ID, nxt.Token, since(nxt.Start), elapsed(nxt.Start.Sub(vu)),
+				s.a.errs.snapshot(), len(spans))
+		})
+	}
+}
