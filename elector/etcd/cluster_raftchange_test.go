@@ -220,16 +220,15 @@ func TestClusterTransferThenCut(t *testing.T) {
 // the bound is passed whenever a renewal sent later than ET + TTL·1% + ε
 // after the cut is acknowledged.
 //
-// Logged, not asserted: how far a's ValidUntil went past cut + window, the
-// deadline of a renewal sent at the cut. Crediting a renewal only once a
-// quorum confirmed m0's leadership after applying it (the read-back the
-// issue proposes) keeps within it: a renewal sent after the cut is never
-// confirmed. A fix that shortens the window by the election timeout
-// instead keeps within cut + TTL + ET as long as m0 steps down within
-// 2 ET, and goes past cut + window by up to ET: asserting the stronger
-// bound would test one fix rather than the promise. Also logged: when the
-// followers elected a raft leader, and b's start against a's ValidUntil
-// (Terms.Stop fails the test on an overlap).
+// Asserted too, the rule electd keeps (renewal.go): no renewal sent after
+// the cut is credited, so a's ValidUntil never passes cut + window, the
+// deadline of a renewal sent at the cut. A renewal counts only once a
+// linearizable read through m0 in the same raft term confirms that a
+// quorum still followed m0 after it served the renewal, and m0 reaches no
+// quorum after the cut. (A fix that shortened the window by the election
+// timeout instead would keep the first bound, not this one.) Also logged:
+// when the followers elected a raft leader, and b's start against a's
+// ValidUntil (Terms.Stop fails the test on an overlap).
 func TestClusterRaftLeaderCutPinned(t *testing.T) {
 	h := newClusterHarness(t)
 	for i := range raftTrials {
@@ -253,6 +252,10 @@ func TestClusterRaftLeaderCutPinned(t *testing.T) {
 			nxt := electortest.SpanOf(t, spans, next.Token)
 
 			bound := cut.Add(faultTTL + promoteExtend)
+			if sent := cutDone.Add(window(faultTTL)); vu.After(sent) {
+				t.Errorf("a was valid until cut+%s, %s past cut+window (%s): a renewal sent after the cut was credited (sent at cut+%s)",
+					since(vu), elapsed(vu.Sub(sent)), since(sent), since(vu.Add(-window(faultTTL))))
+			}
 			if vu.After(bound) {
 				t.Errorf("a was valid until cut+%s, %s past cut+TTL+ET (%s), the earliest end of the lease on a raft leader elected after the cut: m%d acknowledged a renewal sent at cut+%s",
 					since(vu), elapsed(vu.Sub(bound)), since(bound), m0, since(vu.Add(-window(faultTTL))))

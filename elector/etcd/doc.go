@@ -6,12 +6,17 @@
 // layout (PREFIX/ELECTION/<lease id in hex>, so `etcdctl elect --listen`
 // can watch an electd election), on a lease that this package renews itself:
 //
-//  1. Grant a lease and start renewing it with KeepAliveOnce on the grid
+//  1. Grant a lease and start renewing it on the grid
 //     grantSendTime + k·RenewInterval, noting when each renewal was sent.
-//     Each acknowledged renewal moves the local deadline to
-//     sendTime + TTL·(1 − drift) − ε. A failed renewal is retried after
-//     min(RenewInterval/4, 250 ms) (on a cluster, by the next member),
-//     earning its deadline from its own send time.
+//     Each renewal goes through one member, on a connection of the
+//     Elector's own to it, and is followed there by a linearizable read:
+//     it counts only if the member reports the same raft term before the
+//     renewal and after the read, which proves that the raft leader that
+//     served it still led with a quorum after (renewal.go). A counted
+//     renewal moves the local deadline to sendTime + TTL·(1 − drift) − ε.
+//     A failed renewal is retried after min(RenewInterval/4, 250 ms) (on a
+//     cluster, through the next member), earning its deadline from its own
+//     send time.
 //  2. Put our key under the lease if absent; its create revision is our
 //     place in the queue and, later, our fencing token.
 //  3. In one transaction: if our key still exists and no key of the
@@ -43,10 +48,18 @@
 //
 // # Guarantees and non-guarantees
 //
-// etcd expires a lease at the earliest TTL after it *received* the last
-// keepalive (and extends leases on a leader change), so the store cannot
-// grant the next term before this candidate's ValidUntil, provided the
-// clocks' rates differ by less than the drift allowance. A TTL that is not a
+// etcd expires a lease at the earliest TTL after its raft leader
+// *received* the last keepalive, and a new raft leader extends every lease
+// by TTL and an election timeout from its own start. A renewal counts only
+// once a quorum is shown to have followed the raft leader that served it
+// after it did (renewal.go), so every later raft leader started after it.
+// So the store cannot grant the next term before this candidate's
+// ValidUntil, provided the clocks' rates differ by less than the drift
+// allowance. Not supported: etcd's lease checkpointing (the alpha feature
+// gate LeaseCheckpoint, off by default) with a checkpoint interval shorter
+// than the TTL: a new raft leader then extends a checkpointed lease by its
+// remaining time at the checkpoint instead of its TTL. (etcd checkpoints
+// only leases with more than the interval, 5 minutes by default, to run.) A TTL that is not a
 // whole number of seconds is rounded up for etcd (its leases have whole
 // seconds), which only makes the store hold the lease longer than we rely
 // on. An operator deleting the key or revoking the lease by hand hands

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,7 @@ import (
 // Elector is an etcd-backed candidate. Its methods are safe for concurrent use.
 type Elector struct {
 	client   *clientv3.Client
+	pins     *pins // a connection per member, for proved renewals (renewal.go)
 	id, addr string
 	pfx      string
 	timing   elector.Timing
@@ -57,6 +59,7 @@ func New(cfg Config) (*Elector, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Elector{
 		client:   cfg.Client,
+		pins:     newPins(cfg.Client),
 		id:       cfg.ID,
 		addr:     cfg.Address,
 		pfx:      cfg.Prefix + cfg.Election + "/",
@@ -104,7 +107,17 @@ func (e *Elector) Close() error {
 	e.cancel()
 	e.hub.Close()
 	e.wg.Wait()
-	return nil
+	return e.pins.close()
+}
+
+// firstPin picks the member a renewal loop or a lease watch starts with:
+// at random, so that copies spread over the members as the client's
+// balancer spreads its requests.
+func (e *Elector) firstPin() int {
+	if e.pins.n() == 0 {
+		return 0 // at fails
+	}
+	return rand.IntN(e.pins.n())
 }
 
 // value is what a candidate's key holds. Slots is omitted for a plain

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -48,9 +49,16 @@ import (
 //
 // Only the current raft leader's readings count: a raft leader replaced
 // without knowing it answers from a lessor that no longer sees renewals.
-// A chain holds readings of one raft term, and before revoking, the waiter
-// reads the leader's key linearizably and goes on only if that read's term
-// is the chain's (confirm).
+// The raft term in an answer's header does not tell whose lessor answered
+// (it is the term of the last entry the answering member applied), so the
+// readings are proved as renewals are (renewal.go): every reading of a
+// chain goes through one member, on the Elector's own connection to it,
+// and carries that member's term from before it was sent; a chain holds
+// readings of one member and one term, and before revoking, the waiter
+// reads the leader's key linearizably through that member and goes on only
+// if the read's term is still the chain's (confirm). Then every reading
+// came from the lessor of that term's raft leader, which still led after
+// the last one.
 //
 // The cost. A head waiter asks once per renewal interval. When the leader
 // publishes its renewal grid (value.grid), the waiter asks just after each
@@ -109,7 +117,8 @@ type reading struct {
 	sent, answered time.Time
 	suspended      time.Duration // the clock's suspended time when it was sent
 	ttl, granted   int64         // seconds
-	term           uint64        // the raft term of the member that answered
+	at             int           // the member it went through (pins)
+	term           uint64        // that member's raft term before it was sent (renewal.go)
 }
 
 // expire looks at the lease of the leader's key kv until it proves it
@@ -124,23 +133,26 @@ func (e *Elector) expire(ctx context.Context, kv *mvccpb.KeyValue, leader value)
 	log := e.log.With("lease", int64(lease))
 
 	var (
-		chain *reading      // the chain's first 0; nil: no chain
-		prev  reading       // the reading before
-		next  = e.clk.Now() // the first reading at once
+		chain *reading       // the chain's first 0; nil: no chain
+		prev  reading        // the reading before
+		next  = e.clk.Now()  // the first reading at once
+		via   = e.firstPin() // the member the readings go through
 	)
 	for {
 		if err := e.wait(ctx, next.Sub(e.clk.Now())); err != nil {
 			return
 		}
-		r, err := e.timeToLive(ctx, lease)
+		r, err := e.timeToLive(ctx, via, lease)
 		if refusedAtOnce(err) { // as in renewLoop
-			r, err = e.timeToLive(ctx, lease)
+			via++
+			r, err = e.timeToLive(ctx, via, lease)
 		}
 		switch {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
 			e.fails.Failed("expire", err, "lease", int64(lease))
+			via++
 			chain, prev = nil, r
 			next = r.answered.Add(own)
 			continue
@@ -162,14 +174,14 @@ func (e *Elector) expire(ctx context.Context, kv *mvccpb.KeyValue, leader value)
 			chain = nil
 		case r.ttl < 0:
 			proof = &r
-		case chain == nil || gap >= link || r.term != chain.term:
+		case chain == nil || gap >= link || r.at != chain.at || r.term != chain.term:
 			chain = &r // remaining below 1 s at some instant before now
 		case r.sent.Sub(chain.answered) >= span:
 			proof = chain
 		}
 		prev = r
 		if proof != nil {
-			switch e.confirm(ctx, kv, proof.term) {
+			switch e.confirm(ctx, kv, proof) {
 			case gone:
 				return
 			case confirmed:
@@ -214,16 +226,25 @@ const (
 	gone                            // the leader's key is gone or replaced
 )
 
-// confirm checks, with a linearizable read of the leader's key (which the
-// raft leader answers only with a quorum behind it), that the raft term of
-// a proof's readings is still the current one. A raft leader that was
-// replaced without knowing it answers LeaseTimeToLive from its own lessor,
-// which no longer sees the leader's renewals: its readings prove nothing.
-func (e *Elector) confirm(ctx context.Context, kv *mvccpb.KeyValue, term uint64) confirmation {
+// confirm checks, with a linearizable read of the leader's key through the
+// member a proof's readings went through, that the raft term of the
+// readings is still the current one (renewal.go): then they were the word
+// of the current raft leader's lessor. A raft leader that was replaced
+// without knowing it answers LeaseTimeToLive from its own lessor, which no
+// longer sees the leader's renewals: its readings prove nothing.
+func (e *Elector) confirm(ctx context.Context, kv *mvccpb.KeyValue, proof *reading) confirmation {
 	gctx, cancel := context.WithTimeout(ctx, e.opTimeout())
 	defer cancel()
-	g, err := e.client.Get(gctx, string(kv.Key))
+	p, err := e.pins.at(proof.at)
+	var g *etcdserverpb.RangeResponse
+	if err == nil {
+		g, err = p.confirm(gctx, string(kv.Key), proof.term)
+	}
 	switch {
+	case errors.Is(err, errTermChanged):
+		e.log.Debug("the lease readings came from another raft term; starting over",
+			"lease", kv.Lease, "readings_term", proof.term, "term", g.Header.GetRaftTerm())
+		return unconfirmed
 	case err != nil:
 		if ctx.Err() == nil {
 			e.fails.Failed("expire", err, "lease", kv.Lease)
@@ -231,25 +252,31 @@ func (e *Elector) confirm(ctx context.Context, kv *mvccpb.KeyValue, term uint64)
 		return unconfirmed
 	case len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != kv.CreateRevision || g.Kvs[0].Lease != kv.Lease:
 		return gone
-	case g.Header.RaftTerm != term:
-		e.log.Debug("the lease readings came from another raft term; starting over",
-			"lease", kv.Lease, "readings_term", term, "term", g.Header.RaftTerm)
-		return unconfirmed
 	}
 	return confirmed
 }
 
-// timeToLive asks for lease's remaining time.
-func (e *Elector) timeToLive(ctx context.Context, lease clientv3.LeaseID) (reading, error) {
-	r := reading{sent: e.clk.Now(), suspended: e.clk.Suspended()}
+// timeToLive asks for lease's remaining time through member at, noting
+// that member's raft term from before the request (renewal.go).
+func (e *Elector) timeToLive(ctx context.Context, at int, lease clientv3.LeaseID) (reading, error) {
+	r := reading{at: at, sent: e.clk.Now(), suspended: e.clk.Suspended()}
 	tctx, cancel := context.WithTimeout(ctx, e.opTimeout())
 	defer cancel()
-	resp, err := e.client.TimeToLive(tctx, lease)
+	p, err := e.pins.at(at)
+	if err == nil {
+		r.term, err = p.termBefore(tctx, e.pfx)
+	}
+	if err != nil {
+		r.answered = e.clk.Now()
+		return r, err
+	}
+	r.sent, r.suspended = e.clk.Now(), e.clk.Suspended()
+	resp, err := p.timeToLive(tctx, lease)
 	r.answered = e.clk.Now()
 	if err != nil {
 		return r, err
 	}
-	r.ttl, r.granted, r.term = resp.TTL, resp.GrantedTTL, resp.ResponseHeader.GetRaftTerm()
+	r.ttl, r.granted = resp.TTL, resp.GrantedTTL
 	return r, nil
 }
 

@@ -78,14 +78,15 @@ func (e *Elector) newSession(ctx context.Context) (*session, error) {
 }
 
 // renewLoop renews the lease on the grid origin + k·RenewInterval until
-// the deadline ends; then it releases the lease. A renewal that fails is
-// retried after a short backoff (a quarter interval, at most 250 ms): on a
-// cluster the retry goes to the next member, so a member that cannot reach
-// the quorum costs one attempt, not the term. Every attempt, retry or not,
-// earns its deadline from its own send time. (clientv3's KeepAliveOnce
-// itself retries a broken stream within the attempt's context; such a
-// retry's acknowledgement is credited to the attempt's first send, which is
-// earlier than its own: the deadline only comes out shorter.)
+// the deadline ends; then it releases the lease. Each renewal goes through
+// one member and is proved there (renewal.go) before it earns its deadline
+// from its own send time. Renewals stay with a member while it answers; a
+// renewal that fails is retried after a short backoff (a quarter
+// interval, at most 250 ms) through the next member, so a member that
+// cannot reach the quorum costs one attempt, not the term. A member that
+// refused at once for want of a raft leader, and a renewal whose proof saw
+// the raft term change, are retried at once: through the next member, and
+// through the same one (whose term is now the new one).
 func (s *session) renewLoop() {
 	e := s.e
 	defer e.wg.Done()
@@ -102,23 +103,26 @@ func (s *session) renewLoop() {
 
 	every := e.timing.RenewInterval
 	next := s.origin.Add(every)
+	at := e.firstPin()
 	for {
 		if err := e.wait(s.ctx, next.Sub(e.clk.Now())); err != nil {
 			return
 		}
-		sent, err := s.renew(every)
-		if refusedAtOnce(err) {
-			// A member cut off from its peers refused at once (see
-			// requireLeader); the next member is asked at once, and only
-			// its answer counts.
+		sent, err := s.renewAt(at, every)
+		switch {
+		case refusedAtOnce(err):
 			e.log.Debug("a member without a raft leader refused the renewal; asking the next", "lease", int64(s.lease))
-			sent, err = s.renew(every)
+			at++
+			sent, err = s.renewAt(at, every)
+		case errors.Is(err, errTermChanged):
+			e.log.Debug("the raft term changed while the renewal was answered; it counts for nothing, renewing again", "lease", int64(s.lease))
+			sent, err = s.renewAt(at, every)
 		}
 		switch {
 		case err == nil:
 			e.fails.Answered("renew")
 			if until, ok := s.dl.Renewed(sent); ok {
-				e.log.Debug("lease renewed", "lease", int64(s.lease), "valid_until", until)
+				e.log.Debug("lease renewed", "lease", int64(s.lease), "valid_until", until, "took", e.clk.Now().Sub(sent))
 			}
 			next = gridAfter(s.origin, every, e.clk.Now())
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
@@ -134,18 +138,19 @@ func (s *session) renewLoop() {
 			retry := min(every/4, 250*time.Millisecond)
 			e.fails.Failed("renew", err, "lease", int64(s.lease), "retry_in", retry,
 				"valid_for", s.dl.ValidUntil().Sub(e.clk.Now()).Round(time.Millisecond))
+			at++
 			next = e.clk.Now().Add(retry)
 		}
 	}
 }
 
-// renew sends one renewal and returns when it was sent.
-func (s *session) renew(timeout time.Duration) (time.Time, error) {
-	sent := s.e.clk.Now()
-	ctx, cancel := context.WithTimeout(s.ctx, timeout)
-	defer cancel()
-	_, err := s.e.client.KeepAliveOnce(ctx, s.lease)
-	return sent, err
+// renewAt renews through member at (modulo the members); see renew.
+func (s *session) renewAt(at int, timeout time.Duration) (time.Time, error) {
+	p, err := s.e.pins.at(at)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return s.renew(p, timeout)
 }
 
 // gridAfter is the first instant origin + k·every (k ≥ 1) after now.

@@ -1,0 +1,167 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+)
+
+// pins are an Elector's own connections to each member of its client's
+// endpoints, one per member, for the requests whose answer must be the
+// word of one raft leader (renewal.go): the client's balanced connection
+// sends each request to the next member, so two requests in a row reach
+// two members, and a member's answer says nothing of which raft leader
+// another member follows.
+//
+// Each connection is dialled on first use with the client's own settings
+// (Client.Dial: TLS, the auth token, the dial options) and closed at
+// Close. gRPC connects lazily, so a member never asked costs nothing.
+type pins struct {
+	cli *clientv3.Client
+	eps []string
+
+	mu     sync.Mutex
+	closed bool
+	ps     []*pin // by endpoint; nil until first used
+}
+
+// pin is one member's connection, and the raft term of its last answer.
+type pin struct {
+	ep    string
+	conn  *grpc.ClientConn
+	lease etcdserverpb.LeaseClient
+	kv    etcdserverpb.KVClient
+
+	// term is the raft term in the header of the member's last answer to
+	// any of this Elector's pinned requests (0 before the first). etcd
+	// fills it with the term of the last raft entry that member applied
+	// (EtcdServer.Term), not with the term of whichever raft leader
+	// served the request: renewal.go says why that is enough, and when.
+	term atomic.Uint64
+}
+
+func newPins(cli *clientv3.Client) *pins {
+	eps := cli.Endpoints()
+	return &pins{cli: cli, eps: eps, ps: make([]*pin, len(eps))}
+}
+
+// n is the number of members.
+func (ps *pins) n() int { return len(ps.eps) }
+
+// at returns member i's connection (i modulo n), dialling it on first use.
+// A connection whose last attempt failed is told to try again now rather
+// than wait out gRPC's backoff (up to 2 minutes): a member back up answers
+// the next request.
+func (ps *pins) at(i int) (*pin, error) {
+	if len(ps.eps) == 0 {
+		return nil, errors.New("the etcd client has no endpoints")
+	}
+	i %= len(ps.eps)
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.closed {
+		return nil, errors.New("elector closed")
+	}
+	if p := ps.ps[i]; p != nil {
+		if p.conn.GetState() == connectivity.TransientFailure {
+			p.conn.ResetConnectBackoff()
+		}
+		return p, nil
+	}
+	conn, err := ps.cli.Dial(ps.eps[i])
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", ps.eps[i], err)
+	}
+	p := &pin{ep: ps.eps[i], conn: conn, lease: etcdserverpb.NewLeaseClient(conn), kv: etcdserverpb.NewKVClient(conn)}
+	ps.ps[i] = p
+	return p, nil
+}
+
+// close closes every connection; at fails after it.
+func (ps *pins) close() error {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.closed = true
+	var errs []error
+	for i, p := range ps.ps {
+		if p != nil {
+			if err := p.conn.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close connection to %s: %w", p.ep, err))
+			}
+			ps.ps[i] = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// saw notes the raft term in an answer's header.
+func (p *pin) saw(h *etcdserverpb.ResponseHeader) {
+	if h != nil {
+		p.term.Store(h.RaftTerm)
+	}
+}
+
+// keepAlive sends one renewal of lease and waits for its answer; "lease
+// not found" is rpctypes.ErrLeaseNotFound, as from clientv3. Unlike
+// clientv3's KeepAliveOnce it does not retry: a member that is down fails
+// the attempt at once, and the caller asks the next.
+func (p *pin) keepAlive(ctx context.Context, lease clientv3.LeaseID) error {
+	ctx, cancel := context.WithCancel(ctx) // ends the stream
+	defer cancel()
+	stream, err := p.lease.LeaseKeepAlive(ctx)
+	if err != nil {
+		return toErr(ctx, err)
+	}
+	err = stream.Send(&etcdserverpb.LeaseKeepAliveRequest{ID: int64(lease)})
+	if err != nil && !errors.Is(err, io.EOF) {
+		return toErr(ctx, err)
+	}
+	// After io.EOF from Send (the member ended the stream: with "no
+	// leader", say), Recv returns the stream's real status.
+	resp, err := stream.Recv()
+	if err != nil {
+		return toErr(ctx, err)
+	}
+	p.saw(resp.Header)
+	if resp.TTL <= 0 {
+		return rpctypes.ErrLeaseNotFound
+	}
+	return nil
+}
+
+// timeToLive asks for lease's remaining time.
+func (p *pin) timeToLive(ctx context.Context, lease clientv3.LeaseID) (*etcdserverpb.LeaseTimeToLiveResponse, error) {
+	resp, err := p.lease.LeaseTimeToLive(ctx, &etcdserverpb.LeaseTimeToLiveRequest{ID: int64(lease)})
+	if err != nil {
+		return nil, toErr(ctx, err)
+	}
+	p.saw(resp.Header)
+	return resp, nil
+}
+
+// get reads key: linearizably (the raft leader confirms it still leads, a
+// heartbeat round to a quorum in its term, and the member waits until it
+// has applied that far) or, serializable, from the member's own copy.
+func (p *pin) get(ctx context.Context, key string, linearizable bool) (*etcdserverpb.RangeResponse, error) {
+	resp, err := p.kv.Range(ctx, &etcdserverpb.RangeRequest{Key: []byte(key), Serializable: !linearizable})
+	if err != nil {
+		return nil, toErr(ctx, err)
+	}
+	p.saw(resp.Header)
+	return resp, nil
+}
+
+// toErr turns a gRPC error into clientv3's typed errors (rpctypes.Err…),
+// and reports the context's own end as such.
+func toErr(ctx context.Context, err error) error {
+	return clientv3.ContextError(ctx, rpctypes.Error(err))
+}

@@ -1,0 +1,127 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
+// When an acknowledged renewal counts.
+//
+// etcd keeps a lease's expiry in the raft leader's lessor alone; renewals
+// are not replicated. A raft leader that was replaced without knowing it
+// (cut off from its peers, or its peers' messages delayed) goes on
+// acknowledging renewals until CheckQuorum makes it step down, up to two
+// election timeouts after it last heard from a quorum: etcd's
+// ensureLeadership is skipped while its own ticks run, and a renewal a
+// follower forwards over peer HTTP skips it entirely. Its successor can
+// lead at once (after a MoveLeader, at once; else from about one election
+// timeout) and extends every lease by one election timeout only
+// (lessor.Promote: its own now + TTL + election timeout). So a renewal the
+// old raft leader acknowledged after that extension's start is covered by
+// nothing, and a deadline earned from it can outlast the lease on the
+// store: two valid terms at once (reproduced: TestClusterTransferThenCut).
+//
+// So an acknowledged renewal counts (earns its deadline from its send
+// time) only once it is proved to have been served by a raft leader that
+// still held its quorum after serving it. Every request of the proof goes
+// through the same member X, on the Elector's own connection to it (pins):
+//
+//  1. before: the raft term in the header of an answer from X received
+//     before the renewal was sent (X's last answer to any pinned request;
+//     a serializable read of X's own copy if there is none).
+//  2. the renewal, through X.
+//  3. after: a linearizable read through X, sent once the renewal's answer
+//     came back. The renewal counts if after equals before.
+//
+// Why that proves it. etcd fills a header's raft term with the term of the
+// last raft entry the answering member applied (EtcdServer.Term), which
+// only grows, and which is never above the member's current raft term.
+//   - X sends (or serves) the renewal to the raft leader it knows, in its
+//     current term, at least before (X had applied an entry of term before
+//     by then). So the lessor that served the renewal is that of the
+//     leader of some term t ≥ before, at some instant r.
+//   - A linearizable read is served once the raft leader of its term t2
+//     has heard from a quorum in t2 after the read reached it (ReadIndex),
+//     and once X has applied at least that leader's first entry of t2: so
+//     after ≥ t2. And t2 ≥ t, since the quorum that elected t's leader
+//     before r and the read's quorum after r share a member, whose term
+//     never goes down.
+//   - after = before therefore gives t2 = t: a quorum still followed the
+//     leader of t after r. Any raft leader of a later term was elected
+//     after r, since a member that acknowledged the leader of t after r
+//     had not voted in a later term by then, and it extends the lease from
+//     its own start, after r, by TTL and more. The renewal's deadline,
+//     counted from its send time before r, ends before that.
+//
+// A raft leader change costs the renewal under way (its terms differ; the
+// next renewal, at once, counts), a cut-off raft leader costs one attempt
+// (the read gets no quorum and times out; the next attempt goes to the
+// next member). In steady state the proof costs one linearizable read per
+// renewal interval: two requests where there was one.
+//
+// What the proof rests on besides etcd's raft: that a member's reported
+// term does not go back while it runs. It can: a member that installs a
+// raft snapshot (one that fell more than the leader's snapshot catch-up
+// entries behind, 5000 by default) reports the term of the last entry it
+// applied before it until it applies another. A read served right after
+// such a snapshot could then report an old term. That takes thousands of
+// writes within one renewal attempt; docs/SAFETY.md lists it. A member
+// that restarted reports 0 until it applies an entry: before = 0 never
+// counts.
+
+// errTermChanged is an acknowledged renewal (or a reading of the leader's
+// lease) whose member reported another raft term after it: the raft
+// leader may have changed meanwhile, and the answer proves nothing.
+var errTermChanged = errors.New("the raft term changed while the request was answered")
+
+// termBefore returns p's raft term as of an answer received before now,
+// asking p for a serializable read of key if it never answered.
+func (p *pin) termBefore(ctx context.Context, key string) (uint64, error) {
+	if t := p.term.Load(); t > 0 {
+		return t, nil
+	}
+	if _, err := p.get(ctx, key, false); err != nil {
+		return 0, err
+	}
+	return p.term.Load(), nil
+}
+
+// confirm reads key linearizably through p and returns the read, or
+// errTermChanged unless its raft term is before (step 3 above): the
+// answers p gave between the term's reading and now were the word of one
+// raft leader, which still leads.
+func (p *pin) confirm(ctx context.Context, key string, before uint64) (*etcdserverpb.RangeResponse, error) {
+	g, err := p.get(ctx, key, true)
+	switch {
+	case err != nil:
+		return nil, err
+	case before == 0 || g.Header.GetRaftTerm() != before:
+		return g, errTermChanged
+	}
+	return g, nil
+}
+
+// renew sends one renewal through member p and proves it, within timeout;
+// it returns when the renewal was sent. An error means the renewal earns
+// nothing: it failed, or was answered but not proved (errTermChanged, or
+// the proof's read failed).
+func (s *session) renew(p *pin, timeout time.Duration) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	defer cancel()
+	key := s.e.pfx // any key: only the read's raft term matters
+	term, err := p.termBefore(ctx, key)
+	if err != nil {
+		return time.Time{}, err
+	}
+	sent := s.e.clk.Now()
+	if err := p.keepAlive(ctx, s.lease); err != nil {
+		return sent, err
+	}
+	if _, err := p.confirm(ctx, key, term); err != nil {
+		return sent, err
+	}
+	return sent, nil
+}
