@@ -1,0 +1,117 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electd/electd/elector/backend"
+	"github.com/electd/electd/elector/electortest"
+	"github.com/electd/electd/internal/testenv"
+)
+
+// TestConfirmNeedsTheSameTerm: a renewal's proof (renewal.go) holds only
+// for the raft term its member reported before the renewal was sent, and
+// never for 0 (a member that just restarted reports 0 until it applies an
+// entry). Read against a real etcd: the member's term, the term before it,
+// the next one and 0.
+func TestConfirmNeedsTheSameTerm(t *testing.T) {
+	srv := testenv.StartEtcd(t)
+	cli := srv.Client(t)
+	ps := newPins(cli)
+	t.Cleanup(func() {
+		if err := ps.close(); err != nil {
+			t.Error(err)
+		}
+	})
+	p, err := ps.at(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	term, err := p.termBefore(ctx, "/electd/test")
+	if err != nil || term == 0 {
+		t.Fatalf("term before: %d, %v; want the member's raft term", term, err)
+	}
+	for _, tc := range []struct {
+		name   string
+		before uint64
+		want   error
+	}{
+		{"the same term", term, nil},
+		{"an earlier term", term - 1, errTermChanged},
+		{"a later term", term + 1, errTermChanged},
+		{"no term", 0, errTermChanged},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := p.confirm(ctx, "/electd/test", tc.before); !errors.Is(err, tc.want) {
+				t.Fatalf("confirm with term %d (member's %d) = %v, want %v", tc.before, term, err, tc.want)
+			}
+		})
+	}
+	lease, err := cli.Grant(ctx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.keepAlive(ctx, lease.ID); err != nil {
+		t.Fatalf("keep alive: %v", err)
+	}
+	if _, err := cli.Revoke(ctx, lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.keepAlive(ctx, lease.ID); !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		t.Fatalf("keep alive of a revoked lease = %v, want lease not found", err)
+	}
+}
+
+// TestPinnedRenewalRefusedAtOnce: a renewal sent through a member cut off
+// from its peers, once it knows it has no leader, is refused at once with
+// "no leader" on electd's own connection to it (the stream's status, read
+// after Send's io.EOF), so the renewal loop asks the next member at once
+// instead of waiting out the attempt.
+func TestPinnedRenewalRefusedAtOnce(t *testing.T) {
+	c := testenv.StartEtcdCluster(t)
+	bc, err := Dial(context.Background(), backend.Endpoint{Scheme: "etcd", Hosts: c.Endpoints()})
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { _ = bc.Close() })
+	cli := bc.(*conn).cli
+	ps := newPins(cli)
+	t.Cleanup(func() { _ = ps.close() })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lease, err := cli.Grant(ctx, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := (c.Leader(t) + 1) % len(c.Members()) // a follower
+	c.Partition(cut)
+	t.Cleanup(func() { c.Heal(cut) })
+	electortest.Eventually(t, 10*time.Second, "the partitioned member to know it has no leader", func() bool {
+		sctx, scancel := context.WithTimeout(ctx, time.Second)
+		defer scancel()
+		st, err := c.Status(sctx, cut)
+		return err == nil && st.Leader == 0
+	})
+	p, err := ps.at(cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		start := time.Now()
+		err := p.keepAlive(rctx, clientv3.LeaseID(lease.ID))
+		took := time.Since(start)
+		rcancel()
+		if !refusedAtOnce(err) || took > 2*time.Second {
+			t.Fatalf("renewal %d through the partitioned member: %v after %s, want a refusal for want of a leader at once", i, err, took)
+		}
+	}
+}
