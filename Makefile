@@ -75,9 +75,12 @@ torture: deps
 ## bench: measure handover, failover, store cost, /leader and footprint against real
 ## etcd and redis-server (and a Redis Sentinel topology and a three-member etcd cluster), beside etcdctl
 ## lock/elect and a naive Redis lock, and electd's redlock:// backend beside go-redsync/redsync v4 on
-## three redis-servers (~8 min on 2 shared cores before the redlock phase, which adds about 1.5 min);
+## three redis-servers (~8 min on 2 shared cores before the redlock phase, which adds about 1.5 min, and
+## the etcd cluster's renewal windows, about 1 min);
 ## prints a table and writes it as Markdown to bin/bench-results.md (see docs/BENCHMARKS.md).
-## One phase: make bench BENCHFLAGS='-only redlock' (add -quick for a smoke test).
+## One phase: make bench BENCHFLAGS='-only redlock' (add -quick for a smoke test). The etcd cluster's
+## figures before and after a change, in one run: make bench BENCHFLAGS='-baseline REV' (electd built at
+## the git revision REV beside the tree's, in the etcd-cluster phase; alone: '-only etcd-cluster -baseline REV').
 .PHONY: bench
 bench: redis-server
 	@mkdir -p $(BIN)

@@ -18,6 +18,7 @@ type cluster struct {
 	b        *backend
 	election string
 	ttl      time.Duration
+	bin      string   // electd binary; "": the tree's production build
 	args     []string // more electd flags
 	env      []string // more environment (RECORD_*)
 	store    func(id string) string
@@ -41,7 +42,7 @@ func (c *cluster) add(ctx context.Context) (*node, error) {
 	c.seq++
 	id := fmt.Sprintf("n%d", c.seq)
 	n, err := c.e.startNode(ctx, nodeSpec{
-		election: c.election, id: id, store: c.store(id), ttl: c.ttl,
+		election: c.election, id: id, store: c.store(id), ttl: c.ttl, bin: c.bin,
 		args:    append([]string{"--cool-down", "100ms"}, c.args...),
 		env:     append([]string{"RECORD_LOG=" + c.rec.path}, c.env...),
 		command: []string{c.e.recorder},

@@ -41,8 +41,8 @@ func (b *backend) slack() time.Duration {
 // etcdctl lock --ttl 2, all in parallel (each in elections of its own).
 func (e *env) shortFailover(ctx context.Context) error {
 	e.parallel(ctx,
-		func(ctx context.Context) { e.crashElectd(ctx, e.etcd, shortTTL, e.cfg.trials, e.cfg.groups) },
-		func(ctx context.Context) { e.crashElectd(ctx, e.redis, shortTTL, e.cfg.trials, e.cfg.groups) },
+		func(ctx context.Context) { e.crashElectd(ctx, e.etcd, e.tree(), shortTTL, e.cfg.trials, e.cfg.groups) },
+		func(ctx context.Context) { e.crashElectd(ctx, e.redis, e.tree(), shortTTL, e.cfg.trials, e.cfg.groups) },
 		func(ctx context.Context) { e.crashLock(ctx, shortTTL, e.cfg.trials, e.cfg.groups) },
 	)
 	return nil
@@ -53,8 +53,8 @@ func (e *env) shortFailover(ctx context.Context) error {
 func (e *env) longFailover(ctx context.Context) error {
 	g := max(1, min(10, e.cfg.longTrials))
 	e.parallel(ctx,
-		func(ctx context.Context) { e.crashElectd(ctx, e.etcd, defaultTTL, e.cfg.longTrials, g) },
-		func(ctx context.Context) { e.crashElectd(ctx, e.redis, defaultTTL, e.cfg.longTrials, g) },
+		func(ctx context.Context) { e.crashElectd(ctx, e.etcd, e.tree(), defaultTTL, e.cfg.longTrials, g) },
+		func(ctx context.Context) { e.crashElectd(ctx, e.redis, e.tree(), defaultTTL, e.cfg.longTrials, g) },
 		func(ctx context.Context) { e.crashLock(ctx, defaultTTL, e.cfg.longTrials, g) },
 		func(ctx context.Context) { e.crashElect(ctx, e.cfg.electTrials) },
 	)
@@ -62,9 +62,11 @@ func (e *env) longFailover(ctx context.Context) error {
 }
 
 // crashElectd: two copies per election, kill -9 of the leader's electd,
-// time until the other's child starts; then a new copy joins.
-func (e *env) crashElectd(ctx context.Context, b *backend, ttl time.Duration, trials, ngroups int) {
+// time until the other's child starts; then a new copy joins. Every copy
+// runs bd's binary.
+func (e *env) crashElectd(ctx context.Context, b *backend, bd build, ttl time.Duration, trials, ngroups int) {
 	const sec = "Crash failover"
+	subj := bd.subject(fmt.Sprintf("electd, %s, --ttl %s", b.name, ttl))
 	col := newCollector()
 	var failures, void atomic.Int64
 	var (
@@ -72,7 +74,8 @@ func (e *env) crashElectd(ctx context.Context, b *backend, ttl time.Duration, tr
 		splits []failoverSplit // etcd: split once every log is complete
 	)
 	err := trialGroups(trials, ngroups, func(g, n int) (err error) {
-		c := e.newCluster(b, fmt.Sprintf("crash-%s-%d", ttl, g), ttl, nil, nil)
+		c := e.newCluster(b, fmt.Sprintf("crash-%s%s-%d", bd.key, ttl, g), ttl, nil, nil)
+		c.bin = bd.bin
 		defer c.close()
 		defer func() { err = c.describeErr(err) }()
 		return c.runTrials(ctx, n, 3*ttl+5*time.Second, func(lead *node, cur record.Run) error {
@@ -163,7 +166,7 @@ func (e *env) crashElectd(ctx context.Context, b *backend, ttl time.Duration, tr
 		})
 	})
 	if err != nil {
-		e.rep.failed(fmt.Sprintf("crash failover electd %s ttl %s", b.name, ttl), err)
+		e.rep.failed(fmt.Sprintf("crash failover %s ttl %s", bd.on(b.name), ttl), err)
 	}
 	for _, x := range splits {
 		x.add(col)
@@ -179,27 +182,27 @@ func (e *env) crashElectd(ctx context.Context, b *backend, ttl time.Duration, tr
 	if st := summarize(col.get("overStore")); st.n > 0 && st.min < 0 {
 		ok = false
 	}
-	e.rep.add(sec, fmt.Sprintf("electd, %s, --ttl %s", b.name, ttl), "kill -9 of the leader's electd → new child's start",
+	e.rep.add(sec, subj, "kill -9 of the leader's electd → new child's start",
 		f.short(), target, verdict(ok))
-	e.rep.add(sec, fmt.Sprintf("electd, %s, --ttl %s", b.name, ttl), "new child's start − (last acknowledged renewal + TTL), min",
+	e.rep.add(sec, subj, "new child's start − (last acknowledged renewal + TTL), min",
 		ms(over.min), "≥ 0", verdict(over.min >= 0))
 	if st := summarize(col.get("overStore")); st.n > 0 {
-		e.rep.add(sec, fmt.Sprintf("electd, %s, --ttl %s", b.name, ttl), "new child's start − old lease's deadline read from Redis, min",
+		e.rep.add(sec, subj, "new child's start − old lease's deadline read from Redis, min",
 			ms(st.min), "≥ 0", verdict(st.min >= 0))
-		e.rep.note(sec, "electd on redis, --ttl %s: new child's start after the old lease's deadline on Redis: %s.", ttl, st)
+		e.rep.note(sec, "%s, --ttl %s: new child's start after the old lease's deadline on Redis: %s.", bd.on(b.name), ttl, st)
 	}
 	if ttl == shortTTL {
-		e.rep.add(lostSec, fmt.Sprintf("electd, %s, --ttl %s", b.name, ttl), "kill -9 of electd",
+		e.rep.add(lostSec, subj, "kill -9 of electd",
 			fmt.Sprintf("child gone after %s (Pdeathsig), successor's child %s after the kill (%d trials)", gone.short(), ms(f.min)+" or more", f.n),
 			"stops before the successor?", yesno(gone.n == f.n))
 	}
-	e.rep.note(sec, "electd on %s, --ttl %s, %d trials (%d elections in parallel): failover %s; over the lease bound %s; the killed electd's child was gone after %s (Pdeathsig).",
-		b.name, ttl, f.n, ngroups, f, over, gone)
+	e.rep.note(sec, "%s, --ttl %s, %d trials (%d elections in parallel): failover %s; over the lease bound %s; the killed electd's child was gone after %s (Pdeathsig).",
+		bd.on(b.name), ttl, f.n, ngroups, f, over, gone)
 	if v := void.Load(); v > 0 {
-		e.rep.note(sec, "electd on %s, --ttl %s: %d more trials void, not timed: the leader's child had stopped before the kill (its term was ending on its own, and it may release the lease once the child is gone).", b.name, ttl, v)
+		e.rep.note(sec, "%s, --ttl %s: %d more trials void, not timed: the leader's child had stopped before the kill (its term was ending on its own, and it may release the lease once the child is gone).", bd.on(b.name), ttl, v)
 	}
 	if b.etcd != nil {
-		e.etcdPartsNote(sec, col, b, ttl, f.n)
+		e.etcdPartsNote(sec, col, b, bd, ttl, f.n)
 	}
 }
 
@@ -235,13 +238,13 @@ func (x failoverSplit) add(col *collector) {
 
 // etcdPartsNote says where an etcd failover's time after the lease bound
 // went, and whose deletion of the dead leader's key woke the successor.
-func (e *env) etcdPartsNote(sec string, col *collector, b *backend, ttl time.Duration, n int) {
+func (e *env) etcdPartsNote(sec string, col *collector, b *backend, bd build, ttl time.Duration, n int) {
 	waiter := summarize(col.get("waiterRevoked"))
 	lessor := summarize(col.get("lessorLeading"))
-	e.rep.add(sec, fmt.Sprintf("electd, %s, --ttl %s", b.name, ttl), "dead leader's lease revoked by the head waiter / by etcd's lessor",
+	e.rep.add(sec, bd.subject(fmt.Sprintf("electd, %s, --ttl %s", b.name, ttl)), "dead leader's lease revoked by the head waiter / by etcd's lessor",
 		fmt.Sprintf("%d / %d of %d", waiter.n, lessor.n, n), "", "")
-	msg := fmt.Sprintf("electd on %s, --ttl %s, after the lease bound (last acknowledged renewal + TTL), from the successor's log: the head waiter revoked the dead leader's lease itself in %d of %d failovers, %s after the bound",
-		b.name, ttl, waiter.n, n, waiter)
+	msg := fmt.Sprintf("%s, --ttl %s, after the lease bound (last acknowledged renewal + TTL), from the successor's log: the head waiter revoked the dead leader's lease itself in %d of %d failovers, %s after the bound",
+		bd.on(b.name), ttl, waiter.n, n, waiter)
 	if waiter.n > 0 {
 		// electd renews every TTL/5; the head waiter looks once per
 		// renewal interval.

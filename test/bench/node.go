@@ -82,6 +82,8 @@ type nodeSpec struct {
 	env      []string // more environment
 	command  []string // after --; nil: readiness only
 	dir      string   // for the log
+	bin      string   // electd binary; "": the tree's production build
+	logLevel string   // --log-level; "": info
 }
 
 // startNode starts electd run and waits until /livez answers.
@@ -98,8 +100,12 @@ func (e *env) startNode(ctx context.Context, s nodeSpec) (*node, error) {
 			log:  filepath.Join(s.dir, fmt.Sprintf("electd-%s-%s-%d.log", s.election, s.id, nodeSeq.Add(1))),
 			hc:   &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
 		}
+		level := s.logLevel
+		if level == "" {
+			level = "info"
+		}
 		args := []string{"run", "--store", s.store, "--election", s.election, "--id", s.id,
-			"--listen", n.http, "--log-format", "json", "--log-level", "info"}
+			"--listen", n.http, "--log-format", "json", "--log-level", level}
 		if s.ttl > 0 {
 			args = append(args, "--ttl", s.ttl.String())
 		}
@@ -107,7 +113,11 @@ func (e *env) startNode(ctx context.Context, s nodeSpec) (*node, error) {
 		if len(s.command) > 0 {
 			args = append(append(args, "--"), s.command...)
 		}
-		n.p, err = procs.start("electd "+s.id, e.electd, args, startOpts{env: baseEnv(s.env...), log: n.log})
+		bin := s.bin
+		if bin == "" {
+			bin = e.electd
+		}
+		n.p, err = procs.start("electd "+s.id, bin, args, startOpts{env: baseEnv(s.env...), log: n.log})
 		if err != nil {
 			return nil, err
 		}

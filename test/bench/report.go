@@ -18,6 +18,7 @@ var sections = []string{
 	"Cut-off leader: step-down margin",
 	"Lost lock: what the holder's command does",
 	"Store cost: idle",
+	renewSec,
 	"Store cost: per leader change vs. candidates",
 	"GET /leader under load",
 	"Footprint",
@@ -47,10 +48,11 @@ var subjectRanks = []struct {
 
 // inOrder are the sections whose rows keep the order they were added in
 // (each figure's tools side by side), not subjectRanks'.
-var inOrder = map[string]bool{redlockSec: true}
+var inOrder = map[string]bool{redlockSec: true, renewSec: true}
 
 // rank orders rows within a section (subjectRanks), the short TTL before
-// the long and campaign only before + view.
+// the long, campaign only before + view, and of two builds compared the
+// baseline before the tree's.
 func (x row) rank() int {
 	s := x.subject
 	r := 70
@@ -62,6 +64,12 @@ func (x row) rank() int {
 	}
 	if strings.Contains(s, "--ttl 15") || strings.Contains(s, "+ leader view") {
 		r += 5
+	}
+	switch {
+	case strings.Contains(s, ", "+baselineLabel+" "):
+		r++
+	case strings.Contains(s, ", "+treeLabel):
+		r += 2
 	}
 	return r
 }
