@@ -70,10 +70,11 @@ func TestConfirmNeedsTheSameTerm(t *testing.T) {
 }
 
 // TestPinnedRenewalRefusedAtOnce: a renewal sent through a member cut off
-// from its peers, once it knows it has no leader, is refused at once with
-// "no leader" on electd's own connection to it (the stream's status, read
-// after Send's io.EOF), so the renewal loop asks the next member at once
-// instead of waiting out the attempt.
+// from its peers, once it knows it has no leader, is refused at once on
+// electd's own connection to it (which carries the client's dial options,
+// require-leader among them: without it the member holds the request until
+// its timeout), so the renewal loop asks the next member at once instead
+// of waiting out the attempt.
 func TestPinnedRenewalRefusedAtOnce(t *testing.T) {
 	c := testenv.StartEtcdCluster(t)
 	bc, err := Dial(context.Background(), backend.Endpoint{Scheme: "etcd", Hosts: c.Endpoints()})
