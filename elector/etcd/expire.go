@@ -118,7 +118,7 @@ type reading struct {
 	suspended      time.Duration // the clock's suspended time when it was sent
 	ttl, granted   int64         // seconds
 	at             int           // the member it went through (pins)
-	term           uint64        // that member's raft term before it was sent (renewal.go)
+	before         mark          // that member's mark before it was sent (renewal.go)
 }
 
 // expire looks at the lease of the leader's key kv until it proves it
@@ -150,6 +150,10 @@ func (e *Elector) expire(ctx context.Context, kv *mvccpb.KeyValue, leader value)
 		switch {
 		case ctx.Err() != nil:
 			return
+		case errors.Is(err, errUnproved): // the member's term moved: a raft leader change
+			chain, prev = nil, r
+			next = r.answered
+			continue
 		case err != nil:
 			e.fails.Failed("expire", err, "lease", int64(lease))
 			via++
@@ -174,7 +178,7 @@ func (e *Elector) expire(ctx context.Context, kv *mvccpb.KeyValue, leader value)
 			chain = nil
 		case r.ttl < 0:
 			proof = &r
-		case chain == nil || gap >= link || r.at != chain.at || r.term != chain.term:
+		case chain == nil || gap >= link || r.at != chain.at || r.before != chain.before:
 			chain = &r // remaining below 1 s at some instant before now
 		case r.sent.Sub(chain.answered) >= span:
 			proof = chain
@@ -238,12 +242,12 @@ func (e *Elector) confirm(ctx context.Context, kv *mvccpb.KeyValue, proof *readi
 	p, err := e.pins.at(proof.at)
 	var g *etcdserverpb.RangeResponse
 	if err == nil {
-		g, err = p.confirm(gctx, string(kv.Key), proof.term)
+		g, err = p.confirm(gctx, string(kv.Key), proof.before)
 	}
 	switch {
-	case errors.Is(err, errTermChanged):
-		e.log.Debug("the lease readings came from another raft term; starting over",
-			"lease", kv.Lease, "readings_term", proof.term, "term", g.Header.GetRaftTerm())
+	case errors.Is(err, errUnproved):
+		e.log.Debug("the lease readings came from another raft term or member; starting over",
+			"lease", kv.Lease, "readings_term", proof.before.term, "term", g.Header.GetRaftTerm())
 		return unconfirmed
 	case err != nil:
 		if ctx.Err() == nil {
@@ -264,7 +268,7 @@ func (e *Elector) timeToLive(ctx context.Context, at int, lease clientv3.LeaseID
 	defer cancel()
 	p, err := e.pins.at(at)
 	if err == nil {
-		r.term, err = p.termBefore(tctx, e.pfx)
+		r.before, err = p.markBefore(tctx, e.pfx)
 	}
 	if err != nil {
 		r.answered = e.clk.Now()
@@ -273,6 +277,9 @@ func (e *Elector) timeToLive(ctx context.Context, at int, lease clientv3.LeaseID
 	r.sent, r.suspended = e.clk.Now(), e.clk.Suspended()
 	resp, err := p.timeToLive(tctx, lease)
 	r.answered = e.clk.Now()
+	if err == nil {
+		err = r.before.same(markOf(resp.Header))
+	}
 	if err != nil {
 		return r, err
 	}

@@ -34,19 +34,30 @@ type pins struct {
 	ps     []*pin // by endpoint; nil until first used
 }
 
-// pin is one member's connection, and the raft term of its last answer.
+// pin is one member's connection, and the word of its last answer.
 type pin struct {
 	ep    string
 	conn  *grpc.ClientConn
 	lease etcdserverpb.LeaseClient
 	kv    etcdserverpb.KVClient
 
-	// term is the raft term in the header of the member's last answer to
-	// any of this Elector's pinned requests (0 before the first). etcd
-	// fills it with the term of the last raft entry that member applied
-	// (EtcdServer.Term), not with the term of whichever raft leader
-	// served the request: renewal.go says why that is enough, and when.
-	term atomic.Uint64
+	// last is the mark of the last answer to any of this Elector's
+	// requests on this connection (nil before the first).
+	last atomic.Pointer[mark]
+}
+
+// mark is what an answer's header says of who answered: the member's id,
+// and the raft term etcd fills in, which is the term of the last raft
+// entry that member applied (EtcdServer.Term), not the term of whichever
+// raft leader served the request: renewal.go says why that is enough, and
+// when. The member's id matters where one endpoint may reach several
+// members (a TCP load balancer in front of them: a new connection may land
+// on another member).
+type mark struct{ member, term uint64 }
+
+// markOf reads h.
+func markOf(h *etcdserverpb.ResponseHeader) mark {
+	return mark{member: h.GetMemberId(), term: h.GetRaftTerm()}
 }
 
 func newPins(cli *clientv3.Client) *pins {
@@ -103,39 +114,39 @@ func (ps *pins) close() error {
 	return errors.Join(errs...)
 }
 
-// saw notes the raft term in an answer's header.
-func (p *pin) saw(h *etcdserverpb.ResponseHeader) {
-	if h != nil {
-		p.term.Store(h.RaftTerm)
-	}
+// saw notes an answer's mark and returns it.
+func (p *pin) saw(h *etcdserverpb.ResponseHeader) mark {
+	m := markOf(h)
+	p.last.Store(&m)
+	return m
 }
 
-// keepAlive sends one renewal of lease and waits for its answer; "lease
-// not found" is rpctypes.ErrLeaseNotFound, as from clientv3. Unlike
-// clientv3's KeepAliveOnce it does not retry: a member that is down fails
-// the attempt at once, and the caller asks the next.
-func (p *pin) keepAlive(ctx context.Context, lease clientv3.LeaseID) error {
+// keepAlive sends one renewal of lease and waits for its answer, whose
+// mark it returns; "lease not found" is rpctypes.ErrLeaseNotFound, as from
+// clientv3. Unlike clientv3's KeepAliveOnce it does not retry: a member
+// that is down fails the attempt at once, and the caller asks the next.
+func (p *pin) keepAlive(ctx context.Context, lease clientv3.LeaseID) (mark, error) {
 	ctx, cancel := context.WithCancel(ctx) // ends the stream
 	defer cancel()
 	stream, err := p.lease.LeaseKeepAlive(ctx)
 	if err != nil {
-		return toErr(ctx, err)
+		return mark{}, toErr(ctx, err)
 	}
 	err = stream.Send(&etcdserverpb.LeaseKeepAliveRequest{ID: int64(lease)})
 	if err != nil && !errors.Is(err, io.EOF) {
-		return toErr(ctx, err)
+		return mark{}, toErr(ctx, err)
 	}
 	// After io.EOF from Send (the member ended the stream: with "no
 	// leader", say), Recv returns the stream's real status.
 	resp, err := stream.Recv()
 	if err != nil {
-		return toErr(ctx, err)
+		return mark{}, toErr(ctx, err)
 	}
-	p.saw(resp.Header)
+	m := p.saw(resp.Header)
 	if resp.TTL <= 0 {
-		return rpctypes.ErrLeaseNotFound
+		return m, rpctypes.ErrLeaseNotFound
 	}
-	return nil
+	return m, nil
 }
 
 // timeToLive asks for lease's remaining time.

@@ -34,7 +34,10 @@ import (
 //     a serializable read of X's own copy if there is none).
 //  2. the renewal, through X.
 //  3. after: a linearizable read through X, sent once the renewal's answer
-//     came back. The renewal counts if after equals before.
+//     came back. The renewal counts if after equals before, and if the
+//     three answers' headers name the same member: one endpoint may reach
+//     several members (a TCP load balancer in front of them), and a
+//     connection that broke may come back on another one.
 //
 // Why that proves it. etcd fills a header's raft term with the term of the
 // last raft entry the answering member applied (EtcdServer.Term), which
@@ -72,55 +75,67 @@ import (
 // that restarted reports 0 until it applies an entry: before = 0 never
 // counts.
 
-// errTermChanged is an acknowledged renewal (or a reading of the leader's
-// lease) whose member reported another raft term after it: the raft
-// leader may have changed meanwhile, and the answer proves nothing.
-var errTermChanged = errors.New("the raft term changed while the request was answered")
+// errUnproved is an acknowledged renewal (or a reading of the leader's
+// lease) whose proof failed: its member reported another raft term after
+// it (the raft leader may have changed meanwhile), or another member
+// answered. The answer proves nothing.
+var errUnproved = errors.New("the member's raft term changed, or another member answered, while the request was answered")
 
-// termBefore returns p's raft term as of an answer received before now,
+// markBefore returns the mark of p's last answer, received before now,
 // asking p for a serializable read of key if it never answered.
-func (p *pin) termBefore(ctx context.Context, key string) (uint64, error) {
-	if t := p.term.Load(); t > 0 {
-		return t, nil
+func (p *pin) markBefore(ctx context.Context, key string) (mark, error) {
+	if m := p.last.Load(); m != nil {
+		return *m, nil
 	}
-	if _, err := p.get(ctx, key, false); err != nil {
-		return 0, err
+	g, err := p.get(ctx, key, false)
+	if err != nil {
+		return mark{}, err
 	}
-	return p.term.Load(), nil
+	return markOf(g.Header), nil
+}
+
+// same reports errUnproved unless the answer marked got comes from the
+// member that gave before, in the same raft term, and that term is known.
+func (before mark) same(got mark) error {
+	if before.term == 0 || got != before {
+		return errUnproved
+	}
+	return nil
 }
 
 // confirm reads key linearizably through p and returns the read, or
-// errTermChanged unless its raft term is before (step 3 above): the
-// answers p gave between the term's reading and now were the word of one
-// raft leader, which still leads.
-func (p *pin) confirm(ctx context.Context, key string, before uint64) (*etcdserverpb.RangeResponse, error) {
+// errUnproved unless its mark is before (step 3 above): the answers p gave
+// between before's answer and now were the word of one raft leader, which
+// still leads.
+func (p *pin) confirm(ctx context.Context, key string, before mark) (*etcdserverpb.RangeResponse, error) {
 	g, err := p.get(ctx, key, true)
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, err
-	case before == 0 || g.Header.GetRaftTerm() != before:
-		return g, errTermChanged
 	}
-	return g, nil
+	return g, before.same(markOf(g.Header))
 }
 
 // renew sends one renewal through member p and proves it, within timeout;
 // it returns when the renewal was sent. An error means the renewal earns
-// nothing: it failed, or was answered but not proved (errTermChanged, or
-// the proof's read failed).
+// nothing: it failed, or was answered but not proved (errUnproved, or the
+// proof's read failed).
 func (s *session) renew(p *pin, timeout time.Duration) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, timeout)
 	defer cancel()
-	key := s.e.pfx // any key: only the read's raft term matters
-	term, err := p.termBefore(ctx, key)
+	key := s.e.pfx // any key: only the read's header matters
+	before, err := p.markBefore(ctx, key)
 	if err != nil {
 		return time.Time{}, err
 	}
 	sent := s.e.clk.Now()
-	if err := p.keepAlive(ctx, s.lease); err != nil {
+	got, err := p.keepAlive(ctx, s.lease)
+	if err != nil {
 		return sent, err
 	}
-	if _, err := p.confirm(ctx, key, term); err != nil {
+	if err := before.same(got); err != nil {
+		return sent, err
+	}
+	if _, err := p.confirm(ctx, key, before); err != nil {
 		return sent, err
 	}
 	return sent, nil

@@ -15,10 +15,10 @@ import (
 )
 
 // TestConfirmNeedsTheSameTerm: a renewal's proof (renewal.go) holds only
-// for the raft term its member reported before the renewal was sent, and
-// never for 0 (a member that just restarted reports 0 until it applies an
-// entry). Read against a real etcd: the member's term, the term before it,
-// the next one and 0.
+// for the member and raft term that answered before the renewal was sent,
+// and never for term 0 (a member that just restarted reports 0 until it
+// applies an entry). Read against a real etcd: the member's own mark, the
+// term before it, the next one, 0, and another member's id.
 func TestConfirmNeedsTheSameTerm(t *testing.T) {
 	srv := testenv.StartEtcd(t)
 	cli := srv.Client(t)
@@ -34,23 +34,25 @@ func TestConfirmNeedsTheSameTerm(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	term, err := p.termBefore(ctx, "/electd/test")
-	if err != nil || term == 0 {
-		t.Fatalf("term before: %d, %v; want the member's raft term", term, err)
+	before, err := p.markBefore(ctx, "/electd/test")
+	if err != nil || before.term == 0 || before.member == 0 {
+		t.Fatalf("mark before: %+v, %v; want the member's id and raft term", before, err)
 	}
+	term := before.term
 	for _, tc := range []struct {
 		name   string
-		before uint64
+		before mark
 		want   error
 	}{
-		{"the same term", term, nil},
-		{"an earlier term", term - 1, errTermChanged},
-		{"a later term", term + 1, errTermChanged},
-		{"no term", 0, errTermChanged},
+		{"the same member and term", before, nil},
+		{"an earlier term", mark{before.member, term - 1}, errUnproved},
+		{"a later term", mark{before.member, term + 1}, errUnproved},
+		{"no term", mark{before.member, 0}, errUnproved},
+		{"another member", mark{before.member + 1, term}, errUnproved},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := p.confirm(ctx, "/electd/test", tc.before); !errors.Is(err, tc.want) {
-				t.Fatalf("confirm with term %d (member's %d) = %v, want %v", tc.before, term, err, tc.want)
+				t.Fatalf("confirm with %+v (member's %+v) = %v, want %v", tc.before, before, err, tc.want)
 			}
 		})
 	}
@@ -58,13 +60,13 @@ func TestConfirmNeedsTheSameTerm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.keepAlive(ctx, lease.ID); err != nil {
-		t.Fatalf("keep alive: %v", err)
+	if got, err := p.keepAlive(ctx, lease.ID); err != nil || got != before {
+		t.Fatalf("keep alive: %+v, %v; want no error and the mark %+v", got, err, before)
 	}
 	if _, err := cli.Revoke(ctx, lease.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.keepAlive(ctx, lease.ID); !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+	if _, err := p.keepAlive(ctx, lease.ID); !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		t.Fatalf("keep alive of a revoked lease = %v, want lease not found", err)
 	}
 }
@@ -108,7 +110,7 @@ func TestPinnedRenewalRefusedAtOnce(t *testing.T) {
 	for i := range 3 {
 		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 		start := time.Now()
-		err := p.keepAlive(rctx, clientv3.LeaseID(lease.ID))
+		_, err := p.keepAlive(rctx, clientv3.LeaseID(lease.ID))
 		took := time.Since(start)
 		rcancel()
 		if !refusedAtOnce(err) || took > 2*time.Second {

@@ -85,8 +85,9 @@ func (e *Elector) newSession(ctx context.Context) (*session, error) {
 // interval, at most 250 ms) through the next member, so a member that
 // cannot reach the quorum costs one attempt, not the term. A member that
 // refused at once for want of a raft leader, and a renewal whose proof saw
-// the raft term change, are retried at once: through the next member, and
-// through the same one (whose term is now the new one).
+// the raft term change (or another member answer), are retried at once:
+// through the next member, and through the same one (whose last answer now
+// carries the new term).
 func (s *session) renewLoop() {
 	e := s.e
 	defer e.wg.Done()
@@ -114,8 +115,8 @@ func (s *session) renewLoop() {
 			e.log.Debug("a member without a raft leader refused the renewal; asking the next", "lease", int64(s.lease))
 			at++
 			sent, err = s.renewAt(at, every)
-		case errors.Is(err, errTermChanged):
-			e.log.Debug("the raft term changed while the renewal was answered; it counts for nothing, renewing again", "lease", int64(s.lease))
+		case errors.Is(err, errUnproved):
+			e.log.Debug("the renewal was answered but not proved (the member's raft term changed, or another member answered); it counts for nothing, renewing again", "lease", int64(s.lease))
 			sent, err = s.renewAt(at, every)
 		}
 		switch {
