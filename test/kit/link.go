@@ -40,6 +40,9 @@ type Link struct {
 	// filter.
 	Proxies   []*faultproxy.Proxy
 	cut, heal func()
+	// pin, unpin: a kernel filter's (see Pin); nil for proxies.
+	pin   func(addr string)
+	unpin func()
 }
 
 // Cut black-holes the link.
@@ -47,6 +50,29 @@ func (l *Link) Cut() { l.cut() }
 
 // Heal lets it through again.
 func (l *Link) Heal() { l.heal() }
+
+// Pin makes a topology's node at addr (one of its client addresses, e.g.
+// an etcd member's endpoint) the only one the process reaches: an nftables
+// rule resets every connection its sockets hold or open to the topology's
+// other client ports (each is reset at the next segment it sends; a
+// connection attempt is refused at once), so that a client that balances
+// over the nodes it is connected to sends everything to addr. Only for a
+// kernel filter (a topology); it composes with Cut, which drops everything
+// while it lasts. Unpin removes the rule; the client reconnects to the
+// others as its own backoff allows.
+func (l *Link) Pin(addr string) {
+	if l.pin == nil {
+		panic("kit: Pin on a link of fault proxies; pin a topology's kernel filter")
+	}
+	l.pin(addr)
+}
+
+// Unpin lets the process reach every node again (no-op if not pinned).
+func (l *Link) Unpin() {
+	if l.unpin != nil {
+		l.unpin()
+	}
+}
 
 // Link returns a new link to s for one electd process; it is removed when t
 // ends.
@@ -76,11 +102,12 @@ func (s *Store) Link(t testing.TB) *Link {
 	nft := needNft(t)
 	f := &groupFilter{t: t, nft: nft, gid: 100000 + rand.IntN(1<<30), ports: s.ports()}
 	t.Cleanup(f.healNow)
+	t.Cleanup(f.unpinNow)
 	return &Link{
 		URL: s.DirectURL(),
 		// uid 0 keeps root's capabilities (pidns containment needs them).
 		SysProcAttr: &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 0, Gid: uint32(f.gid), NoSetGroups: true}},
-		cut:         f.cutNow, heal: f.healNow,
+		cut:         f.cutNow, heal: f.healNow, pin: f.pinNow, unpin: f.unpinNow,
 	}
 }
 
@@ -130,11 +157,15 @@ type groupFilter struct {
 	gid   int
 	ports []string
 
-	mu  sync.Mutex
-	cut bool
+	mu     sync.Mutex
+	cut    bool
+	pinned bool
 }
 
 func (f *groupFilter) table() string { return "electd_cut_" + strconv.Itoa(f.gid) }
+
+// pinTable is Pin's table, apart from Cut's: either can be removed alone.
+func (f *groupFilter) pinTable() string { return "electd_pin_" + strconv.Itoa(f.gid) }
 
 func (f *groupFilter) cutNow() {
 	f.mu.Lock()
@@ -158,6 +189,49 @@ func (f *groupFilter) healNow() {
 	}
 	f.run("delete table inet " + f.table() + "\n")
 	f.cut = false
+}
+
+// pinNow resets what sockets of group gid send to every port but addr's
+// (replacing an earlier pin).
+func (f *groupFilter) pinNow(addr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	keep := addr[strings.LastIndex(addr, ":")+1:]
+	var others []string
+	for _, p := range f.ports {
+		if p != keep {
+			others = append(others, p)
+		}
+	}
+	if len(others) == len(f.ports) {
+		f.t.Errorf("kit: pin to %s: not one of the topology's client ports %v", addr, f.ports)
+		return
+	}
+	script := ""
+	if f.pinned {
+		script = "delete table inet " + f.pinTable() + "\n"
+	}
+	f.pinned = false
+	if len(others) > 0 {
+		script += fmt.Sprintf(`add table inet %[1]s
+add chain inet %[1]s out { type filter hook output priority 0; policy accept; }
+add rule inet %[1]s out meta skgid %[2]d ip daddr 127.0.0.1 tcp dport { %[3]s } reject with tcp reset
+`, f.pinTable(), f.gid, strings.Join(others, ", "))
+		f.pinned = true
+	}
+	if script != "" {
+		f.run(script)
+	}
+}
+
+func (f *groupFilter) unpinNow() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.pinned {
+		return
+	}
+	f.run("delete table inet " + f.pinTable() + "\n")
+	f.pinned = false
 }
 
 func (f *groupFilter) run(script string) {

@@ -2,6 +2,7 @@ package torture
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -165,6 +166,20 @@ func (c *cluster) measure(f *fault) {
 	if !f.raftUp.IsZero() {
 		add(figRaftUp, f.raftUp.Sub(f.at))
 	}
+	if f.transferred > 0 {
+		add(figTransfer, f.transferred)
+	}
+	if f.stepDown > 0 {
+		add(figStepDown, f.stepDown)
+	}
+	if f.next != nil && c.s.EtcdCluster != nil && slices.Contains(memberKinds, f.kind) {
+		if gap, ok := c.termGap(f); ok {
+			add(figTermGap, gap)
+			if gap < 0 {
+				f.note += fmt.Sprintf("; EARLY SUCCESSOR: the next term was elected %s before the deadline the old one had earned", ms(-gap))
+			}
+		}
+	}
 	if f.whole > 0 {
 		add(figWhole, f.whole)
 	}
@@ -209,6 +224,18 @@ const (
 	// kill-raft-leader, partition-raft-leader: from the fault to the
 	// other two members naming the same new raft leader (Status).
 	figRaftUp = "raft failover (fault → the others follow a new leader)"
+	// transfer-partition-raft-leader: from MoveLeader to the transferee
+	// naming itself the leader (its own Status).
+	figTransfer = "raft transfer (MoveLeader → the new one leads)"
+	// pinned-partition-raft-leader, transfer-partition-raft-leader: from
+	// the cut to the cut-off raft leader naming itself the leader no more
+	// (its own Status): how long it may have acknowledged renewals.
+	figStepDown = "cut-off raft leader stepped down (cut → it names no leader)"
+	// The etcd cluster's own kinds, when a new term followed: from the old
+	// term's last deadline (its electd's last valid_until) to the next
+	// term's election (its electd's "elected" line). Negative: the next
+	// term began before the deadline the old one had earned (termGap).
+	figTermGap = "term gap (old deadline → new term elected; < 0: early)"
 	// server-kill, minority-restart, rolling-restart: from the restarted
 	// servers' start to every server holding one committed term again.
 	figWhole = "quorum whole again (heal → every server holds the term)"

@@ -49,6 +49,13 @@ const (
 	partitionRaftLeader   kind = "partition-raft-leader"   // cut the raft leader member off from both peers for 0.5–2.5 TTL
 	partitionRaftFollower kind = "partition-raft-follower" // cut a follower member off from both peers for 0.5–2.5 TTL
 	slowMember            kind = "slow-member"             // delay one member's peer links (the raft leader's, or a follower's)
+	// The leader's renewals pinned to the raft leader member (kit.Link.Pin),
+	// which is then cut off from both peers for 1.5–2.5 TTL (issue 22).
+	pinnedPartitionRaftLeader kind = "pinned-partition-raft-leader"
+	// The same, but the raft leader's peer links delayed by 150 ms, and the
+	// cut made as soon as the member it was asked to hand raft leadership to
+	// (MoveLeader) leads, before the old one hears of the new term.
+	transferPartitionRaftLeader kind = "transfer-partition-raft-leader"
 
 	// A Redlock quorum's own (redlock_test.go), drawn only on it.
 	serverKill        kind = "server-kill"        // kill -9 one server, start it again (empty) after 0.5–2.5 TTL
@@ -65,6 +72,7 @@ var allKinds = []kind{sigtermElectd, kill9Electd, kill9Child, kill9Main, resign,
 	slowLeader, resetLeader, pauseLeader, storeRestart, restartNode,
 	masterKill, masterStop, slotFailover, slotManual, reshard, misconf, oom,
 	killRaftLeader, killRaftFollower, partitionRaftLeader, partitionRaftFollower, slowMember,
+	pinnedPartitionRaftLeader, transferPartitionRaftLeader,
 	serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer}
 
 // proxyKinds act on a node's fault proxy: not drawn for a store that
@@ -91,7 +99,8 @@ func kindsFor(s *kit.Store) []kind {
 	case s.Cluster != nil:
 		out = append(out, slotFailover, slotManual, reshard, misconf, oom)
 	case s.EtcdCluster != nil:
-		out = append(out, killRaftLeader, killRaftFollower, partitionRaftLeader, partitionRaftFollower, slowMember)
+		out = append(out, killRaftLeader, killRaftFollower, partitionRaftLeader, partitionRaftFollower, slowMember,
+			pinnedPartitionRaftLeader, transferPartitionRaftLeader)
 	case s.Redlock != nil:
 		out = append(out, serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer)
 	}
@@ -114,9 +123,17 @@ type fault struct {
 	// slot-manual-failover, reshard; misconf when the sentinels failed
 	// over): when its new master took writes.
 	storeUp time.Time
-	// raftUp: kill-raft-leader, partition-raft-leader: when the other two
-	// members agreed on a new raft leader (zero: not while it lasted).
+	// raftUp: kill-raft-leader, partition-raft-leader,
+	// pinned-partition-raft-leader, transfer-partition-raft-leader: when
+	// the other two members agreed on a new raft leader (zero: not while it
+	// lasted).
 	raftUp time.Time
+	// stepDown: pinned-partition-raft-leader,
+	// transfer-partition-raft-leader: the cut → the cut-off raft leader
+	// names itself the leader no more (0: not while the cut lasted).
+	// transferred: transfer-partition-raft-leader: MoveLeader asked → the
+	// transferee names itself the leader (0: it did not).
+	stepDown, transferred time.Duration
 
 	next      *record.Run   // the first child of a later term, if one started
 	recovery  time.Duration // healed → a child running again (0: one ran throughout)
@@ -367,6 +384,10 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 
 	case serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer:
 		c.injectQuorum(f, rng, lead)
+
+	case killRaftLeader, killRaftFollower, partitionRaftLeader, partitionRaftFollower, slowMember,
+		pinnedPartitionRaftLeader, transferPartitionRaftLeader:
+		c.injectMember(f, rng, lead)
 
 	default:
 		c.injectTopology(f, rng)

@@ -31,6 +31,10 @@ type table struct {
 	// those refusing for less than keepBound, injected and term kept.
 	refusals  map[kind][4]int
 	keepBound time.Duration
+	// termGaps: the etcd cluster's own faults followed by a new term whose
+	// term gap was measured, and of those, the early successors
+	// (figTermGap < 0).
+	termGaps, termOverlaps int
 }
 
 type row struct {
@@ -87,6 +91,12 @@ func newTable(c *cluster, faults []*fault) *table {
 			samples[f.kind] = map[string][]time.Duration{}
 		}
 		for _, g := range f.figs {
+			if g.name == figTermGap {
+				tab.termGaps++
+				if g.d < 0 {
+					tab.termOverlaps++
+				}
+			}
 			if _, seen := samples[f.kind][g.name]; !seen {
 				order[f.kind] = append(order[f.kind], g.name)
 			}
@@ -140,7 +150,19 @@ func (tab *table) footer() string {
 		"SIGSTOP pauses: %d, after %d of which the resumed child (or a worker) wrote again before its electd stopped it; "+
 		"writes of resumed children and their workers: %d, of which %d came after a newer term had written and %d of those were rejected by the fence",
 		tab.containment, tab.treeRuns, tab.workers, tab.wlines, tab.orphans,
-		tab.pauses, tab.wrote, tab.stale[0], tab.stale[1], tab.stale[2]) + tab.tornNote() + tab.topologyNote()
+		tab.pauses, tab.wrote, tab.stale[0], tab.stale[1], tab.stale[2]) + tab.tornNote() + tab.topologyNote() + tab.termNote()
+}
+
+// termNote counts, on the etcd cluster, the new terms elected before the
+// deadline the old term had earned (from the electd logs: figTermGap < 0),
+// which the record shows only when the children overlapped too.
+func (tab *table) termNote() string {
+	if tab.termGaps == 0 {
+		return ""
+	}
+	return fmt.Sprintf("\nearly successors (the next term elected before the deadline the old term's last acknowledged renewal had earned, "+
+		"from the electd logs; the record shows it only if the children overlapped too), after the etcd cluster's own faults: %d of %d new terms measured",
+		tab.termOverlaps, tab.termGaps)
 }
 
 // topologyNote says which kinds a topology left out, and how often the

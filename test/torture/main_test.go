@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +28,7 @@ var (
 	flagReport   = flag.String("torture.report", envString("TORTURE_REPORT", ""), "append the figures, as a Markdown table, to this file; $TORTURE_REPORT")
 	flagKeep     = flag.String("torture.keep", envString("TORTURE_KEEP", ""), "copy the electd and record logs into this directory at the end; $TORTURE_KEEP")
 	flagContain  = flag.String("torture.containment", envString("TORTURE_CONTAINMENT", ""), "--containment of every electd (empty: electd's default); $TORTURE_CONTAINMENT")
+	flagKinds    = flag.String("torture.kinds", envString("TORTURE_KINDS", ""), "comma-separated fault kinds to draw, where they apply (empty: all; restart-node is still forced when too few candidates are up); $TORTURE_KINDS")
 )
 
 // config is one run's settings, fixed before the first fault.
@@ -39,6 +42,7 @@ type config struct {
 	stopTimeout   time.Duration
 	coolDown      time.Duration
 	recoveryBound time.Duration
+	kinds         []kind // -torture.kinds (nil: every kind)
 }
 
 func newConfig(t *testing.T) config {
@@ -59,6 +63,15 @@ func newConfig(t *testing.T) config {
 	}
 	if c.nodes < 2 || c.faults < 0 || c.ttl < time.Second {
 		t.Fatalf("torture: need at least 2 nodes, 0 faults and a ttl of 1s (got %d, %d, %s)", c.nodes, c.faults, c.ttl)
+	}
+	for _, name := range strings.Split(*flagKinds, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		if !slices.Contains(allKinds, kind(name)) {
+			t.Fatalf("torture: -torture.kinds: no fault kind %q", name)
+		}
+		c.kinds = append(c.kinds, kind(name))
 	}
 	c.renew = c.ttl / 5
 	c.window = elector.Timing{TTL: c.ttl}.WithDefaults().Window()
@@ -107,6 +120,25 @@ func envUint(name string, def uint64) uint64 {
 		return n
 	}
 	return def
+}
+
+// kindsOn are the kinds drawn on s: kindsFor's, or those of them that
+// -torture.kinds names (none: a failure).
+func (c config) kindsOn(t *testing.T, s *kit.Store) []kind {
+	all := kindsFor(s)
+	if c.kinds == nil {
+		return all
+	}
+	var out []kind
+	for _, k := range all {
+		if slices.Contains(c.kinds, k) {
+			out = append(out, k)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("torture %s: none of -torture.kinds %v is drawn on it", s.Name, c.kinds)
+	}
+	return out
 }
 
 // faultsOn is the number of faults to inject on s.

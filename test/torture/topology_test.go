@@ -126,9 +126,6 @@ func (c *cluster) injectTopology(f *fault, rng *rand.Rand) {
 		if c.s.Sentinel != nil {
 			c.awaitSentinels(f, addr)
 		}
-
-	case killRaftLeader, killRaftFollower, partitionRaftLeader, partitionRaftFollower, slowMember:
-		c.injectMember(f, rng)
 	}
 }
 

@@ -30,6 +30,9 @@ func TestTorture(t *testing.T) {
 	cfg := newConfig(t)
 	t.Logf("torture: seed %d (replay with -torture.seed=%d or TORTURE_SEED=%d), %d faults per backend (%d per topology), %d nodes, ttl %s",
 		cfg.seed, cfg.seed, cfg.seed, cfg.faults, cfg.topoFaults, cfg.nodes, cfg.ttl)
+	if cfg.kinds != nil {
+		t.Logf("torture: drawing only %v (-torture.kinds), where they apply", cfg.kinds)
+	}
 	kit.Run(t, selected(t), func(t *testing.T, s *kit.Store) {
 		newCluster(t, cfg, s).torture()
 	})
@@ -39,7 +42,7 @@ func TestTorture(t *testing.T) {
 func (c *cluster) torture() {
 	t := c.t
 	rng := c.cfg.rng(c.s.Name)
-	sched := newScheduler(rng, c.cfg.nodes, kindsFor(c.s))
+	sched := newScheduler(rng, c.cfg.nodes, c.cfg.kindsOn(t, c.s))
 	var history []*fault
 	c.history = &history
 	begin := time.Now()
