@@ -127,6 +127,20 @@ func gapName(k kind) string {
 // the latest; half the margin is left to scheduling delays on a busy host.
 const minAhead = supervisor.StopMargin / 2
 
+// earlySuccessor reports a next term that the store let begin before the
+// deadline the old term had earned (issue 22's hole on an etcd cluster),
+// whether or not the children overlapped: the supervisor gives a term up
+// stop-timeout plus the stop margin before its deadline, so the record
+// shows only a larger hole. The old electd's own revocation of its lease
+// is not such a case (termGap leaves it out).
+func (f *fault) earlySuccessor() error {
+	if f.early <= 0 {
+		return nil
+	}
+	return fmt.Errorf("%s (token %d) was elected %s before the deadline %s (token %d) had earned: the store granted the next term while the old one was still valid",
+		f.next.Node, f.next.Token, f.early, f.old.Node, f.old.Token)
+}
+
 // stoppedLate reports a leader cut off from the store (cut-leader,
 // store-restart; partition-majority: from a majority of a Redlock quorum's
 // servers) whose child was gone less than minAhead before the latest
@@ -176,6 +190,7 @@ func (c *cluster) measure(f *fault) {
 		if gap, ok := c.termGap(f); ok {
 			add(figTermGap, gap)
 			if gap < 0 {
+				f.early = -gap
 				f.note += fmt.Sprintf("; EARLY SUCCESSOR: the next term was elected %s before the deadline the old one had earned", ms(-gap))
 			}
 		}

@@ -134,6 +134,10 @@ type fault struct {
 	// transferred: transfer-partition-raft-leader: MoveLeader asked → the
 	// transferee names itself the leader (0: it did not).
 	stepDown, transferred time.Duration
+	// early: on the etcd cluster, how long before the deadline the old
+	// term had earned the next term was elected (a negative term gap,
+	// from the electd logs; termGap); 0 if not early or not measured.
+	early time.Duration
 
 	next      *record.Run   // the first child of a later term, if one started
 	recovery  time.Duration // healed → a child running again (0: one ran throughout)

@@ -60,6 +60,9 @@ func (c *cluster) torture() {
 		if err := f.stoppedLate(c.j); err != nil {
 			errs = append(errs, err)
 		}
+		if err := f.earlySuccessor(); err != nil {
+			errs = append(errs, err)
+		}
 		if len(errs) > 0 {
 			c.fatalf(f, "safety check failed:\n%s", joinErrs(errs))
 		}
