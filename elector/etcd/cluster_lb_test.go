@@ -1,0 +1,214 @@
+package etcd_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/electortest"
+)
+
+// TestClusterBalancedEndpointStaleLeader: electd reaches the cluster
+// through one address that balances connections over the members (an
+// etcd gateway, a Kubernetes Service, HAProxy, a DNS name with an address
+// per member: --store etcd://gateway:23790). The renewal rule
+// (renewal.go) proves a renewal only if the raft term it calls `before`
+// was reported by the member that then serves the renewal; electd takes
+// "the same connection" (pin) for "the same member" and never compares the
+// member id that every answer's header carries. Behind a balancer a pin's
+// connection reaches another member after each reconnect, and the proof
+// falls apart:
+//
+//   - raft leadership moves from m0 to m1 and m0 is cut off from its
+//     peers before it hears of m1's term (as in TestClusterTransferThenCut);
+//     m1 leads term T+1 and extends a's lease from then, by TTL + ET;
+//   - a's pin reaches m2, which follows m1: its answers carry T+1, so the
+//     pin's term is T+1;
+//   - a's pin connection breaks and is connected again, through the
+//     balancer, to m0: a's next renewal takes before = T+1 (the pin's
+//     term, from m2), and m0, still raft leader of T in its own eyes,
+//     acknowledges it from its own lessor, more than an election timeout
+//     after m1's extension began: nothing on m1 covers it;
+//   - the connection breaks again (the balancer sends the read to m2): the
+//     proof's linearizable read is served in T+1 and says T+1 = before,
+//     so the renewal counts, from its send time.
+//
+// a's deadline is then later than the end of its lease on m1, which b,
+// the head waiter on m1 and m2, sees expire: b leads while a's term is
+// still valid. Asserted: no renewal a sent once the balancer had moved it
+// to the cut-off m0 is credited (the rule's own claim: m0 reaches no
+// quorum), and Terms.Stop's check that the terms did not overlap.
+// The balancer here is adversarial in its timing only: which member a
+// new connection reaches, and when a connection ends, are what real
+// balancers and gateways decide (round robin, idle timeouts, draining,
+// health checks).
+func TestClusterBalancedEndpointStaleLeader(t *testing.T) {
+	h := newClusterHarness(t)
+	const (
+		renewEvery = 200 * time.Millisecond
+		// switchAt is when, after the cut, the balancer moves a's pin to
+		// m0: late enough that a renewal sent then is not covered by m1's
+		// extension (it must be sent more than ET + TTL·1% + ε after m1
+		// led), early enough that m0 has not yet stepped down (CheckQuorum:
+		// one to two election timeouts after the cut; measured 0.79–0.89 s).
+		switchAt = 600 * time.Millisecond
+	)
+	credited, placed, overlaps := 0, 0, 0
+	for i := range raftTrials {
+		t.Run(fmt.Sprintf("trial %d", i+1), func(t *testing.T) {
+			ctx := context.Background()
+			m0 := h.c.Leader(t)
+			m1, m2 := (m0+1)%3, (m0+2)%3
+			ep := func(m int) string { return h.c.Members()[m].Endpoint() }
+			toM2 := lbRoute{name: fmt.Sprintf("m%d", m2), to: ep(m2)}
+			lb := startMemberLB(t, toM2)
+
+			tm := elector.Timing{TTL: faultTTL, RenewInterval: renewEvery}
+			a := &cand{errs: &storeErrors{}, member: -1}
+			a.e = h.dial(t, candidateOf(t, "a", tm, a.errs), lb.Addr())
+			b := h.candidateOn(t, "b", tm, m1, m2)
+			aLeads := make(chan struct{})
+			terms := electortest.CampaignLoop(t, a.e, queuedAfter{b.e, aLeads})
+			lead := terms.WaitLeading(t, firstLeader)
+			close(aLeads)
+			if lead.ID != "a" {
+				t.Fatalf("%s leads, want a: b campaigns only once a leads", lead.ID)
+			}
+			electortest.Eventually(t, firstLeader, "b queued behind a", func() bool { return h.Queued(t, electionOf(t)) == 2 })
+			h.moveRaftLeader(t, m0)
+			renewed(t, lead.Term)
+			// a's balanced client opened the first connection (its grant);
+			// its pin, the second, at its first renewal.
+			if n := lb.Conns(); n != 2 {
+				t.Fatalf("the balancer saw %d connections from a, want 2 (client, pin): %v", n, lb.Log())
+			}
+			const pinConn = 1
+
+			st0, err := h.c.Status(ctx, m0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st1, err := h.c.Status(ctx, m1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id0, id1, term0 := st0.Header.MemberId, st1.Header.MemberId, st0.Header.RaftTerm
+			mover := h.c.Client(t, m0)
+			t.Cleanup(func() {
+				h.c.Heal(m0)
+				h.c.SetPeerDelay(m0, 0)
+			})
+			high := highWater(t, lead.Term)
+
+			// Transfer, then cut m0 off before it hears of m1's term.
+			h.c.SetPeerDelay(m0, transferDelay)
+			mctx, mcancel := context.WithTimeout(ctx, moveTimeout)
+			t.Cleanup(mcancel)
+			moved := make(chan error, 1)
+			go func() {
+				_, err := mover.MoveLeader(mctx, id1)
+				moved <- err
+			}()
+			var notYet time.Time // m1 led after this
+			electortest.Eventually(t, raftElection+slack, fmt.Sprintf("m%d to lead raft", m1), func() bool {
+				sent := time.Now()
+				if st, err := h.c.Status(ctx, m1); err == nil && st.Leader == id1 {
+					return true
+				}
+				notYet = sent
+				return false
+			})
+			cut := time.Now()
+			h.c.Partition(m0)
+			since := func(at time.Time) time.Duration { return elapsed(at.Sub(cut)) }
+			heard := "unknown"
+			if st, err := h.c.Status(ctx, m0); err == nil {
+				heard = fmt.Sprint(st.Leader != id0 || st.Header.RaftTerm != term0)
+			}
+
+			// m2 applies m1's first entry; a renewal a sends through m2
+			// after that is answered with m1's term, which becomes the
+			// pin's.
+			var applied time.Time
+			electortest.Eventually(t, raftElection+slack, fmt.Sprintf("m%d to apply m%d's term", m2, m1), func() bool {
+				st, err := h.c.Status(ctx, m2)
+				applied = time.Now()
+				return err == nil && st.Header.RaftTerm > term0
+			})
+			electortest.Eventually(t, window(faultTTL)/2, "a renewal through m2 in m1's term", func() bool {
+				return lead.Term.ValidUntil().After(applied.Add(window(faultTTL)))
+			})
+			// From now on a reaches no member until the balancer moves its
+			// pin: the pin's term stays m1's (nothing answers), and a's
+			// client (its watch on its own key) hears nothing either, as
+			// for a host cut off from the balancer from here on. a's
+			// term then lasts until its deadline, whatever the store does
+			// meanwhile: the promise may not rest on the leader seeing its
+			// key go.
+			lb.Hold(0)
+			held := time.Now()
+
+			// The move: the pin's next connection goes to m0, and is closed
+			// once m0 has answered the renewal on it; the one after goes
+			// to m2 (the proof's read) and is held silent once the read is
+			// answered; every later one is held silent.
+			if d := time.Until(cut.Add(switchAt)); d > 0 {
+				<-time.After(d) // placing the fault, not synchronising
+			}
+			lb.Plan(lbRoute{name: "nowhere"},
+				lbRoute{name: fmt.Sprintf("m%d (cut off)", m0), to: ep(m0), steps: []lbStep{{firstData, lbClose}}},
+				lbRoute{name: fmt.Sprintf("m%d (read)", m2), to: ep(m2), steps: []lbStep{{endOfStream, lbHold}}},
+			)
+			lb.Drop(pinConn)
+			switched := time.Now()
+
+			next := terms.WaitStarted(t, cut, raftChangeBound(faultTTL))
+			electortest.Eventually(t, window(faultTTL)+slack, "a's term to end", func() bool { return lead.Term.Err() != nil })
+			vu := high()
+			renewed(t, next.Term)
+			h.c.SetPeerDelay(m0, 0)
+			h.heal(t, m0)
+			select {
+			case err := <-moved:
+				if err != nil {
+					t.Logf("MoveLeader: %v", err)
+				}
+			case <-time.After(moveTimeout + slack):
+				t.Fatalf("MoveLeader asked of m%d did not return within %s", m0, moveTimeout+slack)
+			}
+			spans := terms.Stop(t)
+			old := electortest.SpanOf(t, spans, lead.Token)
+			nxt := electortest.SpanOf(t, spans, next.Token)
+
+			sent := vu.Add(-window(faultTTL)) // a's last credited renewal
+			servedByM0 := false
+			for _, l := range lb.Log() {
+				if strings.Contains(l, fmt.Sprintf("(m%d (cut off)): answer relayed", m0)) {
+					servedByM0 = true
+				}
+			}
+			if servedByM0 {
+				placed++
+			}
+			if sent.After(switched) {
+				credited++
+				t.Errorf("a renewal a sent at cut+%s, after the balancer moved a's pin to the cut-off m%d (cut+%s), was credited: a valid until cut+%s; "+
+					"m%d's lease extension ends about cut+%s (m%d led after cut%s)",
+					since(sent), m0, since(switched), since(vu), m1, since(notYet.Add(faultTTL+promoteExtend)), m1, since(notYet))
+			}
+			if !old.ValidUntil.Before(nxt.Start) {
+				overlaps++
+			}
+			t.Logf("m%d cut off at 0 (had heard of m%d's term: %s), m%d led after cut%s, m%d applied it by cut+%s; a's pin held at cut+%s, moved to m%d at cut+%s; "+
+				"a's last credited renewal sent at cut+%s, valid until cut+%s, term ended at cut+%s (%v); %s (token %d) led at cut+%s (its start − a's ValidUntil: %s); "+
+				"a's errors %v; balancer: %v",
+				m0, m1, heard, m1, since(notYet), m2, since(applied), since(held), m0, since(switched),
+				since(sent), since(vu), since(old.End), old.Err, nxt.ID, nxt.Token, since(nxt.Start), elapsed(nxt.Start.Sub(old.ValidUntil)),
+				a.errs.snapshot(), lb.Log())
+		})
+	}
+	t.Logf("m0 answered the renewal in %d of %d trials; it was credited in %d; terms overlapped in %d", placed, raftTrials, credited, overlaps)
+}
