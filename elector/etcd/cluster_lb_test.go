@@ -38,9 +38,14 @@ import (
 //
 // a's deadline is then later than the end of its lease on m1, which b,
 // the head waiter on m1 and m2, sees expire: b leads while a's term is
-// still valid. Asserted: no renewal a sent once the balancer had moved it
-// to the cut-off m0 is credited (the rule's own claim: m0 reaches no
-// quorum), and Terms.Stop's check that the terms did not overlap.
+// still valid (5 of 6 trials before the fix). The fix: every answer of a
+// proof must name the same member (renewal.go's mark), so m0's answer,
+// marked m0, never matches a `before` from m2. Asserted: the terms did not
+// overlap (and Terms.Stop checks every pair). A renewal sent after the
+// switch may still be credited, but only one served through m2 (which
+// follows m1, whose lessor renews the lease): the connection to m0 is
+// closed once m0 answered, so no read through m0 can prove m0's answer;
+// it is logged.
 // The balancer here is adversarial in its timing only: which member a
 // new connection reaches, and when a connection ends, are what real
 // balancers and gateways decide (round robin, idle timeouts, draining,
@@ -195,12 +200,13 @@ func TestClusterBalancedEndpointStaleLeader(t *testing.T) {
 			}
 			if sent.After(switched) {
 				credited++
-				t.Errorf("a renewal a sent at cut+%s, after the balancer moved a's pin to the cut-off m%d (cut+%s), was credited: a valid until cut+%s; "+
-					"m%d's lease extension ends about cut+%s (m%d led after cut%s)",
-					since(sent), m0, since(switched), since(vu), m1, since(notYet.Add(faultTTL+promoteExtend)), m1, since(notYet))
+				t.Logf("a renewal a sent at cut+%s, after the balancer moved a's pin (cut+%s), was credited (through m%d: m%d's answers cannot be proved): a valid until cut+%s",
+					since(sent), since(switched), m2, m0, since(vu))
 			}
-			if !old.ValidUntil.Before(nxt.Start) {
+			if !old.End.Before(nxt.Start) || !old.ValidUntil.Before(nxt.Start) {
 				overlaps++
+				t.Errorf("terms overlap: %s (token %d) led at cut+%s, %s before a's ValidUntil (cut+%s); a's last credited renewal was sent at cut+%s, after the balancer moved a's pin at cut+%s",
+					nxt.ID, nxt.Token, since(nxt.Start), elapsed(old.ValidUntil.Sub(nxt.Start)), since(old.ValidUntil), since(sent), since(switched))
 			}
 			t.Logf("m%d cut off at 0 (had heard of m%d's term: %s), m%d led after cut%s, m%d applied it by cut+%s; a's pin held at cut+%s, moved to m%d at cut+%s; "+
 				"a's last credited renewal sent at cut+%s, valid until cut+%s, term ended at cut+%s (%v); %s (token %d) led at cut+%s (its start − a's ValidUntil: %s); "+
@@ -210,5 +216,5 @@ func TestClusterBalancedEndpointStaleLeader(t *testing.T) {
 				a.errs.snapshot(), lb.Log())
 		})
 	}
-	t.Logf("m0 answered the renewal in %d of %d trials; it was credited in %d; terms overlapped in %d", placed, raftTrials, credited, overlaps)
+	t.Logf("m0 answered the renewal in %d of %d trials; a renewal sent after the switch was credited in %d; terms overlapped in %d", placed, raftTrials, credited, overlaps)
 }
