@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/electd/electd/supervisor"
-	"github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
 )
 
@@ -50,7 +49,7 @@ func (c *cluster) verify() []error {
 				p.run, p.afterNewer-p.rejected, p.afterNewer))
 		}
 		window := p.window()
-		if !p.run.Ended() && proc.Alive(p.run.Pid) {
+		if !p.run.Ended() && c.isChild(p.run) {
 			window = now.Sub(p.resumed)
 		}
 		if window > c.staleBound() {
@@ -70,7 +69,7 @@ func (c *cluster) verify() []error {
 				errs = append(errs, fmt.Errorf("child %s outlived its electd %s (pid %d, gone at %s) by %s",
 					r, l.node.id, l.Pid(), end.Format("15:04:05.000000"), over))
 			}
-			if !r.Ended() && now.Sub(end) > goneBound && proc.Alive(r.Pid) && proc.IsOurs(r.Pid, bin.Recorder) {
+			if !r.Ended() && now.Sub(end) > goneBound && c.isChild(r) {
 				errs = append(errs, fmt.Errorf("child %s is still alive %s after its electd %s was gone; killing it",
 					r, now.Sub(end), l.node.id))
 				_ = syscall.Kill(r.Pid, syscall.SIGKILL)

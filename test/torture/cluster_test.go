@@ -17,6 +17,7 @@ import (
 	"github.com/electd/electd/internal/testenv"
 	"github.com/electd/electd/test/kit"
 	"github.com/electd/electd/test/proc"
+	"github.com/electd/electd/test/record"
 )
 
 const (
@@ -331,13 +332,28 @@ func (c *cluster) treeDies() bool { return c.containment == "pidns" }
 // this cluster's log with w's role, node and token (by its environment), so
 // that a pid reused by another process is never taken for it.
 func (c *cluster) isWorker(w *worker) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(w.Pid) + "/environ")
-	if err != nil || !proc.Alive(w.Pid) {
+	return hasEnv(w.Pid, "RECORD_LOG="+c.logPath, "RECORD_ROLE="+w.Role,
+		"ELECTD_ID="+w.Node, "ELECTD_FENCING_TOKEN="+strconv.FormatUint(w.Token, 10))
+}
+
+// isChild reports whether r's pid still runs r's child: the recorder, with
+// r's node and token in its environment. A pid is reused once the kernel's
+// counter wraps (32768 by default: a busy host gets there in minutes), by
+// any process, another term's recorder among them.
+func (c *cluster) isChild(r *record.Run) bool {
+	return proc.IsOurs(r.Pid, bin.Recorder) &&
+		hasEnv(r.Pid, "RECORD_LOG="+c.logPath, "ELECTD_ID="+r.Node, "ELECTD_FENCING_TOKEN="+strconv.FormatUint(r.Token, 10))
+}
+
+// hasEnv reports whether pid is alive with every one of kvs in its
+// environment.
+func hasEnv(pid int, kvs ...string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil || !proc.Alive(pid) {
 		return false
 	}
 	env := "\x00" + string(b)
-	for _, kv := range []string{"RECORD_LOG=" + c.logPath, "RECORD_ROLE=" + w.Role,
-		"ELECTD_ID=" + w.Node, "ELECTD_FENCING_TOKEN=" + strconv.FormatUint(w.Token, 10)} {
+	for _, kv := range kvs {
 		if !strings.Contains(env, "\x00"+kv+"\x00") {
 			return false
 		}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/electd/electd/test/kit"
-	"github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
 )
 
@@ -186,7 +185,7 @@ func (c *cluster) recoveredAfter(healed time.Time, old *record.Run) (time.Durati
 			continue
 		}
 		a := adj[i]
-		running := !a.Ended() && proc.Alive(r.Pid) && c.j.pauses[r] == nil
+		running := !a.Ended() && c.isChild(r) && c.j.pauses[r] == nil
 		if a.Start.Before(healed) && (!a.End().Before(healed) || running) {
 			return 0, true
 		}
@@ -206,7 +205,7 @@ func (c *cluster) recoveredAfter(healed time.Time, old *record.Run) (time.Durati
 func (c *cluster) agreed(status *string) (*record.Run, bool) {
 	var run *record.Run
 	for _, r := range c.j.runs {
-		if !r.Ended() && proc.Alive(r.Pid) && (run == nil || r.Token > run.Token) {
+		if !r.Ended() && c.isChild(r) && (run == nil || r.Token > run.Token) {
 			run = r
 		}
 	}
