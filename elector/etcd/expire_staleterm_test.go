@@ -83,7 +83,7 @@ func TestStaleTermAfterSnapshotRevokesLiveLease(t *testing.T) {
 	const trials = 5
 	placed, revoked := 0, 0
 	for i := range trials {
-		ok, rv := staleTermTrial(t, c, i)
+		ok, rv := staleTermTrial(t, c, fmt.Sprint(i), snapshotWrites)
 		if ok {
 			placed++
 		}
@@ -96,17 +96,44 @@ func TestStaleTermAfterSnapshotRevokesLiveLease(t *testing.T) {
 	t.Logf("%d trials placed the fault (a stale reading through m0 just before it rejoined); the head waiter revoked a live lease in %d", placed, revoked)
 }
 
-// staleTermTrial runs the fault once (see above) and reports whether it
-// was placed and whether the head waiter revoked a's lease while a was
-// valid.
-func staleTermTrial(t *testing.T, c *testenv.EtcdCluster, trial int) (placed, violated bool) {
+// TestStaleLeaderRejoinsByEntriesSparesLiveLease is the control of the
+// test above: the same fault with 500 writes, which m0 catches up on by
+// entries, not by a snapshot. The first entry it applies is the new raft
+// leader's of the new term, so the confirming read reports the new term
+// and the waiter starts over: it must not revoke a's lease.
+func TestStaleLeaderRejoinsByEntriesSparesLiveLease(t *testing.T) {
+	c := testenv.StartEtcdCluster(t)
+	placed := 0
+	for i := range 2 {
+		ok, rv := staleTermTrial(t, c, fmt.Sprintf("entries-%d", i), 500)
+		if rv {
+			return // reported
+		}
+		if ok {
+			placed++
+		}
+		c.WaitHealthy(t)
+	}
+	if placed == 0 {
+		t.Errorf("the fault was never placed (no stale reading through m0 just before it rejoined)")
+	}
+}
+
+// snapshotWrites is more than a member may lag and still catch up by
+// entries: etcd keeps SnapshotCatchUpEntries (5000) entries behind its
+// latest in-memory snapshot, taken every 100 applied entries.
+const snapshotWrites = 7000
+
+// staleTermTrial runs the fault once (see above) with the given number of
+// writes while m0 is away, and reports whether it was placed and whether
+// the head waiter revoked a's lease while a was valid.
+func staleTermTrial(t *testing.T, c *testenv.EtcdCluster, trial string, writes int) (placed, violated bool) {
 	const (
 		ttl      = 10 * time.Second // interval 4 s: a request's timeout is 4 s (opTimeout)
 		interval = 4 * time.Second
-		writes   = 7000 // > SnapshotCatchUpEntries (5000) + memorySnapshotCount (100)
 		latency  = 800 * time.Millisecond
 	)
-	election := fmt.Sprintf("stale-snapshot-%d", trial)
+	election := "stale-" + trial
 	tm := elector.Timing{TTL: ttl, RenewInterval: interval}
 	window := tm.WithDefaults().Window()
 	m0 := c.Leader(t)
@@ -291,8 +318,8 @@ func staleTermTrial(t *testing.T, c *testenv.EtcdCluster, trial int) (placed, vi
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := next.Add(1); i <= writes; i = next.Add(1) {
-				if _, err := wrcli.Put(ctx, fmt.Sprintf("/bulk/%d/%06d", trial, i), "0123456789abcdef0123456789abcdef"); err != nil {
+			for i := next.Add(1); i <= int64(writes); i = next.Add(1) {
+				if _, err := wrcli.Put(ctx, fmt.Sprintf("/bulk/%s/%06d", trial, i), "0123456789abcdef0123456789abcdef"); err != nil {
 					werr.Store(err)
 					return
 				}
@@ -305,7 +332,7 @@ func staleTermTrial(t *testing.T, c *testenv.EtcdCluster, trial int) (placed, vi
 	}
 	wrote := time.Now()
 	if st := status(m1); st != nil {
-		t.Logf("trial %d: after the writes m1: term %d index %d applied %d", trial, st.RaftTerm, st.RaftIndex, st.RaftAppliedIndex)
+		t.Logf("trial %s: after the writes m1: term %d index %d applied %d", trial, st.RaftTerm, st.RaftIndex, st.RaftAppliedIndex)
 	}
 	// a keeps its term, renewed in the new raft term.
 	electortest.Eventually(t, 2*ttl, "a renewed after the stall", func() bool {
@@ -349,7 +376,7 @@ func staleTermTrial(t *testing.T, c *testenv.EtcdCluster, trial int) (placed, vi
 		pcancel()
 		<-done
 		if attempt > 50 || time.Since(resumed) > interval {
-			t.Logf("trial %d: b's probe never read through m0 in time (last via %q)", trial, via)
+			t.Logf("trial %s: b's probe never read through m0 in time (last via %q)", trial, via)
 			return false, false
 		}
 	}
@@ -376,25 +403,25 @@ func staleTermTrial(t *testing.T, c *testenv.EtcdCluster, trial int) (placed, vi
 	rs := append([]string(nil), ranges...)
 	rd := append([]string(nil), readings...)
 	mu.Unlock()
-	t.Logf("trial %d: b's readings through m0 (since the trial began; stall at +%s, resume at +%s): %v", trial, paused.Sub(start).Round(time.Millisecond), resumed.Sub(start).Round(time.Millisecond), rd)
+	t.Logf("trial %s: b's readings through m0 (since the trial began; stall at +%s, resume at +%s): %v", trial, paused.Sub(start).Round(time.Millisecond), resumed.Sub(start).Round(time.Millisecond), rd)
 	if st := status(m0); st != nil {
-		t.Logf("trial %d: m0 now: term %d index %d applied %d leader %x; before the stall: %s", trial, st.RaftTerm, st.RaftIndex, st.RaftAppliedIndex, st.Leader, st0)
+		t.Logf("trial %s: m0 now: term %d index %d applied %d leader %x; before the stall: %s", trial, st.RaftTerm, st.RaftIndex, st.RaftAppliedIndex, st.Leader, st0)
 	}
 	healAt := time.Unix(0, healedAt.Load())
-	t.Logf("trial %d: m0 stalled %s (writes done at +%s), resumed cut off; b's reading through m0: TTL %d (readings' term %d), heal at resume+%s; b's reads after it: %v; b revoked %d leases; a's term: %v",
+	t.Logf("trial %s: m0 stalled %s (writes done at +%s), resumed cut off; b's reading through m0: TTL %d (readings' term %d), heal at resume+%s; b's reads after it: %v; b revoked %d leases; a's term: %v",
 		trial, resumed.Sub(paused).Round(time.Millisecond), wrote.Sub(paused).Round(time.Millisecond), staleTTL.Load(), before,
 		healAt.Sub(resumed).Round(time.Millisecond), rs, b.expired.Load(), ta.Err())
-	t.Logf("trial %d: m0's snapshot metrics: %s", trial, snapshotMetrics(c.Members()[m0].Endpoint()))
+	t.Logf("trial %s: m0's snapshot metrics: %s", trial, snapshotMetrics(c.Members()[m0].Endpoint()))
 	if !healed.Load() {
-		t.Logf("trial %d: b never read a stale TTL through m0 (it stepped down first): the fault was not placed", trial)
+		t.Logf("trial %s: b never read a stale TTL through m0 (it stepped down first): the fault was not placed", trial)
 		return false, false
 	}
 	if del.IsZero() {
-		t.Logf("trial %d: a's key was not deleted", trial)
+		t.Logf("trial %s: a's key was not deleted", trial)
 		return true, false
 	}
 	if b.expired.Load() > 0 && vu.After(del) {
-		t.Errorf("SAFETY: trial %d: the head waiter revoked the lease of a leader whose ValidUntil was %s ahead (a's key deleted at resume+%s)",
+		t.Errorf("SAFETY: trial %s: the head waiter revoked the lease of a leader whose ValidUntil was %s ahead (a's key deleted at resume+%s)",
 			trial, vu.Sub(del).Round(time.Millisecond), del.Sub(resumed).Round(time.Millisecond))
 		return true, true
 	}
