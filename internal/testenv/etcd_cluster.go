@@ -393,6 +393,27 @@ func (c *EtcdCluster) setCut(i int, cut bool) {
 	}
 }
 
+// ResetPeerLinks aborts every connection on member i's peer links, in
+// both directions (faultproxy.Proxy.Reset: an RST to both ends). Bytes a
+// Partition held on them are dropped, as a real partition drops packets
+// and the members' connections time out; the members dial again at once
+// (a link that is cut holds the new connections until Heal).
+func (c *EtcdCluster) ResetPeerLinks(i int) {
+	c.mu.Lock()
+	var ps []*faultproxy.Proxy
+	for j := range etcdClusterSize {
+		if j != i {
+			ps = append(ps, c.links[i][j], c.links[j][i])
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range ps {
+		if p != nil {
+			p.Reset()
+		}
+	}
+}
+
 // Kill SIGKILLs every member.
 func (c *EtcdCluster) Kill(t testing.TB) {
 	t.Helper()
