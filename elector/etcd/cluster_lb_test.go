@@ -143,7 +143,7 @@ func TestClusterBalancedEndpointStaleLeader(t *testing.T) {
 				applied = time.Now()
 				return err == nil && st.Header.RaftTerm > term0
 			})
-			electortest.Eventually(t, window(faultTTL)/2, "a renewal through m2 in m1's term", func() bool {
+			electortest.Eventually(t, window(faultTTL), "a renewal through m2 in m1's term", func() bool {
 				return lead.Term.ValidUntil().After(applied.Add(window(faultTTL)))
 			})
 			// From now on a reaches no member until the balancer moves its

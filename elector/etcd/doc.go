@@ -9,10 +9,11 @@
 //  1. Grant a lease and start renewing it on the grid
 //     grantSendTime + k·RenewInterval, noting when each renewal was sent.
 //     Each renewal goes through one member, on a connection of the
-//     Elector's own to it, and is followed there by a linearizable read:
-//     it counts only if the member reports the same raft term before the
-//     renewal and after the read, which proves that the raft leader that
-//     served it still led with a quorum after (renewal.go). A counted
+//     Elector's own to it, and is followed there by a raft entry that
+//     writes nothing: it counts only if the member reports the same raft
+//     term before the renewal and after the entry, which proves that the
+//     raft leader that served it still led with a quorum after
+//     (renewal.go). A counted
 //     renewal moves the local deadline to sendTime + TTL·(1 − drift) − ε.
 //     A failed renewal is retried after min(RenewInterval/4, 250 ms) (on a
 //     cluster, through the next member), earning its deadline from its own

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -55,8 +54,8 @@ import (
 // chain goes through one member, on the Elector's own connection to it,
 // and carries that member's term from before it was sent; a chain holds
 // readings of one member and one term, and before revoking, the waiter
-// reads the leader's key linearizably through that member and goes on only
-// if the read's term is still the chain's (confirm). Then every reading
+// reads the leader's key through that member with a raft entry and goes on
+// only if the entry's term is still the chain's (confirm). Then every reading
 // came from the lessor of that term's raft leader, which still led after
 // the last one.
 //
@@ -64,7 +63,7 @@ import (
 // publishes its renewal grid (value.grid), the waiter asks just after each
 // renewal should have landed, G − 1 s later, when a missed renewal first
 // shows as a 0; a failover then costs two more readings, a second apart,
-// a linearizable read and the revocation. The other waiters, watching a
+// a raft entry (confirm) and the revocation. The other waiters, watching a
 // waiter ahead of them, never ask until that waiter leads.
 
 // expireGuard is how long after the moment a renewal should have reached
@@ -230,31 +229,33 @@ const (
 	gone                            // the leader's key is gone or replaced
 )
 
-// confirm checks, with a linearizable read of the leader's key through the
-// member a proof's readings went through, that the raft term of the
-// readings is still the current one (renewal.go): then they were the word
-// of the current raft leader's lessor. A raft leader that was replaced
+// confirm checks, through the member a proof's readings went through,
+// that the raft term of the readings is still the current one, and reads
+// the leader's key: with a raft entry (confirmByEntry), not a linearizable
+// read, since a member that caught up by a raft snapshot reports a stale
+// term in a read's answer (reproduced: TestStaleTermAfterSnapshotSparesLiveLease).
+// Then the readings were the word of the current raft leader's lessor. A raft leader that was replaced
 // without knowing it answers LeaseTimeToLive from its own lessor, which no
 // longer sees the leader's renewals: its readings prove nothing.
 func (e *Elector) confirm(ctx context.Context, kv *mvccpb.KeyValue, proof *reading) confirmation {
 	gctx, cancel := context.WithTimeout(ctx, e.opTimeout())
 	defer cancel()
 	p, err := e.pins.at(proof.at)
-	var g *etcdserverpb.RangeResponse
+	var kvs []*mvccpb.KeyValue
 	if err == nil {
-		g, err = p.confirm(gctx, string(kv.Key), proof.before)
+		kvs, err = p.confirmByEntry(gctx, string(kv.Key), proof.before)
 	}
 	switch {
 	case errors.Is(err, errUnproved):
 		e.log.Debug("the lease readings came from another raft term or member; starting over",
-			"lease", kv.Lease, "readings_term", proof.before.term, "term", g.Header.GetRaftTerm())
+			"lease", kv.Lease, "readings_term", proof.before.term)
 		return unconfirmed
 	case err != nil:
 		if ctx.Err() == nil {
 			e.fails.Failed("expire", err, "lease", kv.Lease)
 		}
 		return unconfirmed
-	case len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != kv.CreateRevision || g.Kvs[0].Lease != kv.Lease:
+	case len(kvs) == 0 || kvs[0].CreateRevision != kv.CreateRevision || kvs[0].Lease != kv.Lease:
 		return gone
 	}
 	return confirmed

@@ -26,9 +26,13 @@ import (
 )
 
 // An adversarial review of the head waiter's proof (expire.go) after issue
-// 22. The proof's check (confirm) is a linearizable read through the
-// member the readings went through, whose header term must still be the
-// readings' term. That rests on "after >= t2": a member answers a
+// 22 found the hole below, reproduced by the first test: it revoked a live
+// lease in 7 of 11 trials. The proof's check (confirm) was then a
+// linearizable read through the member the readings went through, whose
+// header term had to be still the readings' term; it is now a raft entry
+// through that member (confirmByEntry, renewal.go), which the member
+// applies by itself after any snapshot, and the tests assert that the
+// live lease is spared. That rests on "after >= t2": a member answers a
 // linearizable read only once it has applied the read index, so the term
 // it reports is at least that of the raft leader that confirmed the read.
 // A member that catches up by a raft snapshot breaks it: etcd's
@@ -78,7 +82,7 @@ import (
 // refuses it ("too many requests": its applied index, which the snapshot
 // does not move either, is far behind its commit index) and the trial
 // does not reproduce; a few trials are run.
-func TestStaleTermAfterSnapshotRevokesLiveLease(t *testing.T) {
+func TestStaleTermAfterSnapshotSparesLiveLease(t *testing.T) {
 	c := testenv.StartEtcdCluster(t)
 	const trials = 5
 	placed, revoked := 0, 0
@@ -237,12 +241,12 @@ func staleTermTrial(t *testing.T, c *testenv.EtcdCluster, trial string, writes i
 		if err != nil {
 			t.Fatal(err)
 		}
-		term, err := p.termBefore(ctx, b.pfx)
+		m, err := p.markBefore(ctx, b.pfx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i == 0 {
-			before = term
+			before = m.term
 		}
 	}
 

@@ -54,6 +54,12 @@ func TestConfirmNeedsTheSameTerm(t *testing.T) {
 			if _, err := p.confirm(ctx, "/electd/test", tc.before); !errors.Is(err, tc.want) {
 				t.Fatalf("confirm with %+v (member's %+v) = %v, want %v", tc.before, before, err, tc.want)
 			}
+			// The entry: its term is the read's here (one member, one
+			// raft term), and it writes nothing.
+			kvs, err := p.confirmByEntry(ctx, "/electd/test", tc.before)
+			if !errors.Is(err, tc.want) || len(kvs) != 0 {
+				t.Fatalf("confirm by entry with %+v (member's %+v) = %d keys, %v; want none, %v", tc.before, before, len(kvs), err, tc.want)
+			}
 		})
 	}
 	lease, err := cli.Grant(ctx, 5)
