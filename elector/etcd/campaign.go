@@ -250,6 +250,7 @@ func (e *Elector) claim(cctx, ctx context.Context, s *session, try bool) (*elect
 
 // elected starts watching our key from rev and returns the term.
 func (e *Elector) elected(s *session, self elector.Leader, rev int64) *elector.Term {
+	s.leading.Store(true)
 	e.wg.Add(1)
 	go e.watchOwnKey(s, rev)
 	e.log.Info("elected", "token", self.Token, "valid_until", s.dl.ValidUntil())

@@ -97,6 +97,19 @@ func (ps *pins) at(i int) (*pin, error) {
 	return p, nil
 }
 
+// warm dials every member's connection and has gRPC connect it now, in
+// the background, so that the first renewal (an interval after a grant)
+// does not wait for a TCP, TLS and HTTP/2 handshake on top of its three
+// requests: a crowd of candidates granted together would all pay it at
+// once. A member that cannot be dialled is left for at to report.
+func (ps *pins) warm() {
+	for i := range ps.eps {
+		if p, err := ps.at(i); err == nil {
+			p.conn.Connect()
+		}
+	}
+}
+
 // close closes every connection; at fails after it.
 func (ps *pins) close() error {
 	ps.mu.Lock()

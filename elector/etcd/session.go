@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -28,6 +29,10 @@ type session struct {
 
 	key string // candidate key, set once joined
 	rev int64  // its create revision: the fencing token
+
+	// leading is set once the session holds a term: its renewals are
+	// then proved with a raft entry, a waiter's with a read (renewal.go).
+	leading atomic.Bool
 
 	// origin is when the grant was sent: renewals are sent on the grid
 	// origin + k·RenewInterval (see renewals), which the candidate
@@ -72,6 +77,7 @@ func (e *Elector) newSession(ctx context.Context) (*session, error) {
 	e.sessions[s] = struct{}{}
 	e.wg.Add(1)
 	e.mu.Unlock()
+	e.pins.warm() // before the first renewal, an interval from now
 	go s.renewLoop()
 	e.log.Debug("lease granted", "lease", int64(s.lease), "ttl_s", resp.TTL, "valid_until", s.dl.ValidUntil())
 	return s, nil
