@@ -66,8 +66,18 @@ func Open(ctx context.Context, o Options, log *slog.Logger) (*Store, error) {
 	log = su.secrets.logger(log)
 	log.Debug("opening the store", "store", su.redacted, "tls", describeTLS(tlsCfg),
 		"user", su.user, "password_from", orDash(su.passwordFrom))
-	conn, err := su.backend.Dial(ctx, su.endpoint(tlsCfg, log))
+	ep := su.endpoint(tlsCfg, log)
+	ep.Diagnose = func(ctx context.Context) error {
+		dctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+		defer cancel()
+		return diagnoseTLS(dctx, su, tlsCfg)
+	}
+	conn, err := su.backend.Dial(ctx, ep)
 	if err != nil {
+		var ce *elector.ConfigError
+		if errors.As(err, &ce) {
+			return nil, su.secrets.err(err)
+		}
 		if cerr := refusal(su, err); cerr != nil {
 			return nil, cerr
 		}

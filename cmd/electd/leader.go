@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"syscall"
 	"time"
 
@@ -55,9 +54,39 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 	if _, err := cand.Validate(); err != nil {
 		return err
 	}
-	st, el, done, err := openCandidate(c, log, cand)
-	if err != nil {
+	// SIGTERM and SIGINT end the question, the store's opening included;
+	// without --watch, so does --timeout.
+	sigs := catchShutdown()
+	defer sigs.Stop()
+	ctx, opened := sigs.opening(c.Context)
+	var signalled syscall.Signal
+	ended := func() syscall.Signal {
+		if opened != nil {
+			signalled, opened = opened(), nil
+		}
+		return signalled
+	}
+	defer ended()
+	if !c.Bool("watch") {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, c.Duration("timeout"), errLeaderTimeout)
+		defer cancel()
+	}
+	failed := func(err error) error {
+		if sig := ended(); sig != 0 {
+			if c.Bool("watch") {
+				return nil
+			}
+			return &signalError{sig: sig}
+		}
+		if errors.Is(context.Cause(ctx), errLeaderTimeout) {
+			return fmt.Errorf("no answer within --timeout %s: %w", c.Duration("timeout"), err)
+		}
 		return err
+	}
+	st, el, done, err := openCandidate(ctx, c, log, cand)
+	if err != nil {
+		return failed(err)
 	}
 	defer done()
 	print := func(w io.Writer, l elector.Leader) error {
@@ -78,8 +107,6 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 	}
 
 	if c.Bool("watch") {
-		ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
-		defer stop()
 		for l := range el.Observe(ctx) {
 			if err := print(c.App.Writer, l); err != nil {
 				return fmt.Errorf("write: %w", err)
@@ -87,8 +114,6 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 		}
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
-	defer cancel()
 	l, err := el.Leader(ctx)
 	switch {
 	case errors.Is(err, elector.ErrNoLeader):
@@ -97,10 +122,13 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 		}
 		return errNoLeader
 	case err != nil:
-		return fmt.Errorf("ask %s for the leader: %w", st.Redacted(), err)
+		return failed(fmt.Errorf("ask %s for the leader: %w", st.Redacted(), err))
 	}
 	return print(c.App.Writer, l)
 }
+
+// errLeaderTimeout is the cause of the end of `electd leader`'s --timeout.
+var errLeaderTimeout = errors.New("--timeout expired")
 
 func orDash(s string) string {
 	if s == "" {

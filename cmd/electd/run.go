@@ -125,7 +125,12 @@ func runAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	rc.cand.Logger, rc.cand.Instrument = log, metrics
-	st, el, done, err := openCandidate(c, log, rc.cand)
+	octx, opened := sigs.opening(c.Context)
+	st, el, done, err := openCandidate(octx, c, log, rc.cand)
+	if sig := opened(); sig != 0 && err != nil {
+		log.Info("signal received while the store was opening; nothing held", "signal", signalNameOf(sig))
+		return nil
+	}
 	if err != nil {
 		return err
 	}
