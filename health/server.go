@@ -87,6 +87,11 @@ type Config struct {
 	// same host forwards requests, which then arrive from loopback. It needs
 	// an AdminToken.
 	RequireToken bool
+	// AllowedHosts are the names, besides loopback addresses and
+	// localhost, that a request from loopback may give as its Host (the
+	// --listen host, --allow-host); other Hosts from loopback are refused,
+	// see the package documentation (DNS rebinding).
+	AllowedHosts []string
 	// ReadyCode and NotReadyCode are the /readyz statuses; 0 means 200 and
 	// 503. Each must be a final status, 200..599.
 	ReadyCode, NotReadyCode int
@@ -185,9 +190,9 @@ func NewServer(cfg Config) (*Server, error) {
 		readTimeout:     readTimeout,
 		writeTimeout:    writeTimeout,
 	}
-	s.handler = s.routes()
+	s.handler = s.checkHost(s.routes())
 	if cfg.SeparateAdmin {
-		s.admin = s.adminRoutes()
+		s.admin = s.checkHost(s.adminRoutes())
 	}
 	return s, nil
 }

@@ -46,7 +46,12 @@ func doOn(t *testing.T, s *Server, admin bool, method, path, remote string, hdr 
 	t.Helper()
 	r := httptest.NewRequest(method, path, nil)
 	r.RemoteAddr = remote
+	r.Host = "127.0.0.1:4040" // as a local client names electd; see TestRebindingHostRefused
 	for k, vs := range hdr {
+		if k == "Host" {
+			r.Host = vs[0]
+			continue
+		}
 		r.Header[k] = vs
 	}
 	w := httptest.NewRecorder()

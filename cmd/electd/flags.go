@@ -57,6 +57,9 @@ func runFlags() []cli.Flag {
 		slotsFlag(),
 		&cli.StringFlag{Name: "admin-listen", EnvVars: env("ADMIN_LISTEN"),
 			Usage: "separate HTTP address for /resign and /metrics (then not served on --listen); e.g. 127.0.0.1:4041"},
+		&cli.StringSliceFlag{Name: "allow-host", EnvVars: env("ALLOW_HOST"),
+			Usage: "a Host name that requests from loopback may use, besides loopback addresses, localhost and the --listen " +
+				"and --admin-listen hosts (others are refused: DNS rebinding); e.g. the name a sidecar proxy on this host forwards"},
 	)
 }
 

@@ -167,6 +167,7 @@ func runAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
 		AdminToken: rc.adminToken, RequireToken: c.Bool("admin-token-required"),
 		ReadyCode: rc.readyCode, NotReadyCode: rc.notReadyCode,
 		Gatherer: reg, Logger: log, SeparateAdmin: adminLn != nil,
+		AllowedHosts: allowedHosts(c),
 	})
 	if err != nil {
 		for _, l := range []net.Listener{ln, adminLn} {
@@ -199,4 +200,17 @@ func runGroup(parent context.Context, log *slog.Logger, sigs *shutdownSignals, s
 		return nil
 	}
 	return err
+}
+
+// allowedHosts are the Host names that requests from loopback may use
+// besides loopback addresses and localhost (see health.Config.AllowedHosts):
+// the hosts of --listen and --admin-listen, and --allow-host.
+func allowedHosts(c *cli.Context) []string {
+	hosts := c.StringSlice("allow-host")
+	for _, a := range []string{c.String("listen"), c.String("admin-listen")} {
+		if h, _, err := net.SplitHostPort(a); err == nil && h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts
 }
