@@ -26,6 +26,8 @@ const (
 	// MaxStreams is how many /leader/watch streams may be open at once;
 	// beyond it the endpoint answers 503.
 	MaxStreams = 256
+	// MaxStreamsPerClient is how many of them one client address may hold.
+	MaxStreamsPerClient = 32
 
 	defaultHeartbeat       = 15 * time.Second
 	defaultHealthTimeout   = 3 * time.Second
@@ -34,6 +36,7 @@ const (
 	readHeaderTimeout      = 5 * time.Second
 	readTimeout            = 10 * time.Second
 	writeTimeout           = 30 * time.Second
+	maxStreamLife          = time.Hour // then the client reconnects
 	idleTimeout            = 2 * time.Minute
 	maxHeaderBytes         = 16 << 10
 	maxScrapes             = 8 // concurrent /metrics requests; beyond: 503
@@ -110,8 +113,8 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	handler http.Handler
-	admin   http.Handler  // /resign and /metrics; nil unless SeparateAdmin
-	streams chan struct{} // one token per open /leader/watch stream
+	admin   http.Handler // /resign and /metrics; nil unless SeparateAdmin
+	streams *streamSet   // the open /leader/watch streams
 
 	// Tunables; tests shorten them.
 	heartbeat       time.Duration
@@ -120,6 +123,7 @@ type Server struct {
 	shutdownTimeout time.Duration
 	readTimeout     time.Duration
 	writeTimeout    time.Duration
+	maxStreamLife   time.Duration
 }
 
 // CheckSettings checks the fields an operator sets (the status codes, the
@@ -182,13 +186,14 @@ func NewServer(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:             cfg,
 		log:             log.WithGroup("http"),
-		streams:         make(chan struct{}, MaxStreams),
+		streams:         newStreamSet(MaxStreams, MaxStreamsPerClient),
 		heartbeat:       defaultHeartbeat,
 		healthTimeout:   defaultHealthTimeout,
 		resignTimeout:   defaultResignTimeout,
 		shutdownTimeout: defaultShutdownTimeout,
 		readTimeout:     readTimeout,
 		writeTimeout:    writeTimeout,
+		maxStreamLife:   maxStreamLife,
 	}
 	s.handler = s.checkHost(s.routes())
 	if cfg.SeparateAdmin {
