@@ -8,8 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -101,8 +104,10 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 			_, err := fmt.Fprintf(w, "%s: no leader\n", election)
 			return err
 		}
-		_, err := fmt.Fprintf(w, "%s: %s token=%d address=%s since=%s\n", election, l.ID, l.Token,
-			orDash(l.Address), l.Since.UTC().Format(time.RFC3339))
+		// The id and address are text from the store: escaped, they can
+		// neither forge lines nor drive the terminal.
+		_, err := fmt.Fprintf(w, "%s: %s token=%d address=%s since=%s\n", election, escapeText(l.ID), l.Token,
+			escapeText(orDash(l.Address)), l.Since.UTC().Format(time.RFC3339))
 		return err
 	}
 
@@ -135,6 +140,26 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// escapeText escapes what a terminal would act on or not show: control
+// characters (ESC, BEL, CR, LF…), invisible format characters (bidi
+// overrides, zero-width spaces) and invalid UTF-8, in Go's notation
+// (\x1b, \r, \u202e).
+func escapeText(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case !strconv.IsPrint(r): // controls, format characters, unassigned
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // sanitizeID makes a hostname usable as a candidate id.
