@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -26,6 +27,8 @@ const (
 	// MaxStreams is how many /leader/watch streams may be open at once;
 	// beyond it the endpoint answers 503.
 	MaxStreams = 256
+	// MinAdminTokenLen is the fewest characters an admin token may have.
+	MinAdminTokenLen = 16
 	// MaxStreamsPerClient is how many of them one client address may hold.
 	MaxStreamsPerClient = 32
 
@@ -137,6 +140,9 @@ func (cfg Config) CheckSettings() error {
 	}
 	if _, err := statusCode("not-ready-code", cfg.NotReadyCode, DefaultNotReadyCode); err != nil {
 		return err
+	}
+	if n := utf8.RuneCountInString(cfg.AdminToken); n > 0 && n < MinAdminTokenLen {
+		return elector.Configf("admin-token", "is %d characters; use at least %d random ones (e.g. openssl rand -hex 16)", n, MinAdminTokenLen)
 	}
 	if cfg.RequireToken && cfg.AdminToken == "" {
 		return elector.Configf("admin-token-required",

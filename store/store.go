@@ -64,6 +64,8 @@ func Open(ctx context.Context, o Options, log *slog.Logger) (*Store, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = su.secrets.logger(log)
+	warnReadableByAll(log, "store-password-file", o.PasswordFile)
+	warnReadableByAll(log, "sentinel-password-file", o.SentinelPasswordFile)
 	log.Debug("opening the store", "store", su.redacted, "tls", describeTLS(tlsCfg),
 		"user", su.user, "password_from", orDash(su.passwordFrom))
 	ep := su.endpoint(tlsCfg, log)
@@ -95,6 +97,10 @@ func Open(ctx context.Context, o Options, log *slog.Logger) (*Store, error) {
 // errors and log carry no credentials.
 func (s *Store) NewElector(c elector.Candidate) (elector.Locker, error) {
 	c.Logger = s.url.secrets.logger(c.Logger)
+	if c.Instrument != nil {
+		// Its store errors reach /healthz and the logs of the metrics.
+		c.Instrument = scrubbedInstrument{in: c.Instrument, ss: s.url.secrets}
+	}
 	el, err := s.conn.NewElector(c)
 	return el, s.url.secrets.err(err)
 }

@@ -70,8 +70,12 @@ func parseRunConfig(c *cli.Context) (*runConfig, error) {
 	if id == "" {
 		return nil, elector.Configf("id", "is empty and the hostname is unknown; set --id")
 	}
+	adminToken, err := adminTokenOf(c)
+	if err != nil {
+		return nil, err
+	}
 	httpSettings := health.Config{ReadyCode: c.Int("ready-code"), NotReadyCode: c.Int("not-ready-code"),
-		AdminToken: c.String("admin-token"), RequireToken: c.Bool("admin-token-required")}
+		AdminToken: adminToken, RequireToken: c.Bool("admin-token-required")}
 	if err := httpSettings.CheckSettings(); err != nil {
 		return nil, err
 	}
@@ -90,7 +94,7 @@ func parseRunConfig(c *cli.Context) (*runConfig, error) {
 	}
 	return &runConfig{
 		election: election, id: id, cand: cand, listen: c.String("listen"),
-		timing: timing, adminToken: c.String("admin-token"),
+		timing: timing, adminToken: adminToken,
 		readyCode: c.Int("ready-code"), notReadyCode: c.Int("not-ready-code"),
 		sup: supervisor.Config{
 			Timing: timing, Election: election, ID: id,
