@@ -98,6 +98,12 @@ func ValidateName(field, v string) error {
 		if unicode.IsSpace(r) || unicode.IsControl(r) || r == unicode.ReplacementChar {
 			return Configf(field, "%q must not contain whitespace, control characters or U+FFFD (the mark of text decoded wrongly)", v)
 		}
+		if unicode.Is(unicode.Cf, r) {
+			// A bidi override, zero-width space or byte order mark makes a
+			// name that looks like another one and is not: two deployments
+			// would each have a leader.
+			return Configf(field, "%+q contains the invisible format character %U; remove it (names that look alike must be the same name)", v, r)
+		}
 	}
 	return nil
 }

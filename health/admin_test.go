@@ -122,7 +122,7 @@ func TestServeBothListeners(t *testing.T) {
 // sidecar proxy: Istio's Envoy connects from 127.0.0.6) needs the token
 // like any other; without it loopback is trusted.
 func TestResignRequireToken(t *testing.T) {
-	const token = "s3cret-token"
+	const token = "s3cret-token-0123456789"
 	withToken := http.Header{"Authorization": {"Bearer " + token}}
 	wrongToken := http.Header{"Authorization": {"Bearer nope"}}
 	tests := []struct {

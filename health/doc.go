@@ -22,9 +22,15 @@
 //     with "data:" the same JSON as /leader: one at connect, then one per
 //     change, in order (a slow client may skip intermediate leaders but
 //     always gets the newest). A comment line is sent every 15 s as a
-//     heartbeat. The stream ends when the client disconnects or the server
-//     shuts down; the server's write timeout does not apply to it. At most
-//     MaxStreams streams are open at once; beyond that the answer is 503.
+//     heartbeat. The stream ends when the client disconnects, the server
+//     shuts down, after an hour (the client reconnects), or when one write
+//     (an event or a heartbeat) takes longer than the write timeout (30 s: a
+//     client that stopped reading). At most MaxStreams streams are open at
+//     once, and MaxStreamsPerClient from one client address; beyond that
+//     the answer is 503 with Retry-After. When all MaxStreams are taken, a
+//     new stream takes the slot of the oldest one if that is older than the
+//     write timeout (the old client reconnects), so clients that hold
+//     streams without reading cannot keep a new watcher out for longer.
 //   - GET /readyz: Config.ReadyCode (default 200) when Config.Ready says
 //     ready, else Config.NotReadyCode (default 503), with {"ready","reason"}.
 //     This is the endpoint a load balancer or a Kubernetes Service gates on.
@@ -79,6 +85,16 @@
 // browser requests are refused as well (http.CrossOriginProtection), so a
 // web page open on the same host cannot make the browser resign on its
 // behalf.
+//
+// DNS rebinding: a request from loopback must name, as its Host, a
+// loopback address, localhost (or a name under .localhost), the address it
+// connected to, or one of Config.AllowedHosts (electd's --listen and
+// --admin-listen hosts and --allow-host); any other is refused with 403 on
+// every endpoint. A web page whose name its attacker rebinds to 127.0.0.1
+// reaches electd from the browser on this host with its own name as Host
+// (and a matching Origin, which CrossOriginProtection accepts); without
+// this check it would have loopback rights. Requests from other addresses
+// are not checked.
 //
 // Consequences for operators: a reverse proxy or sidecar on the same host
 // (nginx on localhost, Istio's Envoy connecting from 127.0.0.6) connects

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -26,6 +27,10 @@ const (
 	// MaxStreams is how many /leader/watch streams may be open at once;
 	// beyond it the endpoint answers 503.
 	MaxStreams = 256
+	// MinAdminTokenLen is the fewest characters an admin token may have.
+	MinAdminTokenLen = 16
+	// MaxStreamsPerClient is how many of them one client address may hold.
+	MaxStreamsPerClient = 32
 
 	defaultHeartbeat       = 15 * time.Second
 	defaultHealthTimeout   = 3 * time.Second
@@ -34,6 +39,7 @@ const (
 	readHeaderTimeout      = 5 * time.Second
 	readTimeout            = 10 * time.Second
 	writeTimeout           = 30 * time.Second
+	maxStreamLife          = time.Hour // then the client reconnects
 	idleTimeout            = 2 * time.Minute
 	maxHeaderBytes         = 16 << 10
 	maxScrapes             = 8 // concurrent /metrics requests; beyond: 503
@@ -87,6 +93,11 @@ type Config struct {
 	// same host forwards requests, which then arrive from loopback. It needs
 	// an AdminToken.
 	RequireToken bool
+	// AllowedHosts are the names, besides loopback addresses and
+	// localhost, that a request from loopback may give as its Host (the
+	// --listen host, --allow-host); other Hosts from loopback are refused,
+	// see the package documentation (DNS rebinding).
+	AllowedHosts []string
 	// ReadyCode and NotReadyCode are the /readyz statuses; 0 means 200 and
 	// 503. Each must be a final status, 200..599.
 	ReadyCode, NotReadyCode int
@@ -105,8 +116,8 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	handler http.Handler
-	admin   http.Handler  // /resign and /metrics; nil unless SeparateAdmin
-	streams chan struct{} // one token per open /leader/watch stream
+	admin   http.Handler // /resign and /metrics; nil unless SeparateAdmin
+	streams *streamSet   // the open /leader/watch streams
 
 	// Tunables; tests shorten them.
 	heartbeat       time.Duration
@@ -115,6 +126,7 @@ type Server struct {
 	shutdownTimeout time.Duration
 	readTimeout     time.Duration
 	writeTimeout    time.Duration
+	maxStreamLife   time.Duration
 }
 
 // CheckSettings checks the fields an operator sets (the status codes, the
@@ -128,6 +140,9 @@ func (cfg Config) CheckSettings() error {
 	}
 	if _, err := statusCode("not-ready-code", cfg.NotReadyCode, DefaultNotReadyCode); err != nil {
 		return err
+	}
+	if n := utf8.RuneCountInString(cfg.AdminToken); n > 0 && n < MinAdminTokenLen {
+		return elector.Configf("admin-token", "is %d characters; use at least %d random ones (e.g. openssl rand -hex 16)", n, MinAdminTokenLen)
 	}
 	if cfg.RequireToken && cfg.AdminToken == "" {
 		return elector.Configf("admin-token-required",
@@ -177,17 +192,18 @@ func NewServer(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:             cfg,
 		log:             log.WithGroup("http"),
-		streams:         make(chan struct{}, MaxStreams),
+		streams:         newStreamSet(MaxStreams, MaxStreamsPerClient),
 		heartbeat:       defaultHeartbeat,
 		healthTimeout:   defaultHealthTimeout,
 		resignTimeout:   defaultResignTimeout,
 		shutdownTimeout: defaultShutdownTimeout,
 		readTimeout:     readTimeout,
 		writeTimeout:    writeTimeout,
+		maxStreamLife:   maxStreamLife,
 	}
-	s.handler = s.routes()
+	s.handler = s.checkHost(s.routes())
 	if cfg.SeparateAdmin {
-		s.admin = s.adminRoutes()
+		s.admin = s.checkHost(s.adminRoutes())
 	}
 	return s, nil
 }

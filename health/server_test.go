@@ -46,7 +46,12 @@ func doOn(t *testing.T, s *Server, admin bool, method, path, remote string, hdr 
 	t.Helper()
 	r := httptest.NewRequest(method, path, nil)
 	r.RemoteAddr = remote
+	r.Host = "127.0.0.1:4040" // as a local client names electd; see TestRebindingHostRefused
 	for k, vs := range hdr {
+		if k == "Host" {
+			r.Host = vs[0]
+			continue
+		}
 		r.Header[k] = vs
 	}
 	w := httptest.NewRecorder()
@@ -212,7 +217,7 @@ func TestNewServerConfig(t *testing.T) {
 		{name: "not-ready-code too large", cfg: Config{Election: "e", View: v, NotReadyCode: 1000}, wantErr: true, wantField: "not-ready-code"},
 		{name: "no election", cfg: Config{View: v}, wantErr: true, wantField: "election"},
 		{name: "no view", cfg: Config{Election: "e"}, wantErr: true},
-		{name: "token required and given", cfg: Config{Election: "e", View: v, RequireToken: true, AdminToken: "t"}},
+		{name: "token required and given", cfg: Config{Election: "e", View: v, RequireToken: true, AdminToken: "t-0123456789abcdef"}},
 		{name: "token required, none given", cfg: Config{Election: "e", View: v, RequireToken: true}, wantErr: true, wantField: "admin-token-required"},
 	}
 	for _, tt := range tests {
@@ -281,7 +286,7 @@ func TestLivezHealthz(t *testing.T) {
 }
 
 func TestResign(t *testing.T) {
-	const token = "s3cret-token"
+	const token = "s3cret-token-0123456789"
 	bearer := func(v string) http.Header { return http.Header{"Authorization": {v}} }
 	tests := []struct {
 		name      string

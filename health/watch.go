@@ -14,13 +14,13 @@ import (
 // comment line as heartbeat. It ends when the client goes away, the View
 // stops, or Serve shuts down.
 func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) {
-	select {
-	case s.streams <- struct{}{}:
-		defer func() { <-s.streams }()
-	default:
-		writeError(w, http.StatusServiceUnavailable, "too many watch streams")
+	st, err := s.streams.join(r.RemoteAddr, time.Now(), s.writeTimeout)
+	if err != nil {
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
+	defer s.streams.leave(st)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -31,15 +31,26 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// The server's read and write timeouts are for ordinary requests; a
-	// stream lives as long as its client. The read deadline matters too: the
-	// server's background read would cancel the request when it passes.
+	// stream lives as long as its client reads it, up to maxStreamLife.
+	// Each write has its own deadline (see send): a client that stops
+	// reading loses its stream once its buffers are full. The read deadline
+	// matters too: the server's background read would cancel the request
+	// when it passes.
 	rc := http.NewResponseController(w)
-	if err := rc.SetWriteDeadline(time.Time{}); err != nil {
-		s.log.Debug("watch: cannot clear write deadline", "err", err)
-	}
 	if err := rc.SetReadDeadline(time.Time{}); err != nil {
 		s.log.Debug("watch: cannot clear read deadline", "err", err)
 	}
+	send := func(write func() error) error {
+		if err := rc.SetWriteDeadline(time.Now().Add(s.writeTimeout)); err != nil {
+			s.log.Debug("watch: cannot set write deadline", "err", err)
+		}
+		if err := write(); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	life := time.NewTimer(s.maxStreamLife)
+	defer life.Stop()
 
 	ctx := r.Context()
 	updates := s.cfg.View.Subscribe(ctx)
@@ -56,7 +67,7 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) {
 	default:
 	}
 	w.WriteHeader(http.StatusOK)
-	if err := s.sendLeader(w, rc, first, known); err != nil {
+	if err := send(func() error { return s.writeLeader(w, first, known) }); err != nil {
 		return
 	}
 
@@ -69,25 +80,26 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-stop:
 			return
+		case <-st.preempted: // a newer stream took the slot; the client reconnects
+			return
+		case <-life.C:
+			return
 		case l, ok := <-updates:
 			if !ok {
 				return
 			}
-			if err := s.sendLeader(w, rc, l, true); err != nil {
+			if err := send(func() error { return s.writeLeader(w, l, true) }); err != nil {
 				return
 			}
 		case <-beat.C:
-			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil {
-				return
-			}
-			if err := rc.Flush(); err != nil {
+			if err := send(func() error { _, err := fmt.Fprint(w, ": heartbeat\n\n"); return err }); err != nil {
 				return
 			}
 		}
 	}
 }
 
-func (s *Server) sendLeader(w http.ResponseWriter, rc *http.ResponseController, l elector.Leader, known bool) error {
+func (s *Server) writeLeader(w http.ResponseWriter, l elector.Leader, known bool) error {
 	b, err := json.Marshal(s.doc(l, known))
 	if err != nil {
 		return fmt.Errorf("encode leader event: %w", err)
@@ -95,9 +107,6 @@ func (s *Server) sendLeader(w http.ResponseWriter, rc *http.ResponseController, 
 	// json.Marshal output has no newlines, so one data line carries it.
 	if _, err := fmt.Fprintf(w, "event: leader\ndata: %s\n\n", b); err != nil {
 		return fmt.Errorf("write leader event: %w", err)
-	}
-	if err := rc.Flush(); err != nil {
-		return fmt.Errorf("flush leader event: %w", err)
 	}
 	return nil
 }

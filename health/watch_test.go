@@ -155,7 +155,7 @@ func TestWatchHeartbeat(t *testing.T) {
 
 func TestWatchStreamLimit(t *testing.T) {
 	s, _ := newTestServer(t, nil)
-	s.streams = make(chan struct{}, 1)
+	s.streams = newStreamSet(1, 1)
 	srv := startHTTPTest(t, s)
 	_, sr := openWatch(t, srv.URL)
 	nextLeader(t, sr) // the first stream holds the only slot

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+
+	"github.com/electd/electd/elector"
 )
 
 const redactedMark = "REDACTED"
@@ -174,3 +176,13 @@ func (ss secrets) leaks(s string) bool {
 	}
 	return false
 }
+
+// scrubbedInstrument passes an elector's store errors on to in with every
+// secret hidden (the chain is kept: see scrubbedError).
+type scrubbedInstrument struct {
+	in elector.Instrument
+	ss secrets
+}
+
+func (i scrubbedInstrument) StoreError(op string, err error) { i.in.StoreError(op, i.ss.err(err)) }
+func (i scrubbedInstrument) StoreAnswered(op string)         { i.in.StoreAnswered(op) }

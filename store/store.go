@@ -64,10 +64,22 @@ func Open(ctx context.Context, o Options, log *slog.Logger) (*Store, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = su.secrets.logger(log)
+	warnReadableByAll(log, "store-password-file", o.PasswordFile)
+	warnReadableByAll(log, "sentinel-password-file", o.SentinelPasswordFile)
 	log.Debug("opening the store", "store", su.redacted, "tls", describeTLS(tlsCfg),
 		"user", su.user, "password_from", orDash(su.passwordFrom))
-	conn, err := su.backend.Dial(ctx, su.endpoint(tlsCfg, log))
+	ep := su.endpoint(tlsCfg, log)
+	ep.Diagnose = func(ctx context.Context) error {
+		dctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+		defer cancel()
+		return diagnoseTLS(dctx, su, tlsCfg)
+	}
+	conn, err := su.backend.Dial(ctx, ep)
 	if err != nil {
+		var ce *elector.ConfigError
+		if errors.As(err, &ce) {
+			return nil, su.secrets.err(err)
+		}
 		if cerr := refusal(su, err); cerr != nil {
 			return nil, cerr
 		}
@@ -85,6 +97,10 @@ func Open(ctx context.Context, o Options, log *slog.Logger) (*Store, error) {
 // errors and log carry no credentials.
 func (s *Store) NewElector(c elector.Candidate) (elector.Locker, error) {
 	c.Logger = s.url.secrets.logger(c.Logger)
+	if c.Instrument != nil {
+		// Its store errors reach /healthz and the logs of the metrics.
+		c.Instrument = scrubbedInstrument{in: c.Instrument, ss: s.url.secrets}
+	}
 	el, err := s.conn.NewElector(c)
 	return el, s.url.secrets.err(err)
 }

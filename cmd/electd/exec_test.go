@@ -22,6 +22,7 @@ const asMainEnv = "ELECTD_TEST_AS_MAIN"
 
 func init() {
 	if os.Getenv(asMainEnv) == "1" {
+		hideProcess(os.Stderr) // as main does
 		os.Exit(exitCode(run(context.Background(), os.Args), os.Stderr))
 	}
 }

@@ -48,7 +48,11 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "on-exit", EnvVars: env("ON_EXIT"), Value: "resign", Usage: "when the child exits while leading: resign, restart or exit"},
 		&cli.DurationFlag{Name: "cool-down", EnvVars: env("COOL_DOWN"), Value: time.Second, Usage: "wait before rejoining the queue after resigning"},
 		&cli.BoolFlag{Name: "shell", EnvVars: env("SHELL"), Usage: "run COMMAND with /bin/sh -c"},
-		&cli.StringFlag{Name: "admin-token", EnvVars: env("ADMIN_TOKEN"), Usage: "bearer token allowing POST /resign from non-loopback addresses"},
+		&cli.StringFlag{Name: "admin-token", EnvVars: env("ADMIN_TOKEN"),
+			Usage: "bearer token allowing POST /resign from non-loopback addresses, at least 16 characters " +
+				"(as a flag it shows in ps: prefer $ELECTD_ADMIN_TOKEN or --admin-token-file)"},
+		&cli.StringFlag{Name: "admin-token-file", EnvVars: env("ADMIN_TOKEN_FILE"),
+			Usage: "file holding the admin token (trailing newlines ignored); instead of --admin-token"},
 		&cli.BoolFlag{Name: "admin-token-required", EnvVars: env("ADMIN_TOKEN_REQUIRED"),
 			Usage: "require --admin-token on POST /resign from loopback too (set it behind a proxy or sidecar on this host, " +
 				"which connects from loopback); without --admin-token electd refuses to start (it does not disable /resign)"},
@@ -57,6 +61,9 @@ func runFlags() []cli.Flag {
 		slotsFlag(),
 		&cli.StringFlag{Name: "admin-listen", EnvVars: env("ADMIN_LISTEN"),
 			Usage: "separate HTTP address for /resign and /metrics (then not served on --listen); e.g. 127.0.0.1:4041"},
+		&cli.StringSliceFlag{Name: "allow-host", EnvVars: env("ALLOW_HOST"),
+			Usage: "a Host name that requests from loopback may use, besides loopback addresses, localhost and the --listen " +
+				"and --admin-listen hosts (others are refused: DNS rebinding); e.g. the name a sidecar proxy on this host forwards"},
 	)
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -34,6 +35,38 @@ func catchShutdown() *shutdownSignals {
 
 // Stop stops catching the signals.
 func (s *shutdownSignals) Stop() { signal.Stop(s.ch) }
+
+// opening returns a context for the start of a command, before its group
+// runs (opening the store, which may log in and retry): it ends at the
+// first signal caught. Call opened once the start is done: it returns that
+// signal (0: none), and passes it on to the group's actor, so that a
+// command whose start succeeded all the same stops at once.
+func (s *shutdownSignals) opening(parent context.Context) (ctx context.Context, opened func() syscall.Signal) {
+	ctx, cancel := context.WithCancelCause(parent)
+	stop, caught := make(chan struct{}), make(chan os.Signal, 1)
+	go func() {
+		select {
+		case sig := <-s.ch:
+			caught <- sig
+			cancel(fmt.Errorf("stopped by %s", sig))
+		case <-stop:
+			close(caught)
+		}
+	}()
+	return ctx, func() syscall.Signal {
+		close(stop)
+		sig, ok := <-caught
+		if !ok {
+			return 0
+		}
+		select {
+		case s.ch <- sig:
+		default: // another signal is pending already
+		}
+		n, _ := sig.(syscall.Signal)
+		return n
+	}
+}
 
 // actor is the group's signal actor: it returns a *group.SignalError (as
 // oklog/run's SignalHandler does) at the first signal caught, including one

@@ -8,9 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -55,9 +57,39 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 	if _, err := cand.Validate(); err != nil {
 		return err
 	}
-	st, el, done, err := openCandidate(c, log, cand)
-	if err != nil {
+	// SIGTERM and SIGINT end the question, the store's opening included;
+	// without --watch, so does --timeout.
+	sigs := catchShutdown()
+	defer sigs.Stop()
+	ctx, opened := sigs.opening(c.Context)
+	var signalled syscall.Signal
+	ended := func() syscall.Signal {
+		if opened != nil {
+			signalled, opened = opened(), nil
+		}
+		return signalled
+	}
+	defer ended()
+	if !c.Bool("watch") {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, c.Duration("timeout"), errLeaderTimeout)
+		defer cancel()
+	}
+	failed := func(err error) error {
+		if sig := ended(); sig != 0 {
+			if c.Bool("watch") {
+				return nil
+			}
+			return &signalError{sig: sig}
+		}
+		if errors.Is(context.Cause(ctx), errLeaderTimeout) {
+			return fmt.Errorf("no answer within --timeout %s: %w", c.Duration("timeout"), err)
+		}
 		return err
+	}
+	st, el, done, err := openCandidate(ctx, c, log, cand)
+	if err != nil {
+		return failed(err)
 	}
 	defer done()
 	print := func(w io.Writer, l elector.Leader) error {
@@ -72,14 +104,14 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 			_, err := fmt.Fprintf(w, "%s: no leader\n", election)
 			return err
 		}
-		_, err := fmt.Fprintf(w, "%s: %s token=%d address=%s since=%s\n", election, l.ID, l.Token,
-			orDash(l.Address), l.Since.UTC().Format(time.RFC3339))
+		// The id and address are text from the store: escaped, they can
+		// neither forge lines nor drive the terminal.
+		_, err := fmt.Fprintf(w, "%s: %s token=%d address=%s since=%s\n", election, escapeText(l.ID), l.Token,
+			escapeText(orDash(l.Address)), l.Since.UTC().Format(time.RFC3339))
 		return err
 	}
 
 	if c.Bool("watch") {
-		ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
-		defer stop()
 		for l := range el.Observe(ctx) {
 			if err := print(c.App.Writer, l); err != nil {
 				return fmt.Errorf("write: %w", err)
@@ -87,8 +119,6 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 		}
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
-	defer cancel()
 	l, err := el.Leader(ctx)
 	switch {
 	case errors.Is(err, elector.ErrNoLeader):
@@ -97,16 +127,39 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 		}
 		return errNoLeader
 	case err != nil:
-		return fmt.Errorf("ask %s for the leader: %w", st.Redacted(), err)
+		return failed(fmt.Errorf("ask %s for the leader: %w", st.Redacted(), err))
 	}
 	return print(c.App.Writer, l)
 }
+
+// errLeaderTimeout is the cause of the end of `electd leader`'s --timeout.
+var errLeaderTimeout = errors.New("--timeout expired")
 
 func orDash(s string) string {
 	if s == "" {
 		return "-"
 	}
 	return s
+}
+
+// escapeText escapes what a terminal would act on or not show: control
+// characters (ESC, BEL, CR, LF…), invisible format characters (bidi
+// overrides, zero-width spaces) and invalid UTF-8, in Go's notation
+// (\x1b, \r, \u202e).
+func escapeText(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case !strconv.IsPrint(r): // controls, format characters, unassigned
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // sanitizeID makes a hostname usable as a candidate id.

@@ -155,7 +155,11 @@ func lockAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
 	}
 	log = log.With("lock", lc.name)
 	lc.cand.Logger = log
-	st, el, done, err := openCandidate(c, log, lc.cand)
+	octx, opened := sigs.opening(c.Context)
+	st, el, done, err := openCandidate(octx, c, log, lc.cand)
+	if sig := opened(); sig != 0 && err != nil {
+		return &signalError{sig: sig, while: "the store was still opening; nothing held"}
+	}
 	if err != nil {
 		return err
 	}

@@ -9,5 +9,6 @@ import (
 )
 
 func main() {
+	hideProcess(os.Stderr)
 	os.Exit(exitCode(run(context.Background(), os.Args), os.Stderr))
 }

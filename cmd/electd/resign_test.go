@@ -27,7 +27,7 @@ func TestAdminTokenRequired(t *testing.T) {
 	})
 
 	t.Run("loopback needs the token", func(t *testing.T) {
-		const token = "s3cret-token"
+		const token = "s3cret-token-0123456789"
 		listen := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()

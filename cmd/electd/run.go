@@ -70,8 +70,12 @@ func parseRunConfig(c *cli.Context) (*runConfig, error) {
 	if id == "" {
 		return nil, elector.Configf("id", "is empty and the hostname is unknown; set --id")
 	}
+	adminToken, err := adminTokenOf(c)
+	if err != nil {
+		return nil, err
+	}
 	httpSettings := health.Config{ReadyCode: c.Int("ready-code"), NotReadyCode: c.Int("not-ready-code"),
-		AdminToken: c.String("admin-token"), RequireToken: c.Bool("admin-token-required")}
+		AdminToken: adminToken, RequireToken: c.Bool("admin-token-required")}
 	if err := httpSettings.CheckSettings(); err != nil {
 		return nil, err
 	}
@@ -90,7 +94,7 @@ func parseRunConfig(c *cli.Context) (*runConfig, error) {
 	}
 	return &runConfig{
 		election: election, id: id, cand: cand, listen: c.String("listen"),
-		timing: timing, adminToken: c.String("admin-token"),
+		timing: timing, adminToken: adminToken,
 		readyCode: c.Int("ready-code"), notReadyCode: c.Int("not-ready-code"),
 		sup: supervisor.Config{
 			Timing: timing, Election: election, ID: id,
@@ -125,7 +129,12 @@ func runAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	rc.cand.Logger, rc.cand.Instrument = log, metrics
-	st, el, done, err := openCandidate(c, log, rc.cand)
+	octx, opened := sigs.opening(c.Context)
+	st, el, done, err := openCandidate(octx, c, log, rc.cand)
+	if sig := opened(); sig != 0 && err != nil {
+		log.Info("signal received while the store was opening; nothing held", "signal", signalNameOf(sig))
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -162,6 +171,7 @@ func runAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
 		AdminToken: rc.adminToken, RequireToken: c.Bool("admin-token-required"),
 		ReadyCode: rc.readyCode, NotReadyCode: rc.notReadyCode,
 		Gatherer: reg, Logger: log, SeparateAdmin: adminLn != nil,
+		AllowedHosts: allowedHosts(c),
 	})
 	if err != nil {
 		for _, l := range []net.Listener{ln, adminLn} {
@@ -194,4 +204,17 @@ func runGroup(parent context.Context, log *slog.Logger, sigs *shutdownSignals, s
 		return nil
 	}
 	return err
+}
+
+// allowedHosts are the Host names that requests from loopback may use
+// besides loopback addresses and localhost (see health.Config.AllowedHosts):
+// the hosts of --listen and --admin-listen, and --allow-host.
+func allowedHosts(c *cli.Context) []string {
+	hosts := c.StringSlice("allow-host")
+	for _, a := range []string{c.String("listen"), c.String("admin-listen")} {
+		if h, _, err := net.SplitHostPort(a); err == nil && h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"os"
 
@@ -28,15 +29,16 @@ func storeOptions(c *cli.Context) store.Options {
 }
 
 // openStore opens --store. Call it after every flag is checked: it is the
-// first thing that touches the network.
-func openStore(c *cli.Context, log *slog.Logger) (*store.Store, error) {
-	return store.Open(c.Context, storeOptions(c), log)
+// first thing that touches the network. ctx bounds the opening only (a
+// login that the store does not answer), not the store's life.
+func openStore(ctx context.Context, c *cli.Context, log *slog.Logger) (*store.Store, error) {
+	return store.Open(ctx, storeOptions(c), log)
 }
 
 // openCandidate opens --store and makes cand on it; done closes both,
-// logging what fails.
-func openCandidate(c *cli.Context, log *slog.Logger, cand elector.Candidate) (st *store.Store, el elector.Locker, done func(), err error) {
-	if st, err = openStore(c, log); err != nil {
+// logging what fails. ctx bounds the opening only.
+func openCandidate(ctx context.Context, c *cli.Context, log *slog.Logger, cand elector.Candidate) (st *store.Store, el elector.Locker, done func(), err error) {
+	if st, err = openStore(ctx, c, log); err != nil {
 		return nil, nil, nil, err
 	}
 	closeStore := func() {

@@ -94,6 +94,8 @@ func TestEtcdTLSAndAuth(t *testing.T) {
 		{name: "password from the environment", store: userURL, args: tls, env: []string{"ELECTD_STORE_PASSWORD=" + secret}},
 		{name: "password from a file", store: userURL, args: append(tls, "--store-password-file", pwFile)},
 		{name: "wrong password", store: userURL, args: append(tls, "--store-password-file", wrongFile), field: "store-password-file"},
+		{name: "user, server not trusted", store: userURL, args: append(tlsArgs(other.CertFile, &good), "--store-password-file", pwFile), field: "ca-file"},
+		{name: "user, system roots only", store: withPW, field: "ca-file"},
 		{name: "wrong password in the URL", store: strings.Replace(withPW, secret, "x"+secret, 1), args: tls, field: "store"},
 		{name: "no credentials", store: e.URL(), args: anon, field: "store"},
 		{name: "user without a password", store: userURL, args: tls, field: "store"},

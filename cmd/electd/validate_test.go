@@ -2,6 +2,8 @@ package main
 
 import (
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -28,6 +30,14 @@ func TestRefusedBeforeConnecting(t *testing.T) {
 			_ = c.Close()
 		}
 	}()
+	dir := t.TempDir()
+	tokenFile, shortTokenFile := filepath.Join(dir, "token"), filepath.Join(dir, "short")
+	if err := os.WriteFile(tokenFile, []byte("0123456789abcdef0123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(shortTokenFile, []byte("short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, scheme := range []string{"etcd", "redis"} {
 		st := scheme + "://" + ln.Addr().String()
 		tests := []struct {
@@ -48,6 +58,20 @@ func TestRefusedBeforeConnecting(t *testing.T) {
 				code: exitUsage, want: "electd: invalid slots: "},
 			{name: "run token required without a token", args: []string{"run", "--store", st, "--election", "e", "--admin-token-required"},
 				code: exitUsage, want: "electd: invalid admin-token-required: "},
+			{name: "run admin token too short", args: []string{"run", "--store", st, "--election", "e", "--admin-token", "short-token"},
+				code: exitUsage, want: "electd: invalid admin-token: "},
+			{name: "run admin token twice", args: []string{"run", "--store", st, "--election", "e", "--admin-token", "0123456789abcdef0123",
+				"--admin-token-file", tokenFile}, code: exitUsage, want: "electd: invalid admin-token-file: "},
+			{name: "run admin token file missing", args: []string{"run", "--store", st, "--election", "e", "--admin-token-file", tokenFile + ".missing"},
+				code: exitUsage, want: "electd: invalid admin-token-file: "},
+			{name: "run admin token file too short", args: []string{"run", "--store", st, "--election", "e", "--admin-token-file", shortTokenFile},
+				code: exitUsage, want: "electd: invalid admin-token-file: "},
+			{name: "run election with a bidi override", args: []string{"run", "--store", st, "--election", "ab\u202ec"},
+				code: exitUsage, want: "electd: invalid election: "},
+			{name: "run election with a zero-width space", args: []string{"run", "--store", st, "--election", "a\u200bb"},
+				code: exitUsage, want: "electd: invalid election: "},
+			{name: "lock name with a byte order mark", args: []string{"lock", "--store", st, "\ufeffjob", "--", "true"},
+				code: exitUsage, want: "electd: invalid NAME: "},
 			{name: "run ready code", args: []string{"run", "--store", st, "--election", "e", "--ready-code", "99"},
 				code: exitUsage, want: "electd: invalid ready-code: "},
 			{name: "leader election with a space", args: []string{"leader", "--store", st, "--election", "a b"},
@@ -74,5 +98,38 @@ func TestRefusedBeforeConnecting(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestPasswordFileReadableByAll: a --store-password-file that every user
+// may read is used, with a warning naming the flag and the fix.
+func TestPasswordFileReadableByAll(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		mode os.FileMode
+		warn bool
+	}{
+		{name: "0644 warns", mode: 0o644, warn: true},
+		{name: "0604 warns", mode: 0o604, warn: true},
+		{name: "0640 is quiet", mode: 0o640},
+		{name: "0600 is quiet", mode: 0o600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := filepath.Join(dir, tc.mode.String())
+			if err := os.WriteFile(f, []byte("pw\n"), tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(f, tc.mode); err != nil { // past the umask
+				t.Fatal(err)
+			}
+			r := runElectd(t, 30*time.Second, nil, "leader", "--store", "etcd://app@"+closedPort(t), "--election", "e",
+				"--store-password-file", f, "--timeout", "100ms")
+			warned := strings.Contains(r.stderr, "level=WARN") && strings.Contains(r.stderr, "store-password-file") &&
+				strings.Contains(r.stderr, "chmod")
+			if warned != tc.warn {
+				t.Fatalf("warned = %v, want %v:\n%s", warned, tc.warn, r)
+			}
+		})
 	}
 }

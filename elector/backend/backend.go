@@ -76,6 +76,12 @@ type Endpoint struct {
 	TLS *tls.Config
 	// Logger receives the client's own messages; its secrets are scrubbed.
 	Logger *slog.Logger
+	// Diagnose, when set, looks behind a request that timed out for a
+	// refusal that no retry can fix (gRPC hides a TLS handshake's error
+	// behind its deadline) and returns it as an *elector.ConfigError
+	// naming the flag, or nil. A Dial that retries calls it between
+	// attempts.
+	Diagnose func(ctx context.Context) error
 }
 
 // Conn is a backend's open connection to its store.

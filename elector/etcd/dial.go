@@ -46,8 +46,9 @@ func check(ep backend.Endpoint) error {
 
 // Dial opens an etcd client on all of ep's hosts. The client is lazy,
 // except that with a user name clientv3 logs in before it returns: while
-// etcd does not answer, Dial retries until ctx ends; a refused login or
-// certificate is returned at once.
+// etcd does not answer, Dial retries until ctx ends (each attempt ends with
+// ctx too); a refused login or certificate is returned at once, and so is
+// what ep.Diagnose finds behind a login that timed out.
 func Dial(ctx context.Context, ep backend.Endpoint) (backend.Conn, error) {
 	if err := check(ep); err != nil {
 		return nil, err
@@ -75,23 +76,53 @@ func Dial(ctx context.Context, ep backend.Endpoint) (backend.Conn, error) {
 	}
 	backoff := 500 * time.Millisecond
 	for {
-		cli, err := clientv3.New(cfg)
+		cli, err := login(ctx, cfg)
 		if err == nil {
 			return &conn{cli: cli, members: mem.start(cli)}, nil
 		}
 		if ep.User == "" || refused(err) != backend.NotRefused || isCertError(err) {
 			return nil, fmt.Errorf("connect to etcd: %w", err)
 		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("log in to etcd: %w", context.Cause(ctx))
+		}
+		if ep.Diagnose != nil {
+			// gRPC hides a TLS refusal behind the login's deadline.
+			if derr := ep.Diagnose(ctx); derr != nil {
+				return nil, derr
+			}
+		}
 		log.Warn("etcd does not answer the login yet; retrying", "err", err, "in", backoff)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("log in to etcd: %w", err)
+			return nil, fmt.Errorf("log in to etcd: %w (last attempt: %v)", context.Cause(ctx), err)
 		case <-t.C:
 		}
 		backoff = min(2*backoff, 10*time.Second)
 	}
+}
+
+// login makes one clientv3.New, which logs in when cfg has a user name,
+// and ends it when ctx ends. The client it returns does not end with ctx:
+// ctx bounds the login only.
+func login(ctx context.Context, cfg clientv3.Config) (*clientv3.Client, error) {
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	cfg.Context = cctx
+	cli, err := clientv3.New(cfg)
+	if !stop() { // ctx ended: the client's own context is cancelled
+		if err == nil {
+			_ = cli.Close()
+			err = context.Cause(ctx)
+		}
+		return nil, err
+	}
+	if err != nil {
+		cancel()
+	}
+	return cli, err
 }
 
 // conn is an open etcd client; the electors made on it share it.

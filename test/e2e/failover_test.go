@@ -159,7 +159,7 @@ func testResignEndpoint(t *testing.T, s *kit.Store) {
 		args []string
 	}{
 		{"loopback", nil},
-		{"loopback-with-admin-token", []string{"--admin-token", "secret"}},
+		{"loopback-with-admin-token", []string{"--admin-token", "secret-0123456789abcdef"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
