@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/electd/electd/clock"
 )
 
 // ChildSpec describes the command that StartChild runs.
@@ -60,6 +62,12 @@ type ChildSpec struct {
 	// ContainPgroup (the default; auto is resolved by the Supervisor, see
 	// ResolveContainment).
 	Containment Containment
+
+	// Clock times Stop's grace period; nil is the real clock. The grace
+	// runs on its boot clock, which counts time the host spent suspended,
+	// and once a suspension of more than SuspendBound since the start is
+	// seen, the grace ends at once with SIGKILL (see Child.grace).
+	Clock clock.Clock
 }
 
 func (s ChildSpec) stopSignal() syscall.Signal {
@@ -146,6 +154,9 @@ type Child struct {
 	ticks   uint64 // start time in clock ticks after boot, for treeMembers
 	marker  string // the environment entry that marks the tree's processes
 	started time.Time
+	// suspended is spec.Clock's Suspended reading before the fork, against
+	// which grace measures a suspension.
+	suspended time.Duration
 
 	// pidns only: the init's control pipe (write end) and status pipe (read
 	// end); see nsinit.go.
@@ -232,6 +243,7 @@ func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
 		execPath, execArgv = selfExe, append([]string{initArg0, path}, argv...)
 	}
 	defaultDispositions()
+	c.suspended = clock.OrReal(spec.Clock).Suspended()
 	started := make(chan error, 1)
 	go c.run(execPath, execArgv, attr, started)
 	err = <-started

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/electd/electd/clock"
 )
 
 const (
@@ -22,6 +24,8 @@ const (
 	// pipes once the group is gone (a process outside the group, e.g. a
 	// daemon that called setsid, may hold a pipe open forever).
 	outputDrainTimeout = time.Second
+	// suspendPoll is how often the stop grace looks for a suspension.
+	suspendPoll = SuspendBound
 )
 
 // Stop ends the child and its whole process tree (see Containment):
@@ -134,17 +138,38 @@ func (c *Child) signalTree(sig syscall.Signal) {
 	}
 }
 
-// grace waits up to timeout for the child to exit and reports whether it did.
+// grace waits up to timeout for the child to exit and reports whether it
+// did. The timeout runs on the boot clock of spec.Clock, so a suspension
+// of the host does not stretch it; and since the store's lease runs on
+// while the host sleeps, once the host is seen to have been suspended for
+// more than SuspendBound in all since the child started (looked at every
+// suspendPoll, and whenever the grace wakes), the grace ends at once:
+// SIGKILL follows.
 func (c *Child) grace(ctx context.Context, timeout time.Duration) bool {
 	if timeout > 0 {
-		t := time.NewTimer(timeout)
+		clk := clock.OrReal(c.spec.Clock)
+		t := clk.NewBootTimer(timeout)
 		defer t.Stop()
-		select {
-		case <-c.done:
-			return true
-		case <-t.C:
-		case <-ctx.Done():
-		case <-c.killNow:
+		poll := clk.NewTimer(suspendPoll)
+		defer func() { poll.Stop() }()
+		for over := false; !over; {
+			select {
+			case <-c.done:
+				return true
+			case <-t.C():
+				over = true
+			case <-ctx.Done():
+				over = true
+			case <-c.killNow:
+				over = true
+			case <-poll.C():
+				poll = clk.NewTimer(suspendPoll)
+			}
+			if d := clk.Suspended() - c.suspended; d > SuspendBound {
+				c.log.Error("the host was suspended while the child ran, so the lease may have lapsed; ending the stop grace, killing the process tree now",
+					"pid", c.pid, "suspended", d.Round(time.Millisecond))
+				break
+			}
 		}
 	}
 	select {

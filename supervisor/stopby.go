@@ -41,7 +41,9 @@ import (
 // first computed (Term.Suspended, from the grant's acknowledgement on, so a
 // suspension while Campaign was returning counts too), the term's deadline
 // cannot be trusted, and the term ends at once with SIGKILL to the tree
-// (reason "suspended").
+// (reason "suspended"). Once the child is stopping, its grace runs on the
+// boot clock too and ends with SIGKILL when a suspension is seen (see
+// Child.grace): the loop no longer wakes then.
 
 // StopMargin is the time, beyond StopTimeout, reserved before the lease
 // deadline for SIGKILL, reaping and scheduling delays.

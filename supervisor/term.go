@@ -188,12 +188,28 @@ func (s *Supervisor) stopChild(ctx context.Context, c *Child, term *elector.Term
 }
 
 // endChild stops c's tree with at most grace for the stop signal (Stop),
-// and records the child as gone. The error says that processes of the
-// tree survived SIGKILL (stuck in uninterruptible sleep): nothing more can
-// be done about them, but no run is recorded as done.
+// and records the child as gone. grace runs on the boot clock, like the
+// child's own stop timeout, so that a suspension of the host does not
+// stretch it (and one seen during it ends it: see Child.grace). The error
+// says that processes of the tree survived SIGKILL (stuck in
+// uninterruptible sleep): nothing more can be done about them, but no run
+// is recorded as done.
 func (s *Supervisor) endChild(ctx context.Context, c *Child, grace time.Duration) (ExitStatus, error) {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	if grace <= 0 {
+		cancel()
+	} else {
+		t := s.cfg.Clock.NewBootTimer(grace)
+		defer t.Stop()
+		go func() {
+			select {
+			case <-t.C():
+				cancel()
+			case <-sctx.Done():
+			}
+		}()
+	}
 	st, err := c.Stop(sctx)
 	if err != nil {
 		s.log.Error("child's tree survived SIGKILL", "err", err)
