@@ -90,3 +90,15 @@ func (t *bootTimer) Stop() bool {
 	})
 	return stopped
 }
+
+// Monotonic reads CLOCK_MONOTONIC. Unlike the monotonic readings inside a
+// time.Time, which mean something only to the process that took them, it
+// is one clock for every process of the host: a deadline computed here
+// holds in a process this one starts (the pidns init checks it so).
+func Monotonic() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0 // not reachable on Linux
+	}
+	return time.Duration(ts.Nano())
+}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,6 +64,22 @@ type ChildSpec struct {
 	// ResolveContainment).
 	Containment Containment
 
+	// StartBy, if not zero, is the last moment (on Clock) at which the
+	// command may be exec'd: whatever execs it (electd under pgroup, the
+	// namespace init under pidns) checks it on CLOCK_MONOTONIC, which every
+	// process of the host shares, just before the exec, and does not exec
+	// it once the moment has passed; StartChild then fails with an error
+	// that is errStartLate. The Supervisor sets it to the term's stop-by
+	// moment.
+	StartBy time.Time
+	// KillBy, if not zero, is when (on Clock) a start still pending is
+	// killed: under pidns, if the init has not reported the command
+	// started by then, electd SIGKILLs it (and so its namespace); under
+	// pgroup, a start that returns after it is SIGKILLed at once. Either
+	// way StartChild fails with errStartLate. The Supervisor sets it to
+	// ValidUntil − StopMargin.
+	KillBy time.Time
+
 	// Clock times Stop's grace period; nil is the real clock. The grace
 	// runs on its boot clock, which counts time the host spent suspended,
 	// and once a suspension of more than SuspendBound since the start is
@@ -103,6 +120,11 @@ func (s ChildSpec) command() (string, []string, error) {
 	}
 	return path, append([]string{s.Path}, s.Args...), nil
 }
+
+// errStartLate: the command was not exec'd, or was killed as it started,
+// because the term's stop-by moment (StartBy) or ValidUntil − StopMargin
+// (KillBy) had passed.
+var errStartLate = errors.New("the term's stop-by moment passed before the command could start")
 
 // ExitStatus says how a child ended.
 type ExitStatus struct {
@@ -157,6 +179,8 @@ type Child struct {
 	// suspended is spec.Clock's Suspended reading before the fork, against
 	// which grace measures a suspension.
 	suspended time.Duration
+	// startBy is spec.StartBy on CLOCK_MONOTONIC (clock.Monotonic); 0: none.
+	startBy time.Duration
 
 	// pidns only: the init's control pipe (write end) and status pipe (read
 	// end); see nsinit.go.
@@ -239,11 +263,18 @@ func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
 			}
 			return fail(err)
 		}
+	}
+	clk := clock.OrReal(spec.Clock)
+	if !spec.StartBy.IsZero() {
+		c.startBy = max(1, clock.Monotonic()+spec.StartBy.Sub(clk.Now()))
+	}
+	if spec.Containment == ContainPidns {
 		attr.Sys.Cloneflags = syscall.CLONE_NEWPID
-		execPath, execArgv = selfExe, append([]string{initArg0, path}, argv...)
+		execPath = selfExe
+		execArgv = append([]string{initArg0, strconv.FormatInt(int64(c.startBy), 10), path}, argv...)
 	}
 	defaultDispositions()
-	c.suspended = clock.OrReal(spec.Clock).Suspended()
+	c.suspended = clk.Suspended()
 	started := make(chan error, 1)
 	go c.run(execPath, execArgv, attr, started)
 	err = <-started
@@ -251,11 +282,21 @@ func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
 		f.Close()
 	}
 	if err == nil && c.status != nil {
+		killed, stopWatch := c.killPendingAt(clk, spec.KillBy)
 		err = c.awaitInit()
+		close(stopWatch)
+		if killed.Load() {
+			err = fmt.Errorf("%w: still starting at ValidUntil − StopMargin; killed", errStartLate)
+		}
 		close(c.initSeen) // the waiter may read the rest of the status pipe now
 		if err != nil {
 			<-c.done
 		}
+	}
+	if err == nil && !spec.KillBy.IsZero() && !clk.Now().Before(spec.KillBy) {
+		c.killGroup(syscall.SIGKILL)
+		<-c.done
+		err = fmt.Errorf("%w: started only after ValidUntil − StopMargin; killed", errStartLate)
 	}
 	if err != nil {
 		return fail(err)
@@ -305,6 +346,34 @@ func (c *Child) closeInitPipes() {
 	})
 }
 
+// killPendingAt SIGKILLs the namespace init (and so its namespace) if it
+// is still starting the command at killBy on clk; killed reports that it
+// did. Closing stop disarms it. A zero killBy arms nothing.
+func (c *Child) killPendingAt(clk clock.Clock, killBy time.Time) (killed *atomic.Bool, stop chan struct{}) {
+	killed, stop = new(atomic.Bool), make(chan struct{})
+	if killBy.IsZero() {
+		return killed, stop
+	}
+	t := clk.NewBootTimer(max(0, killBy.Sub(clk.Now())))
+	go func() {
+		defer t.Stop()
+		select {
+		case <-t.C():
+		case <-stop:
+			return
+		}
+		select {
+		case <-stop:
+		case <-c.done:
+		default:
+			killed.Store(true)
+			c.log.Warn("the namespace init is still starting the command at ValidUntil − StopMargin; killing it", "pid", c.pid)
+			c.killGroup(syscall.SIGKILL)
+		}
+	}()
+	return killed, stop
+}
+
 // awaitInit reads the init's first status line: the command runs, or why
 // it could not be started (then the init has exited, and is reaped).
 func (c *Child) awaitInit() error {
@@ -313,6 +382,8 @@ func (c *Child) awaitInit() error {
 	switch {
 	case st.started:
 		return nil
+	case st.late:
+		return fmt.Errorf("%w (the namespace init: %s)", errStartLate, st.failed)
 	case st.failed != "":
 		return errors.New(st.failed)
 	default:
@@ -324,6 +395,11 @@ func (c *Child) awaitInit() error {
 // result on started, then waits for the child on that same thread.
 func (c *Child) run(path string, argv []string, attr *os.ProcAttr, started chan<- error) {
 	runtime.LockOSThread()
+	if c.startBy > 0 && clock.Monotonic() >= c.startBy {
+		runtime.UnlockOSThread()
+		started <- errStartLate
+		return
+	}
 	proc, err := startOwned(path, argv, attr)
 	if err != nil {
 		runtime.UnlockOSThread()

@@ -213,7 +213,11 @@ func (s *Supervisor) startChild(term *elector.Term) (*Child, error) {
 		Path: s.cfg.Command[0], Args: s.cfg.Command[1:], Shell: s.cfg.Shell, Env: env,
 		Stdout: s.cfg.Stdout, Stderr: s.cfg.Stderr,
 		StopSignal: s.cfg.StopSignal, StopTimeout: s.cfg.StopTimeout, Containment: s.cfg.Containment,
-		Clock: s.cfg.Clock,
+		// Nothing execs the command after the term's stop-by moment, and a
+		// start still pending at ValidUntil − StopMargin is killed.
+		StartBy: StopBy(term.ValidUntil(), s.cfg.StopTimeout),
+		KillBy:  term.ValidUntil().Add(-StopMargin),
+		Clock:   s.cfg.Clock,
 	}
 	c, err := StartChild(spec, s.cfg.Logger)
 	if err != nil {

@@ -9,8 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/electd/electd/clock"
 )
 
 // The namespace init (containment mode pidns).
@@ -18,8 +21,12 @@ import (
 // StartChild re-executes this binary (/proc/self/exe) with argv[0]
 // initArg0 as PID 1 of a new PID namespace; the package's init function
 // below notices and runs initMain instead of the program, so every binary
-// that imports supervisor (electd, its tests) can be the init. The init:
+// that imports supervisor (electd, its tests) can be the init. Its argv[1]
+// is the moment after which the command must not be exec'd, on
+// CLOCK_MONOTONIC in nanoseconds (0: none). The init:
 //
+//   - reads CLOCK_MONOTONIC just before it starts the command and, if that
+//     moment has passed, does not start it: it reports "late" and exits;
 //   - starts the command in a process group of its own (a process of the
 //     namespace like any other, not PID 1; the init's own threads take the
 //     first pids), with the
@@ -40,7 +47,8 @@ import (
 //     (end of file), as Pdeathsig would.
 //
 // Status lines on fd 4: "started", then "exited CODE SIGNAL"; or
-// "failed MESSAGE" when the command could not be started.
+// "failed MESSAGE" when the command could not be started, or "late
+// MESSAGE" when it was not started because the moment had passed.
 
 const (
 	initArg0 = "electd-init"
@@ -55,11 +63,11 @@ func init() {
 	}
 }
 
-// initMain is the namespace init: args are the resolved path of the
-// command and then its argv. With no args it is a probe that checks it is
-// PID 1 and exits.
+// initMain is the namespace init: args are the start-by moment (see
+// above), the resolved path of the command and then its argv. With no args
+// it is a probe that checks it is PID 1 and exits.
 func initMain(args []string) int {
-	if len(args) < 2 {
+	if len(args) < 3 {
 		if os.Getpid() != 1 {
 			return 1
 		}
@@ -79,7 +87,16 @@ func initMain(args []string) int {
 	defaultDispositions()
 
 	env := os.Environ()
-	path, argv := args[0], args[1:]
+	startBy, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil {
+		report("failed start-by moment %q: %v", args[0], err)
+		return 127
+	}
+	path, argv := args[1], args[2:]
+	if now := clock.Monotonic(); startBy > 0 && now >= time.Duration(startBy) {
+		report("late by %s: %s not started", now-time.Duration(startBy), path)
+		return 127
+	}
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Env:   env,
 		Files: []uintptr{0, 1, 2},
@@ -148,6 +165,7 @@ func control() {
 type initStatus struct {
 	started bool
 	failed  string // why the command did not start
+	late    bool   // not started: the start-by moment had passed
 	exited  bool
 	code    int
 	signal  syscall.Signal
@@ -165,6 +183,8 @@ func readInitStatus(r *bufio.Reader, st *initStatus, untilEnd bool) error {
 				st.started = true
 			case "failed":
 				st.failed = rest
+			case "late":
+				st.failed, st.late = rest, true
 			case "exited":
 				f := strings.Fields(rest)
 				if len(f) == 2 {

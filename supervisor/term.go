@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/electd/electd/clock"
@@ -72,6 +73,13 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 			return
 		}
 		c, err := s.startChild(term)
+		if errors.Is(err, errStartLate) {
+			// The start was slow: the command never ran past the stop-by
+			// moment (see ChildSpec.StartBy).
+			s.log.Warn("term over while the child was starting; it did not run", "err", err)
+			e.reason = endDeadline
+			return
+		}
 		if err != nil {
 			s.log.Error("child did not start", "err", err)
 			e.reason, e.startErr = endStartError, err
