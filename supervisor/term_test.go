@@ -118,8 +118,13 @@ func (th *treeHarness) grant(t *testing.T, token uint64) *elector.Deadline {
 	dl := elector.NewDeadline(th.clk, th.timing, th.clk.Now())
 	term := elector.NewTerm(elector.Leader{ID: "me", Token: token, Since: th.clk.Now()}, dl,
 		func(context.Context) error {
+			alive := aliveOf(readPids(th.pidFile))
+			for _, p := range alive { // for the failure's message
+				b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat")
+				t.Logf("alive at the resign: %s (we are %d, group %d)", b, os.Getpid(), syscall.Getpgrp())
+			}
 			th.mu.Lock()
-			th.aliveAtEnd = append(th.aliveAtEnd, aliveOf(readPids(th.pidFile)))
+			th.aliveAtEnd = append(th.aliveAtEnd, alive)
 			th.mu.Unlock()
 			th.resigns <- struct{}{}
 			return nil
