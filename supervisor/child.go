@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -293,11 +294,6 @@ func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
 			<-c.done
 		}
 	}
-	if err == nil && !spec.KillBy.IsZero() && !clk.Now().Before(spec.KillBy) {
-		c.killGroup(syscall.SIGKILL)
-		<-c.done
-		err = fmt.Errorf("%w: started only after ValidUntil − StopMargin; killed", errStartLate)
-	}
 	if err != nil {
 		return fail(err)
 	}
@@ -305,6 +301,14 @@ func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
 		go o.run()
 	}
 	c.ticks, c.marker = startTime(c.pid), treeMarker(env)
+	if !spec.KillBy.IsZero() && !clk.Now().Before(spec.KillBy) {
+		// Too late to run at all: the whole tree (it may have forked
+		// already) is killed and reaped, as by a Stop whose time is up.
+		now, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, serr := c.Stop(now)
+		return nil, fmt.Errorf("start child: %w: started only after ValidUntil − StopMargin; killed", errors.Join(errStartLate, serr))
+	}
 	c.log.Info("started", "pid", c.pid, "path", path, "args", argv[1:], "containment", c.mode())
 	return c, nil
 }
