@@ -142,9 +142,9 @@ func (c *Child) signalTree(sig syscall.Signal) {
 // did. The timeout runs on the boot clock of spec.Clock, so a suspension
 // of the host does not stretch it; and since the store's lease runs on
 // while the host sleeps, once the host is seen to have been suspended for
-// more than SuspendBound in all since the child started (looked at every
-// suspendPoll, and whenever the grace wakes), the grace ends at once:
-// SIGKILL follows.
+// more than SuspendBound in all since the child started (looked at when
+// the grace begins, every suspendPoll, and whenever it wakes), the grace
+// ends at once: SIGKILL follows.
 func (c *Child) grace(ctx context.Context, timeout time.Duration) bool {
 	if timeout > 0 {
 		clk := clock.OrReal(c.spec.Clock)
@@ -152,7 +152,15 @@ func (c *Child) grace(ctx context.Context, timeout time.Duration) bool {
 		defer t.Stop()
 		poll := clk.NewTimer(suspendPoll)
 		defer func() { poll.Stop() }()
-		for over := false; !over; {
+		for over := false; ; {
+			if d := clk.Suspended() - c.suspended; d > SuspendBound {
+				c.log.Error("the host was suspended while the child ran, so the lease may have lapsed; ending the stop grace, killing the process tree now",
+					"pid", c.pid, "suspended", d.Round(time.Millisecond))
+				break
+			}
+			if over {
+				break
+			}
 			select {
 			case <-c.done:
 				return true
@@ -164,11 +172,6 @@ func (c *Child) grace(ctx context.Context, timeout time.Duration) bool {
 				over = true
 			case <-poll.C():
 				poll = clk.NewTimer(suspendPoll)
-			}
-			if d := clk.Suspended() - c.suspended; d > SuspendBound {
-				c.log.Error("the host was suspended while the child ran, so the lease may have lapsed; ending the stop grace, killing the process tree now",
-					"pid", c.pid, "suspended", d.Round(time.Millisecond))
-				break
 			}
 		}
 	}

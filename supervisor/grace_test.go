@@ -37,6 +37,9 @@ func TestSuspendDuringGraceKills(t *testing.T) {
 			resigned := make(chan error, 1)
 			go func() { resigned <- th.sup.Resign(context.Background()) }()
 			logs.waitFor(t, "msg=stopping")
+			// Armed once the grace waits: the deadline's timer, the stop
+			// timer, endChild's bound, and the grace's timeout and poll.
+			waitFor(t, "the grace to begin", func() bool { return th.clk.Pending() == 5 })
 			th.clk.Advance(300 * time.Millisecond)
 			suspendedAt := time.Now()
 			th.clk.Suspend(tt.suspend)

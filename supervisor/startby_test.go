@@ -19,7 +19,7 @@ import (
 // child of ours whose argv[0] is the init's and that is not in seen) and
 // SIGSTOPs it: a start made slow, as by a loaded host or a slow disk. ok is
 // false if the command may already have been started when it was caught
-// (marker exists).
+// (the init has a child, or marker exists).
 func stopNewInit(t *testing.T, seen map[int]bool, marker string) (pid int, ok bool) {
 	t.Helper()
 	end := time.Now().Add(testDeadline)
@@ -37,6 +37,18 @@ func stopNewInit(t *testing.T, seen map[int]bool, marker string) (pid int, ok bo
 				continue
 			}
 			t.Cleanup(func() { _ = syscall.Kill(p, syscall.SIGKILL); _ = syscall.Kill(p, syscall.SIGCONT) })
+			// Once it is stopped it forks nothing more: it is caught in time
+			// if it has no child yet.
+			waitUntil(t, testDeadline, func() bool {
+				st, err := readStat(p)
+				return err != nil || st.state == 'T'
+			}, "init %d to stop", p)
+			tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(p) + "/task/*/children")
+			for _, f := range tasks {
+				if b, _ := os.ReadFile(f); len(strings.TrimSpace(string(b))) > 0 {
+					return p, false
+				}
+			}
 			_, err := os.Stat(marker)
 			return p, os.IsNotExist(err)
 		}

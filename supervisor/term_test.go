@@ -237,7 +237,11 @@ func TestSuspendEndsTerm(t *testing.T) {
 				if !th.sup.Leading() {
 					return true
 				}
-				th.clk.Advance(10 * time.Millisecond)
+				// Not up to ValidUntil: the lease's own expiry would end
+				// the term (reason deadline) while its tree is stopping.
+				if th.clk.Now().Add(10 * time.Millisecond).Before(dl.ValidUntil()) {
+					th.clk.Advance(10 * time.Millisecond)
+				}
 				return false
 			})
 			if alive := th.awaitResign(t); len(alive) > 0 {
