@@ -16,15 +16,43 @@ import (
 // while the host sleeps, when only CLOCK_BOOTTIME runs on; Go's monotonic
 // readings (and so Now and every timer of the time package) are
 // CLOCK_MONOTONIC.
+//
+// The two clocks are read one after the other, and a thread descheduled
+// between the two reads would see the time it waited as a suspension
+// (an adversarial review saw 77–227 ms from a process stopped for 80 ms at
+// a time, more than SuspendBound: a false suspension SIGKILLs a tree in
+// its stop grace). So CLOCK_MONOTONIC is read on both sides of
+// CLOCK_BOOTTIME, and a reading whose two sides are more than
+// suspendReadSpread apart is taken again. If every try is that wide, the
+// last one's upper bound counts: a suspension is never read short.
 func (Real) Suspended() time.Duration {
-	// Monotonic first: the reading between the two calls then only adds
-	// (nanoseconds) to the result, never makes it negative.
-	var boot, mono unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono) != nil || unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot) != nil {
-		return 0 // not reachable on Linux ≥ 2.6.39; no reading means no suspension seen
+	var d time.Duration
+	for range suspendReadTries {
+		var mono1, boot, mono2 unix.Timespec
+		if unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono1) != nil ||
+			unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot) != nil ||
+			unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono2) != nil {
+			return 0 // not reachable on Linux ≥ 2.6.39; no reading means no suspension seen
+		}
+		// boot was read between mono1 and mono2: boot − mono1 is the
+		// suspension, plus whatever wait came between those two reads.
+		d = time.Duration(boot.Nano() - mono1.Nano())
+		if time.Duration(mono2.Nano()-mono1.Nano()) <= suspendReadSpread {
+			break
+		}
 	}
-	return time.Duration(boot.Nano() - mono.Nano())
+	return d
 }
+
+const (
+	// suspendReadSpread is the most two monotonic readings around the
+	// boot clock's may differ for the reading to count at once: three
+	// vDSO calls take well under a microsecond.
+	suspendReadSpread = time.Millisecond
+	// suspendReadTries bounds the readings taken while the thread keeps
+	// being descheduled between them.
+	suspendReadTries = 4
+)
 
 // NewBootTimer returns a timer that fires once d has passed on
 // CLOCK_BOOTTIME, counting time the host spent suspended: a timerfd, read
