@@ -6,6 +6,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/electd/electd/clock"
 )
 
@@ -104,6 +106,11 @@ func ValidateName(field, v string) error {
 			// would each have a leader.
 			return Configf(field, "%+q contains the invisible format character %U; remove it (names that look alike must be the same name)", v, r)
 		}
+	}
+	if !norm.NFC.IsNormalString(v) {
+		// é precomposed (U+00E9) and decomposed (e, U+0301) look the same
+		// and would be two elections.
+		return Configf(field, "%+q is not in Unicode normal form C; use %+q (names that look alike must be the same name)", v, norm.NFC.String(v))
 	}
 	return nil
 }

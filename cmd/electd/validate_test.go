@@ -70,6 +70,8 @@ func TestRefusedBeforeConnecting(t *testing.T) {
 				code: exitUsage, want: "electd: invalid election: "},
 			{name: "run election with a zero-width space", args: []string{"run", "--store", st, "--election", "a\u200bb"},
 				code: exitUsage, want: "electd: invalid election: "},
+			{name: "run election decomposed (not NFC)", args: []string{"run", "--store", st, "--election", "caf" + "e\u0301"},
+				code: exitUsage, want: "electd: invalid election: "},
 			{name: "lock name with a byte order mark", args: []string{"lock", "--store", st, "\ufeffjob", "--", "true"},
 				code: exitUsage, want: "electd: invalid NAME: "},
 			{name: "run ready code", args: []string{"run", "--store", st, "--election", "e", "--ready-code", "99"},
