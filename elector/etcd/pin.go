@@ -97,16 +97,15 @@ func (ps *pins) at(i int) (*pin, error) {
 	return p, nil
 }
 
-// warm dials every member's connection and has gRPC connect it now, in
-// the background, so that the first renewal (an interval after a grant)
-// does not wait for a TCP, TLS and HTTP/2 handshake on top of its three
+// warm dials member i's connection and has gRPC connect it now, in the
+// background, so that the first renewal through it (an interval after a
+// grant) does not wait for a TCP, TLS and HTTP/2 handshake on top of its
 // requests: a crowd of candidates granted together would all pay it at
-// once. A member that cannot be dialled is left for at to report.
-func (ps *pins) warm() {
-	for i := range ps.eps {
-		if p, err := ps.at(i); err == nil {
-			p.conn.Connect()
-		}
+// once. Only that member's: the others are dialled if renewals move there.
+// A member that cannot be dialled is left for at to report.
+func (ps *pins) warm(i int) {
+	if p, err := ps.at(i); err == nil {
+		p.conn.Connect()
 	}
 }
 

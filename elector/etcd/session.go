@@ -33,6 +33,9 @@ type session struct {
 	// leading is set once the session holds a term: its renewals are
 	// then proved with a raft entry, a waiter's with a read (renewal.go).
 	leading atomic.Bool
+	// at is the member the first renewal goes through (pins); the renewal
+	// loop owns it from then on.
+	at int
 
 	// origin is when the grant was sent: renewals are sent on the grid
 	// origin + k·RenewInterval (see renewals), which the candidate
@@ -77,7 +80,8 @@ func (e *Elector) newSession(ctx context.Context) (*session, error) {
 	e.sessions[s] = struct{}{}
 	e.wg.Add(1)
 	e.mu.Unlock()
-	e.pins.warm() // before the first renewal, an interval from now
+	s.at = e.firstPin()
+	e.pins.warm(s.at) // before the first renewal, an interval from now
 	go s.renewLoop()
 	e.log.Debug("lease granted", "lease", int64(s.lease), "ttl_s", resp.TTL, "valid_until", s.dl.ValidUntil())
 	return s, nil
@@ -110,7 +114,7 @@ func (s *session) renewLoop() {
 
 	every := e.timing.RenewInterval
 	next := s.origin.Add(every)
-	at := e.firstPin()
+	at := s.at
 	for {
 		if err := e.wait(s.ctx, next.Sub(e.clk.Now())); err != nil {
 			return
