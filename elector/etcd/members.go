@@ -12,7 +12,6 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
@@ -241,9 +240,7 @@ func (m *members) status(i int) memberStatus {
 // again now, so that a member back up is seen at the next check.
 func (m *members) probe(i int) (*grpc.ClientConn, error) {
 	if p := m.probes[i]; p != nil {
-		if p.GetState() == connectivity.TransientFailure {
-			p.ResetConnectBackoff()
-		}
+		retryNow(p)
 		return p, nil
 	}
 	// Client.Dial uses the client's settings: TLS, the auth token, the

@@ -13,6 +13,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
+
+	"github.com/electd/electd/elector"
 )
 
 // pins are an Elector's own connections to each member of its client's
@@ -80,12 +82,10 @@ func (ps *pins) at(i int) (*pin, error) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if ps.closed {
-		return nil, errors.New("elector closed")
+		return nil, elector.ErrClosed
 	}
 	if p := ps.ps[i]; p != nil {
-		if p.conn.GetState() == connectivity.TransientFailure {
-			p.conn.ResetConnectBackoff()
-		}
+		retryNow(p.conn)
 		return p, nil
 	}
 	conn, err := ps.cli.Dial(ps.eps[i])
@@ -106,6 +106,15 @@ func (ps *pins) at(i int) (*pin, error) {
 func (ps *pins) warm(i int) {
 	if p, err := ps.at(i); err == nil {
 		p.conn.Connect()
+	}
+}
+
+// retryNow tells a connection whose last attempt failed to try again now
+// rather than wait out gRPC's backoff, which grows to 2 minutes: a member
+// back up is reached at the next request. (members.probe calls it too.)
+func retryNow(c *grpc.ClientConn) {
+	if c.GetState() == connectivity.TransientFailure {
+		c.ResetConnectBackoff()
 	}
 }
 
