@@ -174,7 +174,7 @@ type Child struct {
 	spec    ChildSpec
 	log     *slog.Logger
 	pid     int
-	ticks   uint64 // start time in clock ticks after boot, for treeMembers
+	ticks   uint64 // start time in clock ticks after boot, for treeMembers; set before the waiter can reap
 	marker  string // the environment entry that marks the tree's processes
 	started time.Time
 	// suspended is spec.Clock's Suspended reading before the fork, against
@@ -300,7 +300,7 @@ func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
 	for _, o := range c.outputs {
 		go o.run()
 	}
-	c.ticks, c.marker = startTime(c.pid), treeMarker(env)
+	c.marker = treeMarker(env)
 	if !spec.KillBy.IsZero() && !clk.Now().Before(spec.KillBy) {
 		// Too late to run at all: the whole tree (it may have forked
 		// already) is killed and reaped, as by a Stop whose time is up.
@@ -412,6 +412,10 @@ func (c *Child) run(path string, argv []string, attr *os.ProcAttr, started chan<
 	}
 	c.pid = proc.Pid
 	c.started = time.Now()
+	// Read before the wait below: until it, the child is ours and cannot be
+	// reaped (by anyone), so its /proc entry is there even if it has exited.
+	// Read after, it could be 0, which would leave its orphans unmatched.
+	c.ticks = startTime(c.pid)
 	started <- nil
 
 	state, err := proc.Wait()
