@@ -26,6 +26,8 @@ const (
 	outputDrainTimeout = time.Second
 	// suspendPoll is how often the stop grace looks for a suspension.
 	suspendPoll = SuspendBound
+	// emptyScanPause separates the two empty scans that end the sweep.
+	emptyScanPause = 10 * time.Millisecond
 )
 
 // Stop ends the child and its whole process tree (see Containment):
@@ -206,7 +208,9 @@ func (c *Child) drainGroup() error {
 	// daemon whose parent exits (and is reaped) during the scan was read
 	// as the child of a process that is gone when its parent is read, and
 	// is found nowhere. It was reparented to us when its parent exited,
-	// before the scan ended: the next scan finds it.
+	// before the scan ended: the next scan, after a pause
+	// (emptyScanPause) in which whatever was between two states has
+	// settled, finds it.
 	empty := false
 	for {
 		// Members reparented to us (as subreaper or PID 1) stay zombies in
@@ -225,6 +229,7 @@ func (c *Child) drainGroup() error {
 				return nil
 			}
 			empty = true
+			time.Sleep(emptyScanPause)
 			continue
 		}
 		empty = false

@@ -132,6 +132,10 @@ func (c *Config) validate() error {
 		if err != nil {
 			return err
 		}
+		if mode == ContainPgroup && orphanRule.strangers != "" {
+			reason += "; the sweep knows the child's orphans only by the ELECTD_FENCING_TOKEN in their environment (a daemon that overwrites it escapes), since " +
+				orphanRule.strangers
+		}
 		c.Containment, c.containReason = mode, reason
 	}
 	c.Clock = clock.OrReal(c.Clock)

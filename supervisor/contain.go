@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/electd/electd/elector"
 )
@@ -33,11 +34,14 @@ import (
 //     subreaper: orphaned descendants are reparented to it. A stop signals
 //     the group and every descendant electd can find in /proc (descendants of
 //     the main process, and orphans reparented to electd that started after
-//     it and carry its ELECTD_FENCING_TOKEN), and SIGKILLs them until none is
-//     left. Limits: after kill -9 of electd only the direct child dies
-//     (Pdeathsig), the rest of the tree lives on, reparented to PID 1; and a
-//     descendant that both leaves the group and drops ELECTD_FENCING_TOKEN
-//     from its environment (env -i) escapes once its parent has exited.
+//     it, with their descendants; see treeMembers), and SIGKILLs them until
+//     none is left. Limits: after kill -9 of electd only the direct child
+//     dies (Pdeathsig), the rest of the tree lives on, reparented to PID 1;
+//     electd must be a subreaper (else orphans go to init, out of reach); a
+//     process of the tree that joins electd's own process group is spared;
+//     and when electd is PID 1, an orphan counts only if its environment
+//     holds ELECTD_FENCING_TOKEN or reads empty or unreadable, so a daemon
+//     that overwrites its environment with a process title escapes there.
 //   - cgroup: a cgroup v2 leaf with cgroup.kill. Not built in this release:
 //     it does not survive kill -9 of electd either (nothing is left to write
 //     cgroup.kill), and pidns already contains every descendant.
@@ -133,18 +137,34 @@ func probePidns() error {
 }
 
 // treeMembers lists, from /proc, the live processes of the tree of the
-// child leader (pid, started at start in clock ticks since boot), other than
-// leader itself: its process group, its descendants, and the orphans that
-// were reparented to this process (a subreaper) with their descendants.
+// child leader (pid, started at start in clock ticks since boot; 0: not
+// known), other than leader itself: its process group, its descendants,
+// and the orphans that were reparented to this process (a subreaper) with
+// their descendants.
 //
-// An orphan of ours counts only if it started after the leader and carries
-// the leader's mark in its environment (marker, e.g. its
-// ELECTD_FENCING_TOKEN=… entry; empty: no orphan counts): as PID 1 of a
-// container electd inherits every orphan there, and must not kill a stranger
-// (a `kubectl exec` session's background job). The leader's own pid and
-// group count only while a process with that pid is the leader (same start
-// time), so that a reused pid pulls in no one. A zombie whose other threads
-// still run is alive (see running).
+// An orphan reparented to electd counts when it started at or after the
+// leader, is not a child electd forked itself (owned), and is not in
+// electd's own process group. Unless strangers can be orphaned to electd
+// (see orphanRule), that is every orphan of the tree, whatever it did to its
+// argv or environment: a subreaper inherits only orphans of its own
+// descendants, electd forks no process but the child (and, before any
+// child, the pidns probe, which is owned), and a process that other code of
+// this binary might start without StartChild stays in electd's group, as do
+// its orphans unless they leave it. (A process of the tree that
+// deliberately joins electd's group is spared.)
+//
+// When strangers can be orphaned to electd (it is PID 1 of a container, or
+// it inherited children at start), it must not kill them (a `kubectl exec`
+// session's background job, the daemon of a log agent started before
+// electd): then an orphan counts only if its environment holds the leader's
+// mark (marker, e.g. its ELECTD_FENCING_TOKEN=… entry), or cannot be read
+// or keeps reading empty (a process in the middle of an exec, or not
+// dumpable): see marked. A process of the tree that overwrites its
+// environment (a process title) escapes this rule.
+//
+// The leader's own pid and group count only while a process with that pid
+// is the leader (same start time), so that a reused pid pulls in no one. A
+// zombie whose other threads still run is alive (see running).
 func treeMembers(leader int, start uint64, marker string) []int {
 	procs, err := listProcs()
 	if err != nil {
@@ -154,7 +174,7 @@ func treeMembers(leader int, start uint64, marker string) []int {
 	for pid, p := range procs {
 		children[p.ppid] = append(children[p.ppid], pid)
 	}
-	self := os.Getpid()
+	self, ownGroup := os.Getpid(), syscall.Getpgrp()
 	in := map[int]bool{}
 	var walk func(pid int)
 	walk = func(pid int) {
@@ -167,7 +187,7 @@ func treeMembers(leader int, start uint64, marker string) []int {
 		}
 	}
 	lp, leaderLives := procs[leader]
-	leaderReused := leaderLives && lp.start != start
+	leaderReused := leaderLives && start != 0 && lp.start != start
 	if leaderLives && !leaderReused {
 		walk(leader)
 	}
@@ -175,7 +195,8 @@ func treeMembers(leader int, start uint64, marker string) []int {
 		switch {
 		case p.pgrp == leader && !leaderReused:
 			walk(pid)
-		case p.ppid == self && start != 0 && p.start >= start && !isOwned(pid) && hasMark(pid, marker):
+		case p.ppid == self && p.start >= start && p.pgrp != ownGroup && !isOwned(pid) &&
+			(orphanRule.strangers == "" || marked(pid, marker)):
 			walk(pid)
 		}
 	}
@@ -186,6 +207,35 @@ func treeMembers(leader int, start uint64, marker string) []int {
 		}
 	}
 	return out
+}
+
+// orphanRule is how the pgroup sweep tells the child's orphans from
+// strangers, decided once at start, before electd forks anything.
+var orphanRule = orphanRuleAtStart()
+
+// sweepRule says whether processes that are not the child's can be orphaned
+// to electd, and so whether the sweep must look for the child's mark.
+type sweepRule struct {
+	// strangers is why they can (empty: they cannot): electd runs as PID 1
+	// of its PID namespace, where every orphan is reparented to it; or it
+	// inherited children from the process that exec'd it (`agent & exec
+	// electd …`), whose own orphans come to electd as a subreaper, and
+	// whose lineage is lost once they are orphaned.
+	strangers string
+}
+
+func orphanRuleAtStart() sweepRule {
+	if os.Getpid() == 1 {
+		return sweepRule{strangers: "electd runs as PID 1 of its PID namespace"}
+	}
+	pids, err := childPids()
+	switch {
+	case err != nil:
+		return sweepRule{strangers: fmt.Sprintf("electd could not list the children it inherited (%v)", err)}
+	case len(pids) > 0:
+		return sweepRule{strangers: fmt.Sprintf("electd inherited %d child process(es) (pids %v) from the process that started it", len(pids), pids)}
+	}
+	return sweepRule{}
 }
 
 // running reports whether a process can still run: not a zombie, or a
@@ -210,13 +260,47 @@ func running(pid int, p procStat) bool {
 	return false
 }
 
-// hasMark reports whether pid's environment holds the entry marker. A
-// zombie leader (main thread exited) has no memory of its own left to read
-// it from; its live threads do.
-func hasMark(pid int, marker string) bool {
+// marked reports whether pid may be of the tree marked by the environment
+// entry marker: its environment holds marker, or cannot be read, or still
+// reads empty after markReads reads markPause apart. A process reads empty
+// in the middle of an exec (the new image's environment is not in place
+// yet; hence the reads again, which spare a stranger that was execing),
+// and also when started with none at all (env -i); it is unreadable when
+// not dumpable or not ours to read. Only an environment read whole and
+// without marker says "not ours". A zombie leader (main thread exited) has
+// no memory of its own left; its live threads do, and are read too.
+func marked(pid int, marker string) bool {
 	if marker == "" {
 		return false
 	}
+	for i := range markReads {
+		if i > 0 {
+			time.Sleep(markPause)
+		}
+		switch env, ok := readEnviron(pid); {
+		case !ok:
+			return true
+		case len(env) > 0:
+			for _, kv := range strings.Split(string(env), "\x00") {
+				if kv == marker {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	return true
+}
+
+const (
+	markReads = 3
+	markPause = 5 * time.Millisecond
+)
+
+// readEnviron reads the environment of pid, or of its first live thread
+// whose one reads non-empty (a zombie leader has none of its own). ok is
+// false if no environment of it could be read.
+func readEnviron(pid int) (env []byte, ok bool) {
 	dir := "/proc/" + strconv.Itoa(pid)
 	paths := []string{dir + "/environ"}
 	if tasks, err := os.ReadDir(dir + "/task"); err == nil {
@@ -226,17 +310,15 @@ func hasMark(pid int, marker string) bool {
 	}
 	for _, path := range paths {
 		b, err := os.ReadFile(path)
-		if err != nil || len(b) == 0 {
+		if err != nil {
 			continue
 		}
-		for _, kv := range strings.Split(string(b), "\x00") {
-			if kv == marker {
-				return true
-			}
+		ok = true
+		if len(b) > 0 {
+			return b, true
 		}
-		return false
 	}
-	return false
+	return nil, ok
 }
 
 // treeMarker is the entry of env that marks the processes of one child's

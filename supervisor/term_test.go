@@ -393,28 +393,54 @@ func TestTreeZombieLeader(t *testing.T) {
 }
 
 // TestTreeSparesStrangers: as a subreaper (or PID 1) electd inherits
-// orphans that are not the child's; pgroup's sweep must leave them alone.
+// orphans that are not the child's; pgroup's sweep must leave them alone:
+// an orphan of a process that electd's own code started stays in electd's
+// process group; as PID 1, one that left it shows an environment without
+// the child's mark.
 func TestTreeSparesStrangers(t *testing.T) {
-	th := newTreeHarness(t, ContainPgroup, OnExitResign, false, false)
-	th.grant(t, 42)
-	pids := treePids(t, th.pidFile)
-	// A stranger orphaned to this process after the child started.
-	out, err := exec.Command("sh", "-c", "sleep 1000 >/dev/null 2>&1 & echo $!").Output()
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name      string
+		strangers string // orphanRule.strangers for the test
+		script    string
+	}{
+		{name: "in electd's group", script: "sleep 1000 >/dev/null 2>&1 & echo $!"},
+		{name: "PID 1, unmarked, own session", strangers: "as PID 1", script: "setsid sleep 1000 >/dev/null 2>&1 & echo $!"},
+		{name: "inherited children, unmarked, own session", strangers: "inherited a child", script: "setsid sleep 1000 >/dev/null 2>&1 & echo $!"},
 	}
-	stranger, err := strconv.Atoi(strings.TrimSpace(string(out)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(stranger, syscall.SIGKILL) })
-	if err := th.sup.Resign(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if alive := th.awaitResign(t); len(alive) > 0 {
-		t.Fatalf("workers %v of %v alive when the term was given up", alive, pids)
-	}
-	if len(aliveOf([]int{stranger})) != 1 {
-		t.Fatalf("the sweep killed %d, an orphan that was not the child's", stranger)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.strangers != "" {
+				useRule(t, sweepRule{strangers: tt.strangers})
+			}
+			th := newTreeHarness(t, ContainPgroup, OnExitResign, false, false)
+			th.grant(t, 42)
+			pids := treePids(t, th.pidFile)
+			// A stranger orphaned to this process after the child started.
+			cmd := exec.Command("sh", "-c", tt.script)
+			cmd.Env = []string{"A=1"}
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stranger, err := strconv.Atoi(strings.TrimSpace(string(out)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = syscall.Kill(stranger, syscall.SIGKILL) })
+			waitFor(t, "the stranger orphaned to us, running sleep", func() bool {
+				st, err := readStat(stranger)
+				comm, _ := os.ReadFile("/proc/" + strconv.Itoa(stranger) + "/comm")
+				return err == nil && st.ppid == os.Getpid() && string(comm) == "sleep\n"
+			})
+			if err := th.sup.Resign(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if alive := th.awaitResign(t); len(alive) > 0 {
+				t.Fatalf("workers %v of %v alive when the term was given up", alive, pids)
+			}
+			if len(aliveOf([]int{stranger})) != 1 {
+				t.Fatalf("the sweep killed %d, an orphan that was not the child's", stranger)
+			}
+		})
 	}
 }
