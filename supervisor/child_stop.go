@@ -249,6 +249,23 @@ func (c *Child) drainGroup() error {
 	}
 }
 
+// awaitGone goes on killing and reaping what is left of the tree after
+// Stop gave up on it (processes that survived SIGKILL: stuck in
+// uninterruptible sleep, or not ours to signal), until none is left or stop
+// is closed. It reports whether the tree is gone.
+func (c *Child) awaitGone(stop <-chan struct{}) bool {
+	for {
+		if c.drainGroup() == nil {
+			return true
+		}
+		select {
+		case <-stop:
+			return false
+		default:
+		}
+	}
+}
+
 // drainOutput waits, bounded, for the output copiers to deliver what is left
 // in the pipes, then closes the pipes so that no copier outlives Stop.
 func (c *Child) drainOutput() {

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/electd/electd/clock"
@@ -29,8 +30,8 @@ type ending struct {
 	ran, exited bool
 	status      ExitStatus
 	startErr    error
-	// treeErr: processes of the tree survived SIGKILL past Stop's bound
-	// (uninterruptible sleep); afterExit did not run.
+	// treeErr: processes of the tree survived SIGKILL, and the term ended
+	// before they were gone (see awaitTreeGone); afterExit did not run.
 	treeErr error
 }
 
@@ -121,6 +122,9 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 			e.reason = endResigned
 		case <-childDone:
 			e.status, e.treeErr = s.reap(ctx, child)
+			if e.treeErr != nil {
+				e.treeErr = s.awaitTreeGone(term, child, e.treeErr)
+			}
 			e.exited = true
 			child = nil
 			if onExit != OnExitRestart {
@@ -145,6 +149,9 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 	}
 	if child != nil {
 		e.status, e.treeErr = s.stopChild(ctx, child, term, killNow || e.reason == endSuspended)
+		if e.treeErr != nil {
+			e.treeErr = s.awaitTreeGone(term, child, e.treeErr)
+		}
 	}
 	if e.reason == endExited && afterExit != nil && e.treeErr == nil {
 		afterExit(ctx, e.status)
@@ -154,6 +161,24 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 		reply <- rerr
 	}
 	return e
+}
+
+// awaitTreeGone holds the term while processes of c's tree survive SIGKILL
+// (err says how many): they may still run (a process in uninterruptible
+// sleep runs again when its I/O returns, only to die; one that is not ours
+// to signal runs on), so the term is neither given up nor used for a
+// restart until they are gone. The elector keeps renewing it meanwhile.
+// Only the term's own end (loss, deadline, close) stops the wait; then the
+// store may hand the term on while they live, and the error says so.
+func (s *Supervisor) awaitTreeGone(term *elector.Term, c *Child, err error) error {
+	s.log.Error("processes of the child's tree survive SIGKILL; holding the term until they are gone", "err", err)
+	if c.awaitGone(term.Done()) {
+		s.log.Info("the rest of the child's tree is gone")
+		return nil
+	}
+	s.log.Error("the term ended while processes of the child's tree survive SIGKILL; the store may hand it on with them alive",
+		"reason", elector.LossReason(term.Err()))
+	return fmt.Errorf("%w; the term ended before they were gone", err)
 }
 
 // over says why the term must not run a child any more, or "".
