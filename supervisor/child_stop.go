@@ -132,12 +132,26 @@ func (c *Child) signalTree(sig syscall.Signal) {
 	}
 	for _, s := range sigs {
 		c.killGroup(s)
-		for _, pid := range treeMembers(c.pid, c.ticks, c.marker) {
-			if err := syscall.Kill(pid, s); err != nil && !errors.Is(err, syscall.ESRCH) {
-				c.log.Warn("signal tree member failed", "pid", pid, "signal", signalName(s), "err", err)
-			}
+		c.signalMembers(s)
+	}
+}
+
+// signalMembers sends sig to the processes of the child's tree that
+// treeMembers finds (other than the leader, whose group killGroup signals),
+// and to their process groups, and returns how many processes it found.
+func (c *Child) signalMembers(sig syscall.Signal) int {
+	pids, groups := treeMembers(c.pid, c.ticks, c.marker)
+	for _, g := range groups {
+		if err := syscall.Kill(-g, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			c.log.Warn("signal a process group of the tree failed", "pgid", g, "signal", signalName(sig), "err", err)
 		}
 	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			c.log.Warn("signal tree member failed", "pid", pid, "signal", signalName(sig), "err", err)
+		}
+	}
+	return len(pids)
 }
 
 // grace waits up to timeout for the child to exit and reports whether it
@@ -219,12 +233,9 @@ func (c *Child) drainGroup() error {
 		// cannot take a status that anybody else waits for.
 		reapGroup(c.pid, c.log)
 		reapUnowned(c.log, c.ticks) // tree members reparented to electd
-		rest := treeMembers(c.pid, c.ticks, c.marker)
-		for _, pid := range rest {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
+		rest := c.signalMembers(syscall.SIGKILL)
 		err := syscall.Kill(-c.pid, syscall.SIGKILL)
-		if errors.Is(err, syscall.ESRCH) && len(rest) == 0 {
+		if errors.Is(err, syscall.ESRCH) && rest == 0 {
 			if empty {
 				return nil
 			}
@@ -235,7 +246,7 @@ func (c *Child) drainGroup() error {
 		empty = false
 		if time.Now().After(deadline) {
 			alive, zombies := groupMembers(c.pid)
-			alive += len(rest)
+			alive += rest
 			if alive == 0 {
 				c.log.Warn("process group left only zombies that their parent does not reap",
 					"pid", c.pid, "zombies", zombies)

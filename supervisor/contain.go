@@ -165,10 +165,23 @@ func probePidns() error {
 // The leader's own pid and group count only while a process with that pid
 // is the leader (same start time), so that a reused pid pulls in no one. A
 // zombie whose other threads still run is alive (see running).
-func treeMembers(leader int, start uint64, marker string) []int {
+//
+// groups are the process groups of the tree's processes, zombies included,
+// other than leader's own and electd's: a process that keeps forking a
+// successor and exiting is never listed alive (by the time a scan reads it,
+// it is a zombie, and its successor was not in the listing), but a signal
+// to its group reaches the whole chain at once.
+//
+// No orphan is reaped while a scan runs (it holds reaperMu): a process that
+// was listed is still there, alive or a zombie, when its stat is read, so a
+// chain of processes that each start a successor and exit cannot slip
+// between the listing and the reading.
+func treeMembers(leader int, start uint64, marker string) (pids, groups []int) {
+	reaperMu.Lock()
+	defer reaperMu.Unlock()
 	procs, err := listProcs()
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	children := map[int][]int{}
 	for pid, p := range procs {
@@ -195,18 +208,26 @@ func treeMembers(leader int, start uint64, marker string) []int {
 		switch {
 		case p.pgrp == leader && !leaderReused:
 			walk(pid)
-		case p.ppid == self && p.start >= start && p.pgrp != ownGroup && !isOwned(pid) &&
+		case p.ppid == self && p.start >= start && p.pgrp != ownGroup && !ownedLocked(pid) &&
 			(orphanRule.strangers == "" || marked(pid, marker)):
 			walk(pid)
 		}
 	}
-	var out []int
+	seen := map[int]bool{leader: true, ownGroup: true, 0: true}
 	for pid := range in {
-		if p, ok := procs[pid]; ok && pid != leader && running(pid, p) {
-			out = append(out, pid)
+		p, ok := procs[pid]
+		if !ok {
+			continue
+		}
+		if !seen[p.pgrp] {
+			seen[p.pgrp] = true
+			groups = append(groups, p.pgrp)
+		}
+		if pid != leader && running(pid, p) {
+			pids = append(pids, pid)
 		}
 	}
-	return out
+	return pids, groups
 }
 
 // orphanRule is how the pgroup sweep tells the child's orphans from

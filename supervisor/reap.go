@@ -65,11 +65,9 @@ func startOwned(path string, argv []string, attr *os.ProcAttr) (*os.Process, err
 	return p, nil
 }
 
-// isOwned reports whether pid is a child that StartChild forked and has not
-// reaped yet.
-func isOwned(pid int) bool {
-	reaperMu.Lock()
-	defer reaperMu.Unlock()
+// ownedLocked reports whether pid is a child that StartChild forked and has
+// not reaped yet; the caller holds reaperMu.
+func ownedLocked(pid int) bool {
 	_, ok := owned[pid]
 	return ok
 }

@@ -127,7 +127,8 @@ func treeMembersFindsExecingOrphans(t *testing.T) {
 	scans, missed := 0, map[int]int{}
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); scans++ {
 		found := map[int]bool{}
-		for _, p := range treeMembers(c.pid, c.ticks, c.marker) {
+		members, _ := treeMembers(c.pid, c.ticks, c.marker)
+		for _, p := range members {
 			found[p] = true
 		}
 		for _, p := range pids {
