@@ -112,10 +112,10 @@ func (c *Child) stop(ctx context.Context) error {
 
 // signalTree sends sig to every process of the child's tree; SIGCONT
 // follows a stop signal so that stopped processes act on it. Under pidns
-// the init sends it to its whole namespace; SIGKILL goes to the init
+// and userns the init sends it to its whole namespace; SIGKILL goes to the init
 // itself, whose death kills the namespace.
 func (c *Child) signalTree(sig syscall.Signal) {
-	if c.mode() == ContainPidns {
+	if c.namespaced() {
 		if sig == syscall.SIGKILL {
 			c.killGroup(sig)
 			return

@@ -16,7 +16,7 @@ import (
 	"github.com/electd/electd/clock"
 )
 
-// The namespace init (containment mode pidns).
+// The namespace init (containment modes pidns and userns).
 //
 // StartChild re-executes this binary (/proc/self/exe) with argv[0]
 // initArg0 as PID 1 of a new PID namespace; the package's init function

@@ -147,7 +147,7 @@ func (th *treeHarness) awaitResign(t *testing.T) []int {
 
 func (th *treeHarness) cfgBackoff() time.Duration { return th.sup.cfg.RestartBackoff }
 
-var modes = []Containment{ContainPidns, ContainPgroup}
+var modes = []Containment{ContainPidns, ContainUserns, ContainPgroup}
 
 // TestTreeGoneBeforeResign: the child's main process is SIGKILLed while its
 // workers (in the group, setsid'd, daemonised) run; whatever --on-exit says,
