@@ -273,7 +273,7 @@ func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
 	if c.namespaced() {
 		nsAttr(attr.Sys, c.mode())
 		execPath = selfExe
-		execArgv = append([]string{initArg0, strconv.FormatInt(int64(c.startBy), 10), path}, argv...)
+		execArgv = append([]string{c.initArg0(), strconv.FormatInt(int64(c.startBy), 10), path}, argv...)
 	}
 	defaultDispositions()
 	c.suspended = clk.Suspended()
@@ -282,6 +282,13 @@ func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
 	err = <-started
 	for _, f := range closeAfterStart {
 		f.Close()
+	}
+	if err == nil && c.mode() == ContainUserns {
+		if err = c.mapIDs(); err != nil {
+			c.killGroup(syscall.SIGKILL)
+			close(c.initSeen)
+			<-c.done
+		}
 	}
 	if err == nil && c.status != nil {
 		killed, stopWatch := c.killPendingAt(clk, spec.KillBy)
@@ -325,6 +332,26 @@ func (c *Child) mode() Containment {
 // namespaced reports whether the child runs under the namespace init
 // (pidns, userns).
 func (c *Child) namespaced() bool { return c.mode() != ContainPgroup }
+
+// initArg0 is the namespace init's argv[0], which tells it its mode.
+func (c *Child) initArg0() string {
+	if c.mode() == ContainUserns {
+		return initArg0Userns
+	}
+	return initArg0
+}
+
+// mapIDs writes the id maps of the init's user namespace and then lets the
+// init go on (see initArg0Userns).
+func (c *Child) mapIDs() error {
+	if err := writeIDMaps(c.pid); err != nil {
+		return err
+	}
+	if _, err := c.ctl.Write([]byte{0}); err != nil {
+		return fmt.Errorf("let the namespace init go on: %w", err)
+	}
+	return nil
+}
 
 // initPipes adds the namespace init's control and status pipes to attr as
 // fds 3 and 4; the returned list adds the ends only the init keeps.

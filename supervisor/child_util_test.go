@@ -14,12 +14,24 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The test process is a child subreaper, as electd is in production: the
 // orphans of the children it starts come back to it, and Stop and
 // ReapOrphans must reap them.
+//
+// Run as nobody (TestUsernsAsNonRoot), the test process is not dumpable,
+// as electd makes itself (cmd/electd's hideProcess): the /proc files of
+// what it forks belong to root until they exec.
 func TestMain(m *testing.M) {
+	if os.Getenv(envAsNobody) != "" {
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			fmt.Fprintln(os.Stderr, "supervisor tests: PR_SET_DUMPABLE:", err)
+			os.Exit(1)
+		}
+	}
 	if err := BecomeSubreaper(); err != nil {
 		fmt.Fprintln(os.Stderr, "supervisor tests:", err)
 		os.Exit(1)

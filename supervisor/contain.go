@@ -193,11 +193,26 @@ func probePidns() error {
 }
 
 // probeUserns starts the init in a new PID namespace owned by a new user
-// namespace, in probe mode, and reports why it could not.
+// namespace, maps its ids as StartChild does, and reports why it could not.
 func probeUserns() error {
 	sys := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	nsAttr(sys, ContainUserns)
-	if err := probeInit(sys); err != nil {
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("creating a user namespace: %w", err)
+	}
+	defer ctlW.Close()
+	attr := &os.ProcAttr{Files: []*os.File{nil, nil, nil, ctlR}, Env: []string{}, Sys: sys}
+	err = runProbe(initArg0Userns, attr, func(pid int) error {
+		ctlR.Close()
+		if err := writeIDMaps(pid); err != nil {
+			return err
+		}
+		_, err := ctlW.Write([]byte{0})
+		return err
+	})
+	ctlR.Close()
+	if err != nil {
 		return fmt.Errorf("creating a user namespace: %w%s", err, usernsBlocker(err))
 	}
 	return nil
@@ -206,35 +221,78 @@ func probeUserns() error {
 // probeInit runs the init in probe mode with sys and waits for it.
 func probeInit(sys *syscall.SysProcAttr) error {
 	attr := &os.ProcAttr{Files: []*os.File{nil, nil, nil}, Env: []string{}, Sys: sys}
-	p, err := startOwned(selfExe, []string{initArg0}, attr)
+	return runProbe(initArg0, attr, nil)
+}
+
+// runProbe starts the init as argv0 in probe mode, calls started (if not
+// nil; an error kills the init) and waits for the init's verdict.
+func runProbe(argv0 string, attr *os.ProcAttr, started func(pid int) error) error {
+	p, err := startOwned(selfExe, []string{argv0}, attr)
 	if err != nil {
 		return err
 	}
+	var serr error
+	if started != nil {
+		if serr = started(p.Pid); serr != nil {
+			_ = p.Kill()
+		}
+	}
 	st, err := p.Wait()
 	disown(p.Pid)
-	if err != nil {
+	switch {
+	case serr != nil:
+		return serr
+	case err != nil:
 		return fmt.Errorf("wait for the namespace init: %w", err)
-	}
-	if !st.Success() {
+	case !st.Success():
 		return fmt.Errorf("the namespace init failed its probe (%s)", st)
 	}
 	return nil
 }
 
 // nsAttr sets up sys for the namespaces of mode: a new PID namespace, and
-// for userns a new user namespace that owns it, mapping electd's effective
-// uid and gid to themselves (an unprivileged process may map only those,
-// and only with setgroups denied).
+// for userns a new user namespace that owns it. Its id maps are written
+// by writeIDMaps once the init has been exec'd, not by the fork: electd is
+// not dumpable (cmd/electd's hideProcess), so the /proc files of a forked
+// copy of it belong to root until it execs, and a non-root electd could not
+// write them.
 func nsAttr(sys *syscall.SysProcAttr, mode Containment) {
 	sys.Cloneflags |= syscall.CLONE_NEWPID
-	if mode != ContainUserns {
-		return
+	if mode == ContainUserns {
+		sys.Cloneflags |= syscall.CLONE_NEWUSER
 	}
-	uid, gid := os.Geteuid(), os.Getegid()
-	sys.Cloneflags |= syscall.CLONE_NEWUSER
-	sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-	sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-	sys.GidMappingsEnableSetgroups = false
+}
+
+// writeIDMaps maps, in the user namespace of the init pid, electd's
+// effective uid and gid to themselves: an unprivileged process may map only
+// those, and the gid only once setgroups is denied.
+func writeIDMaps(pid int) error {
+	dir := "/proc/" + strconv.Itoa(pid) + "/"
+	uid, gid := strconv.Itoa(os.Geteuid()), strconv.Itoa(os.Getegid())
+	for _, m := range []struct{ file, line string }{
+		{"setgroups", "deny"},
+		{"gid_map", gid + " " + gid + " 1\n"},
+		{"uid_map", uid + " " + uid + " 1\n"},
+	} {
+		if err := writeProcFile(dir+m.file, m.line); err != nil {
+			return fmt.Errorf("write the user namespace's %s: %w", m.file, err)
+		}
+	}
+	return nil
+}
+
+// writeProcFile writes s to an existing /proc file in one write, as the
+// id map files require.
+func writeProcFile(path, s string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(s)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // usernsBlocker names, from the host's settings, what may have refused a
