@@ -40,6 +40,9 @@ func TestMain(m *testing.M) {
 	if helperDir != "" {
 		os.RemoveAll(helperDir)
 	}
+	if titledBin != "" {
+		os.RemoveAll(filepath.Dir(titledBin))
+	}
 	os.Exit(code)
 }
 

@@ -38,7 +38,7 @@ func TestUsernsAsNonRoot(t *testing.T) {
 	tests := []string{
 		"TestResolveContainment", "TestNamespacePassesThrough", "TestNamespaceStopReachesWholeTree",
 		"TestTreeGoneBeforeResign", "TestRestartAfterTreeGone", "TestDeadlineKillsTermIgnoringTree",
-		"TestTermLossStopsChild", "TestUsernsChildView",
+		"TestTermLossStopsChild", "TestRunOnceAfterExitAfterTree", "TestUsernsChildView",
 	}
 	out := runAsNobody(t, "^("+strings.Join(tests, "|")+")$", showIDHelpers(t))
 	wants := []string{
@@ -53,6 +53,7 @@ func TestUsernsAsNonRoot(t *testing.T) {
 		"--- PASS: TestRestartAfterTreeGone/userns",
 		"--- PASS: TestDeadlineKillsTermIgnoringTree/userns",
 		"--- PASS: TestTermLossStopsChild/userns",
+		"--- PASS: TestRunOnceAfterExitAfterTree/userns",
 		"--- PASS: TestUsernsChildView",
 	}
 	for _, w := range wants {
