@@ -28,7 +28,11 @@ const (
 	// (as ping has), separated by a colon. Only root can make them, so the
 	// root test run makes them for the run as nobody.
 	envShowID = "ELECTD_TEST_SHOWID"
-	nobody    = 65534
+	// envGroupFile names a file that only root and the group adm (4) may
+	// read, which the run as nobody keeps as a supplementary group.
+	envGroupFile = "ELECTD_TEST_GROUP_FILE"
+	nobody       = 65534
+	groupAdm     = 4
 )
 
 // TestUsernsAsNonRoot re-runs, as nobody, the tests that run the child's
@@ -40,7 +44,7 @@ func TestUsernsAsNonRoot(t *testing.T) {
 		"TestTreeGoneBeforeResign", "TestRestartAfterTreeGone", "TestDeadlineKillsTermIgnoringTree",
 		"TestTermLossStopsChild", "TestRunOnceAfterExitAfterTree", "TestUsernsChildView",
 	}
-	out := runAsNobody(t, "^("+strings.Join(tests, "|")+")$", showIDHelpers(t))
+	out := runAsNobody(t, "^("+strings.Join(tests, "|")+")$", showIDHelpers(t), groupFile(t))
 	wants := []string{
 		"--- PASS: TestResolveContainment/auto_picks_the_strongest_that_works",
 		"auto: userns",
@@ -67,7 +71,7 @@ func TestUsernsAsNonRoot(t *testing.T) {
 }
 
 // runAsNobody runs the tests matching run in a copy of this test binary as
-// uid and gid 65534 without supplementary groups, and returns its verbose
+// uid and gid 65534 with the supplementary group adm (4), and returns its verbose
 // output; it fails the test if they fail. It skips, loudly, when this
 // process is not root (then the tests ran as non-root already) or setpriv
 // is missing (fails under CI).
@@ -95,7 +99,7 @@ func runAsNobody(t *testing.T, run string, env ...string) string {
 	copyFile(t, self, bin, 0o755)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, setpriv, "--reuid="+strconv.Itoa(nobody), "--regid="+strconv.Itoa(nobody), "--clear-groups",
+	cmd := exec.CommandContext(ctx, setpriv, "--reuid="+strconv.Itoa(nobody), "--regid="+strconv.Itoa(nobody), "--groups="+strconv.Itoa(groupAdm),
 		"--", bin, "-test.run="+run, "-test.v", "-test.count=1")
 	cmd.Dir = dir
 	for _, kv := range os.Environ() {
@@ -138,6 +142,20 @@ func copyFile(t *testing.T, from, to string, perm os.FileMode) {
 	if err := os.Chmod(to, perm); err != nil { // past the umask
 		t.Fatal(err)
 	}
+}
+
+// groupFile makes, as root, a file that only root and the group adm may
+// read, and returns the environment entry that names it.
+func groupFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(worldDir(t), "adm-only")
+	if err := os.WriteFile(path, []byte("adm-only\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, 0, groupAdm); err != nil {
+		t.Fatal(err)
+	}
+	return envGroupFile + "=" + path
 }
 
 // showIDC prints the real and effective uid, the effective capability set
@@ -219,6 +237,7 @@ func TestUsernsChildView(t *testing.T) {
 	suid, capBin, _ := strings.Cut(os.Getenv(envShowID), ":")
 	script := `echo "id $(id -u) $(id -g)"
 echo "groups $(id -G)"
+echo "supplementary $(awk '/^Groups:/ { print $2 }' /proc/self/status)"
 echo "root-file $(stat -c %u:%g /etc/passwd)"
 echo "own-file $(stat -c %u:%g ` + own + `)"
 echo "nspid $$"
@@ -228,6 +247,8 @@ echo "uid_map $(cat /proc/self/uid_map | tr -s ' ')"
 echo "gid_map $(cat /proc/self/gid_map | tr -s ' ')"
 echo "setgroups $(cat /proc/self/setgroups)"
 echo "capeff $(grep CapEff /proc/self/status | tr -d '\t')"
+echo "group-file $(cat "$GROUPFILE" 2>&1)"
+echo "bind-80 $(perl -MIO::Socket::INET -e 'print IO::Socket::INET->new(LocalAddr => "127.0.0.1:80", Listen => 1, ReuseAddr => 1) ? "ok" : "$!"' 2>&1)"
 echo "su $(su -c true root </dev/null 2>&1 | tr '\n' ' ')"
 echo "passwd $(passwd -S 2>&1 </dev/null | head -1)"
 [ -n "$SUID" ] && echo "setuid $($SUID)"
@@ -237,7 +258,7 @@ exit 0
 	view := func(mode Containment) map[string]string {
 		out := newSyncBuf()
 		c := runChild(t, ChildSpec{Path: "/bin/sh", Args: []string{"-c", script},
-			Env: []string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin", "SUID=" + suid, "CAPBIN=" + capBin}, Stdout: out, Stderr: out, Containment: mode})
+			Env: []string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin", "SUID=" + suid, "CAPBIN=" + capBin, "GROUPFILE=" + os.Getenv(envGroupFile)}, Stdout: out, Stderr: out, Containment: mode})
 		select {
 		case <-c.Done():
 		case <-time.After(testDeadline):
@@ -268,6 +289,12 @@ exit 0
 			{name: "root's files show as nobody", key: "root-file", want: "65534:65534"},
 			{name: "no capabilities", key: "capeff", want: "CapEff:0000000000000000"},
 		}...)
+		if os.Getenv(envGroupFile) != "" {
+			checks = append(checks, []struct{ name, key, want string }{
+				{name: "an unmapped supplementary group shows as nogroup", key: "supplementary", want: strconv.Itoa(nobody)},
+				{name: "an unmapped supplementary group still grants access", key: "group-file", want: "adm-only"},
+			}...)
+		}
 		if suid != "" {
 			checks = append(checks, struct{ name, key, want string }{name: "set-user-ID root gains nothing", key: "setuid",
 				want: fmt.Sprintf("%d %d 0 Operation not permitted", uid, uid)})
