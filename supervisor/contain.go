@@ -31,19 +31,22 @@ import (
 //     init exits with its status and the rest of the tree is SIGKILLed by the
 //     kernel before electd sees the exit. Needs CAP_SYS_ADMIN.
 //   - userns: as pidns, under the same init, but the PID namespace is
-//     owned by a new user namespace that maps electd's own uid and gid to
-//     themselves (setgroups denied, as the kernel requires of an
-//     unprivileged writer of gid_map), which the kernel lets an ordinary
-//     user create where unprivileged user namespaces are allowed. The tree
-//     dies with electd on kill -9 exactly as under pidns. What changes for
-//     the child: it runs as the same uid and gid, but files and processes of
-//     any other uid or gid (root's included) show as 65534 (nobody and
-//     nogroup), set-user-ID and set-group-ID bits of files owned by an
-//     unmapped id (su, passwd) and file capabilities (ping) gain it nothing,
-//     and the supplementary groups it keeps show as 65534 and cannot be
-//     changed. Needs unprivileged user namespaces (not blocked by
-//     user.max_user_namespaces=0, kernel.unprivileged_userns_clone=0, an
-//     AppArmor restriction or a seccomp profile); needs no capability.
+//     owned by a new user namespace in which electd's effective uid and gid
+//     map to themselves (setgroups denied, as the kernel requires of an
+//     unprivileged writer of gid_map). Any user may create one where the
+//     host allows unprivileged user namespaces, and the tree dies with
+//     electd on kill -9 exactly as under pidns. What changes for the child
+//     (TestUsernsChildView): it keeps its uid and gid, but files and
+//     processes of any other id (root's included) show as 65534 (nobody,
+//     nogroup), and so do its supplementary groups (which still grant
+//     access, and cannot be changed); set-user-ID and set-group-ID programs
+//     run without their privilege; a file capability (ping's cap_net_raw)
+//     is granted only in the user namespace, which owns no network
+//     namespace, so it gains nothing either. As root (asked for), the
+//     child keeps uid 0 but only the user namespace's capabilities. Needs
+//     no capability; is refused where user.max_user_namespaces=0,
+//     kernel.unprivileged_userns_clone=0, an AppArmor restriction or a
+//     seccomp profile blocks CLONE_NEWUSER.
 //   - pgroup: the child leads a process group, and electd is a child
 //     subreaper: orphaned descendants are reparented to it. A stop signals
 //     the group and every descendant electd can find in /proc (descendants of
