@@ -109,7 +109,7 @@ func NewMetrics(reg prometheus.Registerer, election string, leaseRemaining func(
 			"Failed store operations, by operation, class of error (the store's error code, timeout, conn, other) and server (host:port, for a store of independent servers such as a Redlock quorum; empty for a store seen as one), including those retried.")),
 			[]string{"op", "class", "server"}),
 		containment: prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("containment_info",
-			"1 for the containment mode in force for the child's process tree (pidns, pgroup, or none without a command).")), []string{"mode"}),
+			"1 for the containment mode in force for the child's process tree (pidns, userns, pgroup, or none without a command).")), []string{"mode"}),
 	}
 
 	for _, op := range storeOps {

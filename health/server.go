@@ -76,7 +76,7 @@ type Config struct {
 	// decides.
 	StoreMembers func(ctx context.Context) ([]backend.Member, error)
 	// Containment is the containment mode of the child's process tree,
-	// reported in the /healthz body ("pidns", "pgroup", "none"); empty: not
+	// reported in the /healthz body ("pidns", "userns", "pgroup", "none"); empty: not
 	// reported.
 	Containment string
 	// Live answers /livez: is electd's own loop alive. It must not depend on

@@ -60,9 +60,9 @@ type ChildSpec struct {
 	// and SIGKILL follows at once, without a grace period.
 	StopTimeout time.Duration
 
-	// Containment is how the tree is held together: ContainPidns or
-	// ContainPgroup (the default; auto is resolved by the Supervisor, see
-	// ResolveContainment).
+	// Containment is how the tree is held together: ContainPidns,
+	// ContainUserns or ContainPgroup (the default; auto is resolved by the
+	// Supervisor, see ResolveContainment).
 	Containment Containment
 
 	// StartBy, if not zero, is the last moment (on Clock) at which the
@@ -183,7 +183,7 @@ type Child struct {
 	// startBy is spec.StartBy on CLOCK_MONOTONIC (clock.Monotonic); 0: none.
 	startBy time.Duration
 
-	// pidns only: the init's control pipe (write end) and status pipe (read
+	// pidns and userns only: the init's control pipe (write end) and status pipe (read
 	// end); see nsinit.go.
 	ctl       *os.File
 	status    *bufio.Reader
@@ -205,7 +205,8 @@ type Child struct {
 }
 
 // StartChild starts spec in a new process group (ContainPgroup) or PID
-// namespace (ContainPidns) and returns once it runs; Done tells when the
+// namespace (ContainPidns; ContainUserns: one owned by a new user
+// namespace) and returns once it runs; Done tells when the
 // child has exited. log may be nil; records go under the group "child".
 //
 // The child (under pidns: the namespace init) gets Pdeathsig = SIGKILL, so it dies when electd dies, even by
@@ -257,7 +258,7 @@ func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
 		return nil, fmt.Errorf("start child: %w", err)
 	}
 	execPath, execArgv := path, argv
-	if spec.Containment == ContainPidns {
+	if c.namespaced() {
 		if closeAfterStart, err = c.initPipes(attr, closeAfterStart); err != nil {
 			for _, f := range closeAfterStart {
 				f.Close()
@@ -269,10 +270,10 @@ func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
 	if !spec.StartBy.IsZero() {
 		c.startBy = max(1, clock.Monotonic()+spec.StartBy.Sub(clk.Now()))
 	}
-	if spec.Containment == ContainPidns {
-		attr.Sys.Cloneflags = syscall.CLONE_NEWPID
+	if c.namespaced() {
+		nsAttr(attr.Sys, c.mode())
 		execPath = selfExe
-		execArgv = append([]string{initArg0, strconv.FormatInt(int64(c.startBy), 10), path}, argv...)
+		execArgv = append([]string{c.initArg0(), strconv.FormatInt(int64(c.startBy), 10), path}, argv...)
 	}
 	defaultDispositions()
 	c.suspended = clk.Suspended()
@@ -281,6 +282,13 @@ func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
 	err = <-started
 	for _, f := range closeAfterStart {
 		f.Close()
+	}
+	if err == nil && c.mode() == ContainUserns {
+		if err = c.mapIDs(); err != nil {
+			c.killGroup(syscall.SIGKILL)
+			close(c.initSeen)
+			<-c.done
+		}
 	}
 	if err == nil && c.status != nil {
 		killed, stopWatch := c.killPendingAt(clk, spec.KillBy)
@@ -314,10 +322,35 @@ func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
 }
 
 func (c *Child) mode() Containment {
-	if c.spec.Containment == ContainPidns {
-		return ContainPidns
+	switch c.spec.Containment {
+	case ContainPidns, ContainUserns:
+		return c.spec.Containment
 	}
 	return ContainPgroup
+}
+
+// namespaced reports whether the child runs under the namespace init
+// (pidns, userns).
+func (c *Child) namespaced() bool { return c.mode() != ContainPgroup }
+
+// initArg0 is the namespace init's argv[0], which tells it its mode.
+func (c *Child) initArg0() string {
+	if c.mode() == ContainUserns {
+		return initArg0Userns
+	}
+	return initArg0
+}
+
+// mapIDs writes the id maps of the init's user namespace and then lets the
+// init go on (see initArg0Userns).
+func (c *Child) mapIDs() error {
+	if err := writeIDMaps(c.pid); err != nil {
+		return err
+	}
+	if _, err := c.ctl.Write([]byte{0}); err != nil {
+		return fmt.Errorf("let the namespace init go on: %w", err)
+	}
+	return nil
 }
 
 // initPipes adds the namespace init's control and status pipes to attr as
@@ -340,7 +373,7 @@ func (c *Child) initPipes(attr *os.ProcAttr, closeAfterStart []*os.File) ([]*os.
 }
 
 // closeInitPipes closes electd's ends of the init's pipes, once; without
-// pidns there are none.
+// a namespace init there are none.
 func (c *Child) closeInitPipes() {
 	c.pipesOnce.Do(func() {
 		if c.ctl != nil {

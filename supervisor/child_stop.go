@@ -34,11 +34,11 @@ const (
 //
 //  1. StopSignal to every process of the tree (then SIGCONT, as systemd
 //     does, so that stopped members can act on it): under pgroup to the group
-//     and to every descendant found in /proc, under pidns to every process of
+//     and to every descendant found in /proc, under pidns and userns to every process of
 //     the namespace, through its init;
 //  2. wait up to StopTimeout for the child (its main process) to exit,
 //  3. SIGKILL to the tree if it has not,
-//  4. wait until the child is reaped (under pidns the kernel has then killed
+//  4. wait until the child is reaped (under pidns and userns the kernel has then killed
 //     and reaped the whole namespace),
 //  5. under pgroup, SIGKILL whatever is left of the tree (workers, setsid'd
 //     daemons reparented to electd) and wait, at most 5 s, until none is
@@ -112,10 +112,10 @@ func (c *Child) stop(ctx context.Context) error {
 
 // signalTree sends sig to every process of the child's tree; SIGCONT
 // follows a stop signal so that stopped processes act on it. Under pidns
-// the init sends it to its whole namespace; SIGKILL goes to the init
+// and userns the init sends it to its whole namespace; SIGKILL goes to the init
 // itself, whose death kills the namespace.
 func (c *Child) signalTree(sig syscall.Signal) {
-	if c.mode() == ContainPidns {
+	if c.namespaced() {
 		if sig == syscall.SIGKILL {
 			c.killGroup(sig)
 			return

@@ -14,12 +14,24 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The test process is a child subreaper, as electd is in production: the
 // orphans of the children it starts come back to it, and Stop and
 // ReapOrphans must reap them.
+//
+// Run as nobody (TestUsernsAsNonRoot), the test process is not dumpable,
+// as electd makes itself (cmd/electd's hideProcess): the /proc files of
+// what it forks belong to root until they exec.
 func TestMain(m *testing.M) {
+	if os.Getenv(envAsNobody) != "" {
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			fmt.Fprintln(os.Stderr, "supervisor tests: PR_SET_DUMPABLE:", err)
+			os.Exit(1)
+		}
+	}
 	if err := BecomeSubreaper(); err != nil {
 		fmt.Fprintln(os.Stderr, "supervisor tests:", err)
 		os.Exit(1)
@@ -27,6 +39,9 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if helperDir != "" {
 		os.RemoveAll(helperDir)
+	}
+	if titledBin != "" {
+		os.RemoveAll(filepath.Dir(titledBin))
 	}
 	os.Exit(code)
 }
@@ -190,12 +205,13 @@ func testchildBin(t *testing.T) string {
 }
 
 // needMode skips a test of a containment mode this host does not allow
-// (pidns needs CAP_SYS_ADMIN); with CI set it fails instead, since CI runs
-// as root.
+// (pidns needs CAP_SYS_ADMIN, userns unprivileged user namespaces); with CI
+// set it fails instead, since CI runs as root, and so does a mode other
+// than pidns in the tests re-run as nobody (TestUsernsAsNonRoot).
 func needMode(t *testing.T, mode Containment) {
 	t.Helper()
 	if _, _, err := ResolveContainment(mode); err != nil {
-		if os.Getenv("CI") != "" {
+		if os.Getenv("CI") != "" || (os.Getenv(envAsNobody) != "" && mode != ContainPidns) {
 			t.Fatalf("containment %s is needed here: %v", mode, err)
 		}
 		t.Skipf("SKIP: containment %s is not available: %v", mode, err)

@@ -30,6 +30,23 @@ import (
 //     tree dies with electd even on kill -9. When the main process exits, the
 //     init exits with its status and the rest of the tree is SIGKILLed by the
 //     kernel before electd sees the exit. Needs CAP_SYS_ADMIN.
+//   - userns: as pidns, under the same init, but the PID namespace is
+//     owned by a new user namespace in which electd's effective uid and gid
+//     map to themselves (setgroups denied, as the kernel requires of an
+//     unprivileged writer of gid_map). Any user may create one where the
+//     host allows unprivileged user namespaces, and the tree dies with
+//     electd on kill -9 exactly as under pidns. What changes for the child
+//     (TestUsernsChildView): it keeps its uid and gid, but files and
+//     processes of any other id (root's included) show as 65534 (nobody,
+//     nogroup), and so do its supplementary groups (which still grant
+//     access, and cannot be changed); set-user-ID and set-group-ID programs
+//     run without their privilege; a file capability (ping's cap_net_raw)
+//     is granted only in the user namespace, which owns no network
+//     namespace, so it gains nothing either. As root (asked for), the
+//     child keeps uid 0 but only the user namespace's capabilities. Needs
+//     no capability; is refused where user.max_user_namespaces=0,
+//     kernel.unprivileged_userns_clone=0, an AppArmor restriction or a
+//     seccomp profile blocks CLONE_NEWUSER.
 //   - pgroup: the child leads a process group, and electd is a child
 //     subreaper: orphaned descendants are reparented to it. A stop signals
 //     the group and every descendant electd can find in /proc (descendants of
@@ -51,6 +68,7 @@ type Containment string
 const (
 	ContainAuto   Containment = "auto"
 	ContainPidns  Containment = "pidns"
+	ContainUserns Containment = "userns"
 	ContainCgroup Containment = "cgroup"
 	ContainPgroup Containment = "pgroup"
 	// ContainNone is reported when there is no command to contain
@@ -61,50 +79,103 @@ const (
 // ParseContainment checks a --containment value.
 func ParseContainment(s string) (Containment, error) {
 	switch c := Containment(s); c {
-	case ContainAuto, ContainPidns, ContainCgroup, ContainPgroup:
+	case ContainAuto, ContainPidns, ContainUserns, ContainCgroup, ContainPgroup:
 		return c, nil
 	case "":
 		return ContainAuto, nil
 	}
-	return "", elector.Configf("containment", "%q is not one of auto, pidns, cgroup, pgroup", s)
+	return "", elector.Configf("containment", "%q is not one of auto, pidns, userns, cgroup, pgroup", s)
 }
 
 // ResolveContainment turns the mode asked for into the one in force: auto
-// becomes the strongest mode this host allows. It tries a PID namespace for
-// real (one short-lived init), so the answer is what StartChild will get.
-// The reason says why the mode was chosen; the error, an
-// *elector.ConfigError for "containment", why the one asked for cannot be
-// had and what would work. The probe runs once per process.
+// becomes the strongest mode this host allows (pidns, else userns, else
+// pgroup). It tries each namespace mode for real (one short-lived init), so
+// the answer is what StartChild will get. The reason says why the mode was
+// chosen; the error, an *elector.ConfigError for "containment", why the one
+// asked for cannot be had and what would work. Each probe runs at most once
+// per process.
 func ResolveContainment(want Containment) (mode Containment, reason string, err error) {
-	if want == "" {
-		want = ContainAuto
+	return resolve(want, hostProbes)
+}
+
+// probes tells whether this host can give each namespace mode: nil, or why
+// not.
+type probes struct {
+	pidns, userns func() error
+}
+
+var hostProbes = probes{
+	pidns:  onceErr(probePidns),
+	userns: onceErr(probeUserns),
+}
+
+// onceErr runs probe at most once and remembers its answer.
+func onceErr(probe func() error) func() error {
+	var (
+		once sync.Once
+		err  error
+	)
+	return func() error {
+		once.Do(func() { err = probe() })
+		return err
 	}
+}
+
+func resolve(want Containment, p probes) (Containment, string, error) {
 	switch want {
+	case "", ContainAuto:
+		return resolveAuto(p), autoReason(p), nil
 	case ContainPgroup:
 		return ContainPgroup, "asked for", nil
 	case ContainCgroup:
 		return "", "", notAvailable(want, "cgroup containment is not built in this release; "+
-			"use --containment pidns (contains every descendant and survives kill -9 of electd) or pgroup")
-	}
-	probeOnce.Do(func() { probeErr = probePidns() })
-	perr := probeErr
-	switch {
-	case perr == nil && want == ContainPidns:
+			"use --containment pidns or userns (contain every descendant and survive kill -9 of electd) or pgroup")
+	case ContainPidns:
+		if err := p.pidns(); err != nil {
+			return "", "", notAvailable(want, err.Error()+"; run electd as root or with CAP_SYS_ADMIN, or use "+
+				fallback(p.userns() == nil))
+		}
 		return ContainPidns, "asked for", nil
-	case perr == nil:
-		return ContainPidns, "strongest available", nil
-	case want == ContainPidns:
-		return "", "", notAvailable(want, perr.Error()+"; run electd as root or with CAP_SYS_ADMIN, "+
-			"or use --containment pgroup (weaker: the tree survives a kill -9 of electd)")
-	default:
-		return ContainPgroup, "pidns not available: " + perr.Error(), nil
+	case ContainUserns:
+		if err := p.userns(); err != nil {
+			return "", "", notAvailable(want, err.Error()+"; allow unprivileged user namespaces, or use "+
+				"--containment pidns (as root or with CAP_SYS_ADMIN) or pgroup (weaker: the tree survives a kill -9 of electd)")
+		}
+		return ContainUserns, "asked for", nil
 	}
+	return "", "", elector.Configf("containment", "%q is not a mode", want)
 }
 
-var (
-	probeOnce sync.Once
-	probeErr  error
-)
+// resolveAuto is the strongest mode p allows.
+func resolveAuto(p probes) Containment {
+	switch {
+	case p.pidns() == nil:
+		return ContainPidns
+	case p.userns() == nil:
+		return ContainUserns
+	}
+	return ContainPgroup
+}
+
+// autoReason says why auto chose what resolveAuto chose.
+func autoReason(p probes) string {
+	if p.pidns() == nil {
+		return "strongest available"
+	}
+	why := "pidns not available: " + p.pidns().Error()
+	if p.userns() == nil {
+		return why
+	}
+	return why + "; userns not available: " + p.userns().Error()
+}
+
+// fallback names the modes to use instead of pidns.
+func fallback(userns bool) string {
+	if userns {
+		return "--containment userns (this host allows it: the tree dies with electd as under pidns) or pgroup"
+	}
+	return "--containment pgroup (weaker: the tree survives a kill -9 of electd; userns is not available either)"
+}
 
 func notAvailable(mode Containment, why string) error {
 	return elector.Configf("containment", "%s is not available: %s", mode, why)
@@ -113,27 +184,151 @@ func notAvailable(mode Containment, why string) error {
 // probePidns starts the init in a new PID namespace, in probe mode, and
 // reports why it could not.
 func probePidns() error {
-	attr := &os.ProcAttr{
-		Files: []*os.File{nil, nil, nil},
-		Env:   []string{},
-		Sys:   &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Setpgid: true, Pdeathsig: syscall.SIGKILL},
-	}
-	p, err := startOwned(selfExe, []string{initArg0}, attr)
-	if err != nil {
+	sys := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	nsAttr(sys, ContainPidns)
+	if err := probeInit(sys); err != nil {
 		if errors.Is(err, syscall.EPERM) {
 			return errors.New("creating a PID namespace was refused (no CAP_SYS_ADMIN)")
 		}
 		return fmt.Errorf("creating a PID namespace: %w", err)
 	}
+	return nil
+}
+
+// probeUserns starts the init in a new PID namespace owned by a new user
+// namespace, maps its ids as StartChild does, and reports why it could not.
+func probeUserns() error {
+	sys := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	nsAttr(sys, ContainUserns)
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("creating a user namespace: %w", err)
+	}
+	defer ctlW.Close()
+	attr := &os.ProcAttr{Files: []*os.File{nil, nil, nil, ctlR}, Env: []string{}, Sys: sys}
+	err = runProbe(initArg0Userns, attr, func(pid int) error {
+		ctlR.Close()
+		if err := writeIDMaps(pid); err != nil {
+			return err
+		}
+		_, err := ctlW.Write([]byte{0})
+		return err
+	})
+	ctlR.Close()
+	if err != nil {
+		return fmt.Errorf("creating a user namespace: %w%s", err, usernsBlocker(err))
+	}
+	return nil
+}
+
+// probeInit runs the init in probe mode with sys and waits for it.
+func probeInit(sys *syscall.SysProcAttr) error {
+	attr := &os.ProcAttr{Files: []*os.File{nil, nil, nil}, Env: []string{}, Sys: sys}
+	return runProbe(initArg0, attr, nil)
+}
+
+// runProbe starts the init as argv0 in probe mode, calls started (if not
+// nil; an error kills the init) and waits for the init's verdict.
+func runProbe(argv0 string, attr *os.ProcAttr, started func(pid int) error) error {
+	p, err := startOwned(selfExe, []string{argv0}, attr)
+	if err != nil {
+		return err
+	}
+	var serr error
+	if started != nil {
+		if serr = started(p.Pid); serr != nil {
+			_ = p.Kill()
+		}
+	}
 	st, err := p.Wait()
 	disown(p.Pid)
-	if err != nil {
+	switch {
+	case serr != nil:
+		return serr
+	case err != nil:
 		return fmt.Errorf("wait for the namespace init: %w", err)
-	}
-	if !st.Success() {
+	case !st.Success():
 		return fmt.Errorf("the namespace init failed its probe (%s)", st)
 	}
 	return nil
+}
+
+// nsAttr sets up sys for the namespaces of mode: a new PID namespace, and
+// for userns a new user namespace that owns it. Its id maps are written
+// by writeIDMaps once the init has been exec'd, not by the fork: electd is
+// not dumpable (cmd/electd's hideProcess), so the /proc files of a forked
+// copy of it belong to root until it execs, and a non-root electd could not
+// write them.
+func nsAttr(sys *syscall.SysProcAttr, mode Containment) {
+	sys.Cloneflags |= syscall.CLONE_NEWPID
+	if mode == ContainUserns {
+		sys.Cloneflags |= syscall.CLONE_NEWUSER
+	}
+}
+
+// writeIDMaps maps, in the user namespace of the init pid, electd's
+// effective uid and gid to themselves: an unprivileged process may map only
+// those, and the gid only once setgroups is denied.
+func writeIDMaps(pid int) error {
+	dir := "/proc/" + strconv.Itoa(pid) + "/"
+	uid, gid := strconv.Itoa(os.Geteuid()), strconv.Itoa(os.Getegid())
+	for _, m := range []struct{ file, line string }{
+		{"setgroups", "deny"},
+		{"gid_map", gid + " " + gid + " 1\n"},
+		{"uid_map", uid + " " + uid + " 1\n"},
+	} {
+		if err := writeProcFile(dir+m.file, m.line); err != nil {
+			return fmt.Errorf("write the user namespace's %s: %w", m.file, err)
+		}
+	}
+	return nil
+}
+
+// writeProcFile writes s to an existing /proc file in one write, as the
+// id map files require.
+func writeProcFile(path, s string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(s)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// usernsBlocker names, from the host's settings, what may have refused a
+// user namespace: err's errno and the sysctls that disable them.
+func usernsBlocker(err error) string {
+	var hints []string
+	if sysctlIs("/proc/sys/user/max_user_namespaces", "0") {
+		hints = append(hints, "sysctl user.max_user_namespaces=0")
+	}
+	if sysctlIs("/proc/sys/kernel/unprivileged_userns_clone", "0") {
+		hints = append(hints, "sysctl kernel.unprivileged_userns_clone=0")
+	}
+	if sysctlIs("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1") {
+		hints = append(hints, "sysctl kernel.apparmor_restrict_unprivileged_userns=1 (an AppArmor restriction)")
+	}
+	switch {
+	case len(hints) > 0:
+		return " (unprivileged user namespaces are disabled here: " + strings.Join(hints, ", ") + ")"
+	case errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES):
+		return " (refused: a seccomp or AppArmor/SELinux profile, e.g. a container runtime's default, " +
+			"may block CLONE_NEWUSER)"
+	case errors.Is(err, syscall.ENOSPC):
+		return " (the user.max_user_namespaces limit is reached)"
+	case errors.Is(err, syscall.EINVAL):
+		return " (this kernel has no user namespaces)"
+	}
+	return ""
+}
+
+// sysctlIs reports whether the file at path holds value.
+func sysctlIs(path, value string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && strings.TrimSpace(string(b)) == value
 }
 
 // treeMembers lists, from /proc, the live processes of the tree of the

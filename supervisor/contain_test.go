@@ -3,6 +3,8 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,6 +22,7 @@ func TestParseContainment(t *testing.T) {
 		{name: "empty is auto", in: "", want: ContainAuto},
 		{name: "auto", in: "auto", want: ContainAuto},
 		{name: "pidns", in: "pidns", want: ContainPidns},
+		{name: "userns", in: "userns", want: ContainUserns},
 		{name: "pgroup", in: "pgroup", want: ContainPgroup},
 		{name: "cgroup parses", in: "cgroup", want: ContainCgroup},
 		{name: "unknown", in: "jail", err: true},
@@ -39,8 +42,81 @@ func TestParseContainment(t *testing.T) {
 	}
 }
 
+// TestResolve: what each mode asked for becomes on hosts that allow
+// different namespace modes (the probes' answers stand in for the host).
+func TestResolve(t *testing.T) {
+	noCap := errors.New("creating a PID namespace was refused (no CAP_SYS_ADMIN)")
+	noUserns := errors.New("creating a user namespace: operation not permitted (refused: a seccomp profile)")
+	tests := []struct {
+		name          string
+		in            Containment
+		pidns, userns error // the probes' answers
+		want          Containment
+		why           []string // the reason, or the error, contains each
+		err           bool
+	}{
+		{name: "auto as root", in: ContainAuto, want: ContainPidns, why: []string{"strongest available"}},
+		{name: "empty is auto", in: "", want: ContainPidns, why: []string{"strongest available"}},
+		{name: "auto as root without userns", in: ContainAuto, userns: noUserns, want: ContainPidns},
+		{name: "auto without root", in: ContainAuto, pidns: noCap, want: ContainUserns, why: []string{"pidns not available", "CAP_SYS_ADMIN"}},
+		{name: "auto without root or userns", in: ContainAuto, pidns: noCap, userns: noUserns, want: ContainPgroup,
+			why: []string{"pidns not available", "CAP_SYS_ADMIN", "userns not available", "seccomp"}},
+		{name: "pidns as root", in: ContainPidns, want: ContainPidns, why: []string{"asked for"}},
+		{name: "pidns without root, userns works", in: ContainPidns, pidns: noCap, err: true,
+			why: []string{"pidns is not available", "CAP_SYS_ADMIN", "--containment userns", "pgroup"}},
+		{name: "pidns without root or userns", in: ContainPidns, pidns: noCap, userns: noUserns, err: true,
+			why: []string{"pidns is not available", "CAP_SYS_ADMIN", "--containment pgroup", "userns is not available either"}},
+		{name: "userns where allowed", in: ContainUserns, pidns: noCap, want: ContainUserns, why: []string{"asked for"}},
+		{name: "userns as root", in: ContainUserns, want: ContainUserns, why: []string{"asked for"}},
+		{name: "userns refused", in: ContainUserns, pidns: noCap, userns: noUserns, err: true,
+			why: []string{"userns is not available", "seccomp", "allow unprivileged user namespaces", "--containment pidns", "pgroup"}},
+		{name: "pgroup needs no probe", in: ContainPgroup, pidns: noCap, userns: noUserns, want: ContainPgroup, why: []string{"asked for"}},
+		{name: "cgroup is not built", in: ContainCgroup, err: true, why: []string{"cgroup is not available", "pidns", "userns", "pgroup"}},
+		{name: "none cannot be asked for", in: ContainNone, err: true, why: []string{"none"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			probed := map[string]int{}
+			probe := func(name string, err error) func() error {
+				return func() error { probed[name]++; return err }
+			}
+			got, why, err := resolve(tt.in, probes{pidns: probe("pidns", tt.pidns), userns: probe("userns", tt.userns)})
+			var ce *elector.ConfigError
+			switch {
+			case tt.err && (!errors.As(err, &ce) || ce.Field != "containment"):
+				t.Fatalf("resolve(%q) = %q, %v; want a ConfigError on containment", tt.in, got, err)
+			case !tt.err && (err != nil || got != tt.want):
+				t.Fatalf("resolve(%q) = %q (%q), %v; want %q", tt.in, got, why, err, tt.want)
+			case tt.err:
+				why = err.Error()
+			}
+			for _, w := range tt.why {
+				if !strings.Contains(why, w) {
+					t.Errorf("resolve(%q): %q does not say %q", tt.in, why, w)
+				}
+			}
+			if why == "" {
+				t.Errorf("resolve(%q) gave no reason", tt.in)
+			}
+			if tt.in == ContainPgroup && len(probed) > 0 {
+				t.Errorf("pgroup ran probes %v", probed)
+			}
+		})
+	}
+}
+
+// TestResolveContainment: on this host, each mode resolves as its probe
+// says, auto to the strongest that works.
 func TestResolveContainment(t *testing.T) {
-	_, _, pidnsErr := ResolveContainment(ContainPidns)
+	pidnsErr, usernsErr := hostProbes.pidns(), hostProbes.userns()
+	auto := ContainPgroup
+	switch {
+	case pidnsErr == nil:
+		auto = ContainPidns
+	case usernsErr == nil:
+		auto = ContainUserns
+	}
+	t.Logf("this host (euid %d): pidns probe %v; userns probe %v; auto: %s", os.Geteuid(), pidnsErr, usernsErr, auto)
 	tests := []struct {
 		name string
 		in   Containment
@@ -49,8 +125,9 @@ func TestResolveContainment(t *testing.T) {
 	}{
 		{name: "pgroup is always there", in: ContainPgroup, want: ContainPgroup},
 		{name: "cgroup is not built", in: ContainCgroup, err: true},
-		{name: "auto picks pidns when it works", in: ContainAuto, want: map[bool]Containment{true: ContainPidns, false: ContainPgroup}[pidnsErr == nil]},
+		{name: "auto picks the strongest that works", in: ContainAuto, want: auto},
 		{name: "pidns as the probe says", in: ContainPidns, want: ContainPidns, err: pidnsErr != nil},
+		{name: "userns as the probe says", in: ContainUserns, want: ContainUserns, err: usernsErr != nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,11 +143,48 @@ func TestResolveContainment(t *testing.T) {
 	}
 }
 
-// TestPidnsPassesThrough: under the namespace init the child's exit code,
-// the signal that killed it, its output and environment are exactly what
-// they are without it, and forwarded signals reach it.
-func TestPidnsPassesThrough(t *testing.T) {
-	needMode(t, ContainPidns)
+// TestUsernsBlocker: a refused user namespace is explained by the errno
+// (the host's sysctls, when one disables them, come first).
+func TestUsernsBlocker(t *testing.T) {
+	if sysctlIs("/proc/sys/user/max_user_namespaces", "0") || sysctlIs("/proc/sys/kernel/unprivileged_userns_clone", "0") ||
+		sysctlIs("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1") {
+		t.Skip("SKIP: this host disables unprivileged user namespaces: the sysctl is named instead of the errno")
+	}
+	tests := []struct {
+		name string
+		err  error
+		says string
+	}{
+		{name: "EPERM", err: syscall.EPERM, says: "seccomp"},
+		{name: "EACCES", err: syscall.EACCES, says: "AppArmor"},
+		{name: "ENOSPC", err: syscall.ENOSPC, says: "max_user_namespaces"},
+		{name: "EINVAL", err: syscall.EINVAL, says: "no user namespaces"},
+		{name: "other", err: syscall.EIO, says: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := usernsBlocker(fmt.Errorf("fork/exec: %w", tt.err))
+			if !strings.Contains(got, tt.says) || (tt.says == "") != (got == "") {
+				t.Fatalf("usernsBlocker(%v) = %q, want it to say %q", tt.err, got, tt.says)
+			}
+		})
+	}
+}
+
+// nsModes are the modes that run the child under the namespace init.
+var nsModes = []Containment{ContainPidns, ContainUserns}
+
+// TestNamespacePassesThrough: under the namespace init (pidns, userns) the
+// child's exit code, the signal that killed it, its output and environment
+// are exactly what they are without it, and forwarded signals reach it.
+func TestNamespacePassesThrough(t *testing.T) {
+	for _, mode := range nsModes {
+		t.Run(string(mode), func(t *testing.T) { testPassesThrough(t, mode) })
+	}
+}
+
+func testPassesThrough(t *testing.T, mode Containment) {
+	needMode(t, mode)
 	tests := []struct {
 		name     string
 		path     string // instead of sh -c script
@@ -97,7 +211,7 @@ func TestPidnsPassesThrough(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			out, errOut := newSyncBuf(), newSyncBuf()
 			spec := ChildSpec{Path: "/bin/sh", Args: []string{"-c", tt.script}, Env: []string{"ONLY=this"},
-				Stdout: out, Stderr: errOut, Containment: ContainPidns}
+				Stdout: out, Stderr: errOut, Containment: mode}
 			if tt.path != "" {
 				spec.Path, spec.Args = tt.path, nil
 			}
@@ -131,15 +245,21 @@ func TestPidnsPassesThrough(t *testing.T) {
 	}
 }
 
-// TestPidnsStopReachesWholeTree: the stop signal reaches a setsid'd
+// TestNamespaceStopReachesWholeTree: the stop signal reaches a setsid'd
 // process too (through the init's kill(-1)), so a tree that stops on
 // SIGTERM stops gracefully, not by SIGKILL.
-func TestPidnsStopReachesWholeTree(t *testing.T) {
-	needMode(t, ContainPidns)
+func TestNamespaceStopReachesWholeTree(t *testing.T) {
+	for _, mode := range nsModes {
+		t.Run(string(mode), func(t *testing.T) { testStopReachesWholeTree(t, mode) })
+	}
+}
+
+func testStopReachesWholeTree(t *testing.T, mode Containment) {
+	needMode(t, mode)
 	c, out := runSh(t,
 		"setsid sh -c 'trap \"echo daemon-term; exit 0\" TERM; echo daemon; while :; do sleep 0.01; done' & "+
 			"trap 'wait; exit 0' TERM; while :; do sleep 0.01; done",
-		ChildSpec{StopTimeout: 5 * time.Second, Containment: ContainPidns})
+		ChildSpec{StopTimeout: 5 * time.Second, Containment: mode})
 	out.waitFor(t, "daemon")
 	st, err := c.Stop(context.Background())
 	if err != nil {

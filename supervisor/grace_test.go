@@ -25,7 +25,7 @@ func TestSuspendDuringGraceKills(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			needMode(t, ContainPgroup)
-			cmd, pidFile := treeChild(t, true, false)
+			cmd, pidFile := treeChild(t, true, false, false)
 			logs := newSyncBuf()
 			th := &treeHarness{pidFile: pidFile}
 			th.harness = newHarness(t, func(c *Config) {

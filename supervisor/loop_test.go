@@ -177,6 +177,7 @@ func TestTermLossStopsChild(t *testing.T) {
 	}{
 		{name: "pgroup", mode: ContainPgroup, outcome: "killed"},
 		{name: "pidns", mode: ContainPidns, outcome: "killed"},
+		{name: "userns", mode: ContainUserns, outcome: "killed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"github.com/electd/electd/clock"
 )
 
-// The namespace init (containment mode pidns).
+// The namespace init (containment modes pidns and userns).
 //
 // StartChild re-executes this binary (/proc/self/exe) with argv[0]
 // initArg0 as PID 1 of a new PID namespace; the package's init function
@@ -52,13 +52,26 @@ import (
 
 const (
 	initArg0 = "electd-init"
-	selfExe  = "/proc/self/exe"
-	initCtl  = 3 // control pipe, read end
-	initStat = 4 // status pipe, write end
+	// initArg0Userns is the init in a new user namespace: before anything
+	// else it waits for a byte on the control pipe, which electd writes
+	// once it has written the namespace's id maps (see writeIDMaps).
+	initArg0Userns = "electd-init-userns"
+	selfExe        = "/proc/self/exe"
+	initCtl        = 3 // control pipe, read end
+	initStat       = 4 // status pipe, write end
 )
 
 func init() {
-	if len(os.Args) > 0 && os.Args[0] == initArg0 {
+	if len(os.Args) == 0 {
+		return
+	}
+	switch os.Args[0] {
+	case initArg0:
+		os.Exit(initMain(os.Args[1:]))
+	case initArg0Userns:
+		if !awaitIDMaps() {
+			os.Exit(137) // electd is gone, or could not map the ids
+		}
 		os.Exit(initMain(os.Args[1:]))
 	}
 }
@@ -139,6 +152,25 @@ func initMain(args []string) int {
 			return 128 + sig
 		}
 		return code
+	}
+}
+
+// awaitIDMaps waits until electd has written the id maps of the init's user
+// namespace: a byte on the control pipe; its end means electd is gone.
+func awaitIDMaps() bool {
+	// A raw read: an *os.File for the pipe would close it when collected,
+	// and control reads it later.
+	buf := make([]byte, 1)
+	for {
+		n, err := syscall.Read(initCtl, buf)
+		switch {
+		case n == 1:
+			return true
+		case errors.Is(err, syscall.EINTR):
+			continue
+		default:
+			return false
+		}
 	}
 }
 

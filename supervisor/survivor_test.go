@@ -31,7 +31,7 @@ func TestTermHeldWhileTreeSurvives(t *testing.T) {
 	}
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
-			th := newTreeHarness(t, mode, OnExitResign, false, false)
+			th := newTreeHarness(t, mode, OnExitResign, false, false, false)
 			th.grant(t, 70)
 			pids := treePids(t, th.pidFile)
 			frozen := pids[len(pids)-1]

@@ -87,7 +87,7 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 			return
 		}
 		child, e.ran, e.exited = c, true, false
-		// Starting takes time (under pidns the init is electd re-executed):
+		// Starting takes time (under pidns and userns the init is electd re-executed):
 		// if the term ended meanwhile, the child stops at once.
 		if e.reason = s.over(ctx, term, stopBy); e.reason != "" {
 			s.log.Warn("term over while the child was starting; stopping it", "reason", e.reason)

@@ -3,9 +3,11 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,17 +20,23 @@ import (
 
 // treeChild writes a child whose main process starts three workers — one in
 // its process group, one that calls setsid, one daemonised by a double fork
-// — waits until each has written its host pid (the first field of
+// — and with title a fourth: a daemon that sets its process title (see
+// titledC), waits until each has written its host pid (the first field of
 // /proc/self/stat, read through the host's /proc, so it holds inside a PID
 // namespace too) to pidFile, and then SIGKILLs itself, as the OOM killer
-// would. With ignoreTerm the workers ignore SIGTERM.
-func treeChild(t *testing.T, ignoreTerm bool, exitMain bool) (cmd []string, pidFile string) {
+// would (or, without exitMain, sleeps). With ignoreTerm the workers ignore
+// SIGTERM.
+func treeChild(t *testing.T, ignoreTerm, exitMain, title bool) (cmd []string, pidFile string) {
 	t.Helper()
 	dir := t.TempDir()
 	pidFile = filepath.Join(dir, "pids")
-	trap := ""
+	trap, workers, titled := "", 3, ""
 	if ignoreTerm {
 		trap = "trap '' TERM\n"
+	}
+	if title {
+		workers++
+		titled = titledDaemon(t, dir) + " " + pidFile + " &\n" // it forks: its parent exits at once
 	}
 	worker := filepath.Join(dir, "worker.sh")
 	writeScript(t, worker, "#!/bin/sh\n"+trap+"read p rest < /proc/self/stat\necho \"$p\" >> "+pidFile+"\nexec sleep 1000\n")
@@ -41,7 +49,8 @@ func treeChild(t *testing.T, ignoreTerm bool, exitMain bool) (cmd []string, pidF
 		worker+" &\n"+ // in the group
 		"setsid "+worker+" &\n"+ // its own session
 		"sh -c 'setsid "+worker+" &' &\n"+ // double fork: the middle shell exits at once
-		"while [ \"$(cat "+pidFile+" 2>/dev/null | wc -l)\" -lt 3 ]; do sleep 0.01; done\n"+
+		titled+
+		"while [ \"$(cat "+pidFile+" 2>/dev/null | wc -l)\" -lt "+strconv.Itoa(workers)+" ]; do sleep 0.01; done\n"+
 		end)
 	return []string{main}, pidFile
 }
@@ -53,13 +62,18 @@ func writeScript(t *testing.T, path, body string) {
 	}
 }
 
-// treePids reads the workers' pids; it waits until all three are there.
+// treePids reads the workers' pids; it waits until all of them (three, or
+// four with the title daemon) are there.
 func treePids(t *testing.T, pidFile string) []int {
 	t.Helper()
 	var pids []int
-	waitFor(t, "three worker pids in "+pidFile, func() bool {
+	want := 3
+	if titlePid(pidFile) != -1 {
+		want++
+	}
+	waitFor(t, strconv.Itoa(want)+" worker pids in "+pidFile, func() bool {
 		pids = readPids(pidFile)
-		return len(pids) == 3
+		return len(pids) == want
 	})
 	t.Cleanup(func() {
 		for _, p := range pids {
@@ -101,10 +115,10 @@ type treeHarness struct {
 	aliveAtEnd [][]int
 }
 
-func newTreeHarness(t *testing.T, mode Containment, onExit OnExit, ignoreTerm, exitMain bool) *treeHarness {
+func newTreeHarness(t *testing.T, mode Containment, onExit OnExit, ignoreTerm, exitMain, title bool) *treeHarness {
 	t.Helper()
 	needMode(t, mode)
-	cmd, pidFile := treeChild(t, ignoreTerm, exitMain)
+	cmd, pidFile := treeChild(t, ignoreTerm, exitMain, title)
 	th := &treeHarness{pidFile: pidFile}
 	th.harness = newHarness(t, func(c *Config) {
 		c.Command, c.Containment, c.OnExit = cmd, mode, onExit
@@ -147,21 +161,40 @@ func (th *treeHarness) awaitResign(t *testing.T) []int {
 
 func (th *treeHarness) cfgBackoff() time.Duration { return th.sup.cfg.RestartBackoff }
 
-var modes = []Containment{ContainPidns, ContainPgroup}
+var modes = []Containment{ContainPidns, ContainUserns, ContainPgroup}
+
+// checkGone fails the test unless alive (the workers alive at the moment
+// the term ended) is what mode promises: none; under pgroup, when the sweep
+// must spare strangers (orphanRule: electd is PID 1 or inherited
+// children), the title daemon, the documented limit (it left the group and
+// overwrote its environment, ELECTD_FENCING_TOKEN with it, and its parent
+// has exited, so the sweep cannot tell it from a stranger).
+func checkGone(t *testing.T, mode Containment, pidFile, when string, alive, pids []int) {
+	t.Helper()
+	var want []int
+	if title := titlePid(pidFile); mode == ContainPgroup && orphanRule.strangers != "" && title != -1 {
+		want = []int{title}
+	}
+	if !slices.Equal(alive, want) {
+		t.Fatalf("%s: workers %v of %v alive %s, want %v", mode, alive, pids, when, want)
+	}
+	if len(want) > 0 {
+		t.Logf("%s: the title daemon %d escaped, as documented where strangers are spared (%s)", mode, want[0], orphanRule.strangers)
+	}
+}
 
 // TestTreeGoneBeforeResign: the child's main process is SIGKILLed while its
-// workers (in the group, setsid'd, daemonised) run; whatever --on-exit says,
-// not one worker is alive when the term is given up, in either mode.
+// workers (in the group, setsid'd, daemonised, titled) run; whatever
+// --on-exit says, not one worker is alive when the term is given up (see
+// checkGone for pgroup's one exception).
 func TestTreeGoneBeforeResign(t *testing.T) {
 	for _, mode := range modes {
 		for _, onExit := range []OnExit{OnExitResign, OnExitExit} {
 			t.Run(string(mode)+"/"+string(onExit), func(t *testing.T) {
-				th := newTreeHarness(t, mode, onExit, true, true)
+				th := newTreeHarness(t, mode, onExit, true, true, true)
 				th.grant(t, 20)
 				pids := treePids(t, th.pidFile)
-				if alive := th.awaitResign(t); len(alive) > 0 {
-					t.Fatalf("workers %v of %v alive when the term was given up", alive, pids)
-				}
+				checkGone(t, mode, th.pidFile, "when the term was given up", th.awaitResign(t), pids)
 				waitFor(t, "child exit recorded", func() bool { return th.ev.has("child_exited:signaled") })
 			})
 		}
@@ -173,7 +206,7 @@ func TestTreeGoneBeforeResign(t *testing.T) {
 func TestRestartAfterTreeGone(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
-			th := newTreeHarness(t, mode, OnExitRestart, false, true)
+			th := newTreeHarness(t, mode, OnExitRestart, false, true, true)
 			th.grant(t, 21)
 			first := treePids(t, th.pidFile)
 			waitFor(t, "the first child's exit", func() bool { return th.ev.has("child_exited:signaled") })
@@ -182,9 +215,7 @@ func TestRestartAfterTreeGone(t *testing.T) {
 			alive := aliveOf(first)
 			th.clk.Advance(th.cfgBackoff())
 			waitFor(t, "a restart", func() bool { return th.ev.count("child_started") == 2 })
-			if len(alive) > 0 {
-				t.Fatalf("workers %v of the first tree alive when the restart was armed", alive)
-			}
+			checkGone(t, mode, th.pidFile, "when the restart was armed", alive, first)
 		})
 	}
 }
@@ -195,13 +226,11 @@ func TestRestartAfterTreeGone(t *testing.T) {
 func TestDeadlineKillsTermIgnoringTree(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
-			th := newTreeHarness(t, mode, OnExitResign, true, false)
+			th := newTreeHarness(t, mode, OnExitResign, true, false, true)
 			th.grant(t, 22)
 			pids := treePids(t, th.pidFile)
 			th.clk.Advance(th.timing.Window())
-			if alive := th.awaitResign(t); len(alive) > 0 {
-				t.Fatalf("workers %v of %v alive when the term was given up", alive, pids)
-			}
+			checkGone(t, mode, th.pidFile, "when the term was given up", th.awaitResign(t), pids)
 			waitFor(t, "lost:deadline, child killed", func() bool {
 				return th.ev.has("lost:deadline") && th.ev.has("child_exited:killed")
 			})
@@ -224,7 +253,7 @@ func TestSuspendEndsTerm(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			th := newTreeHarness(t, ContainPgroup, OnExitResign, true, false)
+			th := newTreeHarness(t, ContainPgroup, OnExitResign, true, false, false)
 			dl := th.grant(t, 23)
 			pids := treePids(t, th.pidFile)
 			stopBy := StopBy(dl.ValidUntil(), stopTimeout)
@@ -319,7 +348,7 @@ func TestRunOnceAfterExitAfterTree(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
 			needMode(t, mode)
-			cmd, pidFile := treeChild(t, true, true)
+			cmd, pidFile := treeChild(t, true, true, true)
 			o := newOnceRun(t, cmd...)
 			o.sup.cfg.Containment = mode
 			var alive []int
@@ -330,9 +359,7 @@ func TestRunOnceAfterExitAfterTree(t *testing.T) {
 			if !errors.As(err, &xe) || xe.Code() != 137 {
 				t.Fatalf("RunOnce = %v, want ExitError 137", err)
 			}
-			if len(alive) > 0 {
-				t.Fatalf("workers %v alive when the run was recorded", alive)
-			}
+			checkGone(t, mode, pidFile, "when the run was recorded", alive, nil)
 		})
 	}
 }
@@ -412,7 +439,7 @@ func TestTreeSparesStrangers(t *testing.T) {
 			if tt.strangers != "" {
 				useRule(t, sweepRule{strangers: tt.strangers})
 			}
-			th := newTreeHarness(t, ContainPgroup, OnExitResign, false, false)
+			th := newTreeHarness(t, ContainPgroup, OnExitResign, false, false, false)
 			th.grant(t, 42)
 			pids := treePids(t, th.pidFile)
 			// A stranger orphaned to this process after the child started.
@@ -443,4 +470,109 @@ func TestTreeSparesStrangers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// titledC is a daemon that sets its process title as setproctitle does: it
+// forks (its parent exits at once, so it is orphaned), leaves the process
+// group (setsid), overwrites its argv and environment, which lie one after
+// the other, with the title, and then appends its host pid (from
+// /proc/self/stat) to the file argv[1] and to argv[1].title. Its
+// /proc/PID/cmdline is then the title and its /proc/PID/environ empty. It
+// ignores SIGTERM if its parent did (SIG_IGN is inherited).
+const titledC = `#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+extern char **environ;
+static void appendPid(const char *path, int pid) {
+	char buf[32];
+	int n = snprintf(buf, sizeof buf, "%d\n", pid);
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
+	write(fd, buf, n);
+	close(fd);
+}
+int main(int argc, char **argv) {
+	char pids[4096], title[4200];
+	if (argc < 2 || fork() != 0)
+		return 0;
+	setsid();
+	snprintf(pids, sizeof pids, "%s", argv[1]);
+	snprintf(title, sizeof title, "%s.title", argv[1]);
+	char *start = argv[0], *end = argv[argc - 1] + strlen(argv[argc - 1]) + 1;
+	for (char **e = environ; *e; e++)
+		if (*e == end)
+			end = *e + strlen(*e) + 1;
+	memset(start, 0, end - start);
+	snprintf(start, end - start, "titled: worker");
+	environ = NULL;
+	int pid = 0;
+	FILE *f = fopen("/proc/self/stat", "r");
+	if (f == NULL || fscanf(f, "%d", &pid) != 1)
+		return 1;
+	fclose(f);
+	appendPid(title, pid);
+	appendPid(pids, pid);
+	for (;;)
+		pause();
+}
+`
+
+var (
+	titledOnce sync.Once
+	titledBin  string
+	titledErr  error
+)
+
+// titledDaemon copies titledC's program, built once per test binary, into
+// dir, and returns its path; it skips the test, loudly, without a C
+// compiler.
+func titledDaemon(t *testing.T, dir string) string {
+	t.Helper()
+	titledOnce.Do(func() {
+		cc, err := exec.LookPath("cc")
+		if err != nil {
+			titledErr = err
+			return
+		}
+		d, err := os.MkdirTemp("", "electd-titled-")
+		if err != nil {
+			titledErr = err
+			return
+		}
+		src := filepath.Join(d, "titled.c")
+		titledBin = filepath.Join(d, "titled")
+		if titledErr = os.WriteFile(src, []byte(titledC), 0o644); titledErr != nil {
+			return
+		}
+		if out, err := exec.Command(cc, "-O2", "-o", titledBin, src).CombinedOutput(); err != nil {
+			titledErr = fmt.Errorf("cc: %w\n%s", err, out)
+		}
+	})
+	if titledErr != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the title daemon: %v", titledErr)
+		}
+		t.Skipf("SKIP: cannot build the title daemon: %v", titledErr)
+	}
+	bin := filepath.Join(dir, "titled")
+	b, err := os.ReadFile(titledBin)
+	if err == nil {
+		err = os.WriteFile(bin, b, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// titlePid is the title daemon's host pid, once it has written it; -1 if
+// the tree of pidFile has none, 0 if it has not written it yet.
+func titlePid(pidFile string) int {
+	if _, err := os.Stat(filepath.Join(filepath.Dir(pidFile), "titled")); err != nil {
+		return -1
+	}
+	if pids := readPids(pidFile + ".title"); len(pids) == 1 {
+		return pids[0]
+	}
+	return 0
 }

@@ -70,8 +70,10 @@ func runFlags() []cli.Flag {
 // containmentFlag is --containment, for run and lock.
 func containmentFlag() cli.Flag {
 	return &cli.StringFlag{Name: "containment", EnvVars: env("CONTAINMENT"), Value: string(supervisor.ContainAuto),
-		Usage: "how the child's process tree is contained: auto (strongest available), pidns (own PID namespace: " +
-			"the tree dies with electd, even on kill -9; needs CAP_SYS_ADMIN), pgroup (process group and subreaper), cgroup (not built)"}
+		Usage: "how the child's process tree is contained: auto (strongest available: pidns, else userns, else pgroup), " +
+			"pidns (own PID namespace: the tree dies with electd, even on kill -9; needs CAP_SYS_ADMIN), " +
+			"userns (the same in a user namespace of its own, mapping electd's uid to itself; needs unprivileged user namespaces), " +
+			"pgroup (process group and subreaper), cgroup (not built)"}
 }
 
 // containmentOf reads --containment and checks, before anything touches the

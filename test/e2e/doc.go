@@ -35,18 +35,23 @@
 //     TreeIgnoresTerm): the recorder's main process starts a worker in
 //     its group, one in a session of its own and a double-forked daemon,
 //     each logging under the term's token. When the main process is
-//     SIGKILLed, under --on-exit resign (pidns and pgroup), restart and
-//     exit, no worker line is at or after the next run's first line, and
+//     SIGKILLed, under --on-exit resign (pidns, pgroup, and userns with
+//     electd run as nobody), restart and exit (pidns, and userns as nobody),
+//     no worker line is at or after the next run's first line, and
 //     a watch on the log (package tree) finds in /proc, the moment each
 //     run starts, no worker of an earlier run alive; none is left after
-//     electd exits. kill -9 of electd in pidns mode (auto as root) takes
-//     the whole tree within a second (the time is logged); in pgroup mode
-//     the workers survive it, the documented limit. A tree that ignores
+//     electd exits. kill -9 of electd in pidns mode (auto as root) and
+//     userns mode (auto as nobody; asked for as root) takes the whole tree
+//     within a second (the time is logged); in pgroup mode (asked for, or
+//     auto's choice on a host without either namespace, made by a user
+//     namespace of the test's with user.max_user_namespaces=0 and no
+//     capabilities) the workers survive it, the documented limit. A tree that ignores
 //     SIGTERM is SIGKILLed --stop-timeout after the SIGTERM, within the
 //     margin, and before ValidUntil − margin when cut off. The mode in
 //     force is in the start log line, /healthz and
-//     electd_containment_info; --containment cgroup (not built) and
-//     unknown modes exit 2 naming the flag;
+//     electd_containment_info; --containment cgroup (not built), unknown
+//     modes, pidns as nobody, and userns or pidns on a host without them
+//     exit 2 naming the flag, why, and what would work;
 //   - on a Redlock quorum (Quorum; skipped on the other stores): a leader
 //     that loses one of the three servers (killed, then back empty; or its
 //     own link to it cut) keeps its term and its child; one cut off from

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -29,6 +31,39 @@ type nodeOpts struct {
 	pidNamespace bool
 	// sys is the start's process attributes (a kit.Link's); nil: none.
 	sys *syscall.SysProcAttr
+	// nobody runs electd as uid and gid 65534 without supplementary groups,
+	// as a pod's non-root user (the test runs as root).
+	nobody bool
+	// host runs electd in a namespace that stands for a host of another
+	// kind (see hostKind); "": this one.
+	host hostKind
+}
+
+// hostKind is a host that electd may be run on, made by wrapping it in a
+// user namespace of the test's own, mapped to the test's user (root): the
+// sysctl user.max_user_namespaces is per user namespace.
+type hostKind string
+
+const (
+	// noUserns: unprivileged user namespaces are disabled
+	// (user.max_user_namespaces=0); electd is root there and may have a
+	// PID namespace.
+	noUserns hostKind = "no-userns"
+	// noNamespaces: the same, and electd has no capability (as a non-root
+	// user's process): neither pidns nor userns.
+	noNamespaces hostKind = "no-namespaces"
+)
+
+// wrap is the command that runs electd on such a host.
+func (k hostKind) wrap() []string {
+	if k == "" {
+		return nil
+	}
+	script := `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`
+	if k == noNamespaces {
+		script = `echo 0 > /proc/sys/user/max_user_namespaces && exec setpriv --bounding-set=-all --inh-caps=-all -- "$@"`
+	}
+	return []string{"unshare", "--user", "--map-root-user", "sh", "-c", script, "sh"}
 }
 
 // through returns the options of a node that reaches the store over link.
@@ -63,6 +98,14 @@ func (h *harness) tryStart(id string, o nodeOpts) (*node, error) {
 		attr := *o.sys
 		spec.SysProcAttr = &attr
 	}
+	if o.nobody {
+		h.shareWithNobody()
+		if spec.SysProcAttr == nil {
+			spec.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		spec.SysProcAttr.Credential = &syscall.Credential{Uid: nobody, Gid: nobody}
+	}
+	spec.Wrap = o.host.wrap()
 	if o.pidNamespace {
 		if spec.SysProcAttr == nil {
 			spec.SysProcAttr = &syscall.SysProcAttr{}
@@ -70,4 +113,29 @@ func (h *harness) tryStart(id string, o nodeOpts) (*node, error) {
 		spec.SysProcAttr.Cloneflags |= syscall.CLONE_NEWPID
 	}
 	return bin.StartLive(h.T, spec)
+}
+
+// nobody is the uid and gid that nodeOpts.nobody runs electd as.
+const nobody = 65534
+
+// shareWithNobody lets a node run as nobody reach the binaries, the
+// scenario's directory and the record log, which its child appends to.
+func (h *harness) shareWithNobody() {
+	h.T.Helper()
+	if os.Geteuid() != 0 {
+		h.T.Skipf("SKIP: running electd as nobody needs root (euid %d)", os.Geteuid())
+	}
+	for _, dir := range []string{bin.Dir, filepath.Dir(h.Dir), h.Dir} {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			h.T.Fatal(err)
+		}
+	}
+	f, err := os.OpenFile(h.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o666)
+	if err == nil {
+		f.Close()
+		err = os.Chmod(h.LogPath, 0o666)
+	}
+	if err != nil {
+		h.T.Fatal(err)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
@@ -61,24 +62,32 @@ func testTreeMainKilled(t *testing.T, s *kit.Store) {
 	tests := []struct {
 		name   string
 		onExit string
-		args   []string // more flags for both nodes
+		o      nodeOpts // more options for both nodes
+		mode   string   // the mode n1 must report; "": not checked
 		second bool     // a second node takes over
 	}{
 		{name: "resign", onExit: "resign", second: true},
-		{name: "resign/pgroup", onExit: "resign", args: []string{"--containment", "pgroup"}, second: true},
+		{name: "resign/pgroup", onExit: "resign", o: nodeOpts{args: []string{"--containment", "pgroup"}}, mode: "pgroup", second: true},
+		{name: "resign/userns-as-nobody", onExit: "resign", o: nodeOpts{nobody: true}, mode: "userns", second: true},
 		{name: "restart", onExit: "restart"},
+		{name: "restart/userns-as-nobody", onExit: "restart", o: nodeOpts{nobody: true}, mode: "userns"},
 		{name: "exit", onExit: "exit", second: true},
+		{name: "exit/userns-as-nobody", onExit: "exit", o: nodeOpts{nobody: true}, mode: "userns", second: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, s)
+			h.needHost(tt.o)
 			w := h.watchTrees()
-			args := append([]string{"--on-exit", tt.onExit}, tt.args...)
-			n1 := h.startNode("n1", h.direct(nodeOpts{args: args, env: mainKilled}))
+			o := nodeOpts{args: append([]string{"--on-exit", tt.onExit}, tt.o.args...), nobody: tt.o.nobody}
+			n1 := h.startNode("n1", h.direct(o, nodeOpts{env: mainKilled}))
+			if tt.mode != "" {
+				h.checkMode(n1, tt.mode)
+			}
 			first := h.WaitRun(leaderTimeout, "n1's child", func(r record.Run) bool { return r.Node == n1.ID })
 			var n2 *node
 			if tt.second {
-				n2 = h.startNode("n2", h.direct(nodeOpts{args: args, env: withWorkers}))
+				n2 = h.startNode("n2", h.direct(o, nodeOpts{env: withWorkers}))
 			}
 
 			var final record.Run // the run that is still running at the end
@@ -164,11 +173,13 @@ func testTreeMainKilled(t *testing.T, s *kit.Store) {
 }
 
 // testTreeKill9: kill -9 of electd while its child has workers of all three
-// kinds. In pidns mode (auto picks it as root) the kernel kills the whole
-// namespace: every process of the tree is gone within goneTimeout, and the
-// time is logged. In pgroup mode the documented limit holds: the direct
-// child dies (Pdeathsig), its workers live on. Each subtest also checks
-// that electd says which mode is in force.
+// kinds. In pidns mode (auto picks it as root) and userns mode (auto picks
+// it as nobody; asked for as root) the kernel kills the whole namespace:
+// every process of the tree is gone within goneTimeout, and the time is
+// logged. In pgroup mode (asked for, or auto's choice on a host that gives
+// neither namespace) the documented limit holds: the direct child dies
+// (Pdeathsig), its workers live on. Each subtest also checks that electd
+// says which mode is in force.
 func testTreeKill9(t *testing.T, s *kit.Store) {
 	tests := []struct {
 		name      string
@@ -178,7 +189,10 @@ func testTreeKill9(t *testing.T, s *kit.Store) {
 	}{
 		{name: "auto", mode: "pidns", contained: true},
 		{name: "pidns-from-env", o: nodeOpts{env: []string{"ELECTD_CONTAINMENT=pidns"}}, mode: "pidns", contained: true},
+		{name: "auto-as-nobody", o: nodeOpts{nobody: true}, mode: "userns", contained: true},
+		{name: "userns-as-root", o: nodeOpts{args: []string{"--containment", "userns"}}, mode: "userns", contained: true},
 		{name: "pgroup", o: nodeOpts{args: []string{"--containment", "pgroup"}}, mode: "pgroup"},
+		{name: "auto-without-namespaces", o: nodeOpts{host: noNamespaces}, mode: "pgroup"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,6 +200,7 @@ func testTreeKill9(t *testing.T, s *kit.Store) {
 				t.Skip("a PID namespace needs root here; CI runs as root")
 			}
 			h := newHarness(t, s)
+			h.needHost(tt.o)
 			o := h.direct(nodeOpts{env: withWorkers}, tt.o)
 			n := h.startNode("n1", o)
 			_, run := h.waitLeader(n)
@@ -240,12 +255,14 @@ func testTreeKill9(t *testing.T, s *kit.Store) {
 // the successor starts.
 func testTreeIgnoresTerm(t *testing.T, s *kit.Store) {
 	tests := []struct {
-		name string
-		cut  bool // cut the store off, else POST /resign
-		args []string
+		name   string
+		cut    bool // cut the store off, else POST /resign
+		args   []string
+		nobody bool // electd runs as nobody (auto: userns)
 	}{
 		{name: "cut-off/pidns", cut: true, args: []string{"--containment", "pidns"}},
 		{name: "resign"},
+		{name: "resign/userns-as-nobody", nobody: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -253,8 +270,9 @@ func testTreeIgnoresTerm(t *testing.T, s *kit.Store) {
 				t.Skip("a PID namespace needs root here; CI runs as root")
 			}
 			h := newHarness(t, s)
+			h.needHost(nodeOpts{nobody: tt.nobody})
 			w := h.watchTrees()
-			o := h.direct(nodeOpts{args: tt.args, env: deaf})
+			o := h.direct(nodeOpts{args: tt.args, env: deaf, nobody: tt.nobody})
 			var px *kit.Link
 			if tt.cut {
 				px = s.Link(t)
@@ -263,8 +281,11 @@ func testTreeIgnoresTerm(t *testing.T, s *kit.Store) {
 			n1 := h.startNode("n1", o)
 			_, run := h.waitLeader(n1)
 			run = h.waitWorkers(run)
-			n2 := h.startNode("n2", h.direct(nodeOpts{args: tt.args}))
+			n2 := h.startNode("n2", h.direct(nodeOpts{args: tt.args, nobody: tt.nobody}))
 			h.waitFollower(n2, n1.ID)
+			if tt.nobody {
+				h.checkMode(n1, "userns")
+			}
 
 			ended := time.Now()
 			if tt.cut {
@@ -372,11 +393,19 @@ func testContainmentRefused(t *testing.T, s *kit.Store) {
 		{name: "cgroup-from-env", o: nodeOpts{env: []string{"ELECTD_CONTAINMENT=cgroup"}}, says: []string{"containment", "cgroup"}},
 		// Like every configuration error: "invalid containment: ...", with
 		// the modes there are.
-		{name: "unknown", o: nodeOpts{args: []string{"--containment", "jail"}}, says: []string{"containment", "jail", "pidns", "pgroup"}},
+		{name: "unknown", o: nodeOpts{args: []string{"--containment", "jail"}}, says: []string{"containment", "jail", "pidns", "userns", "pgroup"}},
+		// What is not available on this host, and what would work.
+		{name: "pidns-as-nobody", o: nodeOpts{nobody: true, args: []string{"--containment", "pidns"}},
+			says: []string{"pidns is not available", "CAP_SYS_ADMIN", "--containment userns", "pgroup"}},
+		{name: "userns-without-userns", o: nodeOpts{host: noUserns, args: []string{"--containment", "userns"}},
+			says: []string{"userns is not available", "user.max_user_namespaces=0", "--containment pidns", "pgroup"}},
+		{name: "pidns-without-namespaces", o: nodeOpts{host: noNamespaces, args: []string{"--containment", "pidns"}},
+			says: []string{"pidns is not available", "CAP_SYS_ADMIN", "--containment pgroup", "userns is not available either"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, s)
+			h.needHost(tt.o)
 			_, err := h.tryStart("n1", h.direct(tt.o))
 			if err == nil {
 				t.Fatal("electd started and answered /livez")
@@ -437,6 +466,39 @@ func findKey(m map[string]any, key string) any {
 		}
 	}
 	return nil
+}
+
+// needHost skips, loudly (fails with $CI set), a subtest whose node
+// options this machine cannot give: electd as nobody or on a host of
+// another kind needs root, setpriv and unshare, and as nobody, unprivileged
+// user namespaces (the mode the subtests expect there).
+func (h *harness) needHost(o nodeOpts) {
+	h.T.Helper()
+	if !o.nobody && o.host == "" {
+		return
+	}
+	skip := func(format string, args ...any) {
+		h.T.Helper()
+		if os.Getenv("CI") != "" {
+			h.T.Fatalf(format, args...)
+		}
+		h.T.Skipf("SKIP: "+format, args...)
+	}
+	if os.Geteuid() != 0 {
+		skip("running electd as another user or on a host of another kind needs root (euid %d)", os.Geteuid())
+	}
+	for _, tool := range []string{"setpriv", "unshare"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			skip("%s (util-linux) is needed: %v", tool, err)
+		}
+	}
+	if o.nobody {
+		cmd := exec.Command("unshare", "--user", "--pid", "--fork", "true")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			skip("this host refuses unprivileged user namespaces (userns), which nobody's subtests expect: %v %s", err, out)
+		}
+	}
 }
 
 // checkMode checks that n says which containment mode is in force: its

@@ -60,6 +60,10 @@ type Spec struct {
 	Banner string
 	// SysProcAttr is the start's; deathsig adds Pdeathsig to it.
 	SysProcAttr *syscall.SysProcAttr
+	// Wrap, if set, is a command that electd's path and Args are appended
+	// to, which runs electd in the end (exec), e.g. in a namespace of the
+	// test's making.
+	Wrap []string
 	// HTTPTimeout bounds each request to its API; zero: 5 s.
 	HTTPTimeout time.Duration
 	// Started, if set, is called with each process right after it started,
@@ -116,6 +120,9 @@ func (b *Binaries) start(t testing.TB, spec Spec, listen string) (*Electd, error
 		fmt.Fprintln(logf, spec.Banner)
 	}
 	cmd := exec.Command(b.Electd, args...)
+	if len(spec.Wrap) > 0 {
+		cmd = exec.Command(spec.Wrap[0], slices.Concat(spec.Wrap[1:], []string{b.Electd}, args)...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(proc.BaseEnv(), spec.Env...)
 	cmd.SysProcAttr = spec.SysProcAttr

@@ -29,7 +29,7 @@ func (c *cluster) staleBound() time.Duration { return c.cfg.stopTimeout + 2*time
 //   - a resumed child was gone within staleBound;
 //   - no child outlived its electd: every run ended within goneBound of
 //     its electd's SIGKILL (or exit), and so did every worker, where the
-//     containment promises that (pidns);
+//     containment promises that (pidns, userns);
 //   - no orphans: no worker is alive once a later term has begun, nor
 //     goneBound after its electd was gone (where promised). Each is
 //     counted, reported and SIGKILLed.

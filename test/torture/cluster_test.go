@@ -216,7 +216,8 @@ func (c *cluster) keepLogs(dir string) {
 }
 
 // killAll kills every electd with SIGKILL, and proves that no child
-// outlived it, nor any worker where the containment promises that (pidns).
+// outlived it, nor any worker where the containment promises that (pidns,
+// userns).
 // Under pgroup only the direct child dies with electd: the harness kills
 // the workers left. Calling it again does nothing more.
 func (c *cluster) killAll() {
@@ -324,9 +325,9 @@ func (c *cluster) learnContainment(l *life) error {
 }
 
 // treeDies reports whether the containment in force kills the child's
-// whole tree when electd is kill -9'd (pidns: the kernel kills the
+// whole tree when electd is kill -9'd (pidns, userns: the kernel kills the
 // namespace); under pgroup only the direct child dies then.
-func (c *cluster) treeDies() bool { return c.containment == "pidns" }
+func (c *cluster) treeDies() bool { return c.containment == "pidns" || c.containment == "userns" }
 
 // isWorker reports whether pid w.Pid is still that worker: a recorder of
 // this cluster's log with w's role, node and token (by its environment), so

@@ -24,7 +24,7 @@
 //	sigterm-electd   SIGTERM to the leader's electd (it must exit 0)
 //	kill9-electd     kill -9 of the leader's electd (its child must die within 1 s;
 //	                 a leader whose child has workers is chosen only where the
-//	                 containment kills the tree with electd: pidns)
+//	                 containment kills the tree with electd: pidns, userns)
 //	kill9-child      kill -9 of the leader's child (one without workers)
 //	kill9-main       kill -9 of the main process of the leader's child while its
 //	                 workers run (as an OOM kill would)
