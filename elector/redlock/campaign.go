@@ -136,9 +136,8 @@ func (e *Elector) candidacy(ctx context.Context, try bool) (*elector.Term, error
 	// claim: ask to be granted; only while a majority answers, so that a
 	// candidate cut off from a majority does not hold grants others need.
 	claim := true
-	// ours are the tokens this candidacy committed: never adopted (a late
-	// withdraw of one may still land; see grant).
-	ours := map[uint64]bool{}
+	// spent are the tokens this candidacy committed or withdrew (see spent).
+	spent := newSpent()
 	var lastErr error
 	for {
 		send := clk.Now()
@@ -167,7 +166,7 @@ func (e *Elector) candidacy(ctx context.Context, try bool) (*elector.Term, error
 			}
 			continue
 		case t.held >= e.m:
-			term, err := e.grant(ctx, entry, ord, res, t, start, ours)
+			term, err := e.grant(ctx, entry, ord, res, t, start, spent)
 			if term != nil || err != nil {
 				return term, err
 			}
@@ -183,6 +182,7 @@ func (e *Elector) candidacy(ctx context.Context, try bool) (*elector.Term, error
 					want[i] = true
 				}
 				log.Debug("withdrawing grants committed to us while another leads", "token", tok, "servers", len(servers))
+				spent.add(tok)
 				e.round(ctx, want, "withdraw", "withdraw", entry, ord, tok, time.Time{}, false)
 			}
 		case try && claimed && t.held+t.young < e.m:
@@ -264,24 +264,47 @@ func campaignEnded(ctx context.Context, lastErr error) error {
 	return fmt.Errorf("redlock campaign: %w", ctx.Err())
 }
 
+// spent are the tokens a candidacy committed or withdrew. A withdraw of
+// token X drops the candidacy's grant on a server wherever that grant is
+// committed with X, whenever it lands: one held by the network may land
+// long after it was sent. So the candidacy never leads with a spent token
+// (a late withdraw could end a grant of its term on a server whose lease
+// there its deadline still counts; see "The lease rule"), and never
+// computes a token at or below the highest it spent (a commit that failed
+// is withdrawn, and the servers that answer next may know no higher token).
+type spent struct {
+	tokens map[uint64]bool
+	top    uint64
+}
+
+func newSpent() *spent { return &spent{tokens: map[uint64]bool{}} }
+
+func (s *spent) add(tok uint64) {
+	s.tokens[tok] = true
+	s.top = max(s.top, tok)
+}
+
+func (s *spent) has(tok uint64) bool { return s.tokens[tok] }
+
 // grant commits the token of a term a majority granted: the highest token
-// any server of the round knows, and any this Elector has seen, plus one.
-// The term starts only once a majority holds the entry committed with it,
-// so every later majority meets a server that knows it (see the package
-// documentation, "Fencing tokens"). It returns (nil, nil) if the commit
-// reached no majority, after withdrawing it.
+// any server of the round knows, any this Elector has seen and any this
+// candidacy spent, plus one. The term starts only once a majority holds
+// the entry committed with it, so every later majority meets a server that
+// knows it (see the package documentation, "Fencing tokens"). It returns
+// (nil, nil) if the commit reached no majority, after withdrawing it.
 //
-// A majority that already holds our grant committed with one token (a
-// predecessor's handover, which commits its token + 1 to the next in line,
-// or our own commit) is a term as it stands: it is taken without a commit.
-func (e *Elector) grant(ctx context.Context, entry, ord string, joined []result, t tally, start time.Time, ours map[uint64]bool) (*elector.Term, error) {
+// A majority that already holds our grant committed with one token that
+// this candidacy did not spend (a predecessor's handover, which commits
+// its token + 1 to the next in line) is a term as it stands: it is taken
+// without a commit.
+func (e *Elector) grant(ctx context.Context, entry, ord string, joined []result, t tally, start time.Time, spent *spent) (*elector.Term, error) {
 	sent := make([]time.Time, len(joined))
 	var token uint64
 	var since time.Time
 	for tok, servers := range t.committed {
-		// Never a token of our own commit: it reached no majority and
-		// was withdrawn, and a late withdraw of it may still land.
-		if len(servers) < e.m || ours[tok] {
+		// Never a token we committed or withdrew: a late withdraw of it
+		// may still land.
+		if len(servers) < e.m || spent.has(tok) {
 			continue
 		}
 		token = tok
@@ -291,12 +314,12 @@ func (e *Elector) grant(ctx context.Context, entry, ord string, joined []result,
 		}
 	}
 	if token == 0 {
-		token = max(t.floor, e.seen.Load()) + 1
+		token = max(t.floor, e.seen.Load(), spent.top) + 1
 		if token > maxToken {
 			return nil, &elector.StoreError{Op: "campaign", Err: fmt.Errorf("fencing token %d exceeds 2^53", token), Permanent: true}
 		}
 		since = t.since
-		ours[token] = true
+		spent.add(token)
 		res := e.round(ctx, nil, "grant", "hold", entry, ord, token, since, true)
 		for i, r := range res {
 			if r.err == nil && r.r.status == "held" && r.r.mine == token {

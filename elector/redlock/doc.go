@@ -57,11 +57,14 @@
 // longer holds the entry keeps its d_s too: it can only say so once that
 // lease expired on it (d_s has passed, given the drift bound) or after it
 // lost its state, and then it grants nothing for one TTL (below), past
-// d_s. So the deadline only moves forward; once fewer than m servers can
-// still hold the entry, the term ends at once (ErrLeaseLost). Each server
-// is renewed every RenewInterval after its last acknowledged renewal, and
-// one that failed is retried after a short backoff on its own; no store
-// error ends a term, only the deadline or the servers' word.
+// d_s. (The one request that drops a live committed grant, a withdraw of
+// the token it is committed with, is sent only for tokens the candidacy
+// never leads with; see "Fencing tokens".) So the deadline only moves
+// forward; once fewer than m servers can still hold the entry, the term
+// ends at once (ErrLeaseLost). Each server is renewed every RenewInterval
+// after its last acknowledged renewal, and one that failed is retried
+// after a short backoff on its own; no store error ends a term, only the
+// deadline or the servers' word.
 //
 // With N even the rule is conservative: another candidate would need
 // m servers, so N − m + 1 of ours would have to lapse, and the m-th latest
@@ -70,18 +73,30 @@
 // # Fencing tokens
 //
 // A token is max(the highest token any server of the granting round knows,
-// the highest this Elector has seen) + 1, where each server floors what
-// it knows by its own clock in microseconds. It is committed to a majority
-// before the term starts, and every server raises its token key to every
-// token committed there. Majorities intersect: the granting round of any
-// later term includes a server of this term's majority, whose grant came
-// after this term's commit there (the term held that server until then),
-// so the later token is greater. A server that lost its state since (a
+// the highest this Elector has seen, the highest this candidacy committed
+// or withdrew) + 1, where each server floors what it knows by its own
+// clock in microseconds. It is committed to a majority before the term
+// starts, and every server raises its token key to every token committed
+// there. Majorities intersect: the granting round of any later term
+// includes a server of this term's majority, whose grant came after this
+// term's commit there (the term held that server until then), so the
+// later token is greater. A server that lost its state since (a
 // restart without persistence) grants nothing for one TTL, and then its
 // floor, its clock in µs, is past every token granted before the loss
 // provided the servers' clocks agree within one TTL. A server refuses a
 // commit, or a handover, whose token is not above every token committed
 // there before (the committed key): a late request never lowers a token.
+//
+// A withdraw of token X (a commit of X that reached no majority, or a
+// handover of X that reached a minority while another leads) drops the
+// candidacy's grant wherever it is committed with X, whenever it lands, and
+// one held back by the network may land long after the candidacy moved on.
+// So a candidacy never leads with a token it committed or withdrew, by
+// adoption (below) or by a commit: it never computes a token at or below
+// the highest of them. (A failed commit's token is known to no server that
+// the commit missed; without the rule, a server whose clock is ahead made
+// the next attempt compute the same token, and the late withdraw of the
+// first attempt ended the second's grant: two valid terms, issue 24.)
 //
 // # Handover
 //
@@ -90,12 +105,13 @@
 // committed grants it, committed with that token, to the first claiming
 // entry. That candidate, woken by the server's message, finds a majority
 // holding its entry committed with one token and takes the term as it
-// stands, without a commit round (a token it committed itself is never
-// taken so: it reached no majority and was withdrawn, and a late withdraw
-// may still land). A handover that reached a minority is overwritten by
-// the successor's own commit of a greater token; a candidate holding
-// grants committed to it that make no majority, while a majority names
-// another leader, withdraws them.
+// stands, without a commit round, unless the candidacy committed or
+// withdrew that token itself: then it commits a greater one over it. A
+// handover that reached a minority is overwritten by the successor's own
+// commit of a greater token; a candidate holding grants committed to it
+// that make no majority, while a majority names another leader, withdraws
+// them, and never adopts that token afterwards, even once the handover has
+// reached a majority (the withdraw may still be in flight: issue 24).
 //
 // A term that the servers' answers end early (fewer than m can still hold
 // it: ErrLeaseLost) keeps the leases its renewals earned; the Elector
@@ -193,11 +209,13 @@
 //     there only at its next step.
 //   - A request delivered late (after its timeout, by a healed
 //     connection) never re-queues an entry that left (a leave is recorded
-//     for two TTLs), nor lowers a token (the committed key), nor makes a
-//     term of a token its candidacy committed (the adoption rule). One that
-//     arrives later still, or on a server that restarted meanwhile, may
-//     re-queue the entry there, which delays the next grant by up to one
-//     TTL.
+//     for two TTLs), nor lowers a token (the committed key), nor ends a
+//     term's grant early: a withdraw names a token its candidacy committed
+//     or withdrew, and a candidacy never leads with such a token (it
+//     neither adopts one nor computes one at or below the highest). One
+//     that arrives later still, or on a server that restarted meanwhile,
+//     may re-queue the entry there, which delays the next grant by up to
+//     one TTL.
 //   - A holder whose whole host pauses past its deadline may still write:
 //     that is what fencing tokens are for.
 package redlock

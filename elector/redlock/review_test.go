@@ -140,7 +140,9 @@ func TestReviewLateWithdrawAfterAdoption(t *testing.T) {
 	if len(ta.committed[tok]) < 2 {
 		t.Fatalf("A's second join: %s", statuses(res))
 	}
-	termA, err := a.grant(ctx, entryA, ordA, res, ta, startA, map[uint64]bool{tok: true}) // the candidacy records the tokens it commits
+	spentA := newSpent()
+	spentA.add(tok) // the candidacy records the tokens it commits
+	termA, err := a.grant(ctx, entryA, ordA, res, ta, startA, spentA)
 	if err != nil || termA == nil {
 		t.Fatalf("A's grant: %v %v", termA, err)
 	}
@@ -160,7 +162,7 @@ func TestReviewLateWithdrawAfterAdoption(t *testing.T) {
 		t.Logf("B holds no majority: the hole is closed")
 		return
 	}
-	termB, err := b.grant(ctx, entryB, ordB, resB, tb, time.Now(), map[uint64]bool{})
+	termB, err := b.grant(ctx, entryB, ordB, resB, tb, time.Now(), newSpent())
 	if err != nil || termB == nil {
 		t.Logf("B's grant: %v %v: the hole is closed", termB, err)
 		return
@@ -218,7 +220,7 @@ func TestReviewLateCommitTokenRegression(t *testing.T) {
 	entryB, ordB := b.newEntry(), order(time.Now())
 	resB := b.round(ctx, nil, "join", "join", entryB, ordB, 0, time.Time{}, true)
 	tb := b.count(resB, time.Now())
-	termB, err := b.grant(ctx, entryB, ordB, resB, tb, time.Now(), map[uint64]bool{})
+	termB, err := b.grant(ctx, entryB, ordB, resB, tb, time.Now(), newSpent())
 	if err != nil || termB == nil {
 		t.Fatalf("B's grant: %v %v (%s)", termB, err, statuses(resB))
 	}
@@ -235,7 +237,7 @@ func TestReviewLateCommitTokenRegression(t *testing.T) {
 	// A's next join and grant.
 	res = a.round(ctx, nil, "join", "join", entryA, ordA, 0, time.Time{}, true)
 	ta = a.count(res, time.Now())
-	termA, err := a.grant(ctx, entryA, ordA, res, ta, time.Now(), map[uint64]bool{})
+	termA, err := a.grant(ctx, entryA, ordA, res, ta, time.Now(), newSpent())
 	if err != nil || termA == nil {
 		t.Fatalf("A's grant: %v %v (%s)", termA, err, statuses(res))
 	}

@@ -140,6 +140,15 @@
 //	                      intervals each way for 1.5–2.5 TTL
 //	sigstop-server        SIGSTOP one server for 0.5–2.5 TTL, then SIGCONT: its
 //	                      clock ran on, so the leases it held lapse as it resumes
+//	late-request          cut each node's proxy to one server, drawn at random (or
+//	                      none), for 1.2–3 renew intervals, past a request's
+//	                      timeout, so that the round gives up on what was written
+//	                      and moves on; half of the time the leader resigns as the
+//	                      hold begins (its leave lands on some servers first, the
+//	                      successor's joins, withdraws and commits are held on
+//	                      some). Healed without a reset: every held request lands
+//	                      late, in order (a late withdraw must not end a term
+//	                      early: issue 24)
 //
 // The figures count, per kind, how often a new term followed: after the
 // faults that leave the leader a majority, none should (a term that ends

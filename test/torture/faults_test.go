@@ -65,6 +65,7 @@ const (
 	partitionMinority kind = "partition-minority" // cut the leader off from a minority of the servers
 	slowServer        kind = "slow-server"        // delay every node's link to one server past the renew interval
 	pauseServer       kind = "sigstop-server"     // SIGSTOP one server for 0.5–2.5 TTL, then SIGCONT
+	lateRequest       kind = "late-request"       // hold back every node's requests to one server each, past their timeout, mid-handover; deliver them late
 )
 
 // allKinds are every kind, in the order of the figures' rows.
@@ -73,7 +74,7 @@ var allKinds = []kind{sigtermElectd, kill9Electd, kill9Child, kill9Main, resign,
 	masterKill, masterStop, slotFailover, slotManual, reshard, misconf, oom,
 	killRaftLeader, killRaftFollower, partitionRaftLeader, partitionRaftFollower, slowMember,
 	pinnedPartitionRaftLeader, transferPartitionRaftLeader,
-	serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer}
+	serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer, lateRequest}
 
 // proxyKinds act on a node's fault proxy: not drawn for a store that
 // cannot be proxied (its nodes reach it directly; a cut there is a
@@ -102,7 +103,7 @@ func kindsFor(s *kit.Store) []kind {
 		out = append(out, killRaftLeader, killRaftFollower, partitionRaftLeader, partitionRaftFollower, slowMember,
 			pinnedPartitionRaftLeader, transferPartitionRaftLeader)
 	case s.Redlock != nil:
-		out = append(out, serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer)
+		out = append(out, serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer, lateRequest)
 	}
 	return out
 }
@@ -267,15 +268,7 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 
 	case resign:
 		f.at = time.Now()
-		code, body, err := lead.cur.Do(http.MethodPost, "/resign", "")
-		switch {
-		case err != nil:
-			c.fatalf(f, "POST /resign to %s: %v", lead.id, err)
-		case code == http.StatusConflict: // lost the lead a moment ago: not a fault of ours
-			f.note = "409: no longer the leader"
-		case code != http.StatusOK:
-			c.fatalf(f, "POST /resign to %s: %d %s", lead.id, code, body)
-		}
+		c.resign(f, lead)
 		f.healed = f.at
 
 	case cutFollower, cutLeader:
@@ -386,7 +379,7 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 		c.start(n)
 		f.healed = time.Now()
 
-	case serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer:
+	case serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer, lateRequest:
 		c.injectQuorum(f, rng, lead)
 
 	case killRaftLeader, killRaftFollower, partitionRaftLeader, partitionRaftFollower, slowMember,
@@ -396,6 +389,27 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 	default:
 		c.injectTopology(f, rng)
 	}
+}
+
+// resign asks lead to resign (POST /resign), for f.
+func (c *cluster) resign(f *fault, lead *node) {
+	code, body, err := lead.cur.Do(http.MethodPost, "/resign", "")
+	switch {
+	case err != nil:
+		c.fatalf(f, "POST /resign to %s: %v", lead.id, err)
+	case code == http.StatusConflict: // lost the lead a moment ago: not a fault of ours
+		f.note = joinNote(f.note, "409: no longer the leader")
+	case code != http.StatusOK:
+		c.fatalf(f, "POST /resign to %s: %d %s", lead.id, code, body)
+	}
+}
+
+// joinNote appends more to a fault's note.
+func joinNote(note, more string) string {
+	if note == "" {
+		return more
+	}
+	return note + "; " + more
 }
 
 // workersGone waits until every worker of f's old child is gone from /proc

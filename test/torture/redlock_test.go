@@ -120,6 +120,9 @@ func (c *cluster) injectQuorum(f *fault, rng *rand.Rand, lead *node) {
 		}
 		f.healed = time.Now()
 
+	case lateRequest:
+		c.injectLate(f, rng, lead)
+
 	case pauseServer:
 		i, d := rng.IntN(n), between(rng, ttl, 0.5, 2.5)
 		pid := rl.Server(i).Pid()
@@ -130,6 +133,48 @@ func (c *cluster) injectQuorum(f *fault, rng *rand.Rand, lead *node) {
 		c.must(syscall.Kill(pid, syscall.SIGCONT))
 		f.healed = time.Now()
 	}
+}
+
+// injectLate holds back requests and delivers them after their rounds
+// moved on: each node's link to one server, drawn at random (or none), is
+// cut for 1.2–3 renew intervals (a request's timeout is one interval, so
+// the client gives up on what it wrote, and the round goes on without that
+// server), and healed without a reset, so that everything written
+// meanwhile lands late, in order. Half of the time the leader resigns as
+// the hold begins: its leave lands on some servers before others, and the
+// successor's joins, withdraws and commits are held back on some of them
+// (the late withdraw of issue 24). A late request must not end a term
+// early, re-queue an entry that left, or lower a token.
+func (c *cluster) injectLate(f *fault, rng *rand.Rand, lead *node) {
+	n := c.s.Redlock.Len()
+	d, handover := between(rng, c.cfg.renew, 1.2, 3), rng.IntN(2) == 0
+	var held []*faultproxy.Proxy
+	var links []string
+	for _, nd := range c.up() {
+		if i := rng.IntN(n + 1); i < n {
+			held = append(held, nd.proxies[i])
+			links = append(links, fmt.Sprintf("%s→s%d", nd.id, i))
+		}
+	}
+	f.target = ""
+	f.note = fmt.Sprintf("held %s for %s", strings.Join(links, ", "), d)
+	if len(links) == 0 {
+		f.note = "held nothing"
+	}
+	f.at = time.Now()
+	for _, px := range held {
+		px.Cut()
+	}
+	if handover {
+		f.target = lead.id
+		f.note += ", the leader resigned"
+		c.resign(f, lead)
+	}
+	time.Sleep(time.Until(f.at.Add(d))) // the hold's length is the experiment
+	for _, px := range held {
+		px.Heal() // no reset: what was written lands now
+	}
+	f.healed = time.Now()
 }
 
 // wholeBound bounds awaitWhole after the heal: the restarted servers'
