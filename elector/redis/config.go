@@ -60,7 +60,7 @@ type keys struct {
 	born    string // HASH at (server µs), run ("run_id master_replid"): when this state began
 	slots   string // HASH entry → slot count, for entries of semaphores (> 1)
 	holders string // HASH entry → "token since", the holders of a semaphore
-	lastRun string // STRING once-per-period run record, with an expiry
+	lastRun string // STRING once-per-period run record, lapsing by the server's clock
 	channel string // pub/sub channel (not a key)
 }
 

@@ -97,10 +97,11 @@
 //	electd:{NAME}:born    HASH  at (server µs), run ("run_id master_replid")
 //	electd:{NAME}:slots   HASH  entry → slot count (semaphores only)
 //	electd:{NAME}:holders HASH  entry → "token since" (semaphores only)
-//	electd:{NAME}:lastrun STRING once-per-period run record, with PX
+//	electd:{NAME}:lastrun STRING once-per-period run record (JSON), no TTL
 //	electd:{NAME}:events  pub/sub channel
 //
-// An idle election keeps only seq, token and born (and a live lastrun). The ACL user needs
+// An idle election keeps only seq, token and born (and lastrun, until a
+// read finds it lapsed). The ACL user needs
 // EVALSHA and EVAL, SUBSCRIBE and PING on the channel, and inside the
 // scripts TIME, INFO, PUBLISH, and string, hash and sorted-set commands on
 // these keys.
@@ -126,8 +127,18 @@
 // (an *elector.SlotsError) before it is added. Leader and Observe report
 // the holder first in line.
 //
-// RecordRun and LastRun keep a once-per-period run record in lastrun, set
-// with PX: Redis deletes it when the period lapses.
+// RecordRun and LastRun keep a once-per-period run record in lastrun. It
+// has no TTL, so that no eviction policy but allkeys-* may drop it (under
+// volatile-* a record with a TTL was the one key of the election Redis
+// could evict, and the job then ran again within its period): its JSON
+// begins with "server_expires_us", the server's TIME at which the period
+// ends, and a read by the server's clock finds it live, or lapsed and
+// deletes it. A record written with PX, by an electd before this format,
+// is read as before: live while the key exists. The first read or write
+// of a record by an Elector warns if the server's maxmemory-policy may
+// evict it (allkeys-*, where CONFIG GET is allowed). An electd before this
+// format reads a record without a TTL as live until one of this format
+// reads it lapsed and deletes it (after a downgrade, delete the key).
 //
 // # Lost state, and why a first start waits one TTL
 //
@@ -201,7 +212,10 @@
 //     keep growing only if the clock has not gone back past the last one);
 //   - every candidate of an election uses the same TTL;
 //   - no one else writes the electd:{NAME}:* keys, and Redis does not evict
-//     them (use a noeviction policy, or volatile-* since they carry no TTL).
+//     them: use noeviction or a volatile-* policy (no key of electd's has a
+//     TTL, the run record included, except one written by an electd before
+//     its current format); allkeys-* may evict any of them, and electd warns
+//     at start.
 //
 // # Non-guarantees
 //

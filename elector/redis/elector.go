@@ -55,6 +55,8 @@ type Elector struct {
 	// (rediskit.Patience): longer after timeouts, so that a slow store
 	// is waited for instead of losing every connection to it.
 	patience *rediskit.Patience
+	// runEviction checks once whether the server may evict a run record.
+	runEviction sync.Once
 }
 
 // New validates cfg and returns an Elector. It does not contact Redis.

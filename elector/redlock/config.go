@@ -73,7 +73,7 @@ type keys struct {
 	commit  string // STRING highest token committed (or handed over) here
 	claims  string // ZSET entry → order, of the entries that claim
 	left    string // ZSET entry → µs: entries that left, refused until then
-	lastRun string // STRING once-per-period run record, with an expiry
+	lastRun string // STRING once-per-period run record, lapsing by the server's clock
 	channel string // pub/sub channel (not a key)
 }
 
