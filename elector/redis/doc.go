@@ -98,7 +98,14 @@
 //	electd:{NAME}:slots   HASH  entry → slot count (semaphores only)
 //	electd:{NAME}:holders HASH  entry → "token since" (semaphores only)
 //	electd:{NAME}:lastrun STRING once-per-period run record (JSON), no TTL
-//	electd:{NAME}:events  pub/sub channel
+//	electd:{NAME}:events  pub/sub channel, in database 0
+//	electd:{NAME}:db<N>:events  pub/sub channel, in database N > 0
+//
+// Keys live in the client's database, but channels are server-wide: the
+// channel names the database, so that the same election name in two
+// databases of one server does not share one (its watchers would take the
+// other's leader for their own). Database 0, the only one of a Cluster,
+// keeps the name of electd versions before the database was in it.
 //
 // An idle election keeps only seq, token and born (and lastrun, until a
 // read finds it lapsed). The ACL user needs

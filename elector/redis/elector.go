@@ -67,7 +67,7 @@ func New(cfg Config) (*Elector, error) {
 	}
 	e := &Elector{
 		cfg:   cfg,
-		keys:  keysFor(cfg.Election),
+		keys:  keysIn(cfg.Election, rediskit.DB(cfg.Client)),
 		ttlMS: ttlMillis(cfg.Timing.TTL),
 		log:   cfg.Logger.WithGroup("redis").With("election", cfg.Election, "id", cfg.ID),
 		inst:  cfg.Instrument,
