@@ -159,7 +159,13 @@
 // master that failed over and back without restarting, and now holds its
 // replica's older copy under its old run_id, is another run too). When it
 // is missing or names another run, the script starts a new epoch and grants
-// no term until one TTL after it. Every lease acknowledged before the loss was
+// no term until one TTL after it. A state restored under the same run (a
+// VM snapshot of the Redis host reverted, a process restored with CRIU, an
+// older RDB loaded by DEBUG RELOAD) names the same run_id and
+// master_replid; it shows when a step carries a token above the stored
+// one (the token a candidate has seen, which the script raises the stored
+// token to): the state lost writes, and a new epoch begins there too.
+// Every lease acknowledged before the loss was
 // renewed before it, so every local deadline derived from one has passed by
 // then. A leader whose entry vanished ends its term at its next renewal, or
 // at once when its subscription is re-established (ErrLeaseLost); a waiter
@@ -235,6 +241,15 @@
 //     sentinels promote another replica is not covered; nor, under Cluster,
 //     a minority master that accepts writes for longer than TTL·drift + ε
 //     after the promotion (see above).
+//   - A state restored under the same run_id and master_replid (a reverted
+//     VM snapshot, a restored process) starts a new epoch only when it lost
+//     a grant: when a step carries a token above its stored one before any
+//     term is granted on it. It goes unseen when it kept the current term
+//     but lost renewals of it (the leader's restored deadline, already past
+//     by the server's clock, lets the next step hand the term on while the
+//     leader's ValidUntil runs), and when the first step on it comes from a
+//     candidate that has seen no token above the restored one (one that
+//     just started, or only watched).
 //   - Tokens rest on the new server's clock after a state loss only when no
 //     candidate that saw the last token makes a step (joins, waits or
 //     holds) on the new state before the next grant: electd keeps the

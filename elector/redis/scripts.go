@@ -51,23 +51,26 @@ local changed = false
 local granted = {}
 
 -- The stored token never falls below one a candidate has seen: after a
--- state loss the new server's TIME floors it, and that clock may lag.
+-- state loss the new server's TIME floors it, and that clock may lag. A
+-- token seen above the stored one proves that this state lost writes (it
+-- issued that token, or another state did and this one replaced it).
 local seen = tonumber(ARGV[10])
-if seen and seen > (tonumber(redis.call('GET', KEYS[6]) or '0') or 0) then
-  redis.call('SET', KEYS[6], fmt(seen))
-end
+local lost = seen and seen > (tonumber(redis.call('GET', KEYS[6]) or '0') or 0)
+if lost then redis.call('SET', KEYS[6], fmt(seen)) end
 
--- The state's epoch: a missing record or another server run (restart, failover)
--- means whatever this state says may be incomplete, so no term is granted
--- until one TTL after it began. A run is the process (run_id) and its
--- replication history (master_replid, new at every promotion): a master
--- that failed over and back without restarting has its old run_id, but
--- holds its replica's copy of the state, which may lack its last writes.
+-- The state's epoch: a missing record, another server run (restart,
+-- failover) or lost writes (above) mean whatever this state says may be
+-- incomplete, so no term is granted until one TTL after it began. A run is
+-- the process (run_id) and its replication history (master_replid, new at
+-- every promotion): a master that failed over and back without restarting
+-- has its old run_id, but holds its replica's copy of the state, which may
+-- lack its last writes. A state restored under the same run (a VM snapshot
+-- reverted, a process restored) shows only through lost writes.
 local run = (string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or '') .. ' ' ..
   (string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)') or '')
 local b = redis.call('HMGET', B, 'at', 'run')
 local born = tonumber(b[1])
-if not born or b[2] ~= run then
+if not born or b[2] ~= run or lost then
   born = now
   redis.call('HSET', B, 'at', fmt(now), 'run', run)
 end
