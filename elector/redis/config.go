@@ -58,7 +58,7 @@ type keys struct {
 	term    string // HASH entry, id, address, token, since
 	seq     string // STRING arrival counter
 	token   string // STRING last fencing token
-	born    string // HASH at (server µs), run ("run_id master_replid"): when this state began
+	born    string // HASH at (server µs), run ("run_id master_replid"): when this state began; last: latest step (server µs)
 	slots   string // HASH entry → slot count, for entries of semaphores (> 1)
 	holders string // HASH entry → "token since", the holders of a semaphore
 	lastRun string // STRING once-per-period run record, lapsing by the server's clock

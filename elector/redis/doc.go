@@ -94,7 +94,8 @@
 //	electd:{NAME}:term    HASH  entry, id, address, token, since (server µs)
 //	electd:{NAME}:seq     STRING arrival counter
 //	electd:{NAME}:token   STRING last fencing token
-//	electd:{NAME}:born    HASH  at (server µs), run ("run_id master_replid")
+//	electd:{NAME}:born    HASH  at (server µs), run ("run_id master_replid"),
+//	                            last (server µs of the latest step)
 //	electd:{NAME}:slots   HASH  entry → slot count (semaphores only)
 //	electd:{NAME}:holders HASH  entry → "token since" (semaphores only)
 //	electd:{NAME}:lastrun STRING once-per-period run record (JSON), no TTL
@@ -162,11 +163,14 @@
 // no term until one TTL after it. A state restored under the same run (a
 // VM snapshot of the Redis host reverted, a process restored with CRIU, an
 // older RDB loaded by DEBUG RELOAD) names the same run_id and
-// master_replid; it shows when a step carries a token above the stored
-// one (the token a candidate has seen, which the script raises the stored
-// token to): the state lost writes, and a new epoch begins there too.
-// Every lease acknowledged before the loss was
-// renewed before it, so every local deadline derived from one has passed by
+// master_replid; it shows through the writes it lost, and a new epoch
+// begins there too. Every step carries the highest token its candidate has
+// seen and the latest server time one of its own steps was answered at,
+// and records the server time it runs at in born's last (the latest of
+// them: last never goes back). A token above the stored one means the
+// state lost a grant; a step time after last means it lost that step,
+// renewals included. Every lease acknowledged before the loss was renewed
+// before it, so every local deadline derived from one has passed by
 // then. A leader whose entry vanished ends its term at its next renewal, or
 // at once when its subscription is re-established (ErrLeaseLost); a waiter
 // whose entry vanished rejoins. A leader whose entry survived (persistence,
@@ -242,14 +246,15 @@
 //     a minority master that accepts writes for longer than TTL·drift + ε
 //     after the promotion (see above).
 //   - A state restored under the same run_id and master_replid (a reverted
-//     VM snapshot, a restored process) starts a new epoch only when it lost
-//     a grant: when a step carries a token above its stored one before any
-//     term is granted on it. It goes unseen when it kept the current term
-//     but lost renewals of it (the leader's restored deadline, already past
-//     by the server's clock, lets the next step hand the term on while the
-//     leader's ValidUntil runs), and when the first step on it comes from a
-//     candidate that has seen no token above the restored one (one that
-//     just started, or only watched).
+//     VM snapshot, a restored process) starts a new epoch only when its
+//     first step comes from a candidate that saw what it lost (a later
+//     token, or an answer to a step of its own after the snapshot). One
+//     whose first step comes from a candidate that has made no step since
+//     the snapshot and saw no later token (one that just started, one cut
+//     off from Redis since, or a watcher that then campaigns) may grant at
+//     once, while the leader's ValidUntil runs, if the restored deadlines
+//     have passed. Candidates renew every RenewInterval, so a snapshot
+//     older than that is seen by any candidate that kept running.
 //   - Tokens rest on the new server's clock after a state loss only when no
 //     candidate that saw the last token makes a step (joins, waits or
 //     holds) on the new state before the next grant: electd keeps the

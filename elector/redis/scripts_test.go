@@ -57,12 +57,28 @@ func TestParseViewFields(t *testing.T) {
 // TestRestoredStateStartsAnEpoch: Redis comes back with an older state of
 // its own, under the same run_id and master_replid (a VM snapshot
 // reverted, a process restored with CRIU; here the keys are written back
-// by hand). The state predates the current term, and its leases lapsed
-// long ago by the server's clock, so the epoch rule by itself would grant
-// the next term at once while the leader's ValidUntil still runs. A
-// candidate that saw a token above the stored one proves that the store
-// lost writes: a new epoch begins, and no term is granted for one TTL.
+// by hand). The restored leases lapsed long ago by the server's clock, so
+// the epoch rule by itself would grant the next term at once while the
+// leader's ValidUntil still runs. A step shows the loss when it carries a
+// token above the stored one (the state predates the current term) or the
+// server time of a step of its own later than any the state recorded (it
+// lost renewals): a new epoch begins, and no term is granted for one TTL.
 func TestRestoredStateStartsAnEpoch(t *testing.T) {
+	tests := []struct {
+		name string
+		// olderTerm: the snapshot is of an earlier term (c's), not of
+		// the leader's with older renewals.
+		olderTerm bool
+	}{
+		{name: "an older term", olderTerm: true},
+		{name: "the current term without its renewals"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { testRestoredState(t, tt.olderTerm) })
+	}
+}
+
+func testRestoredState(t *testing.T, olderTerm bool) {
 	srv, cli := startRedis(t)
 	const election = "restored"
 	const ttl = 2 * time.Second
@@ -71,17 +87,22 @@ func TestRestoredStateStartsAnEpoch(t *testing.T) {
 		return newElectorWith(t, Config{Client: newClient(t, srv.Addr()), Candidate: elector.Candidate{
 			Election: election, ID: id, Timing: elector.Timing{TTL: ttl}}})
 	}
-	rc := electortest.MustLead(t, electortest.Campaign(ctx, in("c")), 5*ttl, "c")
-	snap := dumpState(t, cli, election)
-	electortest.Resign(t, rc.Term)
-
+	var snap snapshot
+	if olderTerm {
+		rc := electortest.MustLead(t, electortest.Campaign(ctx, in("c")), 5*ttl, "c")
+		snap = dumpState(t, cli, election)
+		electortest.Resign(t, rc.Term)
+	}
 	a, b := in("a"), in("b")
 	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*ttl, "a")
 	cb := electortest.Campaign(ctx, b)
 	waitQueued(t, cli, election, 2)
 	electortest.Eventually(t, ttl, "b to see a's token", func() bool { return b.seen.Load() >= ra.Term.Leader.Token })
+	if !olderTerm {
+		snap = dumpState(t, cli, election)
+	}
 	// By the time a snapshot is restored the clock has moved on: the
-	// restored leases have lapsed.
+	// restored leases have lapsed (and a and b renewed since).
 	electortest.Eventually(t, 2*ttl, "the snapshot's leases to lapse", func() bool { return serverNow(t, cli).After(snap.lastDeadline) })
 
 	// a's deadline as it stood at the restore (at least): its term may end
