@@ -6,6 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/redis/rediskit"
 )
 
 // Config configures one candidate in one election.
@@ -57,15 +58,24 @@ type keys struct {
 	term    string // HASH entry, id, address, token, since
 	seq     string // STRING arrival counter
 	token   string // STRING last fencing token
-	born    string // HASH at (server µs), run ("run_id master_replid"): when this state began
+	born    string // HASH at (server µs), run ("run_id master_replid"): when this state began; last: latest step (server µs)
 	slots   string // HASH entry → slot count, for entries of semaphores (> 1)
 	holders string // HASH entry → "token since", the holders of a semaphore
-	lastRun string // STRING once-per-period run record, with an expiry
+	lastRun string // STRING once-per-period run record, lapsing by the server's clock
 	channel string // pub/sub channel (not a key)
 }
 
+// keysIn are the keys of election in database db: the same names in every
+// database, but the channel, which is server-wide, names the database.
+func keysIn(election string, db int) keys {
+	k := keysFor(election)
+	k.channel = rediskit.Channel(keyPrefix(election), db)
+	return k
+}
+
+// keysFor are the keys of election in database 0.
 func keysFor(election string) keys {
-	p := "electd:{" + election + "}:"
+	p := keyPrefix(election)
 	return keys{
 		queue:   p + "queue",
 		expiry:  p + "expiry",
@@ -77,9 +87,11 @@ func keysFor(election string) keys {
 		slots:   p + "slots",
 		holders: p + "holders",
 		lastRun: p + "lastrun",
-		channel: p + "events",
+		channel: rediskit.Channel(p, 0),
 	}
 }
+
+func keyPrefix(election string) string { return "electd:{" + election + "}:" }
 
 // all lists the keys in the order the scripts expect them.
 func (k keys) all() []string {

@@ -94,13 +94,22 @@
 //	electd:{NAME}:term    HASH  entry, id, address, token, since (server µs)
 //	electd:{NAME}:seq     STRING arrival counter
 //	electd:{NAME}:token   STRING last fencing token
-//	electd:{NAME}:born    HASH  at (server µs), run ("run_id master_replid")
+//	electd:{NAME}:born    HASH  at (server µs), run ("run_id master_replid"),
+//	                            last (server µs of the latest step)
 //	electd:{NAME}:slots   HASH  entry → slot count (semaphores only)
 //	electd:{NAME}:holders HASH  entry → "token since" (semaphores only)
-//	electd:{NAME}:lastrun STRING once-per-period run record, with PX
-//	electd:{NAME}:events  pub/sub channel
+//	electd:{NAME}:lastrun STRING once-per-period run record (JSON), no TTL
+//	electd:{NAME}:events  pub/sub channel, in database 0
+//	electd:{NAME}:db<N>:events  pub/sub channel, in database N > 0
 //
-// An idle election keeps only seq, token and born (and a live lastrun). The ACL user needs
+// Keys live in the client's database, but channels are server-wide: the
+// channel names the database, so that the same election name in two
+// databases of one server does not share one (its watchers would take the
+// other's leader for their own). Database 0, the only one of a Cluster,
+// keeps the name of electd versions before the database was in it.
+//
+// An idle election keeps only seq, token and born (and lastrun, until a
+// read finds it lapsed). The ACL user needs
 // EVALSHA and EVAL, SUBSCRIBE and PING on the channel, and inside the
 // scripts TIME, INFO, PUBLISH, and string, hash and sorted-set commands on
 // these keys.
@@ -126,8 +135,18 @@
 // (an *elector.SlotsError) before it is added. Leader and Observe report
 // the holder first in line.
 //
-// RecordRun and LastRun keep a once-per-period run record in lastrun, set
-// with PX: Redis deletes it when the period lapses.
+// RecordRun and LastRun keep a once-per-period run record in lastrun. It
+// has no TTL, so that no eviction policy but allkeys-* may drop it (under
+// volatile-* a record with a TTL was the one key of the election Redis
+// could evict, and the job then ran again within its period): its JSON
+// begins with "server_expires_us", the server's TIME at which the period
+// ends, and a read by the server's clock finds it live, or lapsed and
+// deletes it. A record written with PX, by an electd before this format,
+// is read as before: live while the key exists. The first read or write
+// of a record by an Elector warns if the server's maxmemory-policy may
+// evict it (allkeys-*, where CONFIG GET is allowed). An electd before this
+// format reads a record without a TTL as live until one of this format
+// reads it lapsed and deletes it (after a downgrade, delete the key).
 //
 // # Lost state, and why a first start waits one TTL
 //
@@ -141,8 +160,17 @@
 // master that failed over and back without restarting, and now holds its
 // replica's older copy under its old run_id, is another run too). When it
 // is missing or names another run, the script starts a new epoch and grants
-// no term until one TTL after it. Every lease acknowledged before the loss was
-// renewed before it, so every local deadline derived from one has passed by
+// no term until one TTL after it. A state restored under the same run (a
+// VM snapshot of the Redis host reverted, a process restored with CRIU, an
+// older RDB loaded by DEBUG RELOAD) names the same run_id and
+// master_replid; it shows through the writes it lost, and a new epoch
+// begins there too. Every step carries the highest token its candidate has
+// seen and the latest server time one of its own steps was answered at,
+// and records the server time it runs at in born's last (the latest of
+// them: last never goes back). A token above the stored one means the
+// state lost a grant; a step time after last means it lost that step,
+// renewals included. Every lease acknowledged before the loss was renewed
+// before it, so every local deadline derived from one has passed by
 // then. A leader whose entry vanished ends its term at its next renewal, or
 // at once when its subscription is re-established (ErrLeaseLost); a waiter
 // whose entry vanished rejoins. A leader whose entry survived (persistence,
@@ -201,7 +229,10 @@
 //     keep growing only if the clock has not gone back past the last one);
 //   - every candidate of an election uses the same TTL;
 //   - no one else writes the electd:{NAME}:* keys, and Redis does not evict
-//     them (use a noeviction policy, or volatile-* since they carry no TTL).
+//     them: use noeviction or a volatile-* policy (no key of electd's has a
+//     TTL, the run record included, except one written by an electd before
+//     its current format); allkeys-* may evict any of them, and electd warns
+//     at start.
 //
 // # Non-guarantees
 //
@@ -214,6 +245,16 @@
 //     sentinels promote another replica is not covered; nor, under Cluster,
 //     a minority master that accepts writes for longer than TTL·drift + ε
 //     after the promotion (see above).
+//   - A state restored under the same run_id and master_replid (a reverted
+//     VM snapshot, a restored process) starts a new epoch only when its
+//     first step comes from a candidate that saw what it lost (a later
+//     token, or an answer to a step of its own after the snapshot). One
+//     whose first step comes from a candidate that has made no step since
+//     the snapshot and saw no later token (one that just started, one cut
+//     off from Redis since, or a watcher that then campaigns) may grant at
+//     once, while the leader's ValidUntil runs, if the restored deadlines
+//     have passed. Candidates renew every RenewInterval, so a snapshot
+//     older than that is seen by any candidate that kept running.
 //   - Tokens rest on the new server's clock after a state loss only when no
 //     candidate that saw the last token makes a step (joins, waits or
 //     holds) on the new state before the next grant: electd keeps the

@@ -51,10 +51,17 @@ type Elector struct {
 	// another's; every step carries it, so the store's token never falls
 	// below it, even after the store lost its state (see sawToken).
 	seen atomic.Uint64
+	// stepped is the latest server time (µs) at which a step of this
+	// Elector's ran and was answered; every step carries it, so that a
+	// state that lost the step's writes (restored under the same run)
+	// starts a new epoch (see sawStep).
+	stepped atomic.Int64
 	// patience is how long the next request may wait for its reply
 	// (rediskit.Patience): longer after timeouts, so that a slow store
 	// is waited for instead of losing every connection to it.
 	patience *rediskit.Patience
+	// runEviction checks once whether the server may evict a run record.
+	runEviction sync.Once
 }
 
 // New validates cfg and returns an Elector. It does not contact Redis.
@@ -65,7 +72,7 @@ func New(cfg Config) (*Elector, error) {
 	}
 	e := &Elector{
 		cfg:   cfg,
-		keys:  keysFor(cfg.Election),
+		keys:  keysIn(cfg.Election, rediskit.DB(cfg.Client)),
 		ttlMS: ttlMillis(cfg.Timing.TTL),
 		log:   cfg.Logger.WithGroup("redis").With("election", cfg.Election, "id", cfg.ID),
 		inst:  cfg.Instrument,
@@ -187,8 +194,12 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 	if s := e.seen.Load(); s != 0 {
 		seen = fmt.Sprint(s)
 	}
+	stepped := ""
+	if s := e.stepped.Load(); s != 0 {
+		stepped = fmt.Sprint(s)
+	}
 	gen, _ := e.bus.state()
-	v, err := e.runStep(ctx, mode != "leave", mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, tok, stale, slots, seen)
+	v, err := e.runStep(ctx, mode != "leave", mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, tok, stale, slots, seen, stepped)
 	e.patience.Observe(err)
 	if err != nil {
 		err = classify(err)
@@ -205,9 +216,25 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 	if r.viewErr != nil {
 		e.log.Warn("ignoring the leader view of a script reply", "err", r.viewErr)
 	} else {
+		e.sawStep(r.view.at)
 		e.view.offer(r.view, gen)
 	}
 	return r, nil
+}
+
+// sawStep raises the latest time a step of ours was answered at to at, the
+// server time the step script ran at. Only the replies of its own steps
+// count: the script records that time in the state with the step's writes,
+// so a later step that finds the state's record earlier than this proves
+// that the state lost them.
+func (e *Elector) sawStep(at time.Time) {
+	us := at.UnixMicro()
+	for {
+		cur := e.stepped.Load()
+		if us <= cur || e.stepped.CompareAndSwap(cur, us) {
+			return
+		}
+	}
 }
 
 // refreshSlots asks a cluster client to re-read the slot map after a

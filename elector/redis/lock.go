@@ -8,15 +8,18 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/redis/rediskit"
 )
 
-// RecordRun stores r in the election's lastrun key with SET PX period:
-// Redis deletes it when the period lapses.
+// RecordRun stores r in the election's lastrun key for period. The key
+// has no TTL, so that a volatile-* eviction policy cannot take it: the
+// record lapses by the server's clock (rediskit.RecordRun).
 func (e *Elector) RecordRun(ctx context.Context, r elector.RunRecord, period time.Duration) error {
 	b, err := elector.EncodeRun(r, period)
 	if err != nil {
 		return err
 	}
+	e.checkRunEviction(ctx)
 	if err := classify(e.recordRun(ctx, b, period)); err != nil {
 		e.inst.StoreError("record", err)
 		return &elector.StoreError{Op: "record", Err: err, Permanent: isPermanent(err)}
@@ -29,12 +32,11 @@ func (e *Elector) RecordRun(ctx context.Context, r elector.RunRecord, period tim
 // it, and the job could run twice in its period).
 func (e *Elector) recordRun(ctx context.Context, b []byte, period time.Duration) error {
 	if e.cfg.Replicas == 0 {
-		return e.cfg.Client.Set(ctx, e.keys.lastRun, b, period).Err()
+		return rediskit.RecordRun(ctx, e.cfg.Client, e.keys.lastRun, b, period).Err()
 	}
-	var set *redis.StatusCmd
-	var wait *redis.Cmd
+	var set, wait *redis.Cmd
 	_, err := e.cfg.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		set = p.Set(ctx, e.keys.lastRun, b, period)
+		set = rediskit.RecordRun(ctx, p, e.keys.lastRun, b, period)
 		wait = p.Do(ctx, "WAIT", e.cfg.Replicas, waitTimeout(ctx, e.callTimeout()).Milliseconds()+1)
 		return nil
 	})
@@ -47,9 +49,12 @@ func (e *Elector) recordRun(ctx context.Context, b []byte, period time.Duration)
 	return e.replicated(wait)
 }
 
-// LastRun returns the election's live run record, or ErrNoRun.
+// LastRun returns the election's live run record, or ErrNoRun. It reads
+// records of both formats: with a lapse by the server's clock in the
+// value, and (from an electd before it) with a TTL.
 func (e *Elector) LastRun(ctx context.Context) (elector.RunRecord, error) {
-	b, err := e.cfg.Client.Get(ctx, e.keys.lastRun).Bytes()
+	e.checkRunEviction(ctx)
+	b, err := rediskit.LastRun(ctx, e.cfg.Client, e.keys.lastRun)
 	switch {
 	case errors.Is(err, redis.Nil):
 		return elector.RunRecord{}, elector.ErrNoRun
@@ -59,4 +64,14 @@ func (e *Elector) LastRun(ctx context.Context) (elector.RunRecord, error) {
 		return elector.RunRecord{}, &elector.StoreError{Op: "last-run", Err: err, Permanent: isPermanent(err)}
 	}
 	return elector.DecodeRun(b), nil
+}
+
+// checkRunEviction warns, the first time this Elector reads or writes a
+// run record, if the server's maxmemory-policy may evict it (allkeys-*).
+func (e *Elector) checkRunEviction(ctx context.Context) {
+	e.runEviction.Do(func() {
+		cctx, cancel := e.request(ctx)
+		defer cancel()
+		rediskit.WarnRunEviction(cctx, e.cfg.Client, e.log)
+	})
 }

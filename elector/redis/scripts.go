@@ -26,7 +26,9 @@ local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 // KEYS: queue expiry cand term seq token born slots holders
 // ARGV: mode (join|try|wait|hold|leave), entry, ttl ms, id, address, channel,
 // token (hold), an older entry of this candidate to drop first (may be empty),
-// slots (empty: 1), the highest token the caller has seen (may be empty).
+// slots (empty: 1), the highest token the caller has seen (may be empty),
+// the latest server time of a step of the caller's own that was answered
+// (µs, may be empty).
 //
 // Reply: {status, wake ms, token, since µs, head, view...} where status is
 // leader|wait|gone|lost|left|busy|slots and wake is how long until whatever
@@ -51,26 +53,35 @@ local changed = false
 local granted = {}
 
 -- The stored token never falls below one a candidate has seen: after a
--- state loss the new server's TIME floors it, and that clock may lag.
+-- state loss the new server's TIME floors it, and that clock may lag. A
+-- token seen above the stored one proves that this state lost writes (it
+-- issued that token, or another state did and this one replaced it).
 local seen = tonumber(ARGV[10])
-if seen and seen > (tonumber(redis.call('GET', KEYS[6]) or '0') or 0) then
-  redis.call('SET', KEYS[6], fmt(seen))
-end
+local lost = seen and seen > (tonumber(redis.call('GET', KEYS[6]) or '0') or 0)
+if lost then redis.call('SET', KEYS[6], fmt(seen)) end
 
--- The state's epoch: a missing record or another server run (restart, failover)
--- means whatever this state says may be incomplete, so no term is granted
--- until one TTL after it began. A run is the process (run_id) and its
--- replication history (master_replid, new at every promotion): a master
--- that failed over and back without restarting has its old run_id, but
--- holds its replica's copy of the state, which may lack its last writes.
+-- The state's epoch: a missing record, another server run (restart,
+-- failover) or lost writes (above) mean whatever this state says may be
+-- incomplete, so no term is granted until one TTL after it began. A run is
+-- the process (run_id) and its replication history (master_replid, new at
+-- every promotion): a master that failed over and back without restarting
+-- has its old run_id, but holds its replica's copy of the state, which may
+-- lack its last writes. A state restored under the same run (a VM snapshot
+-- reverted, a process restored) shows only through lost writes: a token
+-- (above), or a step. Every step records the latest server time a step
+-- ran at (last, which never goes back); a caller whose own step was
+-- answered later than that lost the step's writes with it, renewals
+-- included.
 local run = (string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or '') .. ' ' ..
   (string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)') or '')
-local b = redis.call('HMGET', B, 'at', 'run')
-local born = tonumber(b[1])
-if not born or b[2] ~= run then
+local b = redis.call('HMGET', B, 'at', 'run', 'last')
+local born, last, stepped = tonumber(b[1]), tonumber(b[3]) or 0, tonumber(ARGV[11]) or 0
+if stepped > last then lost = true end
+if not born or b[2] ~= run or lost then
   born = now
   redis.call('HSET', B, 'at', fmt(now), 'run', run)
 end
+redis.call('HSET', B, 'last', fmt(math.max(last, now, stepped)))
 
 local function drop(e)
   if redis.call('ZREM', Q, e) == 1 then changed = true end

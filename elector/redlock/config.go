@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/redis/rediskit"
 )
 
 // Server is one of the independent Redis servers of a quorum.
@@ -73,12 +74,22 @@ type keys struct {
 	commit  string // STRING highest token committed (or handed over) here
 	claims  string // ZSET entry → order, of the entries that claim
 	left    string // ZSET entry → µs: entries that left, refused until then
-	lastRun string // STRING once-per-period run record, with an expiry
+	lastRun string // STRING once-per-period run record, lapsing by the server's clock
 	channel string // pub/sub channel (not a key)
 }
 
+// keysIn are the keys of election in database db (the same on every
+// server): the same names in every database, but the channel, which is
+// server-wide, names the database.
+func keysIn(election string, db int) keys {
+	k := keysFor(election)
+	k.channel = rediskit.Channel(keyPrefix(election), db)
+	return k
+}
+
+// keysFor are the keys of election in database 0.
 func keysFor(election string) keys {
-	p := "electd:{" + election + "}:rl:"
+	p := keyPrefix(election)
 	return keys{
 		queue:   p + "queue",
 		expiry:  p + "expiry",
@@ -90,9 +101,11 @@ func keysFor(election string) keys {
 		claims:  p + "claims",
 		left:    p + "left",
 		lastRun: p + "lastrun",
-		channel: p + "events",
+		channel: rediskit.Channel(p, 0),
 	}
 }
+
+func keyPrefix(election string) string { return "electd:{" + election + "}:rl:" }
 
 // all lists the keys in the order the scripts expect them.
 func (k keys) all() []string {

@@ -178,8 +178,10 @@
 //	electd:{NAME}:rl:committed STRING highest token committed here
 //	electd:{NAME}:rl:born      HASH  at (server µs), run
 //	electd:{NAME}:rl:left      ZSET  entry → µs: left, refused for two TTLs
-//	electd:{NAME}:rl:lastrun   STRING once-per-period run record, with PX
-//	electd:{NAME}:rl:events    pub/sub channel
+//	electd:{NAME}:rl:lastrun   STRING once-per-period run record (JSON), no TTL:
+//	                           it lapses by the server's clock (see the redis package)
+//	electd:{NAME}:rl:events    pub/sub channel, in database 0
+//	electd:{NAME}:rl:db<N>:events  pub/sub channel, in database N > 0
 //
 // They are apart from the single-server backend's keys: every copy of an
 // election must use the same store URL.

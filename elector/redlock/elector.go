@@ -66,7 +66,7 @@ func New(cfg Config) (*Elector, error) {
 	}
 	e := &Elector{
 		cfg:   cfg,
-		keys:  keysFor(cfg.Election),
+		keys:  keysIn(cfg.Election, rediskit.DB(cfg.Servers[0].Client)),
 		ttlMS: ttlMillis(cfg.Timing.TTL),
 		m:     majority(len(cfg.Servers)),
 		log:   cfg.Logger.WithGroup("redlock").With("election", cfg.Election, "id", cfg.ID),

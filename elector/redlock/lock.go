@@ -13,17 +13,19 @@ import (
 	"github.com/electd/electd/elector/redis/rediskit"
 )
 
-// RecordRun stores r in every server's lastrun key with SET PX period
-// (each server deletes it when the period lapses); it succeeds once a
-// majority has it, so that every later majority meets a server that does.
+// RecordRun stores r in every server's lastrun key for period, without a
+// TTL (each server's clock lapses it: rediskit.RecordRun, so that a
+// volatile-* eviction policy cannot take it); it succeeds once a majority
+// has it, so that every later majority meets a server that does.
 func (e *Elector) RecordRun(ctx context.Context, r elector.RunRecord, period time.Duration) error {
 	b, err := elector.EncodeRun(r, period)
 	if err != nil {
 		return err
 	}
+	e.checkRunEviction(ctx)
 	errs := make([]error, len(e.cfg.Servers))
 	fanOut(len(errs), func(i int) {
-		if err := e.cfg.Servers[i].Client.Set(ctx, e.keys.lastRun, b, period).Err(); err != nil {
+		if err := rediskit.RecordRun(ctx, e.cfg.Servers[i].Client, e.keys.lastRun, b, period).Err(); err != nil {
 			errs[i] = fmt.Errorf("%s: %w", e.cfg.Servers[i].Addr, rediskit.Classify(err))
 		}
 	})
@@ -43,6 +45,20 @@ type recorded struct {
 	sync.Mutex
 	b     []byte
 	until time.Time // local: when its period lapses
+	// evictable checks once whether a server may evict a run record.
+	evictable sync.Once
+}
+
+// checkRunEviction warns, the first time this Elector reads or writes a
+// run record, about every server whose maxmemory-policy may evict it.
+func (e *Elector) checkRunEviction(ctx context.Context) {
+	e.recorded.evictable.Do(func() {
+		cctx, cancel := context.WithTimeout(ctx, e.callTimeout())
+		defer cancel()
+		fanOut(len(e.cfg.Servers), func(i int) {
+			rediskit.WarnRunEviction(cctx, e.cfg.Servers[i].Client, e.log)
+		})
+	})
 }
 
 // repairRun writes the run record this Elector recorded last to server i,
@@ -57,7 +73,7 @@ func (e *Elector) repairRun(ctx context.Context, i int) {
 	if b == nil || left < time.Millisecond {
 		return
 	}
-	if err := e.cfg.Servers[i].Client.SetNX(ctx, e.keys.lastRun, b, left).Err(); err != nil {
+	if err := rediskit.RecordRunIfNone(ctx, e.cfg.Servers[i].Client, e.keys.lastRun, b, left).Err(); err != nil {
 		e.fails[i].Failed("record", rediskit.Classify(err))
 	}
 }
@@ -65,10 +81,11 @@ func (e *Elector) repairRun(ctx context.Context, i int) {
 // LastRun asks every server and returns the newest live run record any
 // of them has, or ErrNoRun; it needs a majority's answers.
 func (e *Elector) LastRun(ctx context.Context) (elector.RunRecord, error) {
+	e.checkRunEviction(ctx)
 	errs := make([]error, len(e.cfg.Servers))
 	recs := make([][]byte, len(e.cfg.Servers))
 	fanOut(len(errs), func(i int) {
-		b, err := e.cfg.Servers[i].Client.Get(ctx, e.keys.lastRun).Bytes()
+		b, err := rediskit.LastRun(ctx, e.cfg.Servers[i].Client, e.keys.lastRun)
 		switch {
 		case errors.Is(err, redis.Nil):
 		case err != nil:
@@ -101,7 +118,7 @@ func (e *Elector) LastRun(ctx context.Context) (elector.RunRecord, error) {
 	if left := newest.Expires.Sub(e.cfg.Clock.Now()); left > time.Millisecond {
 		fanOut(len(recs), func(i int) {
 			if recs[i] == nil && errs[i] == nil {
-				if err := e.cfg.Servers[i].Client.SetNX(ctx, e.keys.lastRun, raw, left).Err(); err != nil {
+				if err := rediskit.RecordRunIfNone(ctx, e.cfg.Servers[i].Client, e.keys.lastRun, raw, left).Err(); err != nil {
 					e.fails[i].Failed("last-run", rediskit.Classify(err))
 				}
 			}
