@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -74,6 +75,9 @@ func run(ctx context.Context, args []string) error {
 		HideVersion:          false,
 		EnableBashCompletion: false,
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			if err = flagValueError(err, isDurationFlag(commands())); errors.As(err, new(*usageError)) {
+				return err
+			}
 			return &usageError{err: err}
 		},
 		ExitErrHandler:  func(*cli.Context, error) {},  // exit codes are mapped in exitCode only
@@ -84,7 +88,7 @@ func run(ctx context.Context, args []string) error {
 		cmd.OnUsageError = app.OnUsageError
 	}
 	if err := app.RunContext(ctx, args); err != nil {
-		return err
+		return flagValueError(err, isDurationFlag(app.Commands))
 	}
 	if len(args) > 1 && app.Command(args[1]) == nil && args[1][0] != '-' {
 		return usagef("unknown command %q; see electd --help", args[1])

@@ -23,8 +23,10 @@ import (
 const leaderHelp = "Prints the current leader of --election. Exit status 0 when there is one, 3 when there is none.\n" +
 	"With --watch, prints every change until interrupted."
 
+// leaderFlags are the store flags less those of a candidate (--id, --ttl,
+// --renew-interval): `leader` only asks.
 func leaderFlags() []cli.Flag {
-	return append(storeFlags(),
+	return append(withoutFlags(storeFlags(), "id", "ttl", "renew-interval"),
 		&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "print every leader change until interrupted"},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json"},
 		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, Usage: "how long to wait for the store (without --watch)"},
@@ -48,12 +50,9 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 	if c.Args().Present() {
 		return usagef("leader takes no arguments, got %q", c.Args().Slice())
 	}
-	timing, err := timingOf(c)
-	if err != nil {
-		return err
-	}
 	host, _ := os.Hostname()
-	cand := elector.Candidate{Election: election, ID: "observer-" + sanitizeID(host), Timing: timing, Logger: log}
+	// An observer holds no lease: the default timing serves.
+	cand := elector.Candidate{Election: election, ID: "observer-" + sanitizeID(host), Logger: log}
 	if _, err := cand.Validate(); err != nil {
 		return err
 	}
