@@ -195,6 +195,9 @@ type Child struct {
 	exit ExitStatus
 
 	escalated atomic.Bool // Stop sent SIGKILL before the child was reaped
+	// groupGone: the child's process group was seen empty after the child
+	// was reaped; its id may be reused, so it is not signalled any more.
+	groupGone atomic.Bool
 	outputs   []*copier
 
 	stopOnce sync.Once

@@ -99,6 +99,7 @@ func (c *Child) stop(ctx context.Context) error {
 			c.log.Warn("stop timeout elapsed or cut short; killing the process tree",
 				"pid", c.pid, "signal", "SIGKILL", "timeout", timeout)
 			c.signalTree(syscall.SIGKILL)
+			c.awaitMain()
 		}
 	}
 	<-c.done
@@ -132,15 +133,20 @@ func (c *Child) signalTree(sig syscall.Signal) {
 	}
 	for _, s := range sigs {
 		c.killGroup(s)
-		c.signalMembers(s)
+		_, _ = c.signalMembers(s) // a failed listing is logged; the next pass lists again
 	}
 }
 
 // signalMembers sends sig to the processes of the child's tree that
 // treeMembers finds (other than the leader, whose group killGroup signals),
-// and to their process groups, and returns how many processes it found.
-func (c *Child) signalMembers(sig syscall.Signal) int {
-	pids, groups := treeMembers(c.pid, c.ticks, c.marker)
+// and to their process groups, and returns how many processes it found; an
+// error (/proc could not be listed) says nothing is known.
+func (c *Child) signalMembers(sig syscall.Signal) (int, error) {
+	pids, groups, err := treeMembers(c.pid, c.ticks, c.marker, c.groupGone.Load())
+	if err != nil {
+		c.log.Warn("list the processes of the tree failed", "pid", c.pid, "err", err)
+		return 0, err
+	}
 	for _, g := range groups {
 		if err := syscall.Kill(-g, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 			c.log.Warn("signal a process group of the tree failed", "pgid", g, "signal", signalName(sig), "err", err)
@@ -151,7 +157,7 @@ func (c *Child) signalMembers(sig syscall.Signal) int {
 			c.log.Warn("signal tree member failed", "pid", pid, "signal", signalName(sig), "err", err)
 		}
 	}
-	return len(pids)
+	return len(pids), nil
 }
 
 // grace waits up to timeout for the child to exit and reports whether it
@@ -202,6 +208,9 @@ func (c *Child) grace(ctx context.Context, timeout time.Duration) bool {
 // killGroup sends sig to the child's process group; a group that is already
 // empty is not an error.
 func (c *Child) killGroup(sig syscall.Signal) {
+	if c.groupGone.Load() {
+		return // its id may be a stranger's by now
+	}
 	if err := syscall.Kill(-c.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		c.log.Warn("signal process group failed", "pid", c.pid, "signal", signalName(sig), "err", err)
 	}
@@ -209,72 +218,118 @@ func (c *Child) killGroup(sig syscall.Signal) {
 
 // drainGroup runs after the child (the group leader) was reaped. It kills
 // the rest of its tree (the group's members, and the descendants that left
-// the group and were reparented to electd) and waits until none is left.
+// the group and were reparented to electd) and waits until none is left, for
+// at most groupDrainTimeout; the error says how many processes survived.
 //
 // The group id cannot be recycled while any member lives (the kernel keeps a
 // pid allocated while it is still in use as a process group id), so these
-// kills reach only our own leftovers; only an already empty group's id could
-// have been reused, in the moment between reaping and this call.
+// kills reach only our own leftovers; once the group is seen empty it is
+// not signalled again (groupGone).
 func (c *Child) drainGroup() error {
 	deadline := time.Now().Add(groupDrainTimeout)
 	delay := time.Millisecond
-	// One empty scan is not proof: /proc is read a process at a time, so a
-	// daemon whose parent exits (and is reaped) during the scan was read
-	// as the child of a process that is gone when its parent is read, and
-	// is found nowhere. It was reparented to us when its parent exited,
-	// before the scan ended: the next scan, after a pause
-	// (emptyScanPause) in which whatever was between two states has
-	// settled, finds it.
-	empty := false
 	for {
-		// Members reparented to us (as subreaper or PID 1) stay zombies in
-		// the group until we reap them. With the leader already reaped, every
-		// child of ours in this group is such an orphan, so wait4(-pgid)
-		// cannot take a status that anybody else waits for.
-		reapGroup(c.pid, c.log)
-		reapUnowned(c.log, c.ticks) // tree members reparented to electd
-		rest := c.signalMembers(syscall.SIGKILL)
-		err := syscall.Kill(-c.pid, syscall.SIGKILL)
-		if errors.Is(err, syscall.ESRCH) && rest == 0 {
-			if empty {
-				return nil
-			}
-			empty = true
-			time.Sleep(emptyScanPause)
-			continue
+		gone, rest := c.drained()
+		if gone {
+			return nil
 		}
-		empty = false
 		if time.Now().After(deadline) {
-			alive, zombies := groupMembers(c.pid)
+			alive, zombies := 0, 0
+			if !c.groupGone.Load() {
+				alive, zombies = groupMembers(c.pid)
+			}
 			alive += rest
-			if alive == 0 {
+			if alive == 0 && zombies > 0 {
 				c.log.Warn("process group left only zombies that their parent does not reap",
 					"pid", c.pid, "zombies", zombies)
 				return nil
 			}
 			return fmt.Errorf("stop child %d: %d processes of its tree still alive %s after SIGKILL",
-				c.pid, alive, groupDrainTimeout)
+				c.pid, max(alive, 1), groupDrainTimeout)
 		}
 		time.Sleep(delay)
 		delay = min(2*delay, 50*time.Millisecond)
 	}
 }
 
-// awaitGone goes on killing and reaping what is left of the tree after
-// Stop gave up on it (processes that survived SIGKILL: stuck in
-// uninterruptible sleep, or not ours to signal), until none is left or stop
-// is closed. It reports whether the tree is gone.
-func (c *Child) awaitGone(stop <-chan struct{}) bool {
-	for {
-		if c.drainGroup() == nil {
-			return true
+// drained makes one pass of the sweep and reports whether the tree is gone:
+// two passes emptyScanPause apart found nothing. One empty scan is not
+// proof: /proc is read a process at a time, so a daemon whose parent exits
+// (and is reaped) during the scan was read as the child of a process that
+// is gone when its parent is read, and is found nowhere. It was reparented
+// to us when its parent exited, before the scan ended: the next scan, after
+// a pause in which whatever was between two states has settled, finds it.
+// rest is how many processes the pass found alive.
+func (c *Child) drained() (gone bool, rest int) {
+	for i := range 2 {
+		if i > 0 {
+			time.Sleep(emptyScanPause)
 		}
-		select {
-		case <-stop:
-			return false
-		default:
+		var empty bool
+		if empty, rest = c.drainPass(); !empty {
+			return false, rest
 		}
 	}
+	return true, 0
+}
+
+// awaitMain waits for the SIGKILLed main process to be reaped. Under pgroup
+// the sweep goes on meanwhile, every mainSweep: a main process that does not
+// die at once (uninterruptible sleep) must not leave the rest of its tree
+// unswept, where a process that keeps starting a successor and exiting
+// slipped the first sweep.
+func (c *Child) awaitMain() {
+	if c.mode() != ContainPgroup {
+		return
+	}
+	t := time.NewTicker(mainSweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+			c.signalTree(syscall.SIGKILL)
+		}
+	}
+}
+
+// mainSweep is how often the tree is swept again while the SIGKILLed main
+// process is not yet reaped.
+const mainSweep = 100 * time.Millisecond
+
+// pidTaken reports whether a process with pid exists.
+func pidTaken(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return err == nil
+}
+
+// drainPass reaps what it may, SIGKILLs every process of the tree it finds
+// and the child's group, and reports whether it found none.
+func (c *Child) drainPass() (empty bool, rest int) {
+	if !c.groupGone.Load() && pidTaken(c.pid) {
+		// The leader is reaped, so a process with its pid is another one:
+		// the kernel frees a pid only once no group uses it as its id, so
+		// the child's group is empty, and that id is now a stranger's.
+		c.groupGone.Store(true)
+	}
+	// Members reparented to us (as subreaper or PID 1) stay zombies in the
+	// group until we reap them. With the leader already reaped, every child
+	// of ours in this group is such an orphan, so wait4(-pgid) cannot take a
+	// status that anybody else waits for.
+	if !c.groupGone.Load() {
+		reapGroup(c.pid, c.log)
+	}
+	reapUnowned(c.log, c.ticks) // tree members reparented to electd
+	rest, err := c.signalMembers(syscall.SIGKILL)
+	groupEmpty := c.groupGone.Load()
+	if !groupEmpty {
+		if kerr := syscall.Kill(-c.pid, syscall.SIGKILL); errors.Is(kerr, syscall.ESRCH) {
+			c.groupGone.Store(true)
+			groupEmpty = true
+		}
+	}
+	return err == nil && rest == 0 && groupEmpty, rest
 }
 
 // drainOutput waits, bounded, for the output copiers to deliver what is left

@@ -361,60 +361,82 @@ func sysctlIs(path, value string) bool {
 // is the leader (same start time), so that a reused pid pulls in no one. A
 // zombie whose other threads still run is alive (see running).
 //
-// groups are the process groups of the tree's processes, zombies included,
-// other than leader's own and electd's: a process that keeps forking a
-// successor and exiting is never listed alive (by the time a scan reads it,
-// it is a zombie, and its successor was not in the listing), but a signal
-// to its group reaches the whole chain at once.
+// groups are process groups of the tree, other than leader's own and
+// electd's: those of the leader's descendants and group, and of orphans
+// known to be the tree's (every orphan under the every-orphan rule, or one
+// whose environment holds the mark), with their descendants; zombies
+// included. A process that keeps forking a successor and exiting is never
+// listed alive (by the time a scan reads it, it is a zombie, and its
+// successor was not in the listing), but a signal to its group reaches the
+// whole chain at once. An orphan counted only because its environment could
+// not be read or read empty (a zombie's does) is signalled itself, but its
+// group is not: it may be a stranger's, whose other members are strangers.
+//
+// groupGone says that leader's group was seen empty after the leader was
+// reaped: its id may since belong to a stranger, so it pulls in no one.
 //
 // No orphan is reaped while a scan runs (it holds reaperMu): a process that
 // was listed is still there, alive or a zombie, when its stat is read, so a
 // chain of processes that each start a successor and exit cannot slip
-// between the listing and the reading.
-func treeMembers(leader int, start uint64, marker string) (pids, groups []int) {
+// between the listing and the reading. The error says /proc could not be
+// listed: then nothing is known, and the caller must not take it as empty.
+func treeMembers(leader int, start uint64, marker string, groupGone bool) (pids, groups []int, err error) {
 	reaperMu.Lock()
 	defer reaperMu.Unlock()
 	procs, err := listProcs()
 	if err != nil {
-		return nil, nil
+		return nil, nil, err
 	}
 	children := map[int][]int{}
 	for pid, p := range procs {
 		children[p.ppid] = append(children[p.ppid], pid)
 	}
 	self, ownGroup := os.Getpid(), syscall.Getpgrp()
-	in := map[int]bool{}
-	var walk func(pid int)
-	walk = func(pid int) {
-		if in[pid] {
+	in := map[int]bool{} // pid → its group may be signalled
+	var walk func(pid int, trusted bool)
+	walk = func(pid int, trusted bool) {
+		if was, ok := in[pid]; ok && (was || !trusted) {
 			return
 		}
-		in[pid] = true
+		in[pid] = trusted
 		for _, c := range children[pid] {
-			walk(c)
+			walk(c, trusted)
 		}
 	}
 	lp, leaderLives := procs[leader]
 	leaderReused := leaderLives && start != 0 && lp.start != start
 	if leaderLives && !leaderReused {
-		walk(leader)
+		walk(leader, true)
 	}
+	var orphans []int
 	for pid, p := range procs {
 		switch {
-		case p.pgrp == leader && !leaderReused:
-			walk(pid)
-		case p.ppid == self && p.start >= start && p.pgrp != ownGroup && !ownedLocked(pid) &&
-			(orphanRule.strangers == "" || marked(pid, marker)):
-			walk(pid)
+		case p.pgrp == leader && !leaderReused && !groupGone:
+			walk(pid, true)
+		case p.ppid == self && p.start >= start && p.pgrp != ownGroup && !ownedLocked(pid):
+			orphans = append(orphans, pid)
+		}
+	}
+	if orphanRule.strangers == "" {
+		for _, pid := range orphans {
+			walk(pid, true)
+		}
+	} else {
+		sure, maybe := marked(orphans, marker)
+		for _, pid := range sure {
+			walk(pid, true)
+		}
+		for _, pid := range maybe {
+			walk(pid, false)
 		}
 	}
 	seen := map[int]bool{leader: true, ownGroup: true, 0: true}
-	for pid := range in {
+	for pid, trusted := range in {
 		p, ok := procs[pid]
 		if !ok {
 			continue
 		}
-		if !seen[p.pgrp] {
+		if trusted && !seen[p.pgrp] {
 			seen[p.pgrp] = true
 			groups = append(groups, p.pgrp)
 		}
@@ -422,7 +444,7 @@ func treeMembers(leader int, start uint64, marker string) (pids, groups []int) {
 			pids = append(pids, pid)
 		}
 	}
-	return pids, groups
+	return pids, groups, nil
 }
 
 // orphanRule is how the pgroup sweep tells the child's orphans from
@@ -476,36 +498,49 @@ func running(pid int, p procStat) bool {
 	return false
 }
 
-// marked reports whether pid may be of the tree marked by the environment
-// entry marker: its environment holds marker, or cannot be read, or still
-// reads empty after markReads reads markPause apart. A process reads empty
-// in the middle of an exec (the new image's environment is not in place
-// yet; hence the reads again, which spare a stranger that was execing),
-// and also when started with none at all (env -i); it is unreadable when
-// not dumpable or not ours to read. Only an environment read whole and
-// without marker says "not ours". A zombie leader (main thread exited) has
-// no memory of its own left; its live threads do, and are read too.
-func marked(pid int, marker string) bool {
+// marked sorts orphans by the environment entry marker that marks the
+// tree: sure, whose environment holds marker; maybe, whose environment
+// cannot be read, or still reads empty after markReads reads markPause
+// apart (one pause for all of them). The rest, whose environment was read
+// whole without marker, are not the tree's. A process reads empty in the
+// middle of an exec (the new image's environment is not in place yet;
+// hence the reads again, which spare a stranger that was execing), when it
+// is a zombie, and when started with none at all (env -i); it is unreadable
+// when not dumpable or not ours to read. A zombie leader (main thread
+// exited) has no memory of its own left; its live threads do, and are read
+// too.
+func marked(orphans []int, marker string) (sure, maybe []int) {
 	if marker == "" {
-		return false
+		return nil, nil
 	}
-	for i := range markReads {
+	for i := 0; i < markReads && len(orphans) > 0; i++ {
 		if i > 0 {
 			time.Sleep(markPause)
 		}
-		switch env, ok := readEnviron(pid); {
-		case !ok:
-			return true
-		case len(env) > 0:
-			for _, kv := range strings.Split(string(env), "\x00") {
-				if kv == marker {
-					return true
-				}
+		var empty []int
+		for _, pid := range orphans {
+			switch env, ok := readEnviron(pid); {
+			case !ok:
+				maybe = append(maybe, pid)
+			case len(env) == 0:
+				empty = append(empty, pid)
+			case hasEntry(env, marker):
+				sure = append(sure, pid)
 			}
-			return false
+		}
+		orphans = empty
+	}
+	return sure, append(maybe, orphans...)
+}
+
+// hasEntry reports whether the NUL-separated environment env holds kv.
+func hasEntry(env []byte, kv string) bool {
+	for _, e := range strings.Split(string(env), "\x00") {
+		if e == kv {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 const (

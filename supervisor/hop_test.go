@@ -119,7 +119,6 @@ func TestSweepCatchesForkHopper(t *testing.T) {
 	}{
 		{name: "every orphan/1ms", period: 1000},
 		{name: "every orphan/200us", period: 200},
-		{name: "marked orphans/1ms", rule: sweepRules[1].rule, period: 1000},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			useRule(t, tt.rule)

@@ -181,16 +181,18 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 
 // give ends the term: resigns (handing over at once when the store is
 // reachable) and records why.
-func (s *Supervisor) give(ctx context.Context, term *elector.Term, reason string) error {
+func (s *Supervisor) give(ctx context.Context, term *elector.Term, reason string, resign bool) error {
 	s.mu.Lock()
 	s.term = nil
 	s.mu.Unlock()
 	ended := term.Err() != nil
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timing.RenewInterval+time.Second)
-	defer cancel()
-	err := term.Resign(rctx)
-	if err != nil {
-		s.log.Warn("resign failed; the lease will expire on the store", "err", err)
+	var err error
+	if resign {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timing.RenewInterval+time.Second)
+		defer cancel()
+		if err = term.Resign(rctx); err != nil {
+			s.log.Warn("resign failed; the lease will expire on the store", "err", err)
+		}
 	}
 	if ended {
 		// The term ended by itself (expiry, loss, close): that is the reason.

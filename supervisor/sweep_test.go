@@ -127,7 +127,10 @@ func treeMembersFindsExecingOrphans(t *testing.T) {
 	scans, missed := 0, map[int]int{}
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); scans++ {
 		found := map[int]bool{}
-		members, _ := treeMembers(c.pid, c.ticks, c.marker)
+		members, _, err := treeMembers(c.pid, c.ticks, c.marker, false)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, p := range members {
 			found[p] = true
 		}
@@ -211,17 +214,18 @@ func TestSweepFindsDaemonOfInstantChild(t *testing.T) {
 
 // TestMarked: as PID 1, electd tells the tree's orphans from strangers by
 // the mark in their environment; only an environment read whole and
-// without the mark says "not ours".
+// without the mark says "not ours"; one that reads empty is only maybe
+// ours.
 func TestMarked(t *testing.T) {
 	const mark = "ELECTD_FENCING_TOKEN=52"
 	tests := []struct {
 		name string
 		env  []string
-		want bool
+		want string // sure, maybe or not
 	}{
-		{name: "marked", env: []string{"A=1", mark}, want: true},
-		{name: "another term's mark", env: []string{"ELECTD_FENCING_TOKEN=5"}, want: false},
-		{name: "empty environment", env: []string{}, want: true},
+		{name: "marked", env: []string{"A=1", mark}, want: "sure"},
+		{name: "another term's mark", env: []string{"ELECTD_FENCING_TOKEN=5"}, want: "not"},
+		{name: "empty environment", env: []string{}, want: "maybe"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -236,8 +240,16 @@ func TestMarked(t *testing.T) {
 				b, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/comm")
 				return string(b) == "sleep\n"
 			})
-			if got := marked(cmd.Process.Pid, mark); got != tt.want {
-				t.Fatalf("marked = %v, want %v", got, tt.want)
+			sure, maybe := marked([]int{cmd.Process.Pid}, mark)
+			got := "not"
+			switch {
+			case len(sure) == 1:
+				got = "sure"
+			case len(maybe) == 1:
+				got = "maybe"
+			}
+			if got != tt.want {
+				t.Fatalf("marked: %s, want %s", got, tt.want)
 			}
 		})
 	}

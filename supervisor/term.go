@@ -62,6 +62,10 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 		restart clock.Timer // armed while a restart is pending
 		reply   chan error  // a Resign caller waiting
 		killNow bool        // the deadline cannot be trusted: no grace
+		// asked: Resign callers that came while survivors were awaited;
+		// survivor: a child whose tree outlived the term.
+		asked    []chan error
+		survivor *Child
 	)
 	defer func() {
 		if restart != nil {
@@ -123,7 +127,9 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 		case <-childDone:
 			e.status, e.treeErr = s.reap(ctx, child)
 			if e.treeErr != nil {
-				e.treeErr = s.awaitTreeGone(term, child, e.treeErr)
+				if e.treeErr = s.awaitTreeGone(term, child, e.treeErr, &asked); e.treeErr != nil {
+					survivor = child
+				}
 			}
 			e.exited = true
 			child = nil
@@ -150,15 +156,26 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 	if child != nil {
 		e.status, e.treeErr = s.stopChild(ctx, child, term, killNow || e.reason == endSuspended)
 		if e.treeErr != nil {
-			e.treeErr = s.awaitTreeGone(term, child, e.treeErr)
+			if e.treeErr = s.awaitTreeGone(term, child, e.treeErr, &asked); e.treeErr != nil {
+				survivor = child
+			}
 		}
 	}
 	if e.reason == endExited && afterExit != nil && e.treeErr == nil {
 		afterExit(ctx, e.status)
 	}
-	rerr := s.give(ctx, term, e.reason)
+	// With survivors, the term ended by itself: nothing is resigned (a
+	// lease still on the store lapses there, later than a resign would
+	// hand it on).
+	rerr := s.give(ctx, term, e.reason, survivor == nil)
 	if reply != nil {
-		reply <- rerr
+		asked = append(asked, reply)
+	}
+	for _, r := range asked {
+		r <- rerr
+	}
+	if survivor != nil {
+		s.awaitSurvivors(ctx, survivor)
 	}
 	return e
 }
@@ -167,19 +184,55 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 // (err says how many): they may still run (a process in uninterruptible
 // sleep runs again when its I/O returns, only to die; one that is not ours
 // to signal runs on), so the term is neither given up nor used for a
-// restart until they are gone. The elector keeps renewing it meanwhile.
-// Only the term's own end (loss, deadline, close) stops the wait; then the
-// store may hand the term on while they live, and the error says so.
-func (s *Supervisor) awaitTreeGone(term *elector.Term, c *Child, err error) error {
+// restart until they are gone. The elector keeps renewing it meanwhile, and
+// the sweep runs again every survivorPoll. Resign callers meanwhile are
+// added to asked, to be answered when the term is given up. Only the term's
+// own end (loss, deadline, close) stops the wait; then the store may hand
+// the term on while they live, and the error says so (see awaitSurvivors).
+func (s *Supervisor) awaitTreeGone(term *elector.Term, c *Child, err error, asked *[]chan error) error {
 	s.log.Error("processes of the child's tree survive SIGKILL; holding the term until they are gone", "err", err)
-	if c.awaitGone(term.Done()) {
-		s.log.Info("the rest of the child's tree is gone")
-		return nil
+	tick := time.NewTicker(survivorPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-term.Done():
+			s.log.Error("the term ended while processes of the child's tree survive SIGKILL; the store may hand it on with them alive",
+				"reason", elector.LossReason(term.Err()))
+			return fmt.Errorf("%w; the term ended before they were gone", err)
+		case r := <-s.resignReq:
+			*asked = append(*asked, r)
+		case <-tick.C:
+			if gone, _ := c.drained(); gone {
+				s.log.Info("the rest of the child's tree is gone")
+				return nil
+			}
+		}
 	}
-	s.log.Error("the term ended while processes of the child's tree survive SIGKILL; the store may hand it on with them alive",
-		"reason", elector.LossReason(term.Err()))
-	return fmt.Errorf("%w; the term ended before they were gone", err)
 }
+
+// awaitSurvivors runs after a term that ended with processes of c's tree
+// alive: no new term and no new child until they are gone (or ctx ends),
+// so that this copy never runs a second tree beside them.
+func (s *Supervisor) awaitSurvivors(ctx context.Context, c *Child) {
+	s.log.Error("not campaigning again until the old child's tree is gone")
+	tick := time.NewTicker(survivorPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if gone, _ := c.drained(); gone {
+				s.log.Info("the rest of the old child's tree is gone")
+				return
+			}
+		}
+	}
+}
+
+// survivorPoll is how often the sweep runs again while processes of a tree
+// survive SIGKILL.
+const survivorPoll = time.Second
 
 // over says why the term must not run a child any more, or "".
 func (s *Supervisor) over(ctx context.Context, term *elector.Term, stopBy *stopTimer) string {
