@@ -170,8 +170,6 @@ func TestSurvivorResignDuringHoldResignsNextTerm(t *testing.T) {
 	}
 }
 
-
-
 // TestSurvivorAwaitGoneCPU: while a survivor is stuck, awaitGone runs
 // drainGroup back to back: a full /proc scan (and signals) every 50 ms
 // forever, although the doc says "electd sweeps again every few seconds".
@@ -288,7 +286,6 @@ func frozenMainChain(t *testing.T, freezeMain bool) {
 		t.Fatalf("a chain of the tree's processes ran on 3-5 s after the SIGKILL sweep (%d -> %d links) while the term is held (main frozen: %v)", n0, n1, freezeMain)
 	}
 }
-
 
 // goChild writes a child whose main process starts one setsid'd worker
 // (which writes its pid to pidFile) and exits with code 0 once goFile
