@@ -227,8 +227,11 @@ func (e *Elector) refreshSlots(err error) {
 // runStep runs stepScript with args. With Config.Replicas, and replicated
 // set, a WAIT follows the script on its connection, and the reply counts
 // only if enough replicas acknowledged it (else errUnreplicated): a grant
-// or renewal that only the master has is none. Leaving needs no WAIT: an
-// entry that stays behind expires.
+// or renewal that only the master has is none. With Config.Sentinels the
+// reply then counts only once the sentinels confirmed, after it, the server
+// it ran on as their master with no failover in progress (else
+// errUnconfirmed). Leaving needs neither: an entry that stays behind
+// expires.
 func (e *Elector) runStep(ctx context.Context, replicated bool, args ...any) (any, error) {
 	keys := e.keys.all()
 	if e.cfg.Replicas == 0 || !replicated {
@@ -236,8 +239,8 @@ func (e *Elector) runStep(ctx context.Context, replicated bool, args ...any) (an
 	}
 	for _, load := range []bool{false, true} {
 		timeout := waitTimeout(ctx, e.callTimeout())
-		var script *redis.Cmd
-		var wait *redis.Cmd
+		var script, wait *redis.Cmd
+		var born *redis.StringCmd
 		_, err := e.cfg.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			if load {
 				script = stepScript.Eval(ctx, p, keys, args...)
@@ -245,6 +248,11 @@ func (e *Elector) runStep(ctx context.Context, replicated bool, args ...any) (an
 				script = stepScript.EvalSha(ctx, p, keys, args...)
 			}
 			wait = p.Do(ctx, "WAIT", e.cfg.Replicas, timeout.Milliseconds()+1)
+			if e.cfg.Sentinels != nil {
+				// The script has just recorded the server's run in born
+				// (a new run starts a new epoch).
+				born = p.HGet(ctx, e.keys.born, "run")
+			}
 			return nil
 		})
 		switch {
@@ -258,9 +266,26 @@ func (e *Elector) runStep(ctx context.Context, replicated bool, args ...any) (an
 		if err := e.replicated(wait); err != nil {
 			return nil, err
 		}
+		if err := e.confirmed(ctx, born); err != nil {
+			return nil, err
+		}
 		return script.Val(), nil
 	}
 	return nil, errors.New("the step script is not in the server's cache after loading it")
+}
+
+// confirmed asks the sentinels, if any, to confirm the master of a step
+// that has returned (Sentinels.confirm); born is the run its server
+// recorded.
+func (e *Elector) confirmed(ctx context.Context, born *redis.StringCmd) error {
+	if e.cfg.Sentinels == nil {
+		return nil
+	}
+	run, err := born.Result()
+	if err != nil {
+		return fmt.Errorf("read the server's run: %w", err)
+	}
+	return e.cfg.Sentinels.confirm(ctx, runID(run))
 }
 
 // waitTimeout is the timeout of a WAIT sent under ctx (else within call):
