@@ -49,8 +49,9 @@ func TestSentinelFailoverWithReplicasLeftOnOldMaster(t *testing.T) {
 			s := testenv.StartRedisSentinelWith(t, planned)
 			ctx := context.Background()
 			old := s.Master(t)
+			inst := &countingInstrument{}
 			l := electortest.DialEndpoint(t, SentinelBackend, sentinelEndpoint(s), elector.Candidate{
-				Election: "planned", ID: "l", Address: "http://l.test", Timing: testTiming()})
+				Election: "planned", ID: "l", Address: "http://l.test", Timing: testTiming(), Instrument: inst})
 			lead := electortest.MustLead(t, electortest.Campaign(ctx, l), firstLeaderBound, "l")
 			renewed(t, lead.Term)
 
@@ -67,8 +68,14 @@ func TestSentinelFailoverWithReplicasLeftOnOldMaster(t *testing.T) {
 			if lErr == nil {
 				t.Fatalf("l's term had not ended when c was granted")
 			}
-			t.Logf("l's term ended (%v) valid until %s; c granted on %s %s later (token %d → %d), %s replica(s) still on the old master %s",
-				lErr, lValid.Format("15:04:05.000"), promoted, next.At.Sub(lValid).Round(time.Millisecond),
+			// The sentinels ended it, not the old master losing its
+			// replicas.
+			unconfirmed := inst.count("renew", classUnconfirmed)
+			if unconfirmed == 0 {
+				t.Fatalf("l's renewals were never refused as %s (errors %v)", classUnconfirmed, inst.snapshot())
+			}
+			t.Logf("l's term ended (%v) valid until %s, %d renewals unconfirmed; c granted on %s %s later (token %d → %d), %s replica(s) still on the old master %s",
+				lErr, lValid.Format("15:04:05.000"), unconfirmed, promoted, next.At.Sub(lValid).Round(time.Millisecond),
 				lead.Term.Token, next.Term.Token, left, old)
 		})
 	}
