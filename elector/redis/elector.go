@@ -239,7 +239,7 @@ func (e *Elector) runStep(ctx context.Context, replicated bool, args ...any) (an
 	}
 	for _, load := range []bool{false, true} {
 		timeout := waitTimeout(ctx, e.callTimeout())
-		var script, wait *redis.Cmd
+		var script, wait, client *redis.Cmd
 		var born *redis.StringCmd
 		_, err := e.cfg.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			if load {
@@ -250,8 +250,10 @@ func (e *Elector) runStep(ctx context.Context, replicated bool, args ...any) (an
 			wait = p.Do(ctx, "WAIT", e.cfg.Replicas, timeout.Milliseconds()+1)
 			if e.cfg.Sentinels != nil {
 				// The script has just recorded the server's run in born
-				// (a new run starts a new epoch).
+				// (a new run starts a new epoch); CLIENT INFO names the
+				// server's own address of this connection.
 				born = p.HGet(ctx, e.keys.born, "run")
+				client = p.Do(ctx, "CLIENT", "INFO")
 			}
 			return nil
 		})
@@ -260,13 +262,13 @@ func (e *Elector) runStep(ctx context.Context, replicated bool, args ...any) (an
 			continue // the server lost its script cache: send the script
 		case script.Err() != nil:
 			return nil, script.Err()
-		case err != nil:
-			return nil, err
+		case err != nil && (client == nil || err != client.Err()):
+			return nil, err // not CLIENT INFO's refusal, which confirmed weighs
 		}
 		if err := e.replicated(wait); err != nil {
 			return nil, err
 		}
-		if err := e.confirmed(ctx, born); err != nil {
+		if err := e.confirmed(ctx, born, client); err != nil {
 			return nil, err
 		}
 		return script.Val(), nil
@@ -276,8 +278,9 @@ func (e *Elector) runStep(ctx context.Context, replicated bool, args ...any) (an
 
 // confirmed asks the sentinels, if any, to confirm the master of a step
 // that has returned (Sentinels.confirm); born is the run its server
-// recorded.
-func (e *Elector) confirmed(ctx context.Context, born *redis.StringCmd) error {
+// recorded, client its CLIENT INFO (which an old or strict server may
+// refuse: then only the run identifies it).
+func (e *Elector) confirmed(ctx context.Context, born *redis.StringCmd, client *redis.Cmd) error {
 	if e.cfg.Sentinels == nil {
 		return nil
 	}
@@ -285,7 +288,8 @@ func (e *Elector) confirmed(ctx context.Context, born *redis.StringCmd) error {
 	if err != nil {
 		return fmt.Errorf("read the server's run: %w", err)
 	}
-	return e.cfg.Sentinels.confirm(ctx, runID(run))
+	info, _ := client.Text()
+	return e.cfg.Sentinels.confirm(ctx, server{run: runID(run), addr: localAddr(info)})
 }
 
 // waitTimeout is the timeout of a WAIT sent under ctx (else within call):

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,16 +59,20 @@ func (s *Sentinels) Close() error {
 	return errors.Join(errs...)
 }
 
-// confirm asks every sentinel, at once, about the master; run is the
-// run_id of the server the step ran on, read on its connection after the
-// step. Any sentinel that does not confirm (it names another server, a
-// failover is in progress, it cannot be asked) makes the step not count:
+// server identifies the server a step ran on, as read on its connection
+// after the step: its run_id, and its own address of the connection (""
+// if unknown).
+type server struct{ run, addr string }
+
+// confirm asks every sentinel, at once, about the master of srv's step.
+// Any sentinel that does not confirm (it names another server, a failover
+// is in progress, it cannot be asked) makes the step not count:
 // errUnconfirmed.
-func (s *Sentinels) confirm(ctx context.Context, run string) error {
+func (s *Sentinels) confirm(ctx context.Context, srv server) error {
 	errs := make([]error, len(s.clis))
 	var wg sync.WaitGroup
 	for i := range s.clis {
-		wg.Go(func() { errs[i] = s.confirmOne(ctx, i, run) })
+		wg.Go(func() { errs[i] = s.confirmOne(ctx, i, srv) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -76,28 +81,46 @@ func (s *Sentinels) confirm(ctx context.Context, run string) error {
 	return nil
 }
 
-func (s *Sentinels) confirmOne(ctx context.Context, i int, run string) error {
+func (s *Sentinels) confirmOne(ctx context.Context, i int, srv server) error {
 	m, err := s.clis[i].Master(ctx, s.master).Result()
 	if err != nil {
 		return fmt.Errorf("sentinel %s: master %s: %w", s.addrs[i], s.master, err)
 	}
-	if err := checkMaster(m, run); err != nil {
+	if err := checkMaster(m, srv); err != nil {
 		return fmt.Errorf("sentinel %s: %w", s.addrs[i], err)
 	}
 	return nil
 }
 
-// checkMaster checks a sentinel's SENTINEL MASTER answer: it monitors the
-// server whose run_id is run, and no failover of it is in progress.
-func checkMaster(m map[string]string, run string) error {
-	if slices.Contains(strings.Split(m["flags"], ","), "failover_in_progress") {
-		return fmt.Errorf("a failover of %s (%s:%s) is in progress", m["name"], m["ip"], m["port"])
+// checkMaster checks a sentinel's SENTINEL MASTER answer: no failover of
+// its master is in progress, and its master is srv: by run_id, or, while
+// the sentinel has not read the run_id yet (it learns it from its next
+// INFO of the master, up to 10 s after it switched to it), by address,
+// the one it names the master by being the server's own of the step's
+// connection.
+func checkMaster(m map[string]string, srv server) error {
+	named := net.JoinHostPort(m["ip"], m["port"])
+	switch {
+	case slices.Contains(strings.Split(m["flags"], ","), "failover_in_progress"):
+		return fmt.Errorf("a failover of %s (%s) is in progress", m["name"], named)
+	case srv.run != "" && m["runid"] == srv.run:
+		return nil
+	case m["runid"] == "" && srv.addr != "" && named == srv.addr:
+		return nil
 	}
-	if run == "" || m["runid"] != run {
-		return fmt.Errorf("its master %s is %s:%s, run %q, not the server of the write (run %q)",
-			m["name"], m["ip"], m["port"], m["runid"], run)
+	return fmt.Errorf("its master %s is %s, run %q, not the server of the write (%s, run %q)",
+		m["name"], named, m["runid"], srv.addr, srv.run)
+}
+
+// localAddr is the laddr field of a CLIENT INFO line: the server's own
+// address of the connection ("" if absent).
+func localAddr(info string) string {
+	for f := range strings.FieldsSeq(info) {
+		if v, ok := strings.CutPrefix(f, "laddr="); ok {
+			return v
+		}
 	}
-	return nil
+	return ""
 }
 
 // checkStart warns when a sentinel knows of sentinels that are not among

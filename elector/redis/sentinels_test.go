@@ -8,25 +8,48 @@ import (
 )
 
 func TestCheckMaster(t *testing.T) {
-	const run = "0123abcd"
+	const run, addr = "0123abcd", "10.0.0.1:6379"
+	srv := server{run: run, addr: addr}
+	master := func(flags, runid string) map[string]string {
+		return map[string]string{"name": "m", "ip": "10.0.0.1", "port": "6379", "flags": flags, "runid": runid}
+	}
 	for _, tc := range []struct {
 		name string
 		m    map[string]string
-		run  string
+		srv  server
 		ok   bool
 	}{
-		{"the write's master", map[string]string{"flags": "master", "runid": run}, run, true},
-		{"the write's master, subjectively down", map[string]string{"flags": "master,s_down", "runid": run}, run, true},
-		{"a failover in progress", map[string]string{"flags": "master,failover_in_progress", "runid": run}, run, false},
-		{"down, failing over", map[string]string{"flags": "master,s_down,o_down,failover_in_progress", "runid": run}, run, false},
-		{"another master", map[string]string{"flags": "master", "runid": "ffff"}, run, false},
-		{"run not known yet", map[string]string{"flags": "master", "runid": ""}, run, false},
-		{"the write's run unknown", map[string]string{"flags": "master", "runid": ""}, "", false},
+		{"the write's master", master("master", run), srv, true},
+		{"the write's master, subjectively down", master("master,s_down", run), srv, true},
+		{"a failover in progress", master("master,failover_in_progress", run), srv, false},
+		{"down, failing over", master("master,s_down,o_down,failover_in_progress", run), srv, false},
+		{"another master", master("master", "ffff"), srv, false},
+		{"another master at the same address", master("master", "ffff"), server{run: run, addr: addr}, false},
+		{"run not read yet, same address", master("master", ""), srv, true},
+		{"run not read yet, same address, failing over", master("master,failover_in_progress", ""), srv, false},
+		{"run not read yet, another address", master("master", ""), server{run: run, addr: "10.0.0.2:6379"}, false},
+		{"run not read yet, address unknown", master("master", ""), server{run: run}, false},
+		{"the write's run unknown", master("master", ""), server{}, false},
+		{"IPv6 address", map[string]string{"ip": "::1", "port": "6379", "flags": "master"}, server{addr: "[::1]:6379"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := checkMaster(tc.m, tc.run)
+			err := checkMaster(tc.m, tc.srv)
 			if (err == nil) != tc.ok {
-				t.Fatalf("checkMaster(%v, %q) = %v, want ok %v", tc.m, tc.run, err, tc.ok)
+				t.Fatalf("checkMaster(%v, %+v) = %v, want ok %v", tc.m, tc.srv, err, tc.ok)
+			}
+		})
+	}
+}
+
+func TestLocalAddr(t *testing.T) {
+	for _, tc := range []struct{ name, info, want string }{
+		{"redis 7", "id=5 addr=127.0.0.1:51234 laddr=127.0.0.1:6379 fd=8 name= age=0", "127.0.0.1:6379"},
+		{"IPv6", "id=5 addr=[::1]:51234 laddr=[::1]:6379 fd=8", "[::1]:6379"},
+		{"no laddr (refused, or before 6.2)", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := localAddr(tc.info); got != tc.want {
+				t.Fatalf("localAddr(%q) = %q, want %q", tc.info, got, tc.want)
 			}
 		})
 	}
