@@ -178,10 +178,14 @@
 // step that WAIT waits for must also be confirmed by the sentinels
 // (Config.Sentinels): after the step and its WAIT returned, the run_id of
 // the server it ran on is read on the same connection (from born, which
-// the step has just written), and every sentinel of the URL is asked
+// the step has just written), with the server's own address of that
+// connection (CLIENT INFO laddr), and every sentinel of the URL is asked
 // (SENTINEL MASTER) whether it monitors that server as the master with no
-// failover of it in progress. Any other answer, or none, makes the step a
-// failed request of class "unconfirmed". This proves the step was sent
+// failover of it in progress: by run_id, or, while the sentinel has not
+// read its new master's run_id yet (it does at its next INFO of it, up to
+// 10 s after a switch), by the address it names it by. Any other answer,
+// or none, makes the step a failed request of class "unconfirmed". This
+// proves the step was sent
 // before any replica was promoted: a sentinel raises failover_in_progress
 // before it sends REPLICAOF NO ONE, and lowers it only when it monitors
 // the promoted replica (another run_id) or gives the failover up. A
@@ -246,7 +250,11 @@
 //     unseen), and if candidates reach a replica promoted otherwise (by
 //     hand, or by a failover the sentinels then gave up, which leaves the
 //     replica a master they do not name) only through the sentinels once
-//     they monitor it. Under Cluster, a minority master that accepts writes
+//     they monitor it; and, in the few seconds after a sentinel switched
+//     to a new master and before it read its run_id, that the address it
+//     names the master by is, on the server, the address of the client's
+//     connection to that very server (no translation that shows another
+//     server under the same address). Under Cluster, a minority master that accepts writes
 //     for longer than TTL·drift + ε after the promotion is not covered
 //     (see above).
 //   - A run record (RecordRun) is waited for (WAIT) but not confirmed by
