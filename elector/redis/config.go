@@ -24,6 +24,16 @@ type Config struct {
 	// documentation. It needs a client that runs a pipeline on one
 	// connection (not a *redis.ClusterClient).
 	Replicas int
+	// Sentinels, if set, must confirm every step that Replicas waits
+	// for: after the step and its WAIT returned, every one of them must
+	// still monitor the server it ran on as the master (its run_id),
+	// with no failover of it in progress, else its reply does not count
+	// (class "unconfirmed"). WAIT alone does not keep a leader from
+	// renewing on an old master that a replica still follows after the
+	// sentinels promoted another (see the package documentation). They
+	// must be every sentinel that monitors the master. Needs Replicas
+	// > 0. The caller owns them: Close does not close them.
+	Sentinels *Sentinels
 	// Candidate is the candidate: election, id, address, timing, slots,
 	// clock, logger and instrument. Names end up inside key names (in the
 	// {election} hash tag) and pub/sub payloads.
@@ -40,6 +50,9 @@ func (cfg Config) validate() (Config, error) {
 	}
 	if _, ok := cfg.Client.(*redis.ClusterClient); ok && cfg.Replicas > 0 {
 		return cfg, elector.Configf("replicas", "WAIT cannot follow a script on a Redis Cluster client; use 0")
+	}
+	if cfg.Sentinels != nil && cfg.Replicas == 0 {
+		return cfg, elector.Configf("replicas", "the sentinels confirm only the steps WAIT waits for; set at least 1")
 	}
 	c, err := cfg.Candidate.Validate()
 	if err != nil {

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -143,7 +144,21 @@ func DialSentinel(_ context.Context, ep backend.Endpoint) (backend.Conn, error) 
 	// fixes one.
 	opts.TLSConfig = rediskit.ClientTLS(ep, "")
 	rediskit.SetLogger(ep)
-	return &conn{cli: redis.NewFailoverClient(opts), log: ep.Logger, replicas: 1}, nil
+	return &conn{cli: redis.NewFailoverClient(opts), log: ep.Logger, replicas: 1,
+		sentinels: NewSentinels(master, sentinelOptions(ep))}, nil
+}
+
+// sentinelOptions are the options of a client of each sentinel of ep, with
+// the sentinels' own password, as the failover client dials them.
+func sentinelOptions(ep backend.Endpoint) []*redis.Options {
+	var out []*redis.Options
+	for _, h := range ep.Hosts {
+		o := rediskit.SentinelOptions(h)
+		o.Password = ep.SentinelPassword
+		o.TLSConfig = rediskit.ClientTLS(ep, "")
+		out = append(out, o)
+	}
+	return out
 }
 
 // DialCluster makes a cluster client (ClusterOptions) seeded with the URL's
@@ -175,13 +190,14 @@ func ClusterOptions(addrs []string) *redis.ClusterOptions { return rediskit.Clus
 
 // conn is an open Redis client; the electors made on it share it.
 type conn struct {
-	cli      redis.UniversalClient
-	log      *slog.Logger
-	replicas int // Config.Replicas of its electors
+	cli       redis.UniversalClient
+	log       *slog.Logger
+	replicas  int        // Config.Replicas of its electors
+	sentinels *Sentinels // Config.Sentinels of its electors
 }
 
 func (c *conn) NewElector(cand elector.Candidate) (elector.Locker, error) {
-	e, err := New(Config{Client: c.cli, Candidate: cand, Replicas: c.replicas})
+	e, err := New(Config{Client: c.cli, Candidate: cand, Replicas: c.replicas, Sentinels: c.sentinels})
 	if err != nil {
 		return nil, err // not a nil *Elector inside a non-nil Locker
 	}
@@ -190,12 +206,19 @@ func (c *conn) NewElector(cand elector.Candidate) (elector.Locker, error) {
 
 func (c *conn) Ping(ctx context.Context) error { return c.cli.Ping(ctx).Err() }
 
-func (c *conn) Close() error { return c.cli.Close() }
+func (c *conn) Close() error {
+	err := c.cli.Close()
+	if c.sentinels != nil {
+		err = errors.Join(err, c.sentinels.Close())
+	}
+	return err
+}
 
 // CheckStart warns about settings of the server that put the election at
 // risk, where the user may read them: a maxmemory-policy that evicts keys
-// without a TTL (allkeys-*: electd's keys have none), and, with WAIT, a
-// master without the replicas a write must reach. It only logs.
+// without a TTL (allkeys-*: electd's keys have none), with WAIT, a
+// master without the replicas a write must reach, and under Sentinel,
+// sentinels that cannot be asked or that the URL leaves out. It only logs.
 func (c *conn) CheckStart(ctx context.Context, log *slog.Logger) {
 	check := func(ctx context.Context, node *redis.Client) error {
 		addr := node.Options().Addr
@@ -235,5 +258,8 @@ func (c *conn) CheckStart(ctx context.Context, log *slog.Logger) {
 		}
 	case *redis.Client:
 		_ = check(ctx, cli) // check only logs
+	}
+	if c.sentinels != nil {
+		c.sentinels.checkStart(ctx, log)
 	}
 }

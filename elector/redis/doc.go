@@ -183,19 +183,52 @@
 //
 // Under Sentinel (DialSentinel) the client follows the master the
 // sentinels name, and every step that joins, waits, holds or grants, and
-// every run record, is followed, on the same connection, by WAIT 1: its reply counts only once a replica has its
-// writes (Config.Replicas), else it is a failed request of class
-// "unreplicated". A master cut off from its replicas, which the sentinels
-// then fail over, thus cannot keep renewing a leader on its side of the
-// partition, nor grant a term the new master never saw: every reply a
-// candidate acted on reached a replica before the failover, and the
-// promoted replica's new replication id starts a new epoch. A step that
-// leaves (a resignation) is not waited for: an entry left behind expires,
-// and the successor acts only on its own step, whose WAIT covers what came
-// before it on the master. WAIT does not make
-// the write durable on the replica that is promoted (Sentinel picks the
-// most up-to-date one it can reach, which may lack the last renewal); the
-// epoch rule covers that.
+// every run record, is followed, on the same connection, by WAIT 1: its
+// reply counts only once a replica has its writes (Config.Replicas), else
+// it is a failed request of class "unreplicated". A master cut off from its
+// replicas, which the sentinels then fail over, thus cannot keep renewing a
+// leader on its side of the partition, nor grant a term the new master
+// never saw. A step that leaves (a resignation) is not waited for: an entry
+// left behind expires, and the successor acts only on its own step, whose
+// WAIT covers what came before it on the master. WAIT does not make the
+// write durable on the replica that is promoted (Sentinel picks the most
+// up-to-date one it can reach, which may lack the last renewal); the epoch
+// rule covers that.
+//
+// WAIT alone does not stop an old master that keeps a replica: in a
+// failover (SENTINEL FAILOVER, or of a stalled master) the sentinels
+// promote one replica and name it the master at once, so that new
+// connections go there, but move the other replicas to it only
+// parallel-syncs at a time, each a full resync; meanwhile a leader renewing
+// on the old master over its open connection still passes WAIT 1, and a
+// candidate that lands on the promoted replica is granted one TTL after
+// its epoch began, while the leader is still valid (issue 24). So every
+// step that WAIT waits for must also be confirmed by the sentinels
+// (Config.Sentinels): after the step and its WAIT returned, the run_id of
+// the server it ran on is read on the same connection (from born, which
+// the step has just written), with the server's own address of that
+// connection (CLIENT INFO laddr), and every sentinel of the URL is asked
+// (SENTINEL MASTER) whether it monitors that server as the master with no
+// failover of it in progress: by run_id, or, while the sentinel has not
+// read its new master's run_id yet (it does at its next INFO of it, up to
+// 10 s after a switch), by the address it names it by. Any other answer,
+// or none, makes the step a failed request of class "unconfirmed". This
+// proves the step was sent
+// before any replica was promoted: a sentinel raises failover_in_progress
+// before it sends REPLICAOF NO ONE, and lowers it only when it monitors
+// the promoted replica (another run_id) or gives the failover up. A
+// promoted replica's first step thus comes after the step; it starts a new
+// epoch (the promotion changed its master_replid), and no term is granted
+// there for one TTL, after every local deadline derived from the step.
+// A replica promoted by hand is covered the same way once the sentinels
+// are pointed at it (SENTINEL REMOVE and MONITOR), as long as candidates
+// reach it only through them. The costs: one SENTINEL MASTER per sentinel
+// (asked at once) per step; no step counts during a failover, which a
+// leader rides through only if it ends within the remaining lease; and no
+// step counts while any sentinel of the URL cannot be asked (electd warns
+// at start of sentinels it cannot ask, and of sentinels the URL leaves
+// out): a sentinel that was not asked could have promoted a replica
+// (SENTINEL FAILOVER needs no other sentinel's vote).
 //
 // Under Cluster (DialCluster) the election's keys and channel share one
 // hash slot, so every script runs on the slot's master, and the client
@@ -240,11 +273,25 @@
 //     the epoch check above covers it only because the new primary reports a
 //     new run_id or master_replid. A master that has had no replica for
 //     repl-backlog-ttl (default one hour) changes its master_replid too: one
-//     new epoch, in which a handover waits up to one TTL. Under Sentinel a split brain in which the old master keeps
-//     a replica on its side (so WAIT 1 still succeeds there) while the
-//     sentinels promote another replica is not covered; nor, under Cluster,
-//     a minority master that accepts writes for longer than TTL·drift + ε
-//     after the promotion (see above).
+//     new epoch, in which a handover waits up to one TTL.
+//   - Under Sentinel, an old master that keeps a replica while another is
+//     promoted (a planned failover, or a partition) is covered by the
+//     sentinels' confirmation above only if the URL names every sentinel
+//     that monitors the master (one left out could promote a replica
+//     unseen), and if candidates reach a replica promoted otherwise (by
+//     hand, or by a failover the sentinels then gave up, which leaves the
+//     replica a master they do not name) only through the sentinels once
+//     they monitor it; and, in the few seconds after a sentinel switched
+//     to a new master and before it read its run_id, that the address it
+//     names the master by is, on the server, the address of the client's
+//     connection to that very server (no translation that shows another
+//     server under the same address). Under Cluster, a minority master that accepts writes
+//     for longer than TTL·drift + ε after the promotion is not covered
+//     (see above).
+//   - A run record (RecordRun) is waited for (WAIT) but not confirmed by
+//     the sentinels: one written on an old master that kept a replica
+//     after another's promotion can be lost, and the run then repeated
+//     within its period.
 //   - A state restored under the same run_id and master_replid (a reverted
 //     VM snapshot, a restored process) starts a new epoch only when its
 //     first step comes from a candidate that saw what it lost (a later

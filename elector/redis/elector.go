@@ -254,8 +254,11 @@ func (e *Elector) refreshSlots(err error) {
 // runStep runs stepScript with args. With Config.Replicas, and replicated
 // set, a WAIT follows the script on its connection, and the reply counts
 // only if enough replicas acknowledged it (else errUnreplicated): a grant
-// or renewal that only the master has is none. Leaving needs no WAIT: an
-// entry that stays behind expires.
+// or renewal that only the master has is none. With Config.Sentinels the
+// reply then counts only once the sentinels confirmed, after it, the server
+// it ran on as their master with no failover in progress (else
+// errUnconfirmed). Leaving needs neither: an entry that stays behind
+// expires.
 func (e *Elector) runStep(ctx context.Context, replicated bool, args ...any) (any, error) {
 	keys := e.keys.all()
 	if e.cfg.Replicas == 0 || !replicated {
@@ -263,8 +266,8 @@ func (e *Elector) runStep(ctx context.Context, replicated bool, args ...any) (an
 	}
 	for _, load := range []bool{false, true} {
 		timeout := waitTimeout(ctx, e.callTimeout())
-		var script *redis.Cmd
-		var wait *redis.Cmd
+		var script, wait, client *redis.Cmd
+		var born *redis.StringCmd
 		_, err := e.cfg.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			if load {
 				script = stepScript.Eval(ctx, p, keys, args...)
@@ -272,6 +275,13 @@ func (e *Elector) runStep(ctx context.Context, replicated bool, args ...any) (an
 				script = stepScript.EvalSha(ctx, p, keys, args...)
 			}
 			wait = p.Do(ctx, "WAIT", e.cfg.Replicas, timeout.Milliseconds()+1)
+			if e.cfg.Sentinels != nil {
+				// The script has just recorded the server's run in born
+				// (a new run starts a new epoch); CLIENT INFO names the
+				// server's own address of this connection.
+				born = p.HGet(ctx, e.keys.born, "run")
+				client = p.Do(ctx, "CLIENT", "INFO")
+			}
 			return nil
 		})
 		switch {
@@ -279,15 +289,34 @@ func (e *Elector) runStep(ctx context.Context, replicated bool, args ...any) (an
 			continue // the server lost its script cache: send the script
 		case script.Err() != nil:
 			return nil, script.Err()
-		case err != nil:
-			return nil, err
+		case err != nil && (client == nil || err != client.Err()):
+			return nil, err // not CLIENT INFO's refusal, which confirmed weighs
 		}
 		if err := e.replicated(wait); err != nil {
+			return nil, err
+		}
+		if err := e.confirmed(ctx, born, client); err != nil {
 			return nil, err
 		}
 		return script.Val(), nil
 	}
 	return nil, errors.New("the step script is not in the server's cache after loading it")
+}
+
+// confirmed asks the sentinels, if any, to confirm the master of a step
+// that has returned (Sentinels.confirm); born is the run its server
+// recorded, client its CLIENT INFO (which an old or strict server may
+// refuse: then only the run identifies it).
+func (e *Elector) confirmed(ctx context.Context, born *redis.StringCmd, client *redis.Cmd) error {
+	if e.cfg.Sentinels == nil {
+		return nil
+	}
+	run, err := born.Result()
+	if err != nil {
+		return fmt.Errorf("read the server's run: %w", err)
+	}
+	info, _ := client.Text()
+	return e.cfg.Sentinels.confirm(ctx, server{run: runID(run), addr: localAddr(info)})
 }
 
 // waitTimeout is the timeout of a WAIT sent under ctx (else within call):

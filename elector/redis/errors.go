@@ -14,11 +14,16 @@ const (
 	classNoAnswer     = rediskit.ClassNoAnswer
 	classKilled       = rediskit.ClassKilled
 	classUnreplicated = rediskit.ClassUnreplicated
+	classUnconfirmed  = rediskit.ClassUnconfirmed
 )
 
 // errUnreplicated: a write the server applied, but no replica acknowledged
 // within the request's time (WAIT); the reply does not count.
 var errUnreplicated = rediskit.ErrUnreplicated
+
+// errUnconfirmed: a step the sentinels did not confirm after it (Sentinels);
+// the reply does not count.
+var errUnconfirmed = rediskit.ErrUnconfirmed
 
 type permanentError = rediskit.PermanentError
 

@@ -26,8 +26,11 @@ type topologyHarness struct {
 	ep       backend.Endpoint
 	replicas int                                     // Config.Replicas, as the backend's Dial sets it
 	client   func(dial dialer) redis.UniversalClient // production options, with dial
-	restart  func(t testing.TB)
-	cli      redis.UniversalClient // for Queued
+	// sentinels, if not nil, makes Config.Sentinels as the backend's Dial
+	// does, with dial.
+	sentinels func(dial dialer) *Sentinels
+	restart   func(t testing.TB)
+	cli       redis.UniversalClient // for Queued
 }
 
 type dialer func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -42,6 +45,13 @@ func sentinelHarness(t *testing.T) *topologyHarness {
 			o := FailoverOptions(s.MasterName(), s.SentinelAddrs())
 			o.Dialer = dial
 			return redis.NewFailoverClient(o)
+		},
+		sentinels: func(dial dialer) *Sentinels {
+			opts := sentinelOptions(backend.Endpoint{Hosts: s.SentinelAddrs()})
+			for _, o := range opts {
+				o.Dialer = dial
+			}
+			return NewSentinels(s.MasterName(), opts)
 		},
 		restart: func(t testing.TB) { s.Kill(t); s.Start(t) },
 		cli:     s.Client(t),
@@ -81,8 +91,13 @@ func (h *topologyHarness) NewCuttable(t testing.TB, c electortest.Candidate) (el
 	t.Cleanup(links.close)
 	cli := h.client(links.dial)
 	t.Cleanup(func() { _ = cli.Close() })
+	var sen *Sentinels
+	if h.sentinels != nil {
+		sen = h.sentinels(links.dial)
+		t.Cleanup(func() { _ = sen.Close() })
+	}
 	e := h.elector(t, func(cand elector.Candidate) (elector.Locker, error) {
-		return New(Config{Client: cli, Candidate: cand, Replicas: h.replicas})
+		return New(Config{Client: cli, Candidate: cand, Replicas: h.replicas, Sentinels: sen})
 	}, c)
 	return e, links
 }

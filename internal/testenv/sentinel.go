@@ -37,7 +37,8 @@ const (
 )
 
 // Sentinel is a Redis Sentinel topology run as child processes: three data
-// nodes (one master, two replicas, --replicaof) and three sentinels
+// nodes (one master, two replicas, --replicaof; StartRedisSentinelWith
+// sets how many replicas) and three sentinels
 // monitoring the master with quorum 2, all on free loopback ports, without
 // persistence. Every process is a RedisNode that can be killed and started
 // on its own; all are killed in t.Cleanup.
@@ -56,6 +57,7 @@ const (
 // the current master, the replicas and sentinels it knows), so it keeps what
 // it learned.
 type Sentinel struct {
+	opts      SentinelOptions
 	nodes     []*RedisNode // data nodes; nodes[0] is the first master
 	sentinels []*RedisNode
 	scli      []*redis.SentinelClient
@@ -65,15 +67,42 @@ type Sentinel struct {
 }
 
 // StartRedisSentinel starts the topology and waits until every sentinel
-// knows the master, both replicas and the two other sentinels, and both
-// replicas' link to the master is up. A missing redis-server skips the test
+// knows the master, every replica and the two other sentinels, and every
+// replica's link to the master is up. A missing redis-server skips the test
 // (fails it when $CI is set).
 func StartRedisSentinel(t testing.TB) *Sentinel {
 	t.Helper()
+	return StartRedisSentinelWith(t, SentinelOptions{})
+}
+
+// SentinelOptions shape a Sentinel topology; the zero value is
+// StartRedisSentinel's.
+type SentinelOptions struct {
+	// Replicas is the number of replicas of the first master (default 2).
+	Replicas int
+	// ParallelSyncs is the sentinels' parallel-syncs: how many replicas
+	// a failover moves to the promoted one at a time (default 2).
+	ParallelSyncs int
+}
+
+func (o SentinelOptions) withDefaults() SentinelOptions {
+	if o.Replicas <= 0 {
+		o.Replicas = 2
+	}
+	if o.ParallelSyncs <= 0 {
+		o.ParallelSyncs = 2
+	}
+	return o
+}
+
+// StartRedisSentinelWith is StartRedisSentinel with o's shape: one master,
+// o.Replicas replicas, three sentinels with parallel-syncs o.ParallelSyncs.
+func StartRedisSentinelWith(t testing.TB, o SentinelOptions) *Sentinel {
+	t.Helper()
 	bin := binary(t, "ELECTD_REDIS_SERVER", "redis-server", nil, redisHow)
 	dir := t.TempDir()
-	s := &Sentinel{}
-	for i := range 3 {
+	s := &Sentinel{opts: o.withDefaults()}
+	for i := range s.opts.Replicas + 1 {
 		n := newRedisNode(t, bin, filepath.Join(dir, fmt.Sprintf("data%d", i+1)), fmt.Sprintf("redis-server data%d", i+1))
 		n.extra = func() []string { return s.replicaOf(n) }
 		firstStartNode(t, n, false, nil)
@@ -106,9 +135,9 @@ func (s *Sentinel) writeConf(path string) error {
 	conf := fmt.Sprintf("sentinel monitor %[1]s %[2]s %[3]d\n"+
 		"sentinel down-after-milliseconds %[1]s %[4]d\n"+
 		"sentinel failover-timeout %[1]s %[5]d\n"+
-		"sentinel parallel-syncs %[1]s 2\n",
+		"sentinel parallel-syncs %[1]s %[6]d\n",
 		sentinelMasterName, strings.Replace(s.nodes[0].Addr(), ":", " ", 1), sentinelQuorum,
-		sentinelDownAfter, sentinelFailoverTimeout)
+		sentinelDownAfter, sentinelFailoverTimeout, s.opts.ParallelSyncs)
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		return fmt.Errorf("write sentinel config: %w", err)
 	}
@@ -133,7 +162,7 @@ func (s *Sentinel) URL() string {
 	return "redis+sentinel://" + strings.Join(s.SentinelAddrs(), ",") + "/" + sentinelMasterName
 }
 
-// Nodes returns the three data nodes, in the order they were first started
+// Nodes returns the data nodes, in the order they were first started
 // (Nodes()[0] was the first master).
 func (s *Sentinel) Nodes() []*RedisNode { return s.nodes }
 
@@ -265,8 +294,8 @@ func (s *Sentinel) seenSince(ctx context.Context, master *RedisNode, since time.
 }
 
 // WaitHealthy waits until every sentinel reports the same master, flagged
-// up, with both other data nodes as replicas whose link is up, and knows
-// the two other sentinels; and both replicas report master_link_status:up.
+// up, with every other data node as a replica whose link is up, and knows
+// the two other sentinels; and every replica reports master_link_status:up.
 func (s *Sentinel) WaitHealthy(t testing.TB) { t.Helper(); s.waitHealthy(t) }
 
 func (s *Sentinel) waitHealthy(t testing.TB) {

@@ -69,7 +69,9 @@ var Backends = []Backend{
 // Selected runs them with Backends.
 var Topologies = []Backend{
 	{Name: "redis+sentinel", start: func(t *testing.T) *Store {
-		s := testenv.StartRedisSentinel(t)
+		// Three replicas, moved one at a time in a failover: the old
+		// master keeps one for a while (torture's planned-failover).
+		s := testenv.StartRedisSentinelWith(t, testenv.SentinelOptions{Replicas: 3, ParallelSyncs: 1})
 		return &Store{Name: "redis+sentinel", Sentinel: s, srv: s}
 	}},
 	{Name: "redis+cluster", start: func(t *testing.T) *Store {

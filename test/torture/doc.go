@@ -40,8 +40,8 @@
 //	restart-node     start a candidate that died again (forced when fewer
 //	                 than max(2, N−2) are up)
 //
-// The topologies (redis+sentinel: one master, two replicas, three
-// sentinels; redis+cluster: three masters with a replica each;
+// The topologies (redis+sentinel: one master, three replicas, three
+// sentinels with parallel-syncs 1; redis+cluster: three masters with a replica each;
 // etcd-cluster: three etcd members, whose peer traffic runs through a fault
 // proxy per directed link) cannot be proxied: a Sentinel or Cluster client
 // dials the nodes it is told of, past any proxy, and an etcd client holds a
@@ -58,12 +58,20 @@
 //	                      have promoted a replica that takes writes, start the old
 //	                      master again (empty, as a replica of the new one)
 //	master-sigstop        Sentinel: SIGSTOP the master until the sentinels have
-//	                      failed over and the other replica follows the new master,
+//	                      failed over and the other replicas follow the new master,
 //	                      then SIGCONT: it resumes as a master with its old data
 //	                      until the sentinels demote it (waited for). Resuming it
 //	                      while a replica still follows it is the split brain the
-//	                      Redis backend documents as not covered (WAIT 1 would
-//	                      still succeed there), so the harness does not
+//	                      Redis backend did not cover before its sentinels
+//	                      confirmed each step (WAIT 1 would still succeed there),
+//	                      and the harness still does not
+//	planned-failover      Sentinel (issue 24): SENTINEL FAILOVER, sent to a sentinel
+//	                      drawn at random, while every full resync waits 1–2 s
+//	                      (repl-diskless-sync-delay): with parallel-syncs 1 the old
+//	                      master keeps a replica, which answers WAIT there, while
+//	                      the sentinels already name the promoted one; healed once
+//	                      every replica follows the new master and the sentinels
+//	                      have demoted the old one (waited for)
 //	slot-failover         Cluster: kill -9 the master of the election's slot, wait
 //	                      until its replica owns the slot and takes writes, start
 //	                      the killed node again (empty, as the new master's replica)
@@ -191,7 +199,7 @@
 // harness waits until a child runs again (within TTL plus
 // -torture.recovery of the heal), every copy's /leader agrees on it, and
 // that holds for 800 ms. After a topology fault that moved the election's
-// keys to another master (master-kill, master-sigstop, slot-failover,
+// keys to another master (master-kill, master-sigstop, planned-failover, slot-failover,
 // slot-manual-failover, reshard, a misconf the sentinels failed over) the
 // bound is, if later, 2·TTL plus -torture.recovery after the new master
 // took writes: the failover's own time (measured per fault, and shown as

@@ -35,13 +35,16 @@ const (
 	restartNode   kind = "restart-node"   // start a candidate that died again
 
 	// The topologies' own faults (topology_test.go), drawn only on theirs.
-	masterKill   kind = "master-kill"          // Sentinel: kill -9 the master; after the failover, start it again as a replica
-	masterStop   kind = "master-sigstop"       // Sentinel: SIGSTOP the master until the sentinels fail over, then SIGCONT
-	slotFailover kind = "slot-failover"        // Cluster: kill -9 the election's slot's master; after the failover, start it again
-	slotManual   kind = "slot-manual-failover" // Cluster: CLUSTER FAILOVER on a replica of the slot's master
-	reshard      kind = "reshard"              // Cluster: move the slot to another master, pausing mid-migration
-	misconf      kind = "misconf"              // Sentinel, Cluster: the (slot's) master's snapshots fail: writes refused with MISCONF
-	oom          kind = "oom"                  // Sentinel, Cluster: the (slot's) master's maxmemory 1: writes refused with OOM
+	masterKill kind = "master-kill"    // Sentinel: kill -9 the master; after the failover, start it again as a replica
+	masterStop kind = "master-sigstop" // Sentinel: SIGSTOP the master until the sentinels fail over, then SIGCONT
+	// Sentinel (issue 24): SENTINEL FAILOVER while full resyncs are slow,
+	// so that the old master keeps a replica after another is promoted.
+	plannedFailover kind = "planned-failover"
+	slotFailover    kind = "slot-failover"        // Cluster: kill -9 the election's slot's master; after the failover, start it again
+	slotManual      kind = "slot-manual-failover" // Cluster: CLUSTER FAILOVER on a replica of the slot's master
+	reshard         kind = "reshard"              // Cluster: move the slot to another master, pausing mid-migration
+	misconf         kind = "misconf"              // Sentinel, Cluster: the (slot's) master's snapshots fail: writes refused with MISCONF
+	oom             kind = "oom"                  // Sentinel, Cluster: the (slot's) master's maxmemory 1: writes refused with OOM
 
 	// The etcd cluster's own (etcd_cluster_test.go), drawn only on it.
 	killRaftLeader        kind = "kill-raft-leader"        // kill -9 the raft leader member, start it again after 0–1.5 TTL
@@ -71,7 +74,7 @@ const (
 // allKinds are every kind, in the order of the figures' rows.
 var allKinds = []kind{sigtermElectd, kill9Electd, kill9Child, kill9Main, resign, cutFollower, cutLeader,
 	slowLeader, resetLeader, pauseLeader, storeRestart, restartNode,
-	masterKill, masterStop, slotFailover, slotManual, reshard, misconf, oom,
+	masterKill, masterStop, plannedFailover, slotFailover, slotManual, reshard, misconf, oom,
 	killRaftLeader, killRaftFollower, partitionRaftLeader, partitionRaftFollower, slowMember,
 	pinnedPartitionRaftLeader, transferPartitionRaftLeader,
 	serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer, lateRequest}
@@ -96,7 +99,7 @@ func kindsFor(s *kit.Store) []kind {
 	}
 	switch {
 	case s.Sentinel != nil:
-		out = append(out, masterKill, masterStop, misconf, oom)
+		out = append(out, masterKill, masterStop, plannedFailover, misconf, oom)
 	case s.Cluster != nil:
 		out = append(out, slotFailover, slotManual, reshard, misconf, oom)
 	case s.EtcdCluster != nil:
@@ -120,7 +123,7 @@ type fault struct {
 	note   string      // its parameters
 	pause  *pause      // sigstop-leader only
 	// storeUp: the topology faults that move the election's slot or
-	// master (master-kill, master-sigstop, slot-failover,
+	// master (master-kill, master-sigstop, planned-failover, slot-failover,
 	// slot-manual-failover, reshard; misconf when the sentinels failed
 	// over): when its new master took writes.
 	storeUp time.Time

@@ -71,6 +71,9 @@ func (c *cluster) injectTopology(f *fault, rng *rand.Rand) {
 		f.healed = time.Now()
 		f.note += fmt.Sprintf(" → %s after %s, resumed, demoted after %s", now, ms(f.storeUp.Sub(f.at)), ms(f.healed.Sub(f.storeUp)))
 
+	case plannedFailover:
+		c.injectPlannedFailover(f, rng)
+
 	case slotFailover:
 		cl := c.s.Cluster
 		old := cl.MasterOf(t, c.slot)
@@ -127,6 +130,63 @@ func (c *cluster) injectTopology(f *fault, rng *rand.Rand) {
 			c.awaitSentinels(f, addr)
 		}
 	}
+}
+
+// injectPlannedFailover runs SENTINEL FAILOVER, on a sentinel drawn at
+// random, while every full resync waits 1–2 s (repl-diskless-sync-delay,
+// standing in for a large data set): the sentinels move the replicas to
+// the promoted one one at a time (parallel-syncs 1, kit's topology), so
+// the old master keeps a replica, which answers WAIT there, until the
+// first one moved has synced and the sentinel has seen it, while the
+// sentinels already name the promoted replica (issue 24). Healed once
+// every replica follows the new master, the sentinels have demoted the
+// old one and the topology is healthy.
+func (c *cluster) injectPlannedFailover(f *fault, rng *rand.Rand) {
+	t, sen := c.t, c.s.Sentinel
+	old := sen.Master(t)
+	delay := 1 + rng.IntN(2)
+	c.setSyncDelay(old, delay)
+	addrs := sen.SentinelAddrs()
+	by := addrs[rng.IntN(len(addrs))]
+	cli := redis.NewSentinelClient(&redis.Options{Addr: by, MaxRetries: -1})
+	defer cli.Close()
+	f.note = fmt.Sprintf("master %s, by sentinel %s, full resyncs after %d s", old, by, delay)
+	f.at = time.Now()
+	c.must(cli.Failover(context.Background(), sen.MasterName()).Err())
+	now := sen.WaitFailover(t, old, topologyWait)
+	f.storeUp = time.Now()
+	left := c.replicasOf(old)
+	c.awaitFollows(f, now, old)
+	c.awaitDemoted(f, c.dataNode(old), now)
+	c.setSyncDelay("", 0)
+	sen.WaitHealthy(t)
+	f.healed = time.Now()
+	f.note += fmt.Sprintf(" → %s after %s, %s replica(s) still on the old master then; demoted after %s",
+		now, ms(f.storeUp.Sub(f.at)), left, ms(f.healed.Sub(f.storeUp)))
+}
+
+// setSyncDelay sets repl-diskless-sync-delay (seconds) on every Sentinel
+// data node but skip.
+func (c *cluster) setSyncDelay(skip string, seconds int) {
+	for _, n := range c.s.Sentinel.Nodes() {
+		if n.Addr() == skip {
+			continue
+		}
+		cli := redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1})
+		c.must(cli.ConfigSet(context.Background(), "repl-diskless-sync-delay", strconv.Itoa(seconds)).Err())
+		_ = cli.Close()
+	}
+}
+
+// replicasOf reads a data node's connected_slaves ("?" if it cannot).
+func (c *cluster) replicasOf(addr string) string {
+	cli := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer cli.Close()
+	info, err := infoFields(context.Background(), cli, "replication")
+	if err != nil {
+		return "?"
+	}
+	return info["connected_slaves"]
 }
 
 // keepBound is the longest refusal of writes (from inject to lift) after

@@ -154,7 +154,7 @@ func (c *cluster) settle(healed time.Time, f *fault) (*node, *record.Run, time.D
 //
 //   - after every fault, ttl plus the recovery bound after the heal;
 //   - after a topology fault that moved the election's keys to another
-//     master (master-kill, master-sigstop, slot-failover,
+//     master (master-kill, master-sigstop, planned-failover, slot-failover,
 //     slot-manual-failover, reshard, and a misconf the sentinels failed
 //     over), no earlier than 2·ttl plus the recovery bound after that
 //     master took writes: the failover's own time (measured per fault:

@@ -75,6 +75,13 @@ func FailoverOptions(master string, addrs []string) *redis.FailoverOptions {
 	}
 }
 
+// SentinelOptions are ClientOptions for a sentinel at addr, to which
+// requests of its own go (SENTINEL MASTER): the failover client's sentinel
+// connection is its own, unexported.
+func SentinelOptions(addr string) *redis.Options {
+	return ClientOptions(addr)
+}
+
 // ClusterOptions are ClientOptions for a cluster seeded with addrs. The
 // node clients do not retry (MaxRetries -1), but the cluster client itself
 // follows MOVED and ASK, and re-sends a request after a network error,

@@ -42,6 +42,9 @@ const (
 	ClassKilled     = "killed"     // our script was stopped by SCRIPT KILL
 	// ClassUnreplicated: a write no replica acknowledged (WAIT) in time.
 	ClassUnreplicated = "unreplicated"
+	// ClassUnconfirmed: a write the sentinels did not confirm, after it,
+	// as made on the master with no failover of it in progress.
+	ClassUnconfirmed = "unconfirmed"
 )
 
 // Classify marks err with its class (see elector.ErrorClass).
@@ -55,6 +58,10 @@ func Classify(err error) error {
 func ErrorClass(err error) string {
 	var re redis.Error
 	switch {
+	case errors.Is(err, ErrUnconfirmed):
+		// Whatever a sentinel answered (even an error reply), the
+		// write did not count: retry.
+		return ClassUnconfirmed
 	case errors.Is(err, ErrUnreplicated):
 		return ClassUnreplicated
 	case errors.Is(err, redis.ErrClosed):
@@ -108,6 +115,11 @@ func ErrorClass(err error) string {
 // ErrUnreplicated: a write the server applied, but no replica acknowledged
 // within the request's time (WAIT); the reply does not count.
 var ErrUnreplicated = errors.New("no replica acknowledged the write in time")
+
+// ErrUnconfirmed: a write the server applied and its replicas acknowledged,
+// but that the sentinels did not confirm, after it, as made on the master
+// they monitor with no failover of it in progress; the reply does not count.
+var ErrUnconfirmed = errors.New("the sentinels did not confirm the write's master")
 
 // PermanentError marks a failure that retrying cannot fix.
 type PermanentError struct{ err error }
