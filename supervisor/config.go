@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"syscall"
 	"time"
 
@@ -131,6 +132,9 @@ func (c *Config) validate() error {
 		mode, reason, err := ResolveContainment(c.Containment)
 		if err != nil {
 			return err
+		}
+		if mode == ContainPgroup && os.Getpid() == 1 {
+			reason += "; electd is PID 1 of its PID namespace, so the kernel kills the whole tree with it, even on kill -9"
 		}
 		if mode == ContainPgroup && orphanRule.strangers != "" {
 			reason += "; the sweep knows the child's orphans only by the ELECTD_FENCING_TOKEN in their environment (a daemon that overwrites it escapes), since " +

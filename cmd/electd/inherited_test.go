@@ -89,3 +89,32 @@ func alive(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
 }
+
+// TestPID1Reported: as PID 1 of its own PID namespace (a container's entry
+// point), electd under pgroup says that the kernel kills the tree with it,
+// and that the sweep knows the child's orphans by their mark.
+func TestPID1Reported(t *testing.T) {
+	unshare, err := exec.LookPath("unshare")
+	if err != nil || os.Getuid() != 0 {
+		t.Skip("SKIP: needs root and unshare to run electd as PID 1")
+	}
+	store := "etcd://" + testenv.StartEtcd(t).Endpoint()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, unshare, "--pid", "--fork", "--mount-proc", exe,
+		"lock", "--store", store, "--containment", "pgroup", "pid1", "--", "true")
+	cmd.Env = append(os.Environ(), asMainEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("electd lock as PID 1: %v\n%s", err, out)
+	}
+	for _, want := range []string{"PID 1 of its PID namespace, so the kernel kills the whole tree with it", "electd runs as PID 1"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("electd as PID 1 did not say %q:\n%s", want, out)
+		}
+	}
+}
