@@ -23,13 +23,18 @@ type Supervisor struct {
 	cfg Config
 	log *slog.Logger
 
-	resignReq chan chan error
+	// resignNudge wakes hold when a Resign caller was added to resigners.
+	resignNudge chan struct{}
 
-	mu      sync.Mutex
-	term    *elector.Term
-	child   *Child
-	running bool // Run is active
-	lastErr error
+	mu    sync.Mutex
+	term  *elector.Term
+	child *Child
+	// resigners are the Resign callers waiting for the current term to be
+	// given up; give answers them, under mu, as it ends the term, so a
+	// request belongs to the term it was made in and never ends a later one.
+	resigners []chan error
+	running   bool // Run is active
+	lastErr   error
 }
 
 // New validates cfg.
@@ -40,7 +45,7 @@ func New(cfg Config) (*Supervisor, error) {
 	return &Supervisor{
 		cfg:       cfg,
 		log:       cfg.Logger.WithGroup("supervisor"),
-		resignReq: make(chan chan error),
+		resignNudge: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -107,14 +112,17 @@ func (s *Supervisor) Child() *Child {
 // Resign asks the loop to stop the child and hand leadership over now. It
 // returns once the term has been given up, or ErrNotLeader.
 func (s *Supervisor) Resign(ctx context.Context) error {
-	if !s.Leading() {
+	reply := make(chan error, 1)
+	s.mu.Lock()
+	if s.term == nil {
+		s.mu.Unlock()
 		return ErrNotLeader
 	}
-	reply := make(chan error, 1)
+	s.resigners = append(s.resigners, reply)
+	s.mu.Unlock()
 	select {
-	case s.resignReq <- reply:
-	case <-ctx.Done():
-		return ctx.Err()
+	case s.resignNudge <- struct{}{}:
+	default: // already nudged
 	}
 	select {
 	case err := <-reply:
@@ -122,6 +130,13 @@ func (s *Supervisor) Resign(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// resignAsked reports whether a Resign caller waits for the current term.
+func (s *Supervisor) resignAsked() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.resigners) > 0
 }
 
 // setRunning marks the loop live for Live, as Run and RunOnce begin.
@@ -179,11 +194,14 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 	}
 }
 
-// give ends the term: resigns (handing over at once when the store is
-// reachable) and records why.
-func (s *Supervisor) give(ctx context.Context, term *elector.Term, reason string, resign bool) error {
+// give ends the term: resigns if resign (handing over at once when the
+// store is reachable; a failure is logged, and the lease then expires on
+// the store), records why, and answers every Resign caller of the term.
+func (s *Supervisor) give(ctx context.Context, term *elector.Term, reason string, resign bool) {
 	s.mu.Lock()
 	s.term = nil
+	resigners := s.resigners
+	s.resigners = nil
 	s.mu.Unlock()
 	ended := term.Err() != nil
 	var err error
@@ -200,7 +218,9 @@ func (s *Supervisor) give(ctx context.Context, term *elector.Term, reason string
 	}
 	s.cfg.Events.Lost(reason)
 	s.log.Info("leadership given up", "reason", reason, "token", term.Token)
-	return err
+	for _, r := range resigners {
+		r <- err
+	}
 }
 
 func (s *Supervisor) startChild(term *elector.Term) (*Child, error) {

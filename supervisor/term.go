@@ -60,11 +60,8 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 		child   *Child
 		backoff = s.cfg.RestartBackoff
 		restart clock.Timer // armed while a restart is pending
-		reply   chan error  // a Resign caller waiting
 		killNow bool        // the deadline cannot be trusted: no grace
-		// asked: Resign callers that came while survivors were awaited;
 		// survivor: a child whose tree outlived the term.
-		asked    []chan error
 		survivor *Child
 	)
 	defer func() {
@@ -122,12 +119,14 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 				s.log.Warn("lease deadline near without renewal; stopping before it lapses",
 					"valid_until", term.ValidUntil(), "stop_timeout", s.cfg.StopTimeout)
 			}
-		case reply = <-s.resignReq:
-			e.reason = endResigned
+		case <-s.resignNudge:
+			if s.resignAsked() {
+				e.reason = endResigned
+			}
 		case <-childDone:
 			e.status, e.treeErr = s.reap(ctx, child)
 			if e.treeErr != nil {
-				if e.treeErr = s.awaitTreeGone(term, child, e.treeErr, &asked); e.treeErr != nil {
+				if e.treeErr = s.awaitTreeGone(term, child, e.treeErr); e.treeErr != nil {
 					survivor = child
 				}
 			}
@@ -156,7 +155,7 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 	if child != nil {
 		e.status, e.treeErr = s.stopChild(ctx, child, term, killNow || e.reason == endSuspended)
 		if e.treeErr != nil {
-			if e.treeErr = s.awaitTreeGone(term, child, e.treeErr, &asked); e.treeErr != nil {
+			if e.treeErr = s.awaitTreeGone(term, child, e.treeErr); e.treeErr != nil {
 				survivor = child
 			}
 		}
@@ -167,13 +166,7 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 	// With survivors, the term ended by itself: nothing is resigned (a
 	// lease still on the store lapses there, later than a resign would
 	// hand it on).
-	rerr := s.give(ctx, term, e.reason, survivor == nil)
-	if reply != nil {
-		asked = append(asked, reply)
-	}
-	for _, r := range asked {
-		r <- rerr
-	}
+	s.give(ctx, term, e.reason, survivor == nil) // and answers the Resign callers
 	if survivor != nil {
 		s.awaitSurvivors(ctx, survivor)
 	}
@@ -185,11 +178,11 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 // sleep runs again when its I/O returns, only to die; one that is not ours
 // to signal runs on), so the term is neither given up nor used for a
 // restart until they are gone. The elector keeps renewing it meanwhile, and
-// the sweep runs again every survivorPoll. Resign callers meanwhile are
-// added to asked, to be answered when the term is given up. Only the term's
+// the sweep runs again every survivorPoll. Resign callers meanwhile wait
+// for the term to be given up. Only the term's
 // own end (loss, deadline, close) stops the wait; then the store may hand
 // the term on while they live, and the error says so (see awaitSurvivors).
-func (s *Supervisor) awaitTreeGone(term *elector.Term, c *Child, err error, asked *[]chan error) error {
+func (s *Supervisor) awaitTreeGone(term *elector.Term, c *Child, err error) error {
 	s.log.Error("processes of the child's tree survive SIGKILL; holding the term until they are gone", "err", err)
 	tick := time.NewTicker(survivorPoll)
 	defer tick.Stop()
@@ -199,8 +192,6 @@ func (s *Supervisor) awaitTreeGone(term *elector.Term, c *Child, err error, aske
 			s.log.Error("the term ended while processes of the child's tree survive SIGKILL; the store may hand it on with them alive",
 				"reason", elector.LossReason(term.Err()))
 			return fmt.Errorf("%w; the term ended before they were gone", err)
-		case r := <-s.resignReq:
-			*asked = append(*asked, r)
 		case <-tick.C:
 			if gone, _ := c.drained(); gone {
 				s.log.Info("the rest of the child's tree is gone")
