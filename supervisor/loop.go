@@ -43,8 +43,8 @@ func New(cfg Config) (*Supervisor, error) {
 		return nil, err
 	}
 	return &Supervisor{
-		cfg:       cfg,
-		log:       cfg.Logger.WithGroup("supervisor"),
+		cfg:         cfg,
+		log:         cfg.Logger.WithGroup("supervisor"),
 		resignNudge: make(chan struct{}, 1),
 	}, nil
 }
