@@ -13,10 +13,15 @@ func slotsFlag() cli.Flag {
 // lockFlags are the store flags (less --election: the lock's name is NAME)
 // and the lock's own.
 func lockFlags() []cli.Flag {
-	return append(withoutFlags(storeFlags(), "election"),
+	var flags []cli.Flag
+	for _, f := range storeFlags() {
+		if f.Names()[0] != "election" {
+			flags = append(flags, f)
+		}
+	}
+	return append(flags,
 		&cli.DurationFlag{Name: "wait", EnvVars: env("WAIT"), DefaultText: "forever",
-			Usage: "how long to wait for the lock, counted from electd's start (reconnecting included); 0 tries once " +
-				"(join, and leave at once unless free); then exit 75 (held by another) or 69 (store unreachable)"},
+			Usage: "how long to wait for the lock; 0 tries once (join, and leave at once unless free); then exit 75"},
 		slotsFlag(),
 		&cli.DurationFlag{Name: "once-per", EnvVars: env("ONCE_PER"), DefaultText: "off",
 			Usage: "record a successful run (exit 0) for this long; while the record lives, exit 0 at once without running"},
