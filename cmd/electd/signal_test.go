@@ -56,7 +56,12 @@ func TestSignalsDuringShutdown(t *testing.T) {
 				t.Fatal(err)
 			}
 			grandchild := waitPidFile(t, pidFile, &errb)
-			t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) })
+			born := startTicks(grandchild) // to tell it from a process that reuses its pid
+			t.Cleanup(func() {
+				if startTicks(grandchild) == born {
+					_ = syscall.Kill(grandchild, syscall.SIGKILL)
+				}
+			})
 
 			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
@@ -66,7 +71,7 @@ func TestSignalsDuringShutdown(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantExit(t, cmd.Wait(), tc.code, &errb)
-			if deathsig.Alive(grandchild) {
+			if deathsig.Alive(grandchild) && startTicks(grandchild) == born {
 				t.Fatalf("the grandchild %d (ignores SIGTERM) outlived electd:\n%s", grandchild, errb.String())
 			}
 			if tc.killed && !strings.Contains(errb.String(), "signal=SIGKILL") {
@@ -180,4 +185,23 @@ func blackHole(t *testing.T) string {
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// startTicks is the start time of pid in clock ticks since boot (field 22
+// of /proc/PID/stat), or 0 if it cannot be read.
+func startTicks(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 20 {
+		return 0
+	}
+	v, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return v
 }
