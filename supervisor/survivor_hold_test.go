@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -204,83 +203,6 @@ func TestSurvivorAwaitGoneCPU(t *testing.T) {
 	}
 	if frac > 0.08 {
 		t.Fatalf("holding for a survivor costs %.1f%% of a core (%s in %s), with %d processes on the host", 100*frac, cpu, wall.Round(time.Millisecond), len(procs))
-	}
-}
-
-// killByCmdline SIGKILLs, until none is found twice in a row, every
-// process whose command line mentions s (test cleanup for a fork chain).
-func killByCmdline(s string) {
-	quiet := 0
-	for end := time.Now().Add(20 * time.Second); quiet < 20 && time.Now().Before(end); {
-		found := false
-		procs, _ := listProcs()
-		for pid := range procs {
-			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-			if err == nil && strings.Contains(string(b), s) {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-				found = true
-			}
-		}
-		if found {
-			quiet = 0
-		} else {
-			quiet++
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// TestSurvivorFrozenMainStopsSweeping: under pgroup, when the main process is
-// the one that survives SIGKILL, Stop waits on its reaping and never sweeps
-// again: the doc's "keeps renewing the lease, goes on killing and
-// reaping" does not hold. A process of the tree that escaped the one
-// SIGKILL sweep (here a chain of setsid'd processes, each starting its
-// successor and exiting) runs on, for as long as the main process is
-// stuck, while the term is "held" for it. Observed: the chain is still
-// making progress seconds after the sweep.
-func TestSurvivorFrozenMainStopsSweeping(t *testing.T) {
-	needFreezer(t)
-	needMode(t, ContainPgroup)
-	// Without a frozen main, such a chain (it calls setsid at every hop)
-	// is a documented limit of pgroup: the sweep ends once two scans miss
-	// it. With the main frozen, the sweep repeats until the main is reaped.
-	frozenMainChain(t, true)
-}
-
-func frozenMainChain(t *testing.T, freezeMain bool) {
-	dir := t.TempDir()
-	chainFile := filepath.Join(dir, "chain")
-	link := filepath.Join(dir, "link.sh")
-	writeScript(t, link, "#!/bin/sh\necho $$ >> "+chainFile+"\nsetsid "+link+" &\n")
-	main := filepath.Join(dir, "main.sh")
-	writeScript(t, main, "#!/bin/sh\ntrap '' TERM\n"+link+" &\nexec sleep 1000\n")
-	t.Cleanup(func() { killByCmdline(link) })
-	th := &treeHarness{pidFile: filepath.Join(dir, "none")}
-	th.harness = newHarness(t, func(c *Config) {
-		c.Command, c.Containment, c.Logger = []string{main}, ContainPgroup, testLogger(t)
-	})
-	th.grant(t, 96)
-	lines := func() int { b, _ := os.ReadFile(chainFile); return strings.Count(string(b), "\n") }
-	waitFor(t, "the chain running", func() bool { return lines() > 20 })
-	var mainPid int
-	waitFor(t, "the child", func() bool { c := th.sup.Child(); return c != nil && func() bool { mainPid = c.Pid(); return true }() })
-	t.Cleanup(func() { _ = syscall.Kill(mainPid, syscall.SIGKILL) })
-	if freezeMain {
-		thaw := freeze(t, mainPid)
-		defer thaw()
-	}
-	th.clk.Advance(th.timing.Window()) // the store is cut off: SIGKILL to the tree at once
-	if freezeMain {
-		waitUntil(t, 10*time.Second, func() bool { return killPending(mainPid) }, "SIGKILL pending on the frozen main process")
-	} else {
-		waitUntil(t, 10*time.Second, func() bool { return procGone(mainPid) }, "the main process reaped")
-	}
-	// Give the sweeps time: drainGroup, had it run, polls every <= 50 ms.
-	time.Sleep(3 * time.Second) // bounded observation
-	n0 := lines()
-	time.Sleep(2 * time.Second) // bounded observation
-	if n1 := lines(); n1 > n0 {
-		t.Fatalf("a chain of the tree's processes ran on 3-5 s after the SIGKILL sweep (%d -> %d links) while the term is held (main frozen: %v)", n0, n1, freezeMain)
 	}
 }
 
