@@ -252,6 +252,28 @@ func (c *Child) drainGroup() error {
 	}
 }
 
+// awaitGone sweeps what is left of the tree after Stop gave up on it
+// (processes that survived SIGKILL) again every survivorPoll, until it is
+// gone (true) or stop is closed (false).
+func (c *Child) awaitGone(stop <-chan struct{}) bool {
+	tick := time.NewTicker(survivorPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return false
+		case <-tick.C:
+			if gone, _ := c.drained(); gone {
+				return true
+			}
+		}
+	}
+}
+
+// survivorPoll is how often the sweep runs again while processes of a tree
+// survive SIGKILL.
+const survivorPoll = time.Second
+
 // drained makes one pass of the sweep and reports whether the tree is gone:
 // two passes emptyScanPause apart found nothing. One empty scan is not
 // proof: /proc is read a process at a time, so a daemon whose parent exits

@@ -178,27 +178,18 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 // sleep runs again when its I/O returns, only to die; one that is not ours
 // to signal runs on), so the term is neither given up nor used for a
 // restart until they are gone. The elector keeps renewing it meanwhile, and
-// the sweep runs again every survivorPoll. Resign callers meanwhile wait
-// for the term to be given up. Only the term's
-// own end (loss, deadline, close) stops the wait; then the store may hand
-// the term on while they live, and the error says so (see awaitSurvivors).
+// Resign callers wait for the term to be given up. Only the term's own end
+// (loss, deadline, close) stops the wait; then the store may hand the term
+// on while they live, and the error says so (see awaitSurvivors).
 func (s *Supervisor) awaitTreeGone(term *elector.Term, c *Child, err error) error {
 	s.log.Error("processes of the child's tree survive SIGKILL; holding the term until they are gone", "err", err)
-	tick := time.NewTicker(survivorPoll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-term.Done():
-			s.log.Error("the term ended while processes of the child's tree survive SIGKILL; the store may hand it on with them alive",
-				"reason", elector.LossReason(term.Err()))
-			return fmt.Errorf("%w; the term ended before they were gone", err)
-		case <-tick.C:
-			if gone, _ := c.drained(); gone {
-				s.log.Info("the rest of the child's tree is gone")
-				return nil
-			}
-		}
+	if c.awaitGone(term.Done()) {
+		s.log.Info("the rest of the child's tree is gone")
+		return nil
 	}
+	s.log.Error("the term ended while processes of the child's tree survive SIGKILL; the store may hand it on with them alive",
+		"reason", elector.LossReason(term.Err()))
+	return fmt.Errorf("%w; the term ended before they were gone", err)
 }
 
 // awaitSurvivors runs after a term that ended with processes of c's tree
@@ -206,24 +197,10 @@ func (s *Supervisor) awaitTreeGone(term *elector.Term, c *Child, err error) erro
 // so that this copy never runs a second tree beside them.
 func (s *Supervisor) awaitSurvivors(ctx context.Context, c *Child) {
 	s.log.Error("not campaigning again until the old child's tree is gone")
-	tick := time.NewTicker(survivorPoll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if gone, _ := c.drained(); gone {
-				s.log.Info("the rest of the old child's tree is gone")
-				return
-			}
-		}
+	if c.awaitGone(ctx.Done()) {
+		s.log.Info("the rest of the old child's tree is gone")
 	}
 }
-
-// survivorPoll is how often the sweep runs again while processes of a tree
-// survive SIGKILL.
-const survivorPoll = time.Second
 
 // over says why the term must not run a child any more, or "".
 func (s *Supervisor) over(ctx context.Context, term *elector.Term, stopBy *stopTimer) string {
