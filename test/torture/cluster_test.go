@@ -145,6 +145,9 @@ func newCluster(t *testing.T, cfg config, s *kit.Store) *cluster {
 	}
 	c.logPath = filepath.Join(c.dir, "record.log")
 	c.j = newJournal(c.logPath)
+	if *flagNobody {
+		c.shareWithNobody()
+	}
 	t.Cleanup(c.cleanup) // runs before the store's cleanup (LIFO)
 	for i := 1; i <= cfg.nodes; i++ {
 		n := &node{id: "n" + strconv.Itoa(i)}
@@ -278,6 +281,17 @@ func (c *cluster) start(n *node) *life {
 	}
 	if n.ignoreTerm {
 		env = append(env, "RECORD_WORKERS_IGNORE_TERM=1")
+	}
+	if *flagNobody {
+		// A link's cut matches the socket's group: keep it, change the user.
+		if sys == nil {
+			sys = &syscall.SysProcAttr{}
+		}
+		cred := syscall.Credential{Uid: nobody, Gid: nobody} // no supplementary groups
+		if sys.Credential != nil {
+			cred.Gid = sys.Credential.Gid
+		}
+		sys.Credential = &cred
 	}
 	_, err := bin.StartLive(c.t, kit.Spec{
 		ID: n.id, Args: args, Env: env,
@@ -435,4 +449,32 @@ func (l *life) kill9() {
 func (l *life) leader() (kit.LeaderDoc, error) {
 	d, _, err := l.Leader()
 	return d, err
+}
+
+// nobody is the uid (and, off a link, the gid) -torture.nobody runs
+// every electd as.
+const nobody = 65534
+
+// shareWithNobody lets an electd run as nobody reach the binaries, the
+// run's directory and the record log, which its children append to.
+func (c *cluster) shareWithNobody() {
+	c.t.Helper()
+	if os.Geteuid() != 0 {
+		c.t.Fatalf("-torture.nobody needs a root harness (euid %d): it starts electd as uid %d", os.Geteuid(), nobody)
+	}
+	for _, dir := range []string{bin.Dir, filepath.Dir(c.dir), c.dir} {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	f, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o666)
+	if err == nil {
+		err = f.Close()
+	}
+	if err == nil {
+		err = os.Chmod(c.logPath, 0o666)
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
 }

@@ -283,9 +283,12 @@
 // child has workers is never kill -9'd, as that mode does not promise their
 // death then), -torture.kinds (draw only these kinds, comma-separated,
 // where they apply; restart-node is still forced when too few candidates
-// are up), or the environment variables TORTURE_SEED, TORTURE_FAULTS,
+// are up), -torture.nobody (every electd runs as nobody, uid 65534, with
+// no supplementary groups: containment as a non-root electd has it, userns
+// by default; the harness stays root for its faults and checks), or the
+// environment variables TORTURE_SEED, TORTURE_FAULTS,
 // TORTURE_TOPOLOGY_FAULTS, TORTURE_NODES, TORTURE_TTL, TORTURE_BACKENDS, TORTURE_RECOVERY,
-// TORTURE_REPORT, TORTURE_CONTAINMENT, TORTURE_KINDS; -torture.keep or TORTURE_KEEP=DIR
+// TORTURE_REPORT, TORTURE_CONTAINMENT, TORTURE_NOBODY, TORTURE_KINDS; -torture.keep or TORTURE_KEEP=DIR
 // copies the electd logs and the record log into DIR/BACKEND at the end;
 // TORTURE_ELECTD_BIN tests a prebuilt electd, TORTURE_ELECTD_RACE=1 builds
 // it with the race detector.

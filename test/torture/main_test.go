@@ -28,6 +28,7 @@ var (
 	flagReport   = flag.String("torture.report", envString("TORTURE_REPORT", ""), "append the figures, as a Markdown table, to this file; $TORTURE_REPORT")
 	flagKeep     = flag.String("torture.keep", envString("TORTURE_KEEP", ""), "copy the electd and record logs into this directory at the end; $TORTURE_KEEP")
 	flagContain  = flag.String("torture.containment", envString("TORTURE_CONTAINMENT", ""), "--containment of every electd (empty: electd's default); $TORTURE_CONTAINMENT")
+	flagNobody   = flag.Bool("torture.nobody", envString("TORTURE_NOBODY", "") != "", "run every electd as nobody (uid 65534; the harness stays root): containment without root, userns by default; $TORTURE_NOBODY")
 	flagKinds    = flag.String("torture.kinds", envString("TORTURE_KINDS", ""), "comma-separated fault kinds to draw, where they apply (empty: all; restart-node is still forced when too few candidates are up); $TORTURE_KINDS")
 )
 
