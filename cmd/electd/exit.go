@@ -17,7 +17,8 @@ const (
 	exitFailure  = 1  // runtime failure
 	exitUsage    = 2  // bad usage or configuration
 	exitNoLeader = 3  // `electd leader`: the election has no leader
-	exitLockBusy = 75 // `electd lock`: not acquired within --wait (EX_TEMPFAIL)
+	exitLockBusy = 75 // `electd lock`: not acquired within --wait, held by another (EX_TEMPFAIL)
+	exitNoStore  = 69 // the store could not be reached (EX_UNAVAILABLE): `lock` within --wait, `leader`
 	exitLockLost = 76 // `electd lock`: lost while the command ran; the command was stopped
 
 	exitNotExecutable = 126 // `electd lock`: COMMAND is not executable (as a shell says)
@@ -46,6 +47,7 @@ func exitCode(err error, stderr io.Writer) int {
 		se *elector.SlotsError
 		xe *supervisor.ExitError
 		be *lockBusyError
+		ne *storeUnreachableError
 		le *lockLostError
 		ge *signalError
 		me *commandError
@@ -60,6 +62,9 @@ func exitCode(err error, stderr io.Writer) int {
 	case errors.As(err, &be):
 		fmt.Fprintf(stderr, "electd: %v\n", err)
 		return exitLockBusy
+	case errors.As(err, &ne):
+		fmt.Fprintf(stderr, "electd: %v\n", err)
+		return exitNoStore
 	case errors.As(err, &le):
 		fmt.Fprintf(stderr, "electd: %v\n", err)
 		return exitLockLost
@@ -78,13 +83,13 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 }
 
-// lockBusyError: the lock was not acquired within --wait (exit 75).
+// lockBusyError: the lock was not acquired within --wait, held by another
+// (exit 75).
 type lockBusyError struct {
-	name     string
-	wait     time.Duration
-	slots    int
-	holder   string // empty when unknown
-	storeErr error  // when the holder is unknown: the store's answer to a ping
+	name   string
+	wait   time.Duration
+	slots  int
+	holder string // empty when unknown
 }
 
 func (e *lockBusyError) Error() string {
@@ -92,21 +97,39 @@ func (e *lockBusyError) Error() string {
 	if e.slots > 1 {
 		what = fmt.Sprintf("all %d slots of %s", e.slots, e.name)
 	}
-	when := "at once (--wait 0)"
-	if e.wait > 0 {
-		when = "within --wait " + e.wait.String()
-	}
-	msg := fmt.Sprintf("%s: not acquired %s", what, when)
+	msg := fmt.Sprintf("%s: not acquired %s", what, waitPhrase(e.wait))
 	switch {
 	case e.holder != "" && e.slots > 1:
 		msg += "; first holder " + e.holder
 	case e.holder != "":
 		msg += "; held by " + e.holder
-	case e.storeErr != nil:
-		msg += "; the store does not answer: " + e.storeErr.Error()
 	}
 	return msg
 }
+
+// waitPhrase says how long --wait d waited, after "not acquired".
+func waitPhrase(d time.Duration) string {
+	if d == 0 {
+		return "at once (--wait 0)"
+	}
+	return "within --wait " + d.String()
+}
+
+// storeUnreachableError: the store did not answer (exit 69): `electd lock`
+// within --wait, `electd leader` within --timeout or while watching. Not
+// the same as a lock that is held (75): a cron wrapper retries a busy lock
+// later, and alerts on a store that is down.
+type storeUnreachableError struct {
+	what  string // what could not be done, e.g. "lock job: not acquired within --wait 5s"
+	store string // the store URL, redacted
+	err   error  // the store's last answer
+}
+
+func (e *storeUnreachableError) Error() string {
+	return fmt.Sprintf("%s: the store %s cannot be reached: %v", e.what, e.store, e.err)
+}
+
+func (e *storeUnreachableError) Unwrap() error { return e.err }
 
 // lockLostError: the lock was lost while the command ran; it was stopped
 // (exit 76).

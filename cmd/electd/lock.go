@@ -27,10 +27,18 @@ const lockHelp = "Waits for the lock NAME (an election of its own in --store), r
 	"(--stop-signal, then SIGKILL after --stop-timeout) before it could lapse, and electd exits 76.\n" +
 	"Flags go before NAME.\n" +
 	"\n" +
-	"Exit codes: COMMAND's own; 75 not acquired within --wait (the holder is named); 76 lock lost while\n" +
-	"COMMAND ran (it was stopped); 130/143 SIGINT/SIGTERM to electd (COMMAND stopped, lock released);\n" +
-	"127/126 COMMAND not found/not executable; 2 bad usage or configuration, or --slots differing\n" +
-	"from the other holders'; 1 runtime failure (e.g. the store refused electd).\n" +
+	"--wait counts from electd's start: opening the store, reconnecting and queueing all fit in it.\n" +
+	"\n" +
+	"Exit codes:\n" +
+	"  COMMAND's own   COMMAND ran (128+N if signal N killed it)\n" +
+	"  0               also: --once-per found the run on record, nothing ran\n" +
+	"  75              not acquired within --wait: held by another (named); try again later\n" +
+	"  69              not acquired within --wait: the store could not be reached (named, with its error)\n" +
+	"  76              lock lost while COMMAND ran; COMMAND was stopped\n" +
+	"  130, 143        SIGINT, SIGTERM to electd: COMMAND stopped, lock released\n" +
+	"  127, 126        COMMAND not found, not executable (nothing was locked)\n" +
+	"  2               bad usage or configuration, or --slots differing from the other holders'\n" +
+	"  1               runtime failure (e.g. the store refused electd)\n" +
 	"\n" +
 	"Recipes:\n" +
 	"  # cron on every host; one host runs the job, at most once per day. The others queue, then see\n" +
@@ -50,6 +58,7 @@ type lockConfig struct {
 	command     []string
 	shell       bool
 	wait        time.Duration     // < 0: forever; 0: try once
+	deadline    time.Time         // the end of --wait, counted from electd's start; zero: none
 	oncePer     time.Duration     // 0: off
 	cand        elector.Candidate // validated
 	timing      elector.Timing
@@ -148,22 +157,46 @@ func findCommand(path string) error {
 	return nil
 }
 
-func lockAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
+func lockAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) (err error) {
+	start := time.Now()
 	lc, err := parseLockConfig(c)
 	if err != nil {
 		return err
 	}
+	if lc.wait > 0 {
+		// --wait bounds the whole wait: opening the store, reconnecting
+		// and queueing alike.
+		lc.deadline = start.Add(lc.wait)
+	}
 	log = log.With("lock", lc.name)
 	lc.cand.Logger = log
 	octx, opened := sigs.opening(c.Context)
+	octx, cancelOpen := withDeadline(octx, lc.deadline, errWaitExpired)
 	st, el, done, err := openCandidate(octx, c, log, lc.cand)
+	cancelOpen()
 	if sig := opened(); sig != 0 && err != nil {
 		return &signalError{sig: sig, while: "the store was still opening; nothing held"}
 	}
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer func() {
+		var ue *storeUnreachableError
+		if !errors.As(err, &ue) {
+			done()
+			return
+		}
+		// Nothing is held, and the store does not answer: closing would
+		// only retry leaving the queue (an entry left behind expires
+		// after one TTL), past --wait.
+		closed := make(chan struct{})
+		go func() { done(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(campaignGrace):
+			log.Debug("not waiting for the store to confirm that this copy left the queue; its entry expires after one ttl")
+		}
+	}()
 	sup, err := newSupervisor(log, supervisor.Config{
 		Elector: el, Timing: lc.timing, Election: lc.name, ID: lc.id,
 		Command: lc.command, Shell: lc.shell, Env: childEnv(os.Environ()),
@@ -211,7 +244,9 @@ func (l *locking) run(ctx context.Context) error {
 	if lc.oncePer > 0 {
 		// A first look saves the wait; an unanswered one is not fatal: the
 		// look after acquiring is the one that counts.
-		done, err := l.alreadyDone(ctx)
+		wctx, cancel := withDeadline(ctx, lc.deadline, errWaitExpired)
+		done, err := l.alreadyDone(wctx)
+		cancel()
 		if done || ctx.Err() != nil {
 			return stopped(ctx, nil, "")
 		}
@@ -225,13 +260,7 @@ func (l *locking) run(ctx context.Context) error {
 	term, err := acquire(ctx, l.el, lc)
 	if err != nil {
 		if errors.Is(err, elector.ErrBusy) || errors.Is(err, errWaitExpired) {
-			be := &lockBusyError{name: lc.name, wait: lc.wait, slots: lc.cand.Slots, holder: holderOf(l.el)}
-			if be.holder == "" {
-				pctx, pcancel := context.WithTimeout(context.Background(), 2*time.Second)
-				be.storeErr = l.store.Ping(pctx)
-				pcancel()
-			}
-			return be
+			return l.notAcquired()
 		}
 		return stopped(ctx, err, "left the queue while waiting; nothing held")
 	}
@@ -276,6 +305,24 @@ func (l *locking) run(ctx context.Context) error {
 // errWaitExpired is the cause of the --wait context's end.
 var errWaitExpired = errors.New("wait expired")
 
+// Bounds on what follows the end of --wait, so that a store that does not
+// answer cannot stretch the wait much: the campaign's own clean-up (leaving
+// the queue, retried while the store is down) and the look at who holds the
+// lock and whether the store answers.
+const (
+	campaignGrace = 500 * time.Millisecond
+	probeTimeout  = time.Second
+)
+
+// withDeadline is ctx ended at deadline with cause, or ctx itself for a
+// zero deadline.
+func withDeadline(ctx context.Context, deadline time.Time, cause error) (context.Context, context.CancelFunc) {
+	if deadline.IsZero() {
+		return ctx, func() {}
+	}
+	return context.WithDeadlineCause(ctx, deadline, cause)
+}
+
 // acquire takes the lock: TryCampaign for --wait 0, else Campaign bounded
 // by --wait (if not forever).
 func acquire(ctx context.Context, el elector.Locker, lc *lockConfig) (*elector.Term, error) {
@@ -290,16 +337,72 @@ func acquire(ctx context.Context, el elector.Locker, lc *lockConfig) (*elector.T
 		}
 		return term, err
 	}
-	if lc.wait > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, lc.wait, errWaitExpired)
-		defer cancel()
+	ctx, cancel := withDeadline(ctx, lc.deadline, errWaitExpired)
+	defer cancel()
+	type result struct {
+		term *elector.Term
+		err  error
 	}
-	term, err := el.Campaign(ctx)
-	if err != nil && errors.Is(context.Cause(ctx), errWaitExpired) {
+	ch := make(chan result, 1)
+	go func() {
+		term, err := el.Campaign(ctx)
+		ch <- result{term, err}
+	}()
+	var r result
+	select {
+	case r = <-ch:
+	case <-ctx.Done():
+		if !errors.Is(context.Cause(ctx), errWaitExpired) {
+			r = <-ch // a signal: the campaign leaves the queue, as it says
+			break
+		}
+		// The campaign leaves the queue before it returns, retrying while
+		// the store does not answer. Past --wait that is not worth waiting
+		// for: an entry left behind expires after one TTL, and a term won
+		// at the last moment is resigned (or lapses) without electd.
+		select {
+		case r = <-ch:
+		case <-time.After(campaignGrace):
+			go func() {
+				if r := <-ch; r.term != nil {
+					rctx, rcancel := context.WithTimeout(context.Background(), probeTimeout)
+					_ = r.term.Resign(rctx)
+					rcancel()
+				}
+			}()
+			return nil, errWaitExpired
+		}
+	}
+	if r.err != nil && errors.Is(context.Cause(ctx), errWaitExpired) {
 		return nil, errWaitExpired
 	}
-	return term, err
+	return r.term, r.err
+}
+
+// notAcquired says why the lock was not acquired: held by another (a
+// *lockBusyError, exit 75), or a store that does not answer (a
+// *storeUnreachableError, exit 69). It asks the store who holds the lock
+// and pings it at once, for at most probeTimeout; a failed ping ends the
+// question (the backends retry it until its context ends).
+func (l *locking) notAcquired() error {
+	lc := l.lc
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	pinged := make(chan error, 1)
+	go func() {
+		err := l.store.Ping(ctx)
+		if err != nil {
+			cancel()
+		}
+		pinged <- err
+	}()
+	holder := holderOf(ctx, l.el)
+	pingErr := <-pinged
+	if holder == "" && pingErr != nil {
+		return &storeUnreachableError{what: "lock " + lc.name + ": not acquired " + waitPhrase(lc.wait),
+			store: l.store.Redacted(), err: pingErr}
+	}
+	return &lockBusyError{name: lc.name, wait: lc.wait, slots: lc.cand.Slots, holder: holder}
 }
 
 // stopped returns err, and if ctx has ended (a signal), says what was done
@@ -326,10 +429,8 @@ func (e *stoppedError) Error() string {
 func (e *stoppedError) Unwrap() error { return e.err }
 
 // holderOf names who holds the lock, for the "not acquired" message; empty
-// when the store does not say in time.
-func holderOf(el elector.Elector) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
+// when the store does not say before ctx ends.
+func holderOf(ctx context.Context, el elector.Elector) string {
 	l, err := el.Leader(ctx)
 	if err != nil {
 		return ""
