@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"io"
 	"syscall"
-	"time"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/lockrun"
+	"github.com/electd/electd/store"
 	"github.com/electd/electd/supervisor"
 )
 
@@ -46,9 +47,9 @@ func exitCode(err error, stderr io.Writer) int {
 		ce *elector.ConfigError
 		se *elector.SlotsError
 		xe *supervisor.ExitError
-		be *lockBusyError
-		ne *storeUnreachableError
-		le *lockLostError
+		be *lockrun.BusyError
+		ne *store.UnreachableError
+		le *lockrun.LostError
 		ge *signalError
 		me *commandError
 	)
@@ -82,71 +83,6 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitFailure
 	}
 }
-
-// lockBusyError: the lock was not acquired within --wait, held by another
-// (exit 75).
-type lockBusyError struct {
-	name   string
-	wait   time.Duration
-	slots  int
-	holder string // empty when unknown
-}
-
-func (e *lockBusyError) Error() string {
-	what := "lock " + e.name
-	if e.slots > 1 {
-		what = fmt.Sprintf("all %d slots of %s", e.slots, e.name)
-	}
-	msg := fmt.Sprintf("%s: not acquired %s", what, waitPhrase(e.wait))
-	switch {
-	case e.holder != "" && e.slots > 1:
-		msg += "; first holder " + e.holder
-	case e.holder != "":
-		msg += "; held by " + e.holder
-	}
-	return msg
-}
-
-// waitPhrase says how long --wait d waited, after "not acquired".
-func waitPhrase(d time.Duration) string {
-	if d == 0 {
-		return "at once (--wait 0)"
-	}
-	return "within --wait " + d.String()
-}
-
-// storeUnreachableError: the store did not answer (exit 69): `electd lock`
-// within --wait, `electd leader` within --timeout or while watching. Not
-// the same as a lock that is held (75): a cron wrapper retries a busy lock
-// later, and alerts on a store that is down.
-type storeUnreachableError struct {
-	what  string // what could not be done, e.g. "lock job: not acquired within --wait 5s"
-	store string // the store URL, redacted
-	err   error  // the store's last answer
-}
-
-func (e *storeUnreachableError) Error() string {
-	return fmt.Sprintf("%s: the store %s cannot be reached: %v", e.what, e.store, e.err)
-}
-
-func (e *storeUnreachableError) Unwrap() error { return e.err }
-
-// lockLostError: the lock was lost while the command ran; it was stopped
-// (exit 76).
-type lockLostError struct {
-	name string
-	err  *supervisor.TermEndedError
-}
-
-func (e *lockLostError) Error() string {
-	if e.err.NotStarted {
-		return fmt.Sprintf("lock %s lost before the command could start (%s); it did not run", e.name, e.err.Reason)
-	}
-	return fmt.Sprintf("lock %s lost while the command ran (%s); the command was stopped (code %d) before the lease could lapse",
-		e.name, e.err.Reason, e.err.Status.ExitCode())
-}
-
-func (e *lockLostError) Unwrap() error { return e.err }
 
 // signalError: electd was asked to stop by a signal (exit 128+signal).
 type signalError struct {

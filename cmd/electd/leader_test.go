@@ -45,23 +45,6 @@ func TestLeaderEscapesStoreText(t *testing.T) {
 	}
 }
 
-func TestEscapeText(t *testing.T) {
-	tests := []struct{ name, in, want string }{
-		{name: "plain", in: "node-1 http://h:80/ü", want: "node-1 http://h:80/ü"},
-		{name: "controls", in: "a\x1b[31m\x07\r\n\t\x7f", want: `a\x1b[31m\a\r\n\t\x7f`},
-		{name: "format characters", in: "a\u202eb\u200bc\ufeff", want: `a\u202eb\u200bc\ufeff`},
-		{name: "C1 control", in: "a\u009bb", want: `a\u009bb`},
-		{name: "invalid UTF-8", in: "a\xffb\uFFFD", want: `a\xffb` + "\uFFFD"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := escapeText(tc.in); got != tc.want {
-				t.Fatalf("escapeText(%q) = %q, want %q", tc.in, got, tc.want)
-			}
-		})
-	}
-}
-
 // TestLeaderWatch: `electd leader --watch` prints a term once, even when
 // the store publishes it twice (etcd: before and after the leader writes
 // its start time), and when the store goes away it says so on stderr, not

@@ -20,6 +20,8 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/internal/testenv"
+	"github.com/electd/electd/lockrun"
+	"github.com/electd/electd/store"
 	"github.com/electd/electd/supervisor"
 )
 
@@ -64,15 +66,15 @@ func TestParseLockConfig(t *testing.T) {
 		cmdCode int    // a *commandError with this code
 	}{
 		{name: "defaults", args: []string{"job", "--", "true"}, check: func(t *testing.T, lc *lockConfig) {
-			if lc.name != "job" || !slices.Equal(lc.command, []string{"true"}) || lc.wait >= 0 || lc.cand.Slots != 1 || lc.oncePer != 0 {
+			if lc.Candidate.Election != "job" || !slices.Equal(lc.command, []string{"true"}) || lc.Wait >= 0 || lc.Candidate.Slots != 1 || lc.OncePer != 0 {
 				t.Fatalf("config %+v", lc)
 			}
-			if lc.timing.TTL != elector.DefaultTTL || lc.stopTimeout != 5*time.Second || lc.stopSignal != syscall.SIGTERM {
-				t.Fatalf("timing %s, stop %s %s", lc.timing, lc.stopTimeout, lc.stopSignal)
+			if lc.Candidate.Timing.TTL != elector.DefaultTTL || lc.StopTimeout != 5*time.Second || lc.stopSignal != syscall.SIGTERM {
+				t.Fatalf("timing %s, stop %s %s", lc.Candidate.Timing, lc.StopTimeout, lc.stopSignal)
 			}
 		}},
 		{name: "command with arguments", args: []string{"--wait", "0", "job", "--", "sh", "-c", "exit 3"}, check: func(t *testing.T, lc *lockConfig) {
-			if lc.wait != 0 || !slices.Equal(lc.command, []string{"sh", "-c", "exit 3"}) {
+			if lc.Wait != 0 || !slices.Equal(lc.command, []string{"sh", "-c", "exit 3"}) {
 				t.Fatalf("config %+v", lc)
 			}
 		}},
@@ -82,7 +84,7 @@ func TestParseLockConfig(t *testing.T) {
 			}
 		}},
 		{name: "semaphore and once-per", args: []string{"--slots", "4", "--wait", "1m", "job", "--", "true"}, check: func(t *testing.T, lc *lockConfig) {
-			if lc.cand.Slots != 4 || lc.wait != time.Minute {
+			if lc.Candidate.Slots != 4 || lc.Wait != time.Minute {
 				t.Fatalf("config %+v", lc)
 			}
 		}},
@@ -156,11 +158,11 @@ func TestLockExitCodes(t *testing.T) {
 	}{
 		{"command's code", &supervisor.ExitError{Status: supervisor.ExitStatus{Code: 3}}, 3, ""},
 		{"command killed", &supervisor.ExitError{Status: supervisor.ExitStatus{Code: -1, Signal: syscall.SIGKILL}}, 137, ""},
-		{"busy", &lockBusyError{name: "job", wait: 0, slots: 1, holder: "h1 (token 7)"}, 75, "lock job: not acquired at once (--wait 0); held by h1 (token 7)"},
-		{"busy within wait", &lockBusyError{name: "job", wait: time.Second, slots: 3}, 75, "all 3 slots of job: not acquired within --wait 1s"},
-		{"store unreachable", &storeUnreachableError{what: "lock job: not acquired within --wait 1s", store: "redis://h:6379", err: errors.New("connection refused")}, 69,
+		{"busy", &lockrun.BusyError{Name: "job", Wait: 0, Slots: 1, Holder: "h1 (token 7)"}, 75, "lock job: not acquired at once (--wait 0); held by h1 (token 7)"},
+		{"busy within wait", &lockrun.BusyError{Name: "job", Wait: time.Second, Slots: 3}, 75, "all 3 slots of job: not acquired within --wait 1s"},
+		{"store unreachable", &store.UnreachableError{What: "lock job: not acquired within --wait 1s", Store: "redis://h:6379", Err: errors.New("connection refused")}, 69,
 			"lock job: not acquired within --wait 1s: the store redis://h:6379 cannot be reached: connection refused"},
-		{"lost", &lockLostError{name: "job", err: lost}, 76, "lock job lost while the command ran (deadline); the command was stopped (code 143)"},
+		{"lost", &lockrun.LostError{Name: "job", Err: lost}, 76, "lock job lost while the command ran (deadline); the command was stopped (code 143)"},
 		{"SIGTERM", &signalError{sig: syscall.SIGTERM, while: "lock released"}, 143, "stopped by SIGTERM: lock released"},
 		{"SIGINT", &signalError{sig: syscall.SIGINT}, 130, "stopped by SIGINT"},
 		{"not found", &commandError{code: exitNotFound, err: errors.New("exec: \"x\": not found")}, 127, "not found"},
@@ -250,10 +252,10 @@ func TestLockBusyOrUnreachable(t *testing.T) {
 					t.Fatalf("stderr does not say %q:\n%s", s, r)
 				}
 			}
-			// At most campaignGrace and probeTimeout past --wait, and the
+			// At most lockrun.MaxOverrun past --wait, and the
 			// process's start and exit; before, a store that was down
 			// stretched a 5 s wait to 11 s.
-			if limit := wait + campaignGrace + probeTimeout + 2*overhead + 500*time.Millisecond; took > limit {
+			if limit := wait + lockrun.MaxOverrun + 2*overhead + 500*time.Millisecond; took > limit {
 				t.Fatalf("--wait %v took %v (more than %v)", wait, took.Round(time.Millisecond), limit)
 			}
 		})
