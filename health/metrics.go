@@ -256,3 +256,28 @@ func (m *Metrics) LeaderChanged() {
 	}
 	m.leaderChanges.Inc()
 }
+
+// BuildInfo names the running binary: electd_build_info's labels.
+type BuildInfo struct {
+	Version   string // the release, or "dev"
+	Revision  string // the VCS revision it was built from, or "unknown"
+	GoVersion string // e.g. "go1.26.0"
+}
+
+// RegisterBuildInfo registers electd_build_info{version,revision,goversion}
+// = 1 on reg. It describes the process, not an election: it has no election
+// label, and a registry that has it already keeps it.
+func RegisterBuildInfo(reg prometheus.Registerer, b BuildInfo) error {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "electd", Name: "build_info",
+		Help:        "1, labelled with the version, VCS revision and Go version electd was built with.",
+		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "goversion": b.GoVersion}})
+	g.Set(1)
+	if err := reg.Register(g); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			return nil
+		}
+		return fmt.Errorf("register build info: %w", err)
+	}
+	return nil
+}

@@ -53,8 +53,9 @@ type View struct {
 	counter ChangeCounter
 
 	// Owned by Run.
-	seen bool           // a value has been observed
-	term elector.Leader // the last leader (not "none") observed
+	seen  bool           // a value has been observed
+	term  elector.Leader // the last leader (not "none") observed
+	terms Terms          // one value per term, for /leader and /leader/watch
 }
 
 // NewView returns a View of election fed by o. log may be nil.
@@ -107,6 +108,10 @@ func (v *View) Run(ctx context.Context) error {
 
 // update publishes l and, when it is a new term, counts it.
 func (v *View) update(l elector.Leader) {
+	l, ok := v.terms.Next(l)
+	if !ok {
+		return
+	}
 	c := v.hub.Publish(l)
 	if c == elector.Unchanged {
 		return
@@ -165,4 +170,37 @@ func (v *View) Changes() uint64 { return v.changes.Load() }
 // the newest, and never receives an older value after a newer one.
 func (v *View) Subscribe(ctx context.Context) <-chan elector.Leader {
 	return v.hub.SubscribeLatest(ctx)
+}
+
+// Terms is what a watcher shows of a stream of leaders: one value per term.
+// A backend may publish a term twice: etcd's observers see the new
+// leader's key at once, stamped with the observer's clock, and again once
+// the leader has written its own start time into it. Terms keeps the
+// since a term (the same id and token) was first passed with, and drops a
+// value that then differs from the last one passed in nothing else, so
+// that /leader/watch and `electd leader --watch` show each term once and
+// its since never moves; a new address of the same term still passes.
+// "No leader" passes; a term seen again after it passes again, with its
+// first since. The zero Terms is ready for use; it is not safe for
+// concurrent use.
+type Terms struct {
+	shown bool           // a value has been passed
+	last  elector.Leader // the value passed last
+	term  elector.Leader // the last leader (not "none") passed
+}
+
+// Next returns l as a watcher should show it, and false when it shows
+// nothing new.
+func (t *Terms) Next(l elector.Leader) (elector.Leader, bool) {
+	if !l.IsZero() && l.SameTerm(t.term) {
+		l.Since = t.term.Since // the since it was first shown with
+	}
+	if t.shown && l.Equal(t.last) {
+		return l, false
+	}
+	t.shown, t.last = true, l
+	if !l.IsZero() {
+		t.term = l
+	}
+	return l, true
 }

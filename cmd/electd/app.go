@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/electd/electd/health"
 )
 
 // commands is electd's command line, one row per command; each command's
@@ -62,6 +66,28 @@ func buildVersion() string {
 	return "dev"
 }
 
+// buildInfo is what `electd version`, --version and electd_build_info
+// report: the version, the VCS revision ("unknown" when the build did not
+// record one: go run, go test, a build outside a repository) and the Go
+// version.
+func buildInfo() health.BuildInfo {
+	b := health.BuildInfo{Version: buildVersion(), Revision: "unknown", GoVersion: runtime.Version()}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && s.Value != "" {
+				b.Revision = s.Value
+			}
+		}
+	}
+	return b
+}
+
+// versionLine is the line `electd version` and `electd --version` print.
+func versionLine() string {
+	b := buildInfo()
+	return fmt.Sprintf("electd %s (revision %s, %s)", b.Version, b.Revision, b.GoVersion)
+}
+
 // run is electd's whole command line; main only maps its error to an exit code.
 func run(ctx context.Context, args []string) error {
 	app := &cli.App{
@@ -74,6 +100,9 @@ func run(ctx context.Context, args []string) error {
 		HideVersion:          false,
 		EnableBashCompletion: false,
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			if err = flagValueError(err, isDurationFlag(commands())); errors.As(err, new(*usageError)) {
+				return err
+			}
 			return &usageError{err: err}
 		},
 		ExitErrHandler:  func(*cli.Context, error) {},  // exit codes are mapped in exitCode only
@@ -83,8 +112,9 @@ func run(ctx context.Context, args []string) error {
 	for _, cmd := range app.Commands {
 		cmd.OnUsageError = app.OnUsageError
 	}
+	cli.VersionPrinter = func(c *cli.Context) { _ = versionAction(c) } // --version says what `version` says
 	if err := app.RunContext(ctx, args); err != nil {
-		return err
+		return flagValueError(err, isDurationFlag(app.Commands))
 	}
 	if len(args) > 1 && app.Command(args[1]) == nil && args[1][0] != '-' {
 		return usagef("unknown command %q; see electd --help", args[1])
@@ -93,11 +123,6 @@ func run(ctx context.Context, args []string) error {
 }
 
 func versionAction(c *cli.Context) error {
-	bi, _ := debug.ReadBuildInfo()
-	goVersion := ""
-	if bi != nil {
-		goVersion = bi.GoVersion
-	}
-	_, err := fmt.Fprintf(c.App.Writer, "electd %s %s\n", buildVersion(), goVersion)
+	_, err := fmt.Fprintln(c.App.Writer, versionLine())
 	return err
 }

@@ -26,7 +26,7 @@ func devAction(c *cli.Context) error {
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	m, err := startEmbeddedEtcd(dir, c.String("listen-client"), "error")
+	m, err := startEmbeddedEtcd(dir, c.String("listen-client"), "warn")
 	if err != nil {
 		return err
 	}

@@ -5,9 +5,14 @@ package main
 import (
 	"fmt"
 	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // embeddedEtcd is a single-member etcd inside this process, for `demo`
@@ -15,7 +20,8 @@ import (
 // builds leave it out with -tags noembed (see embed_off.go): linking the
 // etcd server costs every electd process memory at start even when unused.
 type embeddedEtcd struct {
-	e *embed.Etcd
+	e       *embed.Etcd
+	closing *atomic.Bool // set by Close: the listeners' "server closed" errors are expected then
 }
 
 // startEmbeddedEtcd starts etcd with its data in dir, serving clients on
@@ -24,8 +30,17 @@ func startEmbeddedEtcd(dir, clientAddr, logLevel string) (*embeddedEtcd, error) 
 	cfg := embed.NewConfig()
 	cfg.Name = "electd-embedded"
 	cfg.Dir = dir
-	cfg.LogLevel = logLevel
-	cfg.LogOutputs = []string{"stderr"}
+	level, err := zapcore.ParseLevel(logLevel)
+	if err != nil {
+		return nil, fmt.Errorf("embedded etcd log level %q: %w", logLevel, err)
+	}
+	closing := new(atomic.Bool)
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(os.Stderr), level)
+	// No stack traces (zap.AddStacktrace is not set): an operator of a dev
+	// etcd has no use for etcd's own call stacks.
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(quietCore{Core: core, closing: closing}))
 	cfg.TickMs, cfg.ElectionMs = 10, 100
 	cu, err := url.Parse("http://" + clientAddr)
 	if err != nil {
@@ -48,11 +63,66 @@ func startEmbeddedEtcd(dir, clientAddr, logLevel string) (*embeddedEtcd, error) 
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd not ready after 30s")
 	}
-	return &embeddedEtcd{e: e}, nil
+	return &embeddedEtcd{e: e, closing: closing}, nil
 }
 
 // Endpoint is the client host:port.
 func (m *embeddedEtcd) Endpoint() string { return m.e.Clients[0].Addr().String() }
 
 // Close stops etcd; close its clients first (it waits for them otherwise).
-func (m *embeddedEtcd) Close() { m.e.Close() }
+func (m *embeddedEtcd) Close() {
+	m.closing.Store(true)
+	m.e.Close()
+}
+
+// quietCore drops what a single-member etcd logs as an error or warning on
+// a normal start and stop, and nothing else: on a new data dir, "failed to
+// update storage version" and "failed to detect schema version" (no term
+// yet: etcd retries and succeeds), and,
+// once Close has begun, each listener's "server closed" or "use of closed
+// network connection".
+type quietCore struct {
+	zapcore.Core
+	closing *atomic.Bool
+}
+
+func (c quietCore) With(fields []zapcore.Field) zapcore.Core {
+	return quietCore{Core: c.Core.With(fields), closing: c.closing}
+}
+
+func (c quietCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(e.Level) {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+
+func (c quietCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	if c.expected(e, fields) {
+		return nil
+	}
+	e.Stack = ""
+	return c.Core.Write(e, fields)
+}
+
+// expected reports whether e is one of the errors of a normal start or stop.
+func (c quietCore) expected(e zapcore.Entry, fields []zapcore.Field) bool {
+	err := strings.ToLower(fieldError(fields))
+	if strings.Contains(err, "missing term information") {
+		return true // "failed to update storage version", "failed to detect schema version"
+	}
+	return c.closing.Load() && (strings.Contains(err, "server closed") || strings.Contains(err, "use of closed network connection"))
+}
+
+// fieldError is the text of the "error" field among fields, or "".
+func fieldError(fields []zapcore.Field) string {
+	for _, f := range fields {
+		if f.Key == "error" {
+			if err, ok := f.Interface.(error); ok {
+				return err.Error()
+			}
+			return f.String
+		}
+	}
+	return ""
+}

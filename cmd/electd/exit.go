@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"io"
 	"syscall"
-	"time"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/lockrun"
+	"github.com/electd/electd/store"
 	"github.com/electd/electd/supervisor"
 )
 
@@ -17,7 +18,8 @@ const (
 	exitFailure  = 1  // runtime failure
 	exitUsage    = 2  // bad usage or configuration
 	exitNoLeader = 3  // `electd leader`: the election has no leader
-	exitLockBusy = 75 // `electd lock`: not acquired within --wait (EX_TEMPFAIL)
+	exitLockBusy = 75 // `electd lock`: not acquired within --wait, held by another (EX_TEMPFAIL)
+	exitNoStore  = 69 // the store could not be reached (EX_UNAVAILABLE): `lock` within --wait, `leader`
 	exitLockLost = 76 // `electd lock`: lost while the command ran; the command was stopped
 
 	exitNotExecutable = 126 // `electd lock`: COMMAND is not executable (as a shell says)
@@ -45,8 +47,9 @@ func exitCode(err error, stderr io.Writer) int {
 		ce *elector.ConfigError
 		se *elector.SlotsError
 		xe *supervisor.ExitError
-		be *lockBusyError
-		le *lockLostError
+		be *lockrun.BusyError
+		ne *store.UnreachableError
+		le *lockrun.LostError
 		ge *signalError
 		me *commandError
 	)
@@ -60,6 +63,9 @@ func exitCode(err error, stderr io.Writer) int {
 	case errors.As(err, &be):
 		fmt.Fprintf(stderr, "electd: %v\n", err)
 		return exitLockBusy
+	case errors.As(err, &ne):
+		fmt.Fprintf(stderr, "electd: %v\n", err)
+		return exitNoStore
 	case errors.As(err, &le):
 		fmt.Fprintf(stderr, "electd: %v\n", err)
 		return exitLockLost
@@ -77,53 +83,6 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitFailure
 	}
 }
-
-// lockBusyError: the lock was not acquired within --wait (exit 75).
-type lockBusyError struct {
-	name     string
-	wait     time.Duration
-	slots    int
-	holder   string // empty when unknown
-	storeErr error  // when the holder is unknown: the store's answer to a ping
-}
-
-func (e *lockBusyError) Error() string {
-	what := "lock " + e.name
-	if e.slots > 1 {
-		what = fmt.Sprintf("all %d slots of %s", e.slots, e.name)
-	}
-	when := "at once (--wait 0)"
-	if e.wait > 0 {
-		when = "within --wait " + e.wait.String()
-	}
-	msg := fmt.Sprintf("%s: not acquired %s", what, when)
-	switch {
-	case e.holder != "" && e.slots > 1:
-		msg += "; first holder " + e.holder
-	case e.holder != "":
-		msg += "; held by " + e.holder
-	case e.storeErr != nil:
-		msg += "; the store does not answer: " + e.storeErr.Error()
-	}
-	return msg
-}
-
-// lockLostError: the lock was lost while the command ran; it was stopped
-// (exit 76).
-type lockLostError struct {
-	name string
-	err  *supervisor.TermEndedError
-}
-
-func (e *lockLostError) Error() string {
-	if e.err.NotStarted {
-		return fmt.Sprintf("lock %s lost before the command could start (%s); it did not run", e.name, e.err.Reason)
-	}
-	return fmt.Sprintf("lock %s lost while the command ran (%s); the command was stopped (code %d) before the lease could lapse",
-		e.name, e.err.Reason, e.err.Status.ExitCode())
-}
-
-func (e *lockLostError) Unwrap() error { return e.err }
 
 // signalError: electd was asked to stop by a signal (exit 128+signal).
 type signalError struct {

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -22,7 +25,8 @@ func storeFlags() []cli.Flag {
 	return append([]cli.Flag{
 		&cli.StringFlag{Name: "store", EnvVars: env("STORE"), Value: "etcd://127.0.0.1:2379",
 			Usage: "store URL: etcd://h1:2379,h2:2379, etcds://[user@]… (TLS), redis://[user[:pass]@]host:port[/db], rediss://…, " +
-				"redis+sentinel://[user@]s1:26379,s2:26379/MASTER[/db], redis+cluster://[user@]h1:6379,h2:6379 (rediss+… for TLS); " +
+				"redis+sentinel://[user@]s1:26379,s2:26379/MASTER[/db], redis+cluster://[user@]h1:6379,h2:6379 (rediss+… for TLS), " +
+				"redlock://h1:6379,h2:6379,h3:6379[/db] (a quorum of independent Redis servers; redlocks://… for TLS); " +
 				"prefer a password file or $ELECTD_STORE_PASSWORD to one in the URL"},
 		&cli.StringFlag{Name: "store-password-file", EnvVars: env("STORE_PASSWORD_FILE"),
 			Usage: "read the store password from this file (or: $ELECTD_STORE_PASSWORD, or the URL; one of them)"},
@@ -35,6 +39,17 @@ func storeFlags() []cli.Flag {
 		&cli.StringFlag{Name: "log-format", EnvVars: env("LOG_FORMAT"), Value: "text", Usage: "text or json"},
 		&cli.StringFlag{Name: "log-level", EnvVars: env("LOG_LEVEL"), Value: "info", Usage: "debug, info, warn or error"},
 	}, tlsFlags()...)
+}
+
+// withoutFlags is flags less those named.
+func withoutFlags(flags []cli.Flag, names ...string) []cli.Flag {
+	var out []cli.Flag
+	for _, f := range flags {
+		if !slices.Contains(names, f.Names()[0]) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func runFlags() []cli.Flag {
@@ -111,13 +126,58 @@ func requireElection(c *cli.Context) (string, error) {
 	return el, nil
 }
 
+// urfave/cli's messages for a value that does not parse: a flag's
+// (from Go's flag package) and an environment variable's.
+var (
+	badFlagValue = regexp.MustCompile(`^invalid value "(.*)" for flag -([\w-]+): parse error$`)
+	badEnvValue  = regexp.MustCompile(`^could not parse "(.*)" as duration value from environment variable "(\w+)" for flag ([\w-]+): `)
+)
+
+// flagValueError rewrites urfave/cli's message for a duration that does not
+// parse ("invalid value "15" for flag -ttl: parse error") into one that
+// names the flag, why and the fix: --ttl: "15" is not a duration; give a
+// unit, e.g. 15s. isDuration reports whether a flag name is a duration
+// flag. Any other error is returned unchanged.
+func flagValueError(err error, isDuration func(name string) bool) error {
+	if err == nil {
+		return nil
+	}
+	var value, where string
+	if m := badFlagValue.FindStringSubmatch(err.Error()); m != nil && isDuration(m[2]) {
+		value, where = m[1], "--"+m[2]
+	} else if m := badEnvValue.FindStringSubmatch(err.Error()); m != nil {
+		value, where = m[1], "$"+m[2]+" (--"+m[3]+")"
+	} else {
+		return err
+	}
+	fix := "give a number and a unit (ns, us, ms, s, m, h), e.g. 15s or 1m30s"
+	if _, nerr := strconv.ParseFloat(strings.TrimSpace(value), 64); nerr == nil {
+		fix = "give a unit, e.g. " + strings.TrimSpace(value) + "s"
+	}
+	return usagef("%s: %q is not a duration; %s", where, value, fix)
+}
+
+// isDurationFlag reports whether name is a duration flag of one of cmds.
+func isDurationFlag(cmds []*cli.Command) func(name string) bool {
+	return func(name string) bool {
+		for _, cmd := range cmds {
+			for _, f := range cmd.Flags {
+				if _, ok := f.(*cli.DurationFlag); ok && slices.Contains(f.Names(), name) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+}
+
 // newLogger builds the process logger from --log-format and --log-level.
 func newLogger(c *cli.Context) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, elector.Configf("log-level", "%q is not one of debug, info, warn, error", c.String("log-level"))
 	}
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationText}
 	switch c.String("log-format") {
 	case "text":
 		return slog.New(slog.NewTextHandler(c.App.ErrWriter, opts)), nil
@@ -126,6 +186,16 @@ func newLogger(c *cli.Context) (*slog.Logger, error) {
 	default:
 		return nil, elector.Configf("log-format", "%q is not one of text, json", c.String("log-format"))
 	}
+}
+
+// durationText writes a duration as Go writes it ("5s", "1m30s"), not as
+// slog's JSON handler does (nanoseconds: 5000000000), for every logger
+// newLogger builds.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // parseSignal accepts TERM, SIGTERM, sigterm or a number.

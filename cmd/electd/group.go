@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	group "github.com/oklog/run"
@@ -17,24 +18,48 @@ import (
 // shutdownSignals catches SIGTERM and SIGINT from the start of `run` or
 // `lock` until the command returns, so that neither ever kills electd by
 // its default action: the first one ends the command's actor group (see
-// superviseGroup), and later ones are ignored while the child stops and
-// the lease is released. oklog/run's SignalHandler is not enough here: it
+// superviseGroup), and later ones are logged and ignored while the child
+// stops and the lease is released. oklog/run's SignalHandler is not enough here: it
 // registers only once its goroutine runs and unregisters at the first
 // signal, so a signal before the group starts, or a second one during the
 // shutdown, would kill electd without a resign (and, with pgroup
 // containment, leave a grandchild that ignores SIGTERM running).
-type shutdownSignals struct{ ch chan os.Signal }
+type shutdownSignals struct {
+	ch       chan os.Signal
+	stopped  chan struct{} // closed by Stop
+	stopOnce sync.Once
+}
 
 // catchShutdown starts catching SIGTERM and SIGINT; call Stop when the
 // command returns.
 func catchShutdown() *shutdownSignals {
-	s := &shutdownSignals{ch: make(chan os.Signal, 1)}
+	s := &shutdownSignals{ch: make(chan os.Signal, 1), stopped: make(chan struct{})}
 	signal.Notify(s.ch, syscall.SIGTERM, syscall.SIGINT)
 	return s
 }
 
 // Stop stops catching the signals.
-func (s *shutdownSignals) Stop() { signal.Stop(s.ch) }
+func (s *shutdownSignals) Stop() {
+	s.stopOnce.Do(func() {
+		signal.Stop(s.ch)
+		close(s.stopped)
+	})
+}
+
+// ignoreWhileStopping logs each further signal, which changes nothing:
+// the stop under way goes on (the child has had --stop-signal, and gets
+// SIGKILL after --stop-timeout). It returns at Stop.
+func (s *shutdownSignals) ignoreWhileStopping(log *slog.Logger) {
+	for {
+		select {
+		case sig := <-s.ch:
+			log.Warn("signal received while stopping; already stopping, ignored (the child is stopped with --stop-signal, then SIGKILL after --stop-timeout)",
+				"signal", sig.String())
+		case <-s.stopped:
+			return
+		}
+	}
+}
 
 // opening returns a context for the start of a command, before its group
 // runs (opening the store, which may log in and retry): it ends at the
@@ -77,6 +102,7 @@ func (s *shutdownSignals) actor(log *slog.Logger) (execute func() error, interru
 			select {
 			case sig := <-s.ch:
 				log.Info("signal received; stopping", "signal", sig.String())
+				go s.ignoreWhileStopping(log)
 				return &group.SignalError{Signal: sig}
 			case <-stop:
 				return nil

@@ -2,38 +2,35 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/leaderwatch"
 )
 
 // leaderHelp is the description of `electd leader`.
-const leaderHelp = "Prints the current leader of --election. Exit status 0 when there is one, 3 when there is none.\n" +
-	"With --watch, prints every change until interrupted."
+const leaderHelp = "Prints the current leader of --election. Exit status 0 when there is one, 3 when there is none,\n" +
+	"1 when the store does not answer within --timeout.\n" +
+	"With --watch, prints each new term once (its since as first seen) until interrupted. While the store\n" +
+	"cannot be reached it says so on stderr (the leader is then unknown, not \"none\"); with --timeout set, it\n" +
+	"gives up after the store has been unreachable that long and exits 69."
 
+// leaderFlags are the store flags less those of a candidate (--id, --ttl,
+// --renew-interval): `leader` only asks.
 func leaderFlags() []cli.Flag {
-	return append(storeFlags(),
+	return append(withoutFlags(storeFlags(), "id", "ttl", "renew-interval"),
 		&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "print every leader change until interrupted"},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json"},
-		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, Usage: "how long to wait for the store (without --watch)"},
+		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second,
+			Usage: "how long to wait for the store; with --watch only when set: how long the store may stay unreachable before electd gives up (exit 69)"},
 	)
-}
-
-type leaderOut struct {
-	Election string          `json:"election"`
-	Leader   *elector.Leader `json:"leader"`
 }
 
 func leaderAction(c *cli.Context, log *slog.Logger) error {
@@ -48,12 +45,10 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 	if c.Args().Present() {
 		return usagef("leader takes no arguments, got %q", c.Args().Slice())
 	}
-	timing, err := timingOf(c)
-	if err != nil {
-		return err
-	}
 	host, _ := os.Hostname()
-	cand := elector.Candidate{Election: election, ID: "observer-" + sanitizeID(host), Timing: timing, Logger: log}
+	// An observer holds no lease: the default timing serves.
+	reach := leaderwatch.NewReachability()
+	cand := elector.Candidate{Election: election, ID: "observer-" + sanitizeID(host), Logger: log, Instrument: reach}
 	if _, err := cand.Validate(); err != nil {
 		return err
 	}
@@ -92,75 +87,38 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 		return failed(err)
 	}
 	defer done()
-	print := func(w io.Writer, l elector.Leader) error {
-		if format == "json" {
-			out := leaderOut{Election: election}
-			if !l.IsZero() {
-				out.Leader = &l
-			}
-			return json.NewEncoder(w).Encode(out)
-		}
-		if l.IsZero() {
-			_, err := fmt.Fprintf(w, "%s: no leader\n", election)
-			return err
-		}
-		// The id and address are text from the store: escaped, they can
-		// neither forge lines nor drive the terminal.
-		_, err := fmt.Fprintf(w, "%s: %s token=%d address=%s since=%s\n", election, escapeText(l.ID), l.Token,
-			escapeText(orDash(l.Address)), l.Since.UTC().Format(time.RFC3339))
-		return err
-	}
+	print := leaderwatch.Printer{Election: election, JSON: format == "json", W: c.App.Writer}.Print
 
 	if c.Bool("watch") {
-		for l := range el.Observe(ctx) {
-			if err := print(c.App.Writer, l); err != nil {
-				return fmt.Errorf("write: %w", err)
-			}
+		giveUp := time.Duration(0) // never
+		if c.IsSet("timeout") {
+			giveUp = c.Duration("timeout")
 		}
-		return nil
+		// A watch on a store that went away may just wait to reconnect
+		// (etcd's does), saying nothing: a ping now and then tells.
+		go reach.Probe(ctx, st.Ping, leaderwatch.PingEvery)
+		err := leaderwatch.Watch{Leaders: el.Observe(ctx), Reach: reach, GiveUp: giveUp, Store: st.Redacted(),
+			Show: print, Notices: c.App.ErrWriter}.Run(ctx)
+		if sig := ended(); sig != 0 {
+			return nil
+		}
+		return err
 	}
 	l, err := el.Leader(ctx)
 	switch {
 	case errors.Is(err, elector.ErrNoLeader):
-		if err := print(c.App.Writer, elector.Leader{}); err != nil {
+		if err := print(elector.Leader{}); err != nil {
 			return err
 		}
 		return errNoLeader
 	case err != nil:
 		return failed(fmt.Errorf("ask %s for the leader: %w", st.Redacted(), err))
 	}
-	return print(c.App.Writer, l)
+	return print(l)
 }
 
 // errLeaderTimeout is the cause of the end of `electd leader`'s --timeout.
 var errLeaderTimeout = errors.New("--timeout expired")
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// escapeText escapes what a terminal would act on or not show: control
-// characters (ESC, BEL, CR, LF…), invisible format characters (bidi
-// overrides, zero-width spaces) and invalid UTF-8, in Go's notation
-// (\x1b, \r, \u202e).
-func escapeText(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		switch {
-		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
-			fmt.Fprintf(&b, "\\x%02x", s[i])
-		case !strconv.IsPrint(r): // controls, format characters, unassigned
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
 
 // sanitizeID makes a hostname usable as a candidate id.
 func sanitizeID(s string) string {

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electd/electd/elector"
 	"github.com/electd/electd/internal/testenv"
+	"github.com/electd/electd/store"
 )
 
 // TestLeaderEscapesStoreText: `electd leader` prints text that someone
@@ -43,19 +45,75 @@ func TestLeaderEscapesStoreText(t *testing.T) {
 	}
 }
 
-func TestEscapeText(t *testing.T) {
-	tests := []struct{ name, in, want string }{
-		{name: "plain", in: "node-1 http://h:80/ü", want: "node-1 http://h:80/ü"},
-		{name: "controls", in: "a\x1b[31m\x07\r\n\t\x7f", want: `a\x1b[31m\a\r\n\t\x7f`},
-		{name: "format characters", in: "a\u202eb\u200bc\ufeff", want: `a\u202eb\u200bc\ufeff`},
-		{name: "C1 control", in: "a\u009bb", want: `a\u009bb`},
-		{name: "invalid UTF-8", in: "a\xffb\uFFFD", want: `a\xffb` + "\uFFFD"},
+// TestLeaderWatch: `electd leader --watch` prints a term once, even when
+// the store publishes it twice (etcd: before and after the leader writes
+// its start time), and when the store goes away it says so on stderr, not
+// "no leader" on stdout; with --timeout it gives up and exits 69.
+func TestLeaderWatch(t *testing.T) {
+	tests := []struct {
+		name  string
+		start func(t *testing.T) (url string, kill func())
+	}{
+		{name: "etcd", start: func(t *testing.T) (string, func()) {
+			e := testenv.StartEtcd(t)
+			return "etcd://" + e.Endpoint(), func() { e.Kill(t) }
+		}},
+		{name: "redis", start: func(t *testing.T) (string, func()) {
+			r := testenv.StartRedis(t)
+			return "redis://" + r.Addr(), func() { r.Kill(t) }
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := escapeText(tc.in); got != tc.want {
-				t.Fatalf("escapeText(%q) = %q, want %q", tc.in, got, tc.want)
+			url, kill := tc.start(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			watch := electdCmd(ctx, t, nil, "leader", "--store", url, "--election", "w", "--watch", "--timeout", "3s")
+			var out, errb lockedBuffer
+			watch.Stdout, watch.Stderr = &out, &errb
+			if err := watch.Start(); err != nil {
+				t.Fatal(err)
 			}
+			waitLog(t, &out, "w: no leader")
+
+			st, err := store.Open(ctx, store.Options{URL: url}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			el, err := st.NewElector(elector.Candidate{Election: "w", ID: "a", Timing: elector.Timing{TTL: 2 * time.Second}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := el.Campaign(ctx); err != nil {
+				t.Fatal(err)
+			}
+			waitLog(t, &out, "w: a token=")
+			time.Sleep(time.Second) // the leader's own since reaches the observer
+			if n := strings.Count(out.String(), "w: a token="); n != 1 {
+				t.Fatalf("the term was printed %d times:\n%s", n, out.String())
+			}
+
+			kill()
+			waited := make(chan error, 1)
+			go func() { waited <- watch.Wait() }()
+			select {
+			case err := <-waited:
+				wantExit(t, err, exitNoStore, &errb)
+			case <-time.After(time.Minute):
+				t.Fatalf("leader --watch --timeout 3s still ran a minute after the store was killed:\nstdout:\n%s\nstderr:\n%s", out.String(), errb.String())
+			}
+			stdout, stderr := out.String(), errb.String()
+			t.Logf("stdout:\n%sstderr:\n%s", stdout, stderr)
+			if strings.Count(stdout, "no leader") != 1 {
+				t.Fatalf("printed \"no leader\" while the store was unreachable:\n%s", stdout)
+			}
+			for _, want := range []string{"electd: the store " + url + " cannot be reached: ", "gave up after --timeout 3s"} {
+				if !strings.Contains(stderr, want) {
+					t.Fatalf("stderr does not say %q:\n%s", want, stderr)
+				}
+			}
+			_ = el.Close()
+			_ = st.Close()
 		})
 	}
 }

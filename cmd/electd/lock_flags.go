@@ -13,15 +13,10 @@ func slotsFlag() cli.Flag {
 // lockFlags are the store flags (less --election: the lock's name is NAME)
 // and the lock's own.
 func lockFlags() []cli.Flag {
-	var flags []cli.Flag
-	for _, f := range storeFlags() {
-		if f.Names()[0] != "election" {
-			flags = append(flags, f)
-		}
-	}
-	return append(flags,
+	return append(withoutFlags(storeFlags(), "election"),
 		&cli.DurationFlag{Name: "wait", EnvVars: env("WAIT"), DefaultText: "forever",
-			Usage: "how long to wait for the lock; 0 tries once (join, and leave at once unless free); then exit 75"},
+			Usage: "how long to wait for the lock, counted from electd's start (reconnecting included); 0 tries once " +
+				"(join, and leave at once unless free); then exit 75 (held by another) or 69 (store unreachable)"},
 		slotsFlag(),
 		&cli.DurationFlag{Name: "once-per", EnvVars: env("ONCE_PER"), DefaultText: "off",
 			Usage: "record a successful run (exit 0) for this long; while the record lives, exit 0 at once without running"},

@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +19,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/internal/testenv"
+	"github.com/electd/electd/lockrun"
+	"github.com/electd/electd/store"
 	"github.com/electd/electd/supervisor"
 )
 
@@ -61,15 +66,15 @@ func TestParseLockConfig(t *testing.T) {
 		cmdCode int    // a *commandError with this code
 	}{
 		{name: "defaults", args: []string{"job", "--", "true"}, check: func(t *testing.T, lc *lockConfig) {
-			if lc.name != "job" || !slices.Equal(lc.command, []string{"true"}) || lc.wait >= 0 || lc.cand.Slots != 1 || lc.oncePer != 0 {
+			if lc.Candidate.Election != "job" || !slices.Equal(lc.command, []string{"true"}) || lc.Wait >= 0 || lc.Candidate.Slots != 1 || lc.OncePer != 0 {
 				t.Fatalf("config %+v", lc)
 			}
-			if lc.timing.TTL != elector.DefaultTTL || lc.stopTimeout != 5*time.Second || lc.stopSignal != syscall.SIGTERM {
-				t.Fatalf("timing %s, stop %s %s", lc.timing, lc.stopTimeout, lc.stopSignal)
+			if lc.Candidate.Timing.TTL != elector.DefaultTTL || lc.StopTimeout != 5*time.Second || lc.stopSignal != syscall.SIGTERM {
+				t.Fatalf("timing %s, stop %s %s", lc.Candidate.Timing, lc.StopTimeout, lc.stopSignal)
 			}
 		}},
 		{name: "command with arguments", args: []string{"--wait", "0", "job", "--", "sh", "-c", "exit 3"}, check: func(t *testing.T, lc *lockConfig) {
-			if lc.wait != 0 || !slices.Equal(lc.command, []string{"sh", "-c", "exit 3"}) {
+			if lc.Wait != 0 || !slices.Equal(lc.command, []string{"sh", "-c", "exit 3"}) {
 				t.Fatalf("config %+v", lc)
 			}
 		}},
@@ -79,7 +84,7 @@ func TestParseLockConfig(t *testing.T) {
 			}
 		}},
 		{name: "semaphore and once-per", args: []string{"--slots", "4", "--wait", "1m", "job", "--", "true"}, check: func(t *testing.T, lc *lockConfig) {
-			if lc.cand.Slots != 4 || lc.wait != time.Minute {
+			if lc.Candidate.Slots != 4 || lc.Wait != time.Minute {
 				t.Fatalf("config %+v", lc)
 			}
 		}},
@@ -153,10 +158,11 @@ func TestLockExitCodes(t *testing.T) {
 	}{
 		{"command's code", &supervisor.ExitError{Status: supervisor.ExitStatus{Code: 3}}, 3, ""},
 		{"command killed", &supervisor.ExitError{Status: supervisor.ExitStatus{Code: -1, Signal: syscall.SIGKILL}}, 137, ""},
-		{"busy", &lockBusyError{name: "job", wait: 0, slots: 1, holder: "h1 (token 7)"}, 75, "lock job: not acquired at once (--wait 0); held by h1 (token 7)"},
-		{"busy within wait", &lockBusyError{name: "job", wait: time.Second, slots: 3}, 75, "all 3 slots of job: not acquired within --wait 1s"},
-		{"store silent", &lockBusyError{name: "job", wait: time.Second, slots: 1, storeErr: errors.New("connection refused")}, 75, "the store does not answer: connection refused"},
-		{"lost", &lockLostError{name: "job", err: lost}, 76, "lock job lost while the command ran (deadline); the command was stopped (code 143)"},
+		{"busy", &lockrun.BusyError{Name: "job", Wait: 0, Slots: 1, Holder: "h1 (token 7)"}, 75, "lock job: not acquired at once (--wait 0); held by h1 (token 7)"},
+		{"busy within wait", &lockrun.BusyError{Name: "job", Wait: time.Second, Slots: 3}, 75, "all 3 slots of job: not acquired within --wait 1s"},
+		{"store unreachable", &store.UnreachableError{What: "lock job: not acquired within --wait 1s", Store: "redis://h:6379", Err: errors.New("connection refused")}, 69,
+			"lock job: not acquired within --wait 1s: the store redis://h:6379 cannot be reached: connection refused"},
+		{"lost", &lockrun.LostError{Name: "job", Err: lost}, 76, "lock job lost while the command ran (deadline); the command was stopped (code 143)"},
 		{"SIGTERM", &signalError{sig: syscall.SIGTERM, while: "lock released"}, 143, "stopped by SIGTERM: lock released"},
 		{"SIGINT", &signalError{sig: syscall.SIGINT}, 130, "stopped by SIGINT"},
 		{"not found", &commandError{code: exitNotFound, err: errors.New("exec: \"x\": not found")}, 127, "not found"},
@@ -174,6 +180,108 @@ func TestLockExitCodes(t *testing.T) {
 			}
 			if strings.Count(out.String(), "\n") > 1 {
 				t.Fatalf("printed more than one line: %q", out.String())
+			}
+		})
+	}
+}
+
+// TestLockBusyOrUnreachable: `electd lock --wait` tells a lock held by
+// another (75, naming the holder) from a store that cannot be reached (69,
+// naming the store and its error), and --wait bounds the whole wait, the
+// opening of the store and the reconnecting included.
+func TestLockBusyOrUnreachable(t *testing.T) {
+	const wait = 3 * time.Second
+	etcd := testenv.StartEtcd(t)
+	rd := testenv.StartRedis(t)
+	deadEtcd := testenv.StartEtcd(t)
+	deadEtcd.Kill(t)
+	deadRedis := testenv.StartRedis(t)
+	deadRedis.Kill(t)
+	deadRedlock := testenv.StartRedlock(t, 3)
+	deadRedlock.KillAll(t)
+	tests := []struct {
+		name  string
+		store string
+		held  bool // another copy holds the lock
+		code  int
+		says  []string
+	}{
+		{name: "etcd held", store: "etcd://" + etcd.Endpoint(), held: true, code: exitLockBusy,
+			says: []string{"lock job: not acquired within --wait 3s; held by holder (token "}},
+		{name: "redis held", store: "redis://" + rd.Addr(), held: true, code: exitLockBusy,
+			says: []string{"lock job: not acquired within --wait 3s; held by holder (token "}},
+		{name: "etcd killed", store: "etcd://" + deadEtcd.Endpoint(), code: exitNoStore,
+			says: []string{"lock job: not acquired within --wait 3s: the store etcd://" + deadEtcd.Endpoint() + " cannot be reached: "}},
+		{name: "etcd black hole", store: "etcd://" + blackHole(t), code: exitNoStore,
+			says: []string{"cannot be reached: "}},
+		{name: "redis killed", store: "redis://" + deadRedis.Addr(), code: exitNoStore,
+			says: []string{"the store redis://" + deadRedis.Addr() + " cannot be reached: ", "connection refused"}},
+		{name: "redlock killed", store: deadRedlock.URL(), code: exitNoStore,
+			says: []string{"the store " + deadRedlock.URL() + " cannot be reached: ", "0 of 3 redlock servers answered"}},
+	}
+	// What starting and ending electd costs here (more under -race and
+	// on a loaded machine), to be allowed beyond the wait.
+	start := time.Now()
+	if r := runElectd(t, time.Minute, nil, "version"); r.code != 0 {
+		t.Fatalf("electd version:\n%s", r)
+	}
+	overhead := time.Since(start)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.held {
+				ctx, cancel := context.WithCancel(context.Background())
+				holder := electdCmd(ctx, t, nil, "lock", "--store", tc.store, "--id", "holder", "job", "--", "sleep", "600")
+				var errb lockedBuffer
+				holder.Stderr = &errb
+				if err := holder.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { cancel(); _ = holder.Wait() })
+				waitLog(t, &errb, "lock acquired")
+			}
+			start := time.Now()
+			r := runElectd(t, time.Minute, nil, "lock", "--store", tc.store, "--id", "waiter", "--wait", wait.String(),
+				"--log-level", "error", "job", "--", "true")
+			took := time.Since(start)
+			t.Logf("exit %d after %v: %s", r.code, took.Round(time.Millisecond), strings.TrimSpace(r.stderr))
+			if r.code != tc.code {
+				t.Fatalf("want exit %d:\n%s", tc.code, r)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(r.stderr, s) {
+					t.Fatalf("stderr does not say %q:\n%s", s, r)
+				}
+			}
+			// At most lockrun.MaxOverrun past --wait, and the
+			// process's start and exit; before, a store that was down
+			// stretched a 5 s wait to 11 s.
+			if limit := wait + lockrun.MaxOverrun + 2*overhead + 500*time.Millisecond; took > limit {
+				t.Fatalf("--wait %v took %v (more than %v)", wait, took.Round(time.Millisecond), limit)
+			}
+		})
+	}
+}
+
+// TestLockHelpExitCodes: `electd lock --help` lists every exit code lock
+// can end with.
+func TestLockHelpExitCodes(t *testing.T) {
+	r := runElectd(t, time.Minute, nil, "lock", "--help")
+	tests := []struct {
+		name string
+		code string
+	}{
+		{name: "busy", code: strconv.Itoa(exitLockBusy)},
+		{name: "store unreachable", code: strconv.Itoa(exitNoStore)},
+		{name: "lost", code: strconv.Itoa(exitLockLost)},
+		{name: "usage", code: strconv.Itoa(exitUsage)},
+		{name: "failure", code: strconv.Itoa(exitFailure)},
+		{name: "not found", code: strconv.Itoa(exitNotFound)},
+		{name: "not executable", code: strconv.Itoa(exitNotExecutable)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if !regexp.MustCompile(`(?m)^\s+(\d+, )*` + tc.code + `\b`).MatchString(r.stdout) {
+				t.Fatalf("lock --help does not list exit code %s in its table:\n%s", tc.code, r.stdout)
 			}
 		})
 	}

@@ -128,6 +128,9 @@ func runAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	if err := health.RegisterBuildInfo(reg, buildInfo()); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	rc.cand.Logger, rc.cand.Instrument = log, metrics
 	octx, opened := sigs.opening(c.Context)
 	st, el, done, err := openCandidate(octx, c, log, rc.cand)

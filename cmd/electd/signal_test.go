@@ -77,6 +77,12 @@ func TestSignalsDuringShutdown(t *testing.T) {
 			if tc.killed && !strings.Contains(errb.String(), "signal=SIGKILL") {
 				t.Fatalf("the tree was not SIGKILLed after the stop timeout:\n%s", errb.String())
 			}
+			// A second SIGTERM or SIGINT is ignored, and said to be; a
+			// SIGHUP is forwarded to the child.
+			ignored := `msg="signal received while stopping; already stopping, ignored`
+			if want := tc.second != syscall.SIGHUP; strings.Contains(errb.String(), ignored) != want {
+				t.Fatalf("logged that the second signal was ignored: %v, want %v:\n%s", !want, want, errb.String())
+			}
 		})
 	}
 }

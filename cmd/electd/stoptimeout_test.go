@@ -37,7 +37,7 @@ func parseStopTimeout(t *testing.T, cmd string, args ...string) (time.Duration, 
 		command.Action = func(c *cli.Context) error {
 			var lc *lockConfig
 			if lc, err = parseLockConfig(c); lc != nil {
-				stop = lc.stopTimeout
+				stop = lc.StopTimeout
 			}
 			return nil
 		}

@@ -352,7 +352,7 @@ func testLeaderWatch(t *testing.T, s *store) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, s)
-			w := h.start("watch", []string{"leader", "--store", s.DirectURL(), "--election", h.Name, "--ttl", ttl.String(),
+			w := h.start("watch", []string{"leader", "--store", s.DirectURL(), "--election", h.Name,
 				"--watch", "-o", tt.format, "--log-level", "warn"}, nil)
 			seen := func(match func(string) bool, after int) func() (bool, string) {
 				return func() (bool, string) {
