@@ -8,6 +8,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
 )
 
@@ -72,7 +73,26 @@ func (e *Elector) followView() error {
 	for _, kv := range resp.Kvs {
 		cands[string(kv.Key)] = candidate{rev: kv.CreateRevision, val: decodeValue(kv.Value)}
 	}
-	publish := func() {
+	// A new head whose key does not carry its start yet is held back
+	// until it does: the candidate writes it (proclaimSince) as soon as it
+	// knows it leads, so watchers see the term once, with the leader's own
+	// start time (the child's ELECTD_LEADER_SINCE), rather than first with
+	// our clock and then with its. If it does not come within opTimeout
+	// (the proclaim failed), the head is published with the moment we
+	// first saw it. Meanwhile the view still shows what it showed.
+	var (
+		held  elector.Leader // the head held back, Since = when first seen
+		grace clock.Timer    // non-nil while held
+	)
+	release := func() {
+		if grace != nil {
+			grace.Stop()
+			grace = nil
+		}
+		held = elector.Leader{}
+	}
+	defer release()
+	publish := func(graceOver bool) {
 		next := elector.Leader{}
 		var best candidate
 		for _, c := range cands {
@@ -87,28 +107,51 @@ func (e *Elector) followView() error {
 			next.Since = best.val.Since // the leader's own timestamp
 		case ok && prev.SameTerm(next):
 			next.Since = prev.Since // unchanged leader: keep when we first saw it
+		case held.SameTerm(next) && graceOver:
+			next.Since = held.Since
+		case held.SameTerm(next):
+			return // still waiting for the leader's timestamp
 		default:
-			next.Since = e.clk.Now()
+			release()
+			held = next
+			held.Since = e.clk.Now()
+			grace = e.clk.NewTimer(e.opTimeout())
+			return
 		}
+		release()
 		e.hub.Publish(next) // the hub drops repeats
 	}
-	publish()
+	publish(false)
 
 	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(e.ctx))
 	defer wcancel()
-	for wr := range e.client.Watch(wctx, e.pfx, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
-		if err := wr.Err(); err != nil {
-			return err
+	watch := e.client.Watch(wctx, e.pfx, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	for {
+		var graceOver <-chan time.Time
+		if grace != nil {
+			graceOver = grace.C()
 		}
-		for _, ev := range wr.Events {
-			k := string(ev.Kv.Key)
-			if ev.Type == mvccpb.DELETE {
-				delete(cands, k)
-			} else {
-				cands[k] = candidate{rev: ev.Kv.CreateRevision, val: decodeValue(ev.Kv.Value)}
+		select {
+		case <-graceOver:
+			grace = nil
+			publish(true)
+			continue
+		case wr, ok := <-watch:
+			if !ok {
+				return errors.New("watch closed")
 			}
+			if err := wr.Err(); err != nil {
+				return err
+			}
+			for _, ev := range wr.Events {
+				k := string(ev.Kv.Key)
+				if ev.Type == mvccpb.DELETE {
+					delete(cands, k)
+				} else {
+					cands[k] = candidate{rev: ev.Kv.CreateRevision, val: decodeValue(ev.Kv.Value)}
+				}
+			}
+			publish(false)
 		}
-		publish()
 	}
-	return errors.New("watch closed")
 }
