@@ -281,7 +281,9 @@ func TestLivezHealthz(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, _ := newTestServer(t, func(c *Config) { c.Live, c.Healthy, c.Containment, c.ChildBackoff = tt.live, tt.healthy, tt.containment, tt.backoff })
+			s, _ := newTestServer(t, func(c *Config) {
+				c.Live, c.Healthy, c.Containment, c.ChildBackoff = tt.live, tt.healthy, tt.containment, tt.backoff
+			})
 			s.healthTimeout = 10 * time.Millisecond
 			w := do(t, s, "GET", tt.path, "192.0.2.1:5555", nil)
 			if w.Code != tt.code {

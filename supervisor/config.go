@@ -172,11 +172,11 @@ func (c *Config) validate() error {
 
 type nopEvents struct{}
 
-func (nopEvents) Acquired(uint64, time.Duration) {}
-func (nopEvents) CampaignFailed(error)           {}
-func (nopEvents) Lost(string)                    {}
-func (nopEvents) ChildStarted()                  {}
-func (nopEvents) ChildExited(string)             {}
+func (nopEvents) Acquired(uint64, time.Duration)  {}
+func (nopEvents) CampaignFailed(error)            {}
+func (nopEvents) Lost(string)                     {}
+func (nopEvents) ChildStarted()                   {}
+func (nopEvents) ChildExited(string)              {}
 func (nopEvents) ChildBackoff(int, time.Duration) {}
 
 // ExitError is returned by Run when the child exited under OnExitExit.
