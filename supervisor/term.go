@@ -137,7 +137,11 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 			ran := s.cfg.Clock.Now().Sub(started)
 			b := s.runEnded(ran, true, e.status, false)
 			if onExit != OnExitRestart {
-				s.logExit(e.status, ran, b, "cool_down", b.CoolDown)
+				var next []any // what follows: under resign, the cool-down
+				if onExit == OnExitResign {
+					next = []any{"cool_down", b.CoolDown}
+				}
+				s.logExit(e.status, ran, b, next...)
 				e.reason = endExited
 				break
 			}
@@ -244,9 +248,7 @@ func (s *Supervisor) logExit(st ExitStatus, ran time.Duration, b ChildBackoff, n
 	if st.Signal != 0 {
 		attrs = append(attrs, "signal", signalName(st.Signal))
 	}
-	if s.cfg.OnExit != OnExitExit {
-		attrs = append(attrs, next...)
-	}
+	attrs = append(attrs, next...)
 	if !st.Failed() {
 		s.log.Info("child exited", attrs...)
 		return
