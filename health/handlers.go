@@ -80,6 +80,10 @@ type statusJSON struct {
 	Containment  string            `json:"containment,omitempty"`   // /healthz only
 	StoreErrors  []StoreFailure    `json:"store_errors,omitempty"`  // /healthz only
 	StoreMembers []storeMemberJSON `json:"store_members,omitempty"` // /healthz only
+	// /healthz only, with Config.ChildBackoff:
+	ChildFailures *int       `json:"child_consecutive_failures,omitempty"`
+	CoolDown      *float64   `json:"cool_down_seconds,omitempty"`
+	CoolDownUntil *time.Time `json:"cool_down_until,omitempty"`
 }
 
 func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
@@ -103,6 +107,15 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	members, merr := s.storeMembers(ctx)
 	ok := statusJSON{Status: "ok", Containment: s.cfg.Containment, StoreMembers: membersJSON(members)}
+	if s.cfg.ChildBackoff != nil {
+		n, d, until := s.cfg.ChildBackoff()
+		secs := d.Seconds()
+		ok.ChildFailures, ok.CoolDown = &n, &secs
+		if !until.IsZero() {
+			until = until.UTC()
+			ok.CoolDownUntil = &until
+		}
+	}
 	fail := func(msg string) statusJSON {
 		d := ok
 		d.Status, d.Error = "error", msg

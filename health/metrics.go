@@ -41,6 +41,8 @@ type Metrics struct {
 	childRunning   prometheus.Gauge
 	childStarts    prometheus.Counter
 	childExits     *prometheus.CounterVec
+	childFailures  prometheus.Gauge
+	coolDown       prometheus.Gauge
 	storeErrors    *prometheus.CounterVec
 	containment    *prometheus.GaugeVec
 
@@ -105,6 +107,8 @@ func NewMetrics(reg prometheus.Registerer, election string, leaseRemaining func(
 		childStarts:  counter("child_starts_total", "Times the supervised command was started."),
 		childExits: counterVec("child_exits_total", "Exits of the supervised command, by outcome (success, failure, signaled, killed).",
 			"outcome", childOutcomes),
+		childFailures: gauge("child_consecutive_failures", "Failures of the supervised command in a row: exits with a code other than 0, deaths by a signal that was not part of a stop, failed starts; 0 after an exit with code 0 or a run that lasted --cool-down-max."),
+		coolDown:      gauge("cool_down_seconds", "Wait before campaigning again after handing the term over: --cool-down, doubled for each consecutive failure after the first, at most --cool-down-max."),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts(opts("store_errors_total",
 			"Failed store operations, by operation, class of error (the store's error code, timeout, conn, other) and server (host:port, for a store of independent servers such as a Redlock quorum; empty for a store seen as one), including those retried.")),
 			[]string{"op", "class", "server"}),
@@ -118,7 +122,8 @@ func NewMetrics(reg prometheus.Registerer, election string, leaseRemaining func(
 
 	own := []prometheus.Collector{
 		m.isLeader, m.fencingToken, m.leaderChanges, m.acquisitions, m.campaignWait,
-		m.lost, m.leaseRemaining, m.childRunning, m.childStarts, m.childExits, m.storeErrors, m.containment,
+		m.lost, m.leaseRemaining, m.childRunning, m.childStarts, m.childExits,
+		m.childFailures, m.coolDown, m.storeErrors, m.containment,
 	}
 	var done []prometheus.Collector
 	undo := func() {
@@ -215,6 +220,16 @@ func (m *Metrics) ChildExited(outcome string) {
 	}
 	m.childExits.WithLabelValues(outcome).Inc()
 	m.childRunning.Set(0)
+}
+
+// ChildBackoff records the streak of the command's failures and the
+// cool-down it gives: child_consecutive_failures, cool_down_seconds.
+func (m *Metrics) ChildBackoff(failures int, coolDown time.Duration) {
+	if m == nil {
+		return
+	}
+	m.childFailures.Set(float64(failures))
+	m.coolDown.Set(coolDown.Seconds())
 }
 
 // StoreError records a failed store operation:

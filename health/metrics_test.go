@@ -174,6 +174,7 @@ func TestMetricsEvents(t *testing.T) {
 	}
 
 	m.ChildExited("failure")
+	m.ChildBackoff(3, 4*time.Second)
 	m.ChildStarted()
 	m.ChildExited("signaled")
 	m.Lost("key_lost")
@@ -193,6 +194,8 @@ func TestMetricsEvents(t *testing.T) {
 		{name: "electd_child_starts_total", value: 2},
 		{name: "electd_child_exits_total", labels: map[string]string{"outcome": "failure"}, value: 1},
 		{name: "electd_child_exits_total", labels: map[string]string{"outcome": "signaled"}, value: 1},
+		{name: "electd_child_consecutive_failures", value: 3},
+		{name: "electd_cool_down_seconds", value: 4},
 		{name: "electd_child_exits_total", labels: map[string]string{"outcome": "success"}, value: 0},
 		{name: "electd_leadership_lost_total", labels: map[string]string{"reason": "key_lost"}, value: 1},
 		{name: "electd_leadership_lost_total", labels: map[string]string{"reason": "other"}, value: 1},

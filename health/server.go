@@ -79,6 +79,12 @@ type Config struct {
 	// reported in the /healthz body ("pidns", "userns", "pgroup", "none"); empty: not
 	// reported.
 	Containment string
+	// ChildBackoff reports, for the /healthz body, how many times in a row
+	// the child failed, the cool-down before campaigning again that this
+	// gives, and when the cool-down under way ends (zero: none is). They
+	// do not change the status: a failing child is not the store's health
+	// (/readyz says whether this copy runs it). nil: not reported.
+	ChildBackoff func() (failures int, coolDown time.Duration, until time.Time)
 	// Live answers /livez: is electd's own loop alive. It must not depend on
 	// the store. nil: always live.
 	Live func() error

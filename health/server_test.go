@@ -251,6 +251,7 @@ func TestLivezHealthz(t *testing.T) {
 		live        func() error
 		healthy     func(context.Context) error
 		containment string
+		backoff     func() (int, time.Duration, time.Time)
 		code        int
 		body        map[string]any
 	}{
@@ -267,12 +268,22 @@ func TestLivezHealthz(t *testing.T) {
 			code: 200, body: map[string]any{"status": "ok", "containment": "pidns"}},
 		{name: "healthz reports the containment when down", path: "/healthz", healthy: func(context.Context) error { return errors.New("down") },
 			containment: "pgroup", code: 503, body: map[string]any{"status": "error", "error": "down", "containment": "pgroup"}},
+		{name: "healthz reports the child's failures", path: "/healthz", healthy: func(context.Context) error { return nil },
+			backoff: func() (int, time.Duration, time.Time) { return 0, time.Second, time.Time{} }, code: 200,
+			body: map[string]any{"status": "ok", "child_consecutive_failures": 0.0, "cool_down_seconds": 1.0}},
+		{name: "healthz reports a cool-down under way, still 200", path: "/healthz", healthy: func(context.Context) error { return nil },
+			backoff: func() (int, time.Duration, time.Time) {
+				return 3, 4 * time.Second, time.Date(2026, 12, 1, 10, 0, 4, 0, time.FixedZone("CET", 3600))
+			}, code: 200,
+			body: map[string]any{"status": "ok", "child_consecutive_failures": 3.0, "cool_down_seconds": 4.0, "cool_down_until": "2026-12-01T09:00:04Z"}},
 		{name: "livez ignores the store", path: "/livez", healthy: func(context.Context) error { return errors.New("down") }, code: 200,
 			body: map[string]any{"status": "ok"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, _ := newTestServer(t, func(c *Config) { c.Live, c.Healthy, c.Containment = tt.live, tt.healthy, tt.containment })
+			s, _ := newTestServer(t, func(c *Config) {
+				c.Live, c.Healthy, c.Containment, c.ChildBackoff = tt.live, tt.healthy, tt.containment, tt.backoff
+			})
 			s.healthTimeout = 10 * time.Millisecond
 			w := do(t, s, "GET", tt.path, "192.0.2.1:5555", nil)
 			if w.Code != tt.code {

@@ -150,6 +150,11 @@ func (e ExitStatus) ExitCode() int {
 	return e.Code
 }
 
+// Failed reports a failing exit: a code other than 0, or death by a signal
+// (or an unknown status). It is meant for a child that exited on its own:
+// the signal of a stop that electd sent is not the child's failure.
+func (e ExitStatus) Failed() bool { return e.Signal != 0 || e.Code != 0 }
+
 // Outcome classifies the exit for child_exits_total{outcome}: "killed" (Stop
 // had to SIGKILL it), "signaled" (any other signal, including a graceful
 // StopSignal), "success" (code 0) or "failure" (any other code).

@@ -26,6 +26,9 @@ type Events interface {
 	Lost(reason string)
 	ChildStarted()
 	ChildExited(outcome string)
+	// ChildBackoff reports the streak of the child's failures and the
+	// cool-down it gives (see Supervisor.Backoff), at each change.
+	ChildBackoff(failures int, coolDown time.Duration)
 }
 
 // OnExit says what the leader does when its child exits on its own.
@@ -33,7 +36,8 @@ type OnExit string
 
 // On-exit policies.
 const (
-	// OnExitResign releases leadership and rejoins the queue after CoolDown.
+	// OnExitResign releases leadership and rejoins the queue after the
+	// cool-down (CoolDown, growing while the child keeps failing).
 	OnExitResign OnExit = "resign"
 	// OnExitRestart restarts the child in place, with exponential backoff,
 	// while still leading.
@@ -51,6 +55,11 @@ func ParseOnExit(s string) (OnExit, error) {
 	}
 	return "", elector.Configf("on-exit", "%q is not one of resign, restart, exit", s)
 }
+
+// DefaultCoolDownMax caps the cool-down by default, as Kubernetes caps its
+// CrashLoopBackOff: one copy whose child fails at once retries every 5
+// minutes at worst, and the others get their turn meanwhile.
+const DefaultCoolDownMax = 5 * time.Minute
 
 // Config configures the leadership loop.
 type Config struct {
@@ -75,8 +84,13 @@ type Config struct {
 	Containment Containment
 	OnExit      OnExit        // default OnExitResign
 	CoolDown    time.Duration // before rejoining after a resignation; default 1s
-	// RestartBackoff is the first delay of OnExitRestart, doubling up to
-	// RestartBackoffMax; defaults 100ms and 30s.
+	// CoolDownMax caps the cool-down, which doubles with each consecutive
+	// failure of the child after the first; a run that lasted at least
+	// CoolDownMax ends the streak. Default 5m; never less than CoolDown.
+	CoolDownMax time.Duration
+	// RestartBackoff is the first delay of OnExitRestart, doubling with
+	// each exit up to RestartBackoffMax, and back to RestartBackoff after a
+	// run that lasted at least RestartBackoffMax; defaults 100ms and 30s.
 	RestartBackoff, RestartBackoffMax time.Duration
 
 	Events Events
@@ -105,6 +119,13 @@ func (c *Config) validate() error {
 	if c.CoolDown < 0 {
 		return elector.Configf("cool-down", "must not be negative, got %s", c.CoolDown)
 	}
+	if c.CoolDownMax == 0 {
+		c.CoolDownMax = DefaultCoolDownMax
+	}
+	if c.CoolDownMax < 0 {
+		return elector.Configf("cool-down-max", "must not be negative, got %s", c.CoolDownMax)
+	}
+	c.CoolDownMax = max(c.CoolDownMax, c.CoolDown)
 	if c.RestartBackoff <= 0 {
 		c.RestartBackoff = 100 * time.Millisecond
 	}
@@ -151,11 +172,12 @@ func (c *Config) validate() error {
 
 type nopEvents struct{}
 
-func (nopEvents) Acquired(uint64, time.Duration) {}
-func (nopEvents) CampaignFailed(error)           {}
-func (nopEvents) Lost(string)                    {}
-func (nopEvents) ChildStarted()                  {}
-func (nopEvents) ChildExited(string)             {}
+func (nopEvents) Acquired(uint64, time.Duration)  {}
+func (nopEvents) CampaignFailed(error)            {}
+func (nopEvents) Lost(string)                     {}
+func (nopEvents) ChildStarted()                   {}
+func (nopEvents) ChildExited(string)              {}
+func (nopEvents) ChildBackoff(int, time.Duration) {}
 
 // ExitError is returned by Run when the child exited under OnExitExit.
 type ExitError struct{ Status ExitStatus }

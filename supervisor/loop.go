@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
 )
 
@@ -35,6 +34,12 @@ type Supervisor struct {
 	resigners []chan error
 	running   bool // Run is active
 	lastErr   error
+	// cool is the cool-down after the child's failures, coolUntil the end
+	// of the one under way (see backoff.go).
+	cool      backoff
+	coolUntil time.Time
+	// hurry: skip the stop signal's grace, SIGKILL the tree (Hurry).
+	hurry bool
 }
 
 // New validates cfg.
@@ -46,6 +51,7 @@ func New(cfg Config) (*Supervisor, error) {
 		cfg:         cfg,
 		log:         cfg.Logger.WithGroup("supervisor"),
 		resignNudge: make(chan struct{}, 1),
+		cool:        backoff{first: cfg.CoolDown, max: cfg.CoolDownMax},
 	}, nil
 }
 
@@ -132,6 +138,28 @@ func (s *Supervisor) Resign(ctx context.Context) error {
 	}
 }
 
+// Hurry cuts the stop of the child short: its whole tree gets SIGKILL at
+// once, through the same stop as ever (Child.Stop, which reaps it), instead
+// of after --stop-timeout; a stop not begun yet skips its grace when it
+// comes. It is for a second Ctrl-C while electd stops: Run or RunOnce must
+// be ending (their ctx ended), since it holds for every later stop too.
+// The term is given up as usual once the tree is gone.
+func (s *Supervisor) Hurry() {
+	s.mu.Lock()
+	s.hurry = true
+	c := s.child
+	s.mu.Unlock()
+	if c != nil {
+		c.skipGrace()
+	}
+}
+
+func (s *Supervisor) hurried() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hurry
+}
+
 // resignAsked reports whether a Resign caller waits for the current term.
 func (s *Supervisor) resignAsked() bool {
 	s.mu.Lock()
@@ -160,6 +188,8 @@ func (s *Supervisor) setStopped(err *error) {
 func (s *Supervisor) Run(ctx context.Context) (err error) {
 	s.setRunning()
 	defer s.setStopped(&err)
+	b := s.Backoff()
+	s.cfg.Events.ChildBackoff(b.Failures, b.CoolDown)
 	for {
 		start := s.cfg.Clock.Now()
 		term, err := s.cfg.Elector.Campaign(ctx)
@@ -184,8 +214,8 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 			fallthrough
 		case endResigned, endStartError:
 			// Handed over on purpose: let the others take it before we
-			// queue again.
-			if err := clock.Sleep(ctx, s.cfg.Clock, s.cfg.CoolDown); err != nil {
+			// queue again, the longer the more often the child failed.
+			if !s.coolDown(ctx) {
 				return nil
 			}
 		default:

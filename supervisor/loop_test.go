@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -38,6 +39,9 @@ func (r *recorder) CampaignFailed(error)           { r.add("campaign_failed") }
 func (r *recorder) Lost(reason string)             { r.add("lost:" + reason) }
 func (r *recorder) ChildStarted()                  { r.add("child_started") }
 func (r *recorder) ChildExited(o string)           { r.add("child_exited:" + o) }
+func (r *recorder) ChildBackoff(n int, d time.Duration) {
+	r.add("backoff:" + strconv.Itoa(n) + ":" + d.String())
+}
 func (r *recorder) count(s string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -58,7 +58,8 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 	var (
 		e       ending
 		child   *Child
-		backoff = s.cfg.RestartBackoff
+		started time.Time // when child started, on the injected clock
+		again   = backoff{first: s.cfg.RestartBackoff, max: s.cfg.RestartBackoffMax}
 		restart clock.Timer // armed while a restart is pending
 		killNow bool        // the deadline cannot be trusted: no grace
 		// survivor: a child whose tree outlived the term.
@@ -85,9 +86,10 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 		if err != nil {
 			s.log.Error("child did not start", "err", err)
 			e.reason, e.startErr = endStartError, err
+			s.runEnded(0, false, ExitStatus{}, true)
 			return
 		}
-		child, e.ran, e.exited = c, true, false
+		child, e.ran, e.exited, started = c, true, false, s.cfg.Clock.Now()
 		// Starting takes time (under pidns and userns the init is electd re-executed):
 		// if the term ended meanwhile, the child stops at once.
 		if e.reason = s.over(ctx, term, stopBy); e.reason != "" {
@@ -132,13 +134,23 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 			}
 			e.exited = true
 			child = nil
+			ran := s.cfg.Clock.Now().Sub(started)
+			b := s.runEnded(ran, true, e.status, false)
 			if onExit != OnExitRestart {
+				var next []any // what follows: under resign, the cool-down
+				if onExit == OnExitResign {
+					next = []any{"cool_down", b.CoolDown}
+				}
+				s.logExit(e.status, ran, b, next...)
 				e.reason = endExited
 				break
 			}
-			restart = s.cfg.Clock.NewTimer(backoff)
-			s.log.Info("restarting child", "in", backoff)
-			backoff = min(2*backoff, s.cfg.RestartBackoffMax)
+			if again.lasted(ran) {
+				again.reset()
+			}
+			again.step()
+			restart = s.cfg.Clock.NewTimer(again.delay())
+			s.logExit(e.status, ran, b, "restart_in", again.delay())
 		case <-restartC:
 			restart = nil
 			start()
@@ -153,7 +165,8 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 		}
 	}
 	if child != nil {
-		e.status, e.treeErr = s.stopChild(ctx, child, term, killNow || e.reason == endSuspended)
+		e.status, e.treeErr = s.stopChild(ctx, child, term, killNow || e.reason == endSuspended || s.hurried())
+		s.runEnded(s.cfg.Clock.Now().Sub(started), false, e.status, false) // a stop is no failure; a long run ends a streak
 		if e.treeErr != nil {
 			if e.treeErr = s.awaitTreeGone(term, child, e.treeErr); e.treeErr != nil {
 				survivor = child
@@ -223,9 +236,24 @@ func (s *Supervisor) over(ctx context.Context, term *elector.Term, stopBy *stopT
 // reap handles a child whose main process exited on its own: what is left of
 // its tree is killed and reaped, and the exit is recorded.
 func (s *Supervisor) reap(ctx context.Context, c *Child) (ExitStatus, error) {
-	st, err := s.endChild(ctx, c, 0)
-	s.log.Info("child exited", "code", st.ExitCode(), "outcome", st.Outcome(), "on_exit", s.cfg.OnExit)
-	return st, err
+	return s.endChild(ctx, c, 0)
+}
+
+// logExit logs an exit of the child on its own after a run of ran: at
+// WARN when it failed (a code other than 0, or a signal that was not part
+// of a stop, named), with the streak of failures b and what follows (next:
+// the cool-down, or the restart's delay); at INFO otherwise.
+func (s *Supervisor) logExit(st ExitStatus, ran time.Duration, b ChildBackoff, next ...any) {
+	attrs := []any{"code", st.ExitCode(), "outcome", st.Outcome(), "ran", ran.Round(time.Millisecond), "on_exit", s.cfg.OnExit}
+	if st.Signal != 0 {
+		attrs = append(attrs, "signal", signalName(st.Signal))
+	}
+	attrs = append(attrs, next...)
+	if !st.Failed() {
+		s.log.Info("child exited", attrs...)
+		return
+	}
+	s.log.Warn("child exited", append(attrs, "consecutive_failures", b.Failures)...)
 }
 
 // stopChild stops the child's tree so that it is gone before the term's

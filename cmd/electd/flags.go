@@ -61,7 +61,10 @@ func runFlags() []cli.Flag {
 			DefaultText: "5s, or less when --ttl requires", Usage: "grace after --stop-signal before SIGKILL to the child's whole process tree"},
 		containmentFlag(),
 		&cli.StringFlag{Name: "on-exit", EnvVars: env("ON_EXIT"), Value: "resign", Usage: "when the child exits while leading: resign, restart or exit"},
-		&cli.DurationFlag{Name: "cool-down", EnvVars: env("COOL_DOWN"), Value: time.Second, Usage: "wait before rejoining the queue after resigning"},
+		&cli.DurationFlag{Name: "cool-down", EnvVars: env("COOL_DOWN"), Value: time.Second,
+			Usage: "wait before rejoining the queue after resigning; doubles with each failure of the child in a row"},
+		&cli.DurationFlag{Name: "cool-down-max", EnvVars: env("COOL_DOWN_MAX"), Value: supervisor.DefaultCoolDownMax,
+			Usage: "cap of the growing cool-down; a run of the child that lasts this long ends the streak of failures"},
 		&cli.BoolFlag{Name: "shell", EnvVars: env("SHELL"), Usage: "run COMMAND with /bin/sh -c"},
 		&cli.StringFlag{Name: "admin-token", EnvVars: env("ADMIN_TOKEN"),
 			Usage: "bearer token allowing POST /resign from non-loopback addresses, at least 16 characters " +

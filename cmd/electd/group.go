@@ -18,8 +18,9 @@ import (
 // shutdownSignals catches SIGTERM and SIGINT from the start of `run` or
 // `lock` until the command returns, so that neither ever kills electd by
 // its default action: the first one ends the command's actor group (see
-// superviseGroup), and later ones are logged and ignored while the child
-// stops and the lease is released. oklog/run's SignalHandler is not enough here: it
+// superviseGroup); while the child stops and the lease is released, a
+// later SIGINT SIGKILLs the child's tree at once and a later SIGTERM is
+// logged and ignored (see whileStopping). oklog/run's SignalHandler is not enough here: it
 // registers only once its goroutine runs and unregisters at the first
 // signal, so a signal before the group starts, or a second one during the
 // shutdown, would kill electd without a resign (and, with pgroup
@@ -46,14 +47,24 @@ func (s *shutdownSignals) Stop() {
 	})
 }
 
-// ignoreWhileStopping logs each further signal, which changes nothing:
-// the stop under way goes on (the child has had --stop-signal, and gets
-// SIGKILL after --stop-timeout). It returns at Stop.
-func (s *shutdownSignals) ignoreWhileStopping(log *slog.Logger) {
+// whileStopping handles each further signal until Stop. A SIGINT (the
+// second Ctrl-C, as docker compose has it, from a terminal or not) calls
+// hurry: the child's tree is SIGKILLed at once by the stop under way, and
+// electd exits once it is reaped and the term given up. A SIGTERM is
+// logged and changes nothing, so that a service manager that repeats it
+// does not cut the child's grace short: the child has had --stop-signal,
+// and gets SIGKILL after --stop-timeout (systemd sends its own SIGKILL
+// after TimeoutStopSec).
+func (s *shutdownSignals) whileStopping(log *slog.Logger, hurry func()) {
 	for {
 		select {
 		case sig := <-s.ch:
-			log.Warn("signal received while stopping; already stopping, ignored (the child is stopped with --stop-signal, then SIGKILL after --stop-timeout)",
+			if sig == syscall.SIGINT {
+				log.Warn("second interrupt while stopping; killing the child's tree now (SIGKILL)", "signal", sig.String())
+				hurry()
+				continue
+			}
+			log.Warn("signal received while stopping; already stopping, ignored (the child is stopped with --stop-signal, then SIGKILL after --stop-timeout; SIGINT kills it now)",
 				"signal", sig.String())
 		case <-s.stopped:
 			return
@@ -95,14 +106,15 @@ func (s *shutdownSignals) opening(parent context.Context) (ctx context.Context, 
 
 // actor is the group's signal actor: it returns a *group.SignalError (as
 // oklog/run's SignalHandler does) at the first signal caught, including one
-// caught before the group started, or nil once interrupted.
-func (s *shutdownSignals) actor(log *slog.Logger) (execute func() error, interrupt func(error)) {
+// caught before the group started, or nil once interrupted; hurry is for a
+// second SIGINT (see whileStopping).
+func (s *shutdownSignals) actor(log *slog.Logger, hurry func()) (execute func() error, interrupt func(error)) {
 	stop := make(chan struct{})
 	return func() error {
 			select {
 			case sig := <-s.ch:
 				log.Info("signal received; stopping", "signal", sig.String())
-				go s.ignoreWhileStopping(log)
+				go s.whileStopping(log, hurry)
 				return &group.SignalError{Signal: sig}
 			case <-stop:
 				return nil
@@ -132,7 +144,7 @@ func superviseGroup(parent context.Context, log *slog.Logger, sigs *shutdownSign
 	defer stopHelpers()
 
 	var g group.Group
-	g.Add(sigs.actor(log))
+	g.Add(sigs.actor(log, sup.Hurry))
 	g.Add(func() error {
 		defer stopHelpers()
 		mainErr = main(ctx)

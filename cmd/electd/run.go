@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
@@ -21,7 +22,8 @@ import (
 // runHelp is the description of `electd run`.
 const runHelp = "Every copy campaigns in --election. The leader starts COMMAND with ELECTD_FENCING_TOKEN\n" +
 	"and stops it (--stop-signal, then SIGKILL after --stop-timeout) before its lease can lapse.\n" +
-	"SIGTERM or SIGINT: stop the child, resign, exit 0 (more of them while it stops are ignored)."
+	"SIGTERM or SIGINT: stop the child, resign, exit 0. While it stops, another SIGINT (a second Ctrl-C)\n" +
+	"SIGKILLs the child's whole tree at once; another SIGTERM is logged and ignored."
 
 // runConfig is everything `electd run` needs, checked before anything starts.
 type runConfig struct {
@@ -54,8 +56,10 @@ func parseRunConfig(c *cli.Context) (*runConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.Duration("cool-down") < 0 {
-		return nil, elector.Configf("cool-down", "must not be negative, got %s", c.Duration("cool-down"))
+	for _, f := range []string{"cool-down", "cool-down-max"} {
+		if c.Duration(f) < 0 {
+			return nil, elector.Configf(f, "must not be negative, got %s", c.Duration(f))
+		}
 	}
 	command := c.Args().Slice()
 	if c.Bool("shell") && len(command) == 0 {
@@ -99,7 +103,8 @@ func parseRunConfig(c *cli.Context) (*runConfig, error) {
 		sup: supervisor.Config{
 			Timing: timing, Election: election, ID: id,
 			Command: command, Shell: c.Bool("shell"), Env: childEnv(os.Environ()),
-			StopSignal: stopSignal, StopTimeout: stopTimeout, OnExit: onExit, CoolDown: c.Duration("cool-down"),
+			StopSignal: stopSignal, StopTimeout: stopTimeout, OnExit: onExit,
+			CoolDown: c.Duration("cool-down"), CoolDownMax: c.Duration("cool-down-max"),
 			Containment: contain,
 		},
 	}, nil
@@ -170,7 +175,8 @@ func runAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
 	srv, err := health.NewServer(health.Config{
 		Election: rc.election, SelfID: rc.id, View: view,
 		Leading: sup.Leading, Ready: sup.Ready, Live: sup.Live, Resign: sup.Resign,
-		Healthy: st.Ping, StoreMembers: st.Members, StoreFailures: metrics.StoreFailures, Containment: string(mode),
+		ChildBackoff: func() (int, time.Duration, time.Time) { b := sup.Backoff(); return b.Failures, b.CoolDown, b.Until },
+		Healthy:      st.Ping, StoreMembers: st.Members, StoreFailures: metrics.StoreFailures, Containment: string(mode),
 		AdminToken: rc.adminToken, RequireToken: c.Bool("admin-token-required"),
 		ReadyCode: rc.readyCode, NotReadyCode: rc.notReadyCode,
 		Gatherer: reg, Logger: log, SeparateAdmin: adminLn != nil,

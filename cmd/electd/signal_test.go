@@ -21,20 +21,31 @@ import (
 // child whose tree ignores SIGTERM (the shell and its grandchild), under
 // pgroup containment, where only electd can kill the grandchild: electd
 // must not die of it, the whole tree must be gone when it exits, and the
-// exit code is the one of the first signal (run: 0, lock: 128+15).
+// exit code is the one of the first signal (run: 0, lock: 128+N). A second
+// SIGTERM is ignored (the tree gets SIGKILL after --stop-timeout); a
+// second SIGINT, the second Ctrl-C, SIGKILLs the tree at once: electd
+// exits well before --stop-timeout.
 func TestSignalsDuringShutdown(t *testing.T) {
 	store := "etcd://" + testenv.StartEtcd(t).Endpoint()
 	tests := []struct {
 		name   string
 		args   []string
+		first  syscall.Signal // default SIGTERM
 		second syscall.Signal
 		code   int
 		killed bool // the tree ends by SIGKILL after the stop timeout
+		hurry  bool // the tree ends by SIGKILL at once (second SIGINT)
 	}{
 		{name: "run, SIGTERM twice", args: []string{"run", "--election", "sig-run", "--listen", "127.0.0.1:0"},
 			second: syscall.SIGTERM, code: 0, killed: true},
+		{name: "run, SIGINT then SIGTERM", args: []string{"run", "--election", "sig-run-int-term", "--listen", "127.0.0.1:0"},
+			first: syscall.SIGINT, second: syscall.SIGTERM, code: 0, killed: true},
 		{name: "run, SIGTERM then SIGINT", args: []string{"run", "--election", "sig-run-int", "--listen", "127.0.0.1:0"},
-			second: syscall.SIGINT, code: 0, killed: true},
+			second: syscall.SIGINT, code: 0, hurry: true},
+		{name: "run, SIGINT twice", args: []string{"run", "--election", "sig-run-int-int", "--listen", "127.0.0.1:0"},
+			first: syscall.SIGINT, second: syscall.SIGINT, code: 0, hurry: true},
+		{name: "lock, SIGINT twice", args: []string{"lock", "sig-lock-int"}, first: syscall.SIGINT, second: syscall.SIGINT,
+			code: exitSignal + 2, hurry: true},
 		{name: "lock, SIGTERM twice", args: []string{"lock", "sig-lock"}, second: syscall.SIGTERM, code: exitSignal + 15, killed: true},
 		// SIGHUP is forwarded to the child's group: the shell dies of it,
 		// and its grandchild is killed with what is left of the tree.
@@ -44,7 +55,15 @@ func TestSignalsDuringShutdown(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
 			child := `trap "" TERM; sleep 1001 & echo $! > ` + pidFile + `; wait`
-			args := append([]string{tc.args[0], "--store", store, "--ttl", "10s", "--stop-timeout", "2s",
+			stopTimeout := 2 * time.Second
+			if tc.hurry {
+				stopTimeout = 5 * time.Second
+			}
+			first := tc.first
+			if first == 0 {
+				first = syscall.SIGTERM
+			}
+			args := append([]string{tc.args[0], "--store", store, "--ttl", "10s", "--stop-timeout", stopTimeout.String(),
 				"--containment", "pgroup", "--shell"}, tc.args[1:]...)
 			args = append(args, "--", child)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -63,25 +82,39 @@ func TestSignalsDuringShutdown(t *testing.T) {
 				}
 			})
 
-			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			if err := cmd.Process.Signal(first); err != nil {
 				t.Fatal(err)
 			}
 			waitLog(t, &errb, "msg=stopping") // the child's tree got the stop signal
 			if err := cmd.Process.Signal(tc.second); err != nil {
 				t.Fatal(err)
 			}
+			sent := time.Now()
 			wantExit(t, cmd.Wait(), tc.code, &errb)
+			took := time.Since(sent)
+			t.Logf("electd exited %s after the second signal (--stop-timeout %s)", took.Round(time.Millisecond), stopTimeout)
+			if tc.hurry && took > stopTimeout/2 {
+				t.Fatalf("electd exited %s after the second SIGINT, not at once (--stop-timeout %s):\n%s", took, stopTimeout, errb.String())
+			}
 			if deathsig.Alive(grandchild) && startTicks(grandchild) == born {
 				t.Fatalf("the grandchild %d (ignores SIGTERM) outlived electd:\n%s", grandchild, errb.String())
 			}
 			if tc.killed && !strings.Contains(errb.String(), "signal=SIGKILL") {
 				t.Fatalf("the tree was not SIGKILLed after the stop timeout:\n%s", errb.String())
 			}
-			// A second SIGTERM or SIGINT is ignored, and said to be; a
-			// SIGHUP is forwarded to the child.
+			// A second SIGTERM is ignored, and said to be; a second SIGINT
+			// kills the tree now, and says so; a SIGHUP is forwarded to the
+			// child.
 			ignored := `msg="signal received while stopping; already stopping, ignored`
-			if want := tc.second != syscall.SIGHUP; strings.Contains(errb.String(), ignored) != want {
+			if want := tc.second == syscall.SIGTERM; strings.Contains(errb.String(), ignored) != want {
 				t.Fatalf("logged that the second signal was ignored: %v, want %v:\n%s", !want, want, errb.String())
+			}
+			hurried := `msg="second interrupt while stopping; killing the child's tree now (SIGKILL)"`
+			if strings.Contains(errb.String(), hurried) != tc.hurry {
+				t.Fatalf("logged that the second signal killed the tree: %v, want %v:\n%s", !tc.hurry, tc.hurry, errb.String())
+			}
+			if tc.hurry && !strings.Contains(errb.String(), "signal=SIGKILL") {
+				t.Fatalf("the tree was not SIGKILLed:\n%s", errb.String())
 			}
 		})
 	}
