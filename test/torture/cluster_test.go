@@ -234,7 +234,14 @@ func (c *cluster) killAll() {
 		c.t.Errorf("record log: %v", err)
 	}
 	for _, r := range c.j.runs {
-		kit.KillOutlived(c.t, bin.Recorder, goneBound, *r)
+		// By r's environment, not only its program: a worker of a later
+		// term may have r's pid by now (a pgroup run of redis+sentinel was
+		// failed that way by a setsid worker, 12 minutes after r's child
+		// was kill -9'd).
+		if c.isChild(r) && !proc.WaitGone(r.Pid, goneBound) && c.isChild(r) {
+			c.t.Errorf("child %s outlived its electd (SIGKILLed) by %s; killing it", r, goneBound)
+			_ = syscall.Kill(r.Pid, syscall.SIGKILL)
+		}
 	}
 	for _, w := range c.j.workers {
 		if proc.WaitGone(w.Pid, goneBound) || !c.isWorker(w) {
