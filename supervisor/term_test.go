@@ -229,6 +229,10 @@ func TestDeadlineKillsTermIgnoringTree(t *testing.T) {
 			th := newTreeHarness(t, mode, OnExitResign, true, false, true)
 			th.grant(t, 22)
 			pids := treePids(t, th.pidFile)
+			// The tree writes its pids before the start returns to the
+			// term: a deadline then makes it a late start, killed whole but
+			// not as a child that ran (1 of 300 runs beside two busy loops).
+			waitFor(t, "the child started", func() bool { return th.ev.count("child_started") == 1 })
 			th.clk.Advance(th.timing.Window())
 			checkGone(t, mode, th.pidFile, "when the term was given up", th.awaitResign(t), pids)
 			waitFor(t, "lost:deadline, child killed", func() bool {
