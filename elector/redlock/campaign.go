@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/elector"
-	"github.com/electd/electd/elector/redis/rediskit"
+	"github.com/electd/electd/elector/internal/rediskit"
 )
 
 // wakeSlack is added to a moment read from a server before re-checking, so
