@@ -280,7 +280,7 @@ var errWaitExpired = errors.New("wait expired")
 // by --wait (if not forever).
 func acquire(ctx context.Context, el elector.Locker, lc *lockConfig) (*elector.Term, error) {
 	if lc.wait == 0 {
-		// A free Redis election may take one TTL (see TryCampaigner); an
+		// A free Redis election may take one TTL (see Locker.TryCampaign); an
 		// unreachable store must not keep a try waiting for ever.
 		tctx, cancel := context.WithTimeoutCause(ctx, lc.timing.TTL+2*lc.timing.RenewInterval+time.Second, errWaitExpired)
 		defer cancel()
