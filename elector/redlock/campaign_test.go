@@ -27,10 +27,7 @@ func TestMinorityCandidateBlocksEven(t *testing.T) {
 	const ttl = time.Second
 	election := "minority-even"
 	ps := h.proxies(t)
-	var aAddrs []string
-	for _, p := range ps {
-		aAddrs = append(aAddrs, p.Addr())
-	}
+	aAddrs := proxyAddrs(ps)
 	ps[2].Cut()
 	ps[3].Cut()
 	a := newElector(t, aAddrs, election, "a", ttl)
@@ -78,11 +75,7 @@ func TestMinorityCandidatesBlockThree(t *testing.T) {
 	const ttl = time.Second
 	election := "minority-three"
 	psA, psC := h.proxies(t), h.proxies(t)
-	var aAddrs, cAddrs []string
-	for i := range psA {
-		aAddrs = append(aAddrs, psA[i].Addr())
-		cAddrs = append(cAddrs, psC[i].Addr())
-	}
+	aAddrs, cAddrs := proxyAddrs(psA), proxyAddrs(psC)
 	psA[1].Cut()
 	psA[2].Cut()
 	psC[0].Cut()
@@ -129,10 +122,7 @@ func TestTryCampaignBusyAfterOutage(t *testing.T) {
 	const ttl = time.Second
 	election := "try-busy"
 	ps := h.proxies(t)
-	var addrs []string
-	for _, p := range ps {
-		addrs = append(addrs, p.Addr())
-	}
+	addrs := proxyAddrs(ps)
 	b := newElector(t, h.addrs(), election, "b", ttl)
 	pastEpoch(t, b) // every server grants from now on
 	a := newElector(t, addrs, election, "a", ttl)

@@ -42,10 +42,9 @@ func TestCloseStopsEverything(t *testing.T) {
 	}()
 
 	ps := h.proxies(t)
-	var addrs []string
+	addrs := proxyAddrs(ps)
 	for _, p := range ps {
 		p.Cut()
-		addrs = append(addrs, p.Addr())
 	}
 	c := newElector(t, addrs, election, "c", ttl)
 	ch := electortest.Campaign(context.Background(), c)
@@ -99,10 +98,9 @@ func TestCloseCutOff(t *testing.T) {
 	h := newHarness(t, 3)
 	const ttl = time.Second
 	ps := h.proxies(t)
-	var addrs []string
+	addrs := proxyAddrs(ps)
 	for _, p := range ps {
 		p.Cut()
-		addrs = append(addrs, p.Addr())
 	}
 	c := newElector(t, addrs, "close-cut", "c", ttl)
 	ch := electortest.Campaign(context.Background(), c)

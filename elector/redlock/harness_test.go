@@ -90,10 +90,7 @@ func (h *harness) Queued(t testing.TB, election string) int {
 func (h *harness) NewCuttable(t testing.TB, c electortest.Candidate) (elector.Locker, electortest.Link) {
 	t.Helper()
 	ps := h.proxies(t)
-	var addrs []string
-	for _, p := range ps {
-		addrs = append(addrs, p.Addr())
-	}
+	addrs := proxyAddrs(ps)
 	c.StoreAddr = strings.Join(addrs, ",")
 	return h.New(t, c), &links{ps: ps}
 }
@@ -105,6 +102,15 @@ func (h *harness) proxies(t testing.TB) []*faultproxy.Proxy {
 		ps = append(ps, faultproxy.Start(t, s.Addr()))
 	}
 	return ps
+}
+
+// proxyAddrs are the addresses of ps, in server order.
+func proxyAddrs(ps []*faultproxy.Proxy) []string {
+	var addrs []string
+	for _, p := range ps {
+		addrs = append(addrs, p.Addr())
+	}
+	return addrs
 }
 
 // links cuts and heals a set of proxies together.

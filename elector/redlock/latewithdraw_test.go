@@ -273,10 +273,7 @@ func TestLateWithdrawAfterAdoption(t *testing.T) {
 	const ttl = 2 * time.Second
 	election := "late-withdraw"
 	ps := h.proxies(t)
-	var aAddrs []string
-	for _, p := range ps {
-		aAddrs = append(aAddrs, p.Addr())
-	}
+	aAddrs := proxyAddrs(ps)
 	a := newElector(t, aAddrs, election, "a", ttl)
 	b := newElector(t, h.addrs(), election, "b", ttl)
 	pastEpoch(t, a)

@@ -35,10 +35,7 @@ func TestLeaderCannotRegainLapsedServer(t *testing.T) {
 	const ttl = time.Second
 	election := "regain"
 	ps := h.proxies(t)
-	var addrs []string
-	for _, p := range ps {
-		addrs = append(addrs, p.Addr())
-	}
+	addrs := proxyAddrs(ps)
 	l := newElector(t, addrs, election, "l", ttl)
 	ctx := context.Background()
 	term, err := l.Campaign(ctx)
@@ -100,10 +97,7 @@ func TestHandoverSplitBlocksLeader(t *testing.T) {
 	const ttl = time.Second
 	election := "handover-split"
 	ps1 := h.proxies(t)
-	var addrs1 []string
-	for _, p := range ps1 {
-		addrs1 = append(addrs1, p.Addr())
-	}
+	addrs1 := proxyAddrs(ps1)
 	l := newElector(t, h.addrs(), election, "l", ttl)
 	h1 := newElector(t, addrs1, election, "h1", ttl)
 	h2 := newElector(t, h.addrs(), election, "h2", ttl)
@@ -179,11 +173,7 @@ func TestEarlierWaiterTakesLapsedServer(t *testing.T) {
 	const ttl = time.Second
 	election := "earlier-waiter"
 	psL, psB := h.proxies(t), h.proxies(t)
-	var addrsL, addrsB []string
-	for i := range psL {
-		addrsL = append(addrsL, psL[i].Addr())
-		addrsB = append(addrsB, psB[i].Addr())
-	}
+	addrsL, addrsB := proxyAddrs(psL), proxyAddrs(psB)
 	l := newElector(t, addrsL, election, "l", ttl)
 	b := newElector(t, addrsB, election, "b", ttl)
 	pastEpoch(t, l)
