@@ -60,7 +60,7 @@ func CloseAfter(err error, done func(), log *slog.Logger) {
 // by --wait (if not forever).
 func (l *Lock) acquire(ctx context.Context) (*elector.Term, error) {
 	if l.Wait == 0 {
-		// A free Redis election may take one TTL (see TryCampaigner); an
+		// A free Redis election may take one TTL (see Locker.TryCampaign); an
 		// unreachable store must not keep a try waiting for ever.
 		t := l.Candidate.Timing
 		tctx, cancel := context.WithTimeoutCause(ctx, t.TTL+2*t.RenewInterval+time.Second, errWaitExpired)

@@ -2,9 +2,9 @@
 // pass, against a real store: one call to Run exercises ordering, handover,
 // fencing tokens, observation, a leader cut off from the store, a store
 // restart, cancellation and a crowd of candidates. RunLock exercises the
-// lock features a backend may offer (elector.TryCampaigner, elector.Slotted,
-// elector.RunRecorder): trying once, semaphores, slot-count mismatches and
-// run records.
+// lock features of elector.Locker, which every backend offers (TryCampaign,
+// semaphores by Candidate.Slots, RecordRun and LastRun): trying once,
+// semaphores, slot-count mismatches and run records.
 //
 // A backend provides a Harness that makes candidates and restarts the store;
 // the suite routes candidates through TCP fault proxies (internal/faultproxy)

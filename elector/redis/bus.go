@@ -2,14 +2,13 @@ package redis
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/electd/electd/elector/internal/rediskit"
 )
 
 // bus owns the Elector's one pub/sub subscription to the election's channel
@@ -124,32 +123,11 @@ func (h *bus) run() {
 	}
 }
 
-// receive reads messages until the subscription fails. A connection that
-// stays silent for an interval is pinged; silent for another, it is dropped
-// (a black-holed connection never reports an error by itself).
+// receive reads messages until the subscription fails (rediskit.Receive:
+// a connection silent for an interval is pinged, silent for another,
+// dropped).
 func (h *bus) receive(ps *redis.PubSub, b *backoff) error {
-	interval := max(h.e.cfg.Timing.TTL, time.Second)
-	pinged := false
-	for {
-		msg, err := ps.ReceiveTimeout(h.e.ctx, interval)
-		if h.e.ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			var ne net.Error
-			if !errors.As(err, &ne) || !ne.Timeout() {
-				return fmt.Errorf("receive: %w", err)
-			}
-			if pinged {
-				return fmt.Errorf("subscription silent for %s after a ping", interval)
-			}
-			if err := ps.Ping(h.e.ctx); err != nil {
-				return fmt.Errorf("ping: %w", err)
-			}
-			pinged = true
-			continue
-		}
-		pinged = false
+	return rediskit.Receive(h.e.ctx, ps, max(h.e.cfg.Timing.TTL, time.Second), func(msg any) {
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
@@ -171,13 +149,13 @@ func (h *bus) receive(ps *redis.PubSub, b *backoff) error {
 			}
 			h.notify(head, false)
 		}
-	}
+	})
 }
 
 // offerView hands the leader view a message carried to the view, tagged
 // with the subscription generation it arrived under.
 func (h *bus) offerView(payload string) {
-	r, err := parseViewFields(strings.Split(payload, "\n"))
+	r, err := rediskit.ParseViewFields(strings.Split(payload, "\n"))
 	if err != nil {
 		h.e.log.Warn("ignoring a malformed election message", "err", err)
 		return

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/elector"
-	"github.com/electd/electd/elector/redis/rediskit"
+	"github.com/electd/electd/elector/internal/rediskit"
 )
 
 // Campaign joins the queue and blocks until this candidate leads, ctx ends

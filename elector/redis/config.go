@@ -6,7 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/elector"
-	"github.com/electd/electd/elector/redis/rediskit"
+	"github.com/electd/electd/elector/internal/rediskit"
 )
 
 // Config configures one candidate in one election.

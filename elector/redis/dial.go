@@ -11,7 +11,7 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/backend"
-	"github.com/electd/electd/elector/redis/rediskit"
+	"github.com/electd/electd/elector/internal/rediskit"
 )
 
 // The Redis backends as the store package lists them: one server, a

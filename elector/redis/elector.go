@@ -16,7 +16,7 @@ import (
 
 	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
-	"github.com/electd/electd/elector/redis/rediskit"
+	"github.com/electd/electd/elector/internal/rediskit"
 )
 
 var _ elector.Locker = (*Elector)(nil)
@@ -216,7 +216,7 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 	if r.viewErr != nil {
 		e.log.Warn("ignoring the leader view of a script reply", "err", r.viewErr)
 	} else {
-		e.sawStep(r.view.at)
+		e.sawStep(r.view.At)
 		e.view.offer(r.view, gen)
 	}
 	return r, nil

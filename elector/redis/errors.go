@@ -1,6 +1,6 @@
 package redis
 
-import "github.com/electd/electd/elector/redis/rediskit"
+import "github.com/electd/electd/elector/internal/rediskit"
 
 // The classes of Redis errors are rediskit's, shared with the Redlock
 // backend; these names keep this package's code short.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
-	"github.com/electd/electd/elector/redis/rediskit"
+	"github.com/electd/electd/elector/internal/rediskit"
 )
 
 // wakeSlack is added to a deadline read from the server before re-checking,
@@ -39,7 +39,7 @@ type view struct {
 // offered is a leader view carried by a message or a renewal reply, with
 // the subscription generation it was read under.
 type offered struct {
-	r   viewReply
+	r   rediskit.View
 	gen uint64
 }
 
@@ -69,14 +69,14 @@ func (v *view) start() {
 // read under subscription generation gen; the newest wins. One read while
 // the subscription is down or was since re-established is dropped: the
 // (re)subscription makes the view read the state itself.
-func (v *view) offer(r viewReply, gen uint64) {
-	v.e.sawToken(r.token)
+func (v *view) offer(r rediskit.View, gen uint64) {
+	v.e.sawToken(r.Token)
 	if now, live := v.e.bus.state(); !live || now != gen {
 		return
 	}
 	v.mu.Lock()
 	trig := v.trig
-	if trig != nil && (v.pending == nil || !r.at.Before(v.pending.r.at)) {
+	if trig != nil && (v.pending == nil || !r.At.Before(v.pending.r.At)) {
 		v.pending = &offered{r: r, gen: gen}
 	}
 	v.mu.Unlock()
@@ -106,14 +106,14 @@ func (v *view) refresh() {
 
 // fromOffer applies the pending offered view if it was read under the live
 // subscription gen and is not older than the current value.
-func (v *view) fromOffer(gen uint64, live bool) (viewReply, bool) {
+func (v *view) fromOffer(gen uint64, live bool) (rediskit.View, bool) {
 	v.mu.Lock()
 	p := v.pending
 	v.pending = nil
-	ok := p != nil && live && p.gen == gen && !p.r.at.Before(v.at) && !v.stale
+	ok := p != nil && live && p.gen == gen && !p.r.At.Before(v.at) && !v.stale
 	v.mu.Unlock()
 	if !ok {
-		return viewReply{}, false
+		return rediskit.View{}, false
 	}
 	v.update(p.r, gen, live)
 	return p.r, true
@@ -168,8 +168,8 @@ func (v *view) run() {
 				v.update(r, gen, live)
 			}
 		}
-		if wait == 0 && r.ok {
-			wait = r.remaining + wakeSlack
+		if wait == 0 && r.OK {
+			wait = r.Remaining + wakeSlack
 		}
 		if wait > 0 {
 			timer = e.cfg.Clock.NewTimer(wait)
@@ -186,11 +186,11 @@ func (v *view) inSync(gen uint64, live bool) bool {
 	return live && v.live && v.gen == gen && !v.stale
 }
 
-func (v *view) update(r viewReply, gen uint64, live bool) {
-	v.e.sawToken(r.token)
-	l := r.leader()
+func (v *view) update(r rediskit.View, gen uint64, live bool) {
+	v.e.sawToken(r.Token)
+	l := r.Leader()
 	v.mu.Lock()
-	v.gen, v.live, v.at = gen, live, r.at
+	v.gen, v.live, v.at = gen, live, r.At
 	v.mu.Unlock()
 	if v.leaders.Publish(l) != elector.Unchanged {
 		v.e.log.Debug("leader changed", "leader", l.ID, "token", l.Token)
@@ -222,7 +222,7 @@ func (e *Elector) Leader(ctx context.Context) (elector.Leader, error) {
 			e.inst.StoreError("leader", err)
 			return elector.Leader{}, &elector.StoreError{Op: "leader", Err: err, Permanent: isPermanent(err)}
 		}
-		l = r.leader()
+		l = r.Leader()
 	}
 	if l.IsZero() {
 		return l, elector.ErrNoLeader
@@ -240,17 +240,17 @@ func (e *Elector) Observe(ctx context.Context) <-chan elector.Leader {
 
 // readLeader asks Redis for the live term holder and how long its lease has
 // left by the server's clock.
-func (e *Elector) readLeader(ctx context.Context) (viewReply, error) {
+func (e *Elector) readLeader(ctx context.Context) (rediskit.View, error) {
 	v, err := viewScript.Run(ctx, e.cfg.Client, []string{e.keys.queue, e.keys.expiry, e.keys.term, e.keys.cand, e.keys.holders}).Result()
 	e.patience.Observe(err)
 	if err != nil {
 		err = classify(err)
 		e.refreshSlots(err)
-		return viewReply{}, err
+		return rediskit.View{}, err
 	}
-	r, err := parseView(v)
+	r, err := rediskit.ParseView(v)
 	if err != nil {
-		return viewReply{}, rediskit.Permanent(err)
+		return rediskit.View{}, rediskit.Permanent(err)
 	}
 	return r, nil
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
-	"github.com/electd/electd/elector/redis/rediskit"
+	"github.com/electd/electd/elector/internal/rediskit"
 	"github.com/electd/electd/internal/faultproxy"
 )
 

@@ -2,12 +2,11 @@ package redis
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/internal/rediskit"
 )
 
 // Times inside the scripts are server microseconds from redis.call('TIME');
@@ -306,7 +305,7 @@ type stepReply struct {
 	theirSlots int
 	// view is the leader view after the step; viewErr says why it could
 	// not be read (the step itself stands: the view only informs).
-	view    viewReply
+	view    rediskit.View
 	viewErr error
 }
 
@@ -317,7 +316,7 @@ func parseStep(v any) (stepReply, error) {
 	}
 	var r stepReply
 	var err error
-	r.view, r.viewErr = parseView(a[5:])
+	r.view, r.viewErr = rediskit.ParseView(a[5:])
 	r.status, _ = a[0].(string)
 	w, ok := a[1].(int64)
 	if r.status == "" || !ok {
@@ -326,7 +325,7 @@ func parseStep(v any) (stepReply, error) {
 	r.wake = time.Duration(w) * time.Millisecond
 	r.head, _ = a[4].(string)
 	if r.status == "slots" {
-		n, err := parseUint(a[2])
+		n, err := rediskit.ParseUint(a[2])
 		if err != nil {
 			return r, fmt.Errorf("bad slot count in script reply: %w", err)
 		}
@@ -336,92 +335,15 @@ func parseStep(v any) (stepReply, error) {
 	if r.status != "leader" {
 		return r, nil
 	}
-	if r.token, err = parseUint(a[2]); err != nil {
+	if r.token, err = rediskit.ParseUint(a[2]); err != nil {
 		return r, fmt.Errorf("bad token in script reply: %w", err)
 	}
 	if s, ok := a[3].(string); ok && s != "" {
-		us, err := parseUint(s)
+		us, err := rediskit.ParseUint(s)
 		if err != nil {
 			return r, fmt.Errorf("bad since in script reply: %w", err)
 		}
 		r.since = time.UnixMicro(int64(us))
 	}
 	return r, nil
-}
-
-// viewReply is a decoded leader view (viewScript's reply or a message's
-// payload); ok is false when nobody leads.
-type viewReply struct {
-	at          time.Time // the server time the view was read at
-	ok          bool
-	id, address string
-	token       uint64
-	since       time.Time
-	remaining   time.Duration
-}
-
-func (r viewReply) leader() elector.Leader {
-	if !r.ok {
-		return elector.Leader{}
-	}
-	return elector.Leader{ID: r.id, Address: r.address, Token: r.token, Since: r.since}
-}
-
-func parseView(v any) (viewReply, error) {
-	a, ok := v.([]any)
-	if !ok {
-		return viewReply{}, fmt.Errorf("unexpected script reply %#v", v)
-	}
-	f := make([]string, len(a))
-	for i, x := range a {
-		switch x := x.(type) {
-		case string:
-			f[i] = x
-		case int64:
-			f[i] = strconv.FormatInt(x, 10)
-		default:
-			return viewReply{}, fmt.Errorf("unexpected script reply %#v", v)
-		}
-	}
-	return parseViewFields(f)
-}
-
-// parseViewFields decodes {now µs} or {now µs, id, address, token, since µs,
-// remaining ms}.
-func parseViewFields(f []string) (viewReply, error) {
-	var r viewReply
-	if len(f) != 1 && len(f) != 6 {
-		return r, fmt.Errorf("leader view has %d fields, want 1 or 6", len(f))
-	}
-	at, err := strconv.ParseInt(f[0], 10, 64)
-	if err != nil {
-		return r, fmt.Errorf("bad time in leader view: %w", err)
-	}
-	r.at = time.UnixMicro(at)
-	if len(f) == 1 {
-		return r, nil
-	}
-	r.ok, r.id, r.address = true, f[1], f[2]
-	if r.token, err = strconv.ParseUint(f[3], 10, 64); err != nil {
-		return r, fmt.Errorf("bad token in leader view: %w", err)
-	}
-	us, err := strconv.ParseInt(f[4], 10, 64)
-	if err != nil {
-		return r, fmt.Errorf("bad since in leader view: %w", err)
-	}
-	r.since = time.UnixMicro(us)
-	ms, err := strconv.ParseInt(f[5], 10, 64)
-	if err != nil {
-		return r, fmt.Errorf("bad remaining time in leader view: %w", err)
-	}
-	r.remaining = time.Duration(ms) * time.Millisecond
-	return r, nil
-}
-
-func parseUint(v any) (uint64, error) {
-	s, ok := v.(string)
-	if !ok {
-		return 0, fmt.Errorf("not a string: %#v", v)
-	}
-	return strconv.ParseUint(s, 10, 64)
 }

@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,47 +11,6 @@ import (
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
 )
-
-func TestParseViewFields(t *testing.T) {
-	tests := []struct {
-		name    string
-		payload string
-		want    viewReply
-		wantErr string
-	}{
-		{name: "no leader", payload: "1700000000000001",
-			want: viewReply{at: time.UnixMicro(1700000000000001)}},
-		{name: "leader", payload: "1700000000000001\na\nhttp://a:4040\n42\n1699999999000000\n1500",
-			want: viewReply{at: time.UnixMicro(1700000000000001), ok: true, id: "a", address: "http://a:4040",
-				token: 42, since: time.UnixMicro(1699999999000000), remaining: 1500 * time.Millisecond}},
-		{name: "no address", payload: "1\na\n\n7\n2\n0",
-			want: viewReply{at: time.UnixMicro(1), ok: true, id: "a", token: 7, since: time.UnixMicro(2)}},
-		{name: "too few fields", payload: "1\na\nb", wantErr: "3 fields, want 1 or 6"},
-		{name: "bad time", payload: "x", wantErr: "bad time"},
-		{name: "bad token", payload: "1\na\n\n-1\n2\n3", wantErr: "bad token"},
-		{name: "bad since", payload: "1\na\n\n1\nnow\n3", wantErr: "bad since"},
-		{name: "bad remaining", payload: "1\na\n\n1\n2\n1.5", wantErr: "bad remaining"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseViewFields(strings.Split(tt.payload, "\n"))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !got.at.Equal(tt.want.at) || !got.since.Equal(tt.want.since) || got.ok != tt.want.ok ||
-				got.id != tt.want.id || got.address != tt.want.address || got.token != tt.want.token ||
-				got.remaining != tt.want.remaining {
-				t.Fatalf("got %+v, want %+v", got, tt.want)
-			}
-		})
-	}
-}
 
 // TestRestoredStateStartsAnEpoch: Redis comes back with an older state of
 // its own, under the same run_id and master_replid (a VM snapshot

@@ -2,16 +2,13 @@ package redlock
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/electd/electd/elector/redis/rediskit"
+	"github.com/electd/electd/elector/internal/rediskit"
 )
 
 // bus owns the Elector's subscriptions, one per server, to the election's
@@ -145,32 +142,12 @@ func (h *bus) run(i int) {
 	}
 }
 
-// receive reads server i's messages until its subscription fails. A
-// connection silent for a TTL is pinged; silent for another, dropped.
+// receive reads server i's messages until its subscription fails
+// (rediskit.Receive: a connection silent for a TTL is pinged; silent for
+// another, dropped).
 func (h *bus) receive(i int, ps *redis.PubSub, b *backoff) error {
 	e := h.e
-	interval := max(e.cfg.Timing.TTL, time.Second)
-	pinged := false
-	for {
-		msg, err := ps.ReceiveTimeout(e.ctx, interval)
-		if e.ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			var ne net.Error
-			if !errors.As(err, &ne) || !ne.Timeout() {
-				return fmt.Errorf("receive: %w", err)
-			}
-			if pinged {
-				return fmt.Errorf("subscription silent for %s after a ping", interval)
-			}
-			if err := ps.Ping(e.ctx); err != nil {
-				return fmt.Errorf("ping: %w", err)
-			}
-			pinged = true
-			continue
-		}
-		pinged = false
+	return rediskit.Receive(e.ctx, ps, max(e.cfg.Timing.TTL, time.Second), func(msg any) {
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
@@ -188,7 +165,7 @@ func (h *bus) receive(i int, ps *redis.PubSub, b *backoff) error {
 				}
 			}
 			if hasView {
-				if r, err := parseViewFields(strings.Split(rest, "\n")); err != nil {
+				if r, err := rediskit.ParseViewFields(strings.Split(rest, "\n")); err != nil {
 					e.log.Warn("ignoring a malformed election message", "server", e.cfg.Servers[i].Addr, "err", err)
 				} else {
 					e.view.offer(i, r, h.gen(i))
@@ -196,7 +173,7 @@ func (h *bus) receive(i int, ps *redis.PubSub, b *backoff) error {
 			}
 			h.notify(head, from, false)
 		}
-	}
+	})
 }
 
 func (h *bus) setLive(i int, live bool) {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/elector"
-	"github.com/electd/electd/elector/redis/rediskit"
+	"github.com/electd/electd/elector/internal/rediskit"
 )
 
 // wakeSlack is added to a moment read from a server before re-checking, so
@@ -85,7 +85,7 @@ func (e *Elector) count(res []result, now time.Time) tally {
 	t := tally{wake: make([]time.Time, len(res)), committed: map[uint64][]int{}, views: make([]serverView, len(res)), mine: make([]uint64, len(res))}
 	for i, r := range res {
 		switch {
-		case r.err != nil && isPermanent(r.err):
+		case r.err != nil && rediskit.IsPermanent(r.err):
 			t.refused = append(t.refused, fmt.Errorf("%s: %w", e.cfg.Servers[i].Addr, r.err))
 			continue
 		case r.err != nil:
@@ -93,7 +93,7 @@ func (e *Elector) count(res []result, now time.Time) tally {
 		}
 		t.answered++
 		t.floor = max(t.floor, r.r.floor)
-		t.views[i] = serverView{r: r.r.view, until: now.Add(r.r.view.remaining), synced: true}
+		t.views[i] = serverView{r: r.r.view, until: now.Add(r.r.view.Remaining), synced: true}
 		switch r.r.status {
 		case "held":
 			t.held++
@@ -229,7 +229,7 @@ func (e *Elector) ledByOther(t tally, now time.Time) bool {
 		return false
 	}
 	for i, v := range t.views {
-		if v.r.ok && v.r.id == l.ID && v.r.token == l.Token && t.mine[i] == 0 {
+		if v.r.OK && v.r.ID == l.ID && v.r.Token == l.Token && t.mine[i] == 0 {
 			return true
 		}
 	}
@@ -310,7 +310,7 @@ func (e *Elector) grant(ctx context.Context, entry, ord string, joined []result,
 		token = tok
 		for _, i := range servers {
 			sent[i] = joined[i].sent
-			since = joined[i].r.view.since
+			since = joined[i].r.view.Since
 		}
 	}
 	if token == 0 {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/backend"
-	"github.com/electd/electd/elector/redis/rediskit"
+	"github.com/electd/electd/elector/internal/rediskit"
 )
 
 // Backend is redlock://[user@]h1:6379,h2:6379,h3:6379[/db] and redlocks://

@@ -14,7 +14,7 @@ import (
 
 	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
-	"github.com/electd/electd/elector/redis/rediskit"
+	"github.com/electd/electd/elector/internal/rediskit"
 )
 
 var _ elector.Locker = (*Elector)(nil)
@@ -192,7 +192,7 @@ func (e *Elector) step(ctx context.Context, i int, mode, entry, ord string, comm
 	}
 	r, err := parseStep(v)
 	if err != nil {
-		return r, &permanentError{err}
+		return r, rediskit.Permanent(err)
 	}
 	e.sawToken(r.floor)
 	e.view.offer(i, r.view, gen)
@@ -354,7 +354,7 @@ func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64) 
 				continue
 			}
 			errs = append(errs, fmt.Errorf("%s: %w", e.cfg.Servers[i].Addr, r.err))
-			if isPermanent(r.err) {
+			if rediskit.IsPermanent(r.err) {
 				pending[i] = false
 			}
 		}
@@ -447,15 +447,4 @@ func (e *Elector) newEntry() string {
 	var b [8]byte
 	_, _ = crand.Read(b[:])
 	return e.cfg.ID + "#" + hex.EncodeToString(b[:])
-}
-
-// permanentError marks a failure that retrying cannot fix.
-type permanentError struct{ err error }
-
-func (p *permanentError) Error() string { return p.err.Error() }
-func (p *permanentError) Unwrap() error { return p.err }
-
-func isPermanent(err error) bool {
-	var p *permanentError
-	return errors.As(err, &p) || rediskit.IsPermanent(err)
 }

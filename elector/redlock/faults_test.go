@@ -38,10 +38,7 @@ func (h *harness) candidate(t *testing.T, el, id string) elector.Locker {
 func (h *harness) proxied(t *testing.T, el, id string) (elector.Locker, []*faultproxy.Proxy) {
 	t.Helper()
 	ps := h.proxies(t)
-	var addrs []string
-	for _, p := range ps {
-		addrs = append(addrs, p.Addr())
-	}
+	addrs := proxyAddrs(ps)
 	return h.New(t, electortest.Candidate{StoreAddr: strings.Join(addrs, ","), Candidate: elector.Candidate{
 		Election: el, ID: id, Timing: elector.Timing{TTL: faultTTL}}}), ps
 }

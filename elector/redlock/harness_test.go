@@ -2,9 +2,11 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -88,10 +90,7 @@ func (h *harness) Queued(t testing.TB, election string) int {
 func (h *harness) NewCuttable(t testing.TB, c electortest.Candidate) (elector.Locker, electortest.Link) {
 	t.Helper()
 	ps := h.proxies(t)
-	var addrs []string
-	for _, p := range ps {
-		addrs = append(addrs, p.Addr())
-	}
+	addrs := proxyAddrs(ps)
 	c.StoreAddr = strings.Join(addrs, ",")
 	return h.New(t, c), &links{ps: ps}
 }
@@ -103,6 +102,15 @@ func (h *harness) proxies(t testing.TB) []*faultproxy.Proxy {
 		ps = append(ps, faultproxy.Start(t, s.Addr()))
 	}
 	return ps
+}
+
+// proxyAddrs are the addresses of ps, in server order.
+func proxyAddrs(ps []*faultproxy.Proxy) []string {
+	var addrs []string
+	for _, p := range ps {
+		addrs = append(addrs, p.Addr())
+	}
+	return addrs
 }
 
 // links cuts and heals a set of proxies together.
@@ -134,4 +142,83 @@ func TestLock5(t *testing.T)        { electortest.RunLock(t, newHarness(t, 5)) }
 
 func (h *harness) Capabilities() electortest.Capabilities {
 	return electortest.Capabilities{NoSemaphore: "a semaphore over a quorum is not sound (TestSlotsRefused)"}
+}
+
+// serverClient dials addr as electd does (requests bounded by their context).
+func serverClient(t testing.TB, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// newElector makes an Elector for election on the given addresses (the
+// servers themselves, or proxies in front of them, in server order).
+func newElector(t testing.TB, addrs []string, election, id string, ttl time.Duration) *Elector {
+	t.Helper()
+	var servers []Server
+	for _, a := range addrs {
+		servers = append(servers, Server{Addr: a, Client: serverClient(t, a)})
+	}
+	e, err := New(Config{Servers: servers, Candidate: elector.Candidate{
+		Election: election, ID: id, Timing: elector.Timing{TTL: ttl}, Logger: electortest.Logger(),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+// pastEpoch makes every server record its epoch (born) and waits one TTL,
+// so that the servers grant from now on.
+func pastEpoch(t testing.TB, e *Elector) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range e.cfg.Servers {
+		if _, err := e.step(ctx, i, "leave", "nobody#0", "", 0, time.Time{}, false); err != nil {
+			t.Fatalf("server %d: %v", i, err)
+		}
+	}
+	time.Sleep(e.cfg.Timing.TTL + 50*time.Millisecond)
+}
+
+// mustStep runs one step on server i, claiming. Where a fault needs a
+// precise moment (a request that arrives after its context timed out, as
+// TCP delivers a request written to a connection the client has since
+// given up on once a partition heals), a test replays the late request
+// with mustStep at the moment it lands: the server cannot tell it from the
+// original, since a step's effect depends only on its arguments.
+func mustStep(t testing.TB, e *Elector, i int, mode, entry, ord string, commit uint64, since time.Time) stepReply {
+	t.Helper()
+	r, err := e.step(context.Background(), i, mode, entry, ord, commit, since, true)
+	if err != nil {
+		t.Fatalf("step %s on server %d: %v", mode, i, err)
+	}
+	return r
+}
+
+// statuses sums up a round's answers for a failure message.
+func statuses(res []result) string {
+	var s []string
+	for i, r := range res {
+		if r.err != nil {
+			s = append(s, fmt.Sprintf("s%d:err(%v)", i, r.err))
+			continue
+		}
+		s = append(s, fmt.Sprintf("s%d:%s/mine=%d", i, r.r.status, r.r.mine))
+	}
+	return strings.Join(s, " ")
+}
+
+// termOn reads server i's term hash: the holder entry and its token.
+func (h *harness) termOn(t testing.TB, election string, i int) (entry, token string) {
+	t.Helper()
+	v, err := h.clis[i].HMGet(context.Background(), keysFor(election).term, "entry", "token").Result()
+	if err != nil {
+		t.Fatalf("read the term on server %d: %v", i, err)
+	}
+	entry, _ = v[0].(string)
+	token, _ = v[1].(string)
+	return entry, token
 }

@@ -134,7 +134,7 @@ func (p *holdProxy) deliver(t testing.TB, h *hold) []stepReply {
 	h.off = true
 	reqs := h.reqs
 	p.mu.Unlock()
-	c := reviewClient(t, p.target)
+	c := serverClient(t, p.target)
 	var out []stepReply
 	for _, args := range reqs {
 		a := make([]any, len(args))

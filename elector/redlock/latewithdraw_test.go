@@ -37,9 +37,9 @@ func TestLateWithdrawOfAdoptedHandover(t *testing.T) {
 	pL, addrsL := h.holdProxies(t)
 	pS, addrsS := h.holdProxies(t)
 	pB, addrsB := h.holdProxies(t)
-	l := reviewElector(t, addrsL, el, "l", lateTTL)
-	s := reviewElector(t, addrsS, el, "s", lateTTL)
-	b := reviewElector(t, addrsB, el, "b", lateTTL)
+	l := newElector(t, addrsL, el, "l", lateTTL)
+	s := newElector(t, addrsS, el, "s", lateTTL)
+	b := newElector(t, addrsB, el, "b", lateTTL)
 	ctx := context.Background()
 
 	rL := electortest.MustLead(t, electortest.Campaign(ctx, l), 5*lateTTL, "l")
@@ -116,8 +116,8 @@ func TestLateWithdrawOfRecomputedToken(t *testing.T) {
 	h.grantAtOnce(t, el)
 	pA, addrsA := h.holdProxies(t)
 	pB, addrsB := h.holdProxies(t)
-	a := reviewElector(t, addrsA, el, "a", lateTTL)
-	b := reviewElector(t, addrsB, el, "b", lateTTL)
+	a := newElector(t, addrsA, el, "a", lateTTL)
+	b := newElector(t, addrsB, el, "b", lateTTL)
 	ctx := context.Background()
 
 	cutB := holdAll(pB)
@@ -251,4 +251,101 @@ func finish(t testing.TB, first string, r1 electortest.Result, next string, ch <
 		t.Errorf("%s's token %d after %s's %d", next, r.Term.Token, first, r1.Term.Token)
 	}
 	_ = r.Term.Resign(context.Background())
+}
+
+// TestLateWithdrawAfterAdoption: two valid terms at once.
+//
+// A's commit of token T reaches servers 1 and 2 but their replies are
+// lost, so A withdraws T; that withdraw reaches server 0 at once but sits
+// in the network towards 1 and 2. A's next join finds T committed to it on
+// 1 and 2 and adopts it as a term without a commit round (grant: "a
+// majority that already holds our grant committed with one token ... is a
+// term as it stands"). Then the late withdraw of T lands on server 1 and
+// drops A's committed grant there ("or one committed with the commit token
+// given"). B, whose campaign started before A's (its order is better; it
+// was cut off until now), takes server 0 (A's uncommitted grant yields to
+// the better head) and server 1 (free, B first), commits, and leads, while
+// A's deadline, computed from its join on servers 1 and 2, still runs for
+// most of a TTL; A's renewals to server 0 meet a transient error, and
+// server 2 still holds A, so A's term does not end before its deadline.
+func TestLateWithdrawAfterAdoption(t *testing.T) {
+	h := newHarness(t, 3)
+	const ttl = 2 * time.Second
+	election := "late-withdraw"
+	ps := h.proxies(t)
+	aAddrs := proxyAddrs(ps)
+	a := newElector(t, aAddrs, election, "a", ttl)
+	b := newElector(t, h.addrs(), election, "b", ttl)
+	pastEpoch(t, a)
+	ctx := context.Background()
+
+	entryB, ordB := b.newEntry(), order(time.Now().Add(-time.Second)) // B started first
+	entryA, ordA := a.newEntry(), order(time.Now())
+	startA := time.Now()
+
+	// A joins: held (uncommitted) on all three.
+	res := a.round(ctx, nil, "join", "join", entryA, ordA, 0, time.Time{}, true)
+	ta := a.count(res, time.Now())
+	if ta.held != 3 {
+		t.Fatalf("A's join: %s", statuses(res))
+	}
+	tok := max(ta.floor, a.seen.Load()) + 1
+	// A's commit round: lands on servers 1 and 2 (the replies are lost),
+	// never reaches server 0.
+	for _, i := range []int{1, 2} {
+		if r := mustStep(t, a, i, "hold", entryA, ordA, tok, ta.since); r.status != "held" || r.mine != tok {
+			t.Fatalf("commit on %d: %+v", i, r)
+		}
+	}
+	// A saw no majority: it withdraws tok; the withdraw reaches server 0
+	// now, servers 1 and 2 later.
+	mustStep(t, a, 0, "withdraw", entryA, ordA, tok, time.Time{})
+
+	// A's next join: tok is committed to A on 1 and 2, a majority.
+	res = a.round(ctx, nil, "join", "join", entryA, ordA, 0, time.Time{}, true)
+	ta = a.count(res, time.Now())
+	if len(ta.committed[tok]) < 2 {
+		t.Fatalf("A's second join: %s", statuses(res))
+	}
+	spentA := newSpent()
+	spentA.add(tok) // the candidacy records the tokens it commits
+	termA, err := a.grant(ctx, entryA, ordA, res, ta, startA, spentA)
+	if err != nil || termA == nil {
+		t.Fatalf("A's grant: %v %v", termA, err)
+	}
+	t.Logf("A leads with token %d, valid until +%s", termA.Token, time.Until(termA.ValidUntil()).Round(time.Millisecond))
+	ps[0].Cut() // a transient fault between A and server 0: no error ends a term
+
+	// The late withdraw of tok lands on server 1.
+	if r := mustStep(t, a, 1, "withdraw", entryA, ordA, tok, time.Time{}); r.mine != 0 {
+		t.Logf("late withdraw left A's grant on server 1: %+v", r)
+	}
+
+	// B joins and commits.
+	resB := b.round(ctx, nil, "join", "join", entryB, ordB, 0, time.Time{}, true)
+	tb := b.count(resB, time.Now())
+	t.Logf("B's join: %s", statuses(resB))
+	if tb.held < 2 {
+		t.Logf("B holds no majority: the hole is closed")
+		return
+	}
+	termB, err := b.grant(ctx, entryB, ordB, resB, tb, time.Now(), newSpent())
+	if err != nil || termB == nil {
+		t.Logf("B's grant: %v %v: the hole is closed", termB, err)
+		return
+	}
+	t.Logf("B leads with token %d", termB.Token)
+
+	overlap := time.Duration(0)
+	for range 20 {
+		now := time.Now()
+		if termA.Err() == nil && termB.Err() == nil && now.Before(termA.ValidUntil()) && now.Before(termB.ValidUntil()) {
+			overlap += 50 * time.Millisecond
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if overlap > 0 {
+		t.Errorf("two valid terms at once for about %s: A (token %d, err %v) and B (token %d, err %v)",
+			overlap, termA.Token, termA.Err(), termB.Token, termB.Err())
+	}
 }

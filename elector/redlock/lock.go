@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/elector"
-	"github.com/electd/electd/elector/redis/rediskit"
+	"github.com/electd/electd/elector/internal/rediskit"
 )
 
 // RecordRun stores r in every server's lastrun key for period, without a
@@ -31,7 +31,7 @@ func (e *Elector) RecordRun(ctx context.Context, r elector.RunRecord, period tim
 	})
 	if err := e.quorumErr(errs); err != nil {
 		e.inst.StoreError("record", err)
-		return &elector.StoreError{Op: "record", Err: err, Permanent: isPermanent(err)}
+		return &elector.StoreError{Op: "record", Err: err, Permanent: rediskit.IsPermanent(err)}
 	}
 	e.recorded.Lock()
 	e.recorded.b, e.recorded.until = b, e.cfg.Clock.Now().Add(period)
@@ -96,7 +96,7 @@ func (e *Elector) LastRun(ctx context.Context) (elector.RunRecord, error) {
 	})
 	if err := e.quorumErr(errs); err != nil {
 		e.inst.StoreError("last-run", err)
-		return elector.RunRecord{}, &elector.StoreError{Op: "last-run", Err: err, Permanent: isPermanent(err)}
+		return elector.RunRecord{}, &elector.StoreError{Op: "last-run", Err: err, Permanent: rediskit.IsPermanent(err)}
 	}
 	var newest elector.RunRecord
 	var raw []byte

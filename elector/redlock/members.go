@@ -8,7 +8,7 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/backend"
-	"github.com/electd/electd/elector/redis/rediskit"
+	"github.com/electd/electd/elector/internal/rediskit"
 )
 
 // membersEvery bounds the cost of Members: at most one PING per server

@@ -10,7 +10,7 @@ import (
 
 	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
-	"github.com/electd/electd/elector/redis/rediskit"
+	"github.com/electd/electd/elector/internal/rediskit"
 )
 
 // view keeps the current leader: the committed holder that a majority of
@@ -34,7 +34,7 @@ type view struct {
 
 // serverView is one server's latest word.
 type serverView struct {
-	r      viewReply
+	r      rediskit.View
 	until  time.Time // local: when the lease it reported runs out
 	gen    uint64    // the subscription generation it was read under
 	synced bool      // read under the server's live subscription
@@ -64,18 +64,18 @@ func (v *view) kick() {
 
 // offer hands the view server i's leader view, read under subscription
 // generation gen (0: not live); an older one than it has is dropped.
-func (v *view) offer(i int, r viewReply, gen uint64) {
-	v.e.sawToken(r.token)
+func (v *view) offer(i int, r rediskit.View, gen uint64) {
+	v.e.sawToken(r.Token)
 	if gen == 0 || gen != v.e.bus.gen(i) {
 		return
 	}
 	v.mu.Lock()
 	cur := v.per[i]
-	if cur.synced && cur.gen == gen && r.at.Before(cur.r.at) {
+	if cur.synced && cur.gen == gen && r.At.Before(cur.r.At) {
 		v.mu.Unlock()
 		return
 	}
-	v.per[i] = serverView{r: r, until: v.e.cfg.Clock.Now().Add(r.remaining), gen: gen, synced: true}
+	v.per[i] = serverView{r: r, until: v.e.cfg.Clock.Now().Add(r.Remaining), gen: gen, synced: true}
 	started := v.started
 	v.mu.Unlock()
 	if started {
@@ -120,7 +120,7 @@ func (v *view) run() {
 		stale := make([]bool, len(e.cfg.Servers))
 		v.mu.Lock()
 		for i, s := range v.per {
-			stale[i] = e.bus.gen(i) != 0 && (!s.synced || (s.r.ok && !now.Before(s.until)))
+			stale[i] = e.bus.gen(i) != 0 && (!s.synced || (s.r.OK && !now.Before(s.until)))
 		}
 		v.mu.Unlock()
 		var failed atomic.Bool
@@ -178,17 +178,17 @@ func leaderOf(per []serverView, now time.Time, m int) (elector.Leader, time.Time
 	count := map[key]int{}
 	var next time.Time
 	for _, s := range per {
-		if !s.synced || !s.r.ok || !now.Before(s.until) {
+		if !s.synced || !s.r.OK || !now.Before(s.until) {
 			continue
 		}
-		count[key{s.r.id, s.r.token}]++
+		count[key{s.r.ID, s.r.Token}]++
 		if next.IsZero() || s.until.Before(next) {
 			next = s.until
 		}
 	}
 	for _, s := range per {
-		if s.synced && s.r.ok && now.Before(s.until) && count[key{s.r.id, s.r.token}] >= m {
-			return s.r.leader(), next
+		if s.synced && s.r.OK && now.Before(s.until) && count[key{s.r.ID, s.r.Token}] >= m {
+			return s.r.Leader(), next
 		}
 	}
 	return elector.Leader{}, next
@@ -232,7 +232,7 @@ func (e *Elector) Leader(ctx context.Context) (elector.Leader, error) {
 			errs[i] = fmt.Errorf("%s: %w", e.cfg.Servers[i].Addr, err)
 			return
 		}
-		per[i] = serverView{r: r, until: e.cfg.Clock.Now().Add(r.remaining), synced: true}
+		per[i] = serverView{r: r, until: e.cfg.Clock.Now().Add(r.Remaining), synced: true}
 	})
 	answered := 0
 	for _, err := range errs {
@@ -261,16 +261,16 @@ func (e *Elector) Observe(ctx context.Context) <-chan elector.Leader {
 }
 
 // readView asks server i for its leader view.
-func (e *Elector) readView(ctx context.Context, i int) (viewReply, error) {
+func (e *Elector) readView(ctx context.Context, i int) (rediskit.View, error) {
 	v, err := viewScript.Run(ctx, e.cfg.Servers[i].Client, e.keys.all()).Result()
 	e.patience[i].Observe(err)
 	if err != nil {
-		return viewReply{}, rediskit.Classify(err)
+		return rediskit.View{}, rediskit.Classify(err)
 	}
-	r, err := parseView(v)
+	r, err := rediskit.ParseView(v)
 	if err != nil {
-		return viewReply{}, &permanentError{err}
+		return rediskit.View{}, rediskit.Permanent(err)
 	}
-	e.sawToken(r.token)
+	e.sawToken(r.Token)
 	return r, nil
 }

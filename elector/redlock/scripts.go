@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/internal/rediskit"
 )
 
 // Times inside the script are the server's microseconds from
@@ -285,7 +285,7 @@ type stepReply struct {
 	at     time.Time // the server's time
 	head   string
 	mine   uint64 // the token our grant here is committed with; 0: none
-	view   viewReply
+	view   rediskit.View
 }
 
 func parseStep(v any) (stepReply, error) {
@@ -301,10 +301,10 @@ func parseStep(v any) (stepReply, error) {
 		return r, fmt.Errorf("unexpected script reply %#v", v)
 	}
 	r.wake = time.Duration(w) * time.Millisecond
-	if r.floor, err = parseUint(a[2]); err != nil {
+	if r.floor, err = rediskit.ParseUint(a[2]); err != nil {
 		return r, fmt.Errorf("bad token floor in script reply: %w", err)
 	}
-	us, err := parseUint(a[3])
+	us, err := rediskit.ParseUint(a[3])
 	if err != nil {
 		return r, fmt.Errorf("bad time in script reply: %w", err)
 	}
@@ -315,84 +315,8 @@ func parseStep(v any) (stepReply, error) {
 			return r, fmt.Errorf("bad committed token in script reply: %w", err)
 		}
 	}
-	if r.view, err = parseView(a[6:]); err != nil {
+	if r.view, err = rediskit.ParseView(a[6:]); err != nil {
 		return r, err
 	}
 	return r, nil
-}
-
-// viewReply is one server's leader view; ok is false when it names none.
-type viewReply struct {
-	at          time.Time // the server time it was read at
-	ok          bool
-	id, address string
-	token       uint64
-	since       time.Time
-	remaining   time.Duration
-}
-
-func (r viewReply) leader() elector.Leader {
-	if !r.ok {
-		return elector.Leader{}
-	}
-	return elector.Leader{ID: r.id, Address: r.address, Token: r.token, Since: r.since}
-}
-
-func parseView(v any) (viewReply, error) {
-	a, ok := v.([]any)
-	if !ok {
-		return viewReply{}, fmt.Errorf("unexpected script reply %#v", v)
-	}
-	f := make([]string, len(a))
-	for i, x := range a {
-		switch x := x.(type) {
-		case string:
-			f[i] = x
-		case int64:
-			f[i] = strconv.FormatInt(x, 10)
-		default:
-			return viewReply{}, fmt.Errorf("unexpected script reply %#v", v)
-		}
-	}
-	return parseViewFields(f)
-}
-
-// parseViewFields decodes {now µs} or {now µs, id, address, token, since µs,
-// remaining ms}.
-func parseViewFields(f []string) (viewReply, error) {
-	var r viewReply
-	if len(f) != 1 && len(f) != 6 {
-		return r, fmt.Errorf("leader view has %d fields, want 1 or 6", len(f))
-	}
-	at, err := strconv.ParseInt(f[0], 10, 64)
-	if err != nil {
-		return r, fmt.Errorf("bad time in leader view: %w", err)
-	}
-	r.at = time.UnixMicro(at)
-	if len(f) == 1 {
-		return r, nil
-	}
-	r.ok, r.id, r.address = true, f[1], f[2]
-	if r.token, err = strconv.ParseUint(f[3], 10, 64); err != nil {
-		return r, fmt.Errorf("bad token in leader view: %w", err)
-	}
-	us, err := strconv.ParseInt(f[4], 10, 64)
-	if err != nil {
-		return r, fmt.Errorf("bad since in leader view: %w", err)
-	}
-	r.since = time.UnixMicro(us)
-	ms, err := strconv.ParseInt(f[5], 10, 64)
-	if err != nil {
-		return r, fmt.Errorf("bad remaining time in leader view: %w", err)
-	}
-	r.remaining = time.Duration(ms) * time.Millisecond
-	return r, nil
-}
-
-func parseUint(v any) (uint64, error) {
-	s, ok := v.(string)
-	if !ok {
-		return 0, fmt.Errorf("not a string: %#v", v)
-	}
-	return strconv.ParseUint(s, 10, 64)
 }

@@ -84,3 +84,66 @@ func (h *harness) committedOn(t *testing.T, election string, token uint64) int {
 	}
 	return n
 }
+
+// TestLateCommitTokenRegression: a later term's token below an
+// earlier one's.
+//
+// A's commit of token T reaches server 0 only (its requests to servers 1
+// and 2 sit in the network); A withdraws T from server 0 and gives up for
+// a while (its leases lapse). B campaigns, commits T_B > T on all three,
+// leads and resigns (no one is next in line). Then A's delayed commits of
+// T land on servers 1 and 2: A is not queued there any more, so the step
+// re-queues it, grants it (first in line, nobody holds) and commits T
+// (the script only checks that the grant is uncommitted, not that T is
+// above the server's highest token, T_B). A's next join finds T committed
+// to it on a majority and adopts it: a term with token T < T_B.
+func TestLateCommitTokenRegression(t *testing.T) {
+	h := newHarness(t, 3)
+	const ttl = time.Second
+	election := "late-commit"
+	a := newElector(t, h.addrs(), election, "a", ttl)
+	b := newElector(t, h.addrs(), election, "b", ttl)
+	pastEpoch(t, a)
+	ctx := context.Background()
+
+	entryA, ordA := a.newEntry(), order(time.Now())
+	res := a.round(ctx, nil, "join", "join", entryA, ordA, 0, time.Time{}, true)
+	ta := a.count(res, time.Now())
+	if ta.held != 3 {
+		t.Fatalf("A's join: %s", statuses(res))
+	}
+	tok := max(ta.floor, a.seen.Load()) + 1
+	since := ta.since
+	mustStep(t, a, 0, "hold", entryA, ordA, tok, since) // the commit reaches server 0 only
+	mustStep(t, a, 0, "withdraw", entryA, ordA, tok, time.Time{})
+	time.Sleep(ttl + 100*time.Millisecond) // A's leases lapse everywhere
+
+	// B's whole term.
+	entryB, ordB := b.newEntry(), order(time.Now())
+	resB := b.round(ctx, nil, "join", "join", entryB, ordB, 0, time.Time{}, true)
+	tb := b.count(resB, time.Now())
+	termB, err := b.grant(ctx, entryB, ordB, resB, tb, time.Now(), newSpent())
+	if err != nil || termB == nil {
+		t.Fatalf("B's grant: %v %v (%s)", termB, err, statuses(resB))
+	}
+	t.Logf("A's withdrawn token %d; B's term token %d", tok, termB.Token)
+	if err := termB.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A's delayed commits land on servers 1 and 2.
+	for _, i := range []int{1, 2} {
+		r := mustStep(t, a, i, "hold", entryA, ordA, tok, since)
+		t.Logf("late commit on %d: status %s mine %d", i, r.status, r.mine)
+	}
+	// A's next join and grant.
+	res = a.round(ctx, nil, "join", "join", entryA, ordA, 0, time.Time{}, true)
+	ta = a.count(res, time.Now())
+	termA, err := a.grant(ctx, entryA, ordA, res, ta, time.Now(), newSpent())
+	if err != nil || termA == nil {
+		t.Fatalf("A's grant: %v %v (%s)", termA, err, statuses(res))
+	}
+	if termA.Token <= termB.Token {
+		t.Errorf("token regression: B's term had token %d, the later term of A has %d", termB.Token, termA.Token)
+	}
+}

@@ -1,34 +1,20 @@
 package redlock
 
-// Second adversarial review of the redlock backend (after 15a0fd0). Every
-// test drives real redis-server processes; see review_test.go for the
-// conventions (a late request replayed with step() at the moment it lands).
+// A leader takes back a server it lost (its lease lapsed there, or a
+// handover went to another candidate there), so that its term keeps the
+// quorum's fault tolerance.
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
 )
 
-// termOn reads server i's term hash: the holder entry and its token.
-func (h *harness) termOn(t testing.TB, election string, i int) (entry, token string) {
-	t.Helper()
-	v, err := h.clis[i].HMGet(context.Background(), keysFor(election).term, "entry", "token").Result()
-	if err != nil {
-		t.Fatalf("read the term on server %d: %v", i, err)
-	}
-	entry, _ = v[0].(string)
-	token, _ = v[1].(string)
-	return entry, token
-}
-
-// TestReview2LeaderCannotRegainLapsedServer: the per-server committed key
+// TestLeaderCannotRegainLapsedServer: the per-server committed key
 // refuses a leader's re-commit of its own token on a server where its
 // lease lapsed, so the leader never takes that server back.
 //
@@ -44,16 +30,13 @@ func (h *harness) termOn(t testing.TB, election string, i int) (entry, token str
 // otherwise, TestServerRestartedEmptyMidTerm): lost = {0, 1}, n − lost <
 // m, the term ends with ErrLeaseLost while every server is reachable and
 // nobody else campaigns.
-func TestReview2LeaderCannotRegainLapsedServer(t *testing.T) {
+func TestLeaderCannotRegainLapsedServer(t *testing.T) {
 	h := newHarness(t, 3)
 	const ttl = time.Second
-	election := "review2-regain"
+	election := "regain"
 	ps := h.proxies(t)
-	var addrs []string
-	for _, p := range ps {
-		addrs = append(addrs, p.Addr())
-	}
-	l := reviewElector(t, addrs, election, "l", ttl)
+	addrs := proxyAddrs(ps)
+	l := newElector(t, addrs, election, "l", ttl)
 	ctx := context.Background()
 	term, err := l.Campaign(ctx)
 	if err != nil {
@@ -92,113 +75,7 @@ func TestReview2LeaderCannotRegainLapsedServer(t *testing.T) {
 	}
 }
 
-// TestReview2TryCampaignBusyAfterOutage: TryCampaign returns ErrBusy on an
-// election nobody holds or waits in, after one round in which a majority
-// did not answer.
-//
-// The first round (claim=1) reaches server 0 only; claim becomes false.
-// The links to servers 1 and 2 heal; the next round (claim=0) is answered
-// by all three, but an entry that does not claim is granted nothing and
-// told "wait" everywhere: held+young = 0 < m, so TryCampaign leaves and
-// reports busy — before the immediate re-run that claim turning true
-// would have made.
-func TestReview2TryCampaignBusyAfterOutage(t *testing.T) {
-	h := newHarness(t, 3)
-	const ttl = time.Second
-	election := "review2-try-busy"
-	ps := h.proxies(t)
-	var addrs []string
-	for _, p := range ps {
-		addrs = append(addrs, p.Addr())
-	}
-	b := reviewElector(t, h.addrs(), election, "b", ttl)
-	pastEpoch(t, b) // every server grants from now on
-	a := reviewElector(t, addrs, election, "a", ttl)
-	ps[1].Cut()
-	ps[2].Cut()
-	type res struct {
-		term *elector.Term
-		err  error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		term, err := a.TryCampaign(context.Background())
-		ch <- res{term, err}
-	}()
-	// Campaign waits up to one call timeout for a majority of live
-	// subscriptions, then the first round times out on servers 1 and 2
-	// one call timeout later; heal while the second round is in flight.
-	time.Sleep(2*a.callTimeout() + a.callTimeout()/2)
-	ps[1].Heal()
-	ps[2].Heal()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			queued := h.Queued(t, election)
-			t.Errorf("TryCampaign on an election nobody holds (%d entries queued now): %v", queued, r.err)
-			if !errors.Is(r.err, elector.ErrBusy) {
-				t.Logf("(not ErrBusy)")
-			}
-			return
-		}
-		t.Logf("TryCampaign led with token %d", r.term.Token)
-		_ = r.term.Resign(context.Background())
-	case <-time.After(5 * ttl):
-		t.Errorf("TryCampaign did not return in %s", 5*ttl)
-	}
-}
-
-// TestReview2RunRecordLostInRollingRestart: a leader keeps its term
-// through a rolling restart of its three servers, each restarted empty one
-// at a time (a minority at every instant), but the run record it wrote to
-// all three is gone: LastRun says ErrNoRun and a --once-per job runs again
-// within its period.
-func TestReview2RunRecordLostInRollingRestart(t *testing.T) {
-	h := newHarness(t, 3)
-	const ttl = time.Second
-	election := "review2-rolling"
-	l := reviewElector(t, h.addrs(), election, "l", ttl)
-	ctx := context.Background()
-	term, err := l.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	rec := elector.RunRecord{ID: "l", Token: term.Token, Started: now.Add(-time.Second), Finished: now, Expires: now.Add(time.Hour)}
-	if err := l.RecordRun(ctx, rec, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		n, _ := h.clis[i].Exists(ctx, keysFor(election).lastRun).Result()
-		if n != 1 {
-			t.Fatalf("server %d lacks the record", i)
-		}
-	}
-	tok := fmt.Sprint(term.Token)
-	for i := range 3 {
-		h.srvs[i].Restart(t)
-		// The leader takes the server back (after its first TTL) before
-		// the next one restarts.
-		electortest.Eventually(t, 5*ttl, fmt.Sprintf("server %d holds the term again", i), func() bool {
-			_, k := h.termOn(t, election, i)
-			return k == tok
-		})
-	}
-	if err := term.Err(); err != nil {
-		t.Fatalf("the term ended in the rolling restart: %v", err)
-	}
-	got, err := l.LastRun(ctx)
-	switch {
-	case errors.Is(err, elector.ErrNoRun):
-		t.Errorf("after a rolling restart (one server at a time, the term held throughout with token %d), LastRun says no run: the job that ran under this very term runs again", term.Token)
-	case err != nil:
-		t.Fatal(err)
-	default:
-		t.Logf("LastRun: %+v", got)
-	}
-}
-
-// TestReview2HandoverSplitBlocksLeader: a handover that reaches different
+// TestHandoverSplitBlocksLeader: a handover that reaches different
 // heads on different servers leaves a waiting candidate holding a
 // committed grant that is no term; it never yields, so the leader never
 // takes that server, and a single fault then ends its term — after which
@@ -215,18 +92,15 @@ func TestReview2RunRecordLostInRollingRestart(t *testing.T) {
 // say "wait", for good. Server 0 restarts empty: lost = {0, 2}, H1's term
 // ends (ErrLeaseLost), its cleanup hands over T+2 on server 1 to H2, and H2
 // leads at once, holding 1 and 2.
-func TestReview2HandoverSplitBlocksLeader(t *testing.T) {
+func TestHandoverSplitBlocksLeader(t *testing.T) {
 	h := newHarness(t, 3)
 	const ttl = time.Second
-	election := "review2-handover-split"
+	election := "handover-split"
 	ps1 := h.proxies(t)
-	var addrs1 []string
-	for _, p := range ps1 {
-		addrs1 = append(addrs1, p.Addr())
-	}
-	l := reviewElector(t, h.addrs(), election, "l", ttl)
-	h1 := reviewElector(t, addrs1, election, "h1", ttl)
-	h2 := reviewElector(t, h.addrs(), election, "h2", ttl)
+	addrs1 := proxyAddrs(ps1)
+	l := newElector(t, h.addrs(), election, "l", ttl)
+	h1 := newElector(t, addrs1, election, "h1", ttl)
+	h2 := newElector(t, h.addrs(), election, "h2", ttl)
 	ctx := context.Background()
 	termL, err := l.Campaign(ctx)
 	if err != nil {
@@ -285,8 +159,8 @@ func TestReview2HandoverSplitBlocksLeader(t *testing.T) {
 	}
 }
 
-// TestReview2EarlierWaiterTakesLapsedServer: the same loss of a server as
-// TestReview2LeaderCannotRegainLapsedServer, with the committed key out of
+// TestEarlierWaiterTakesLapsedServer: the same loss of a server as
+// TestLeaderCannotRegainLapsedServer, with the committed key out of
 // the way: a waiter queued before the leader (it was cut off when the
 // leader won) takes the server where the leader's lease lapsed, holds an
 // uncommitted grant there that it can never commit (the leader holds the
@@ -294,18 +168,14 @@ func TestReview2HandoverSplitBlocksLeader(t *testing.T) {
 // head), and never withdraws it (no split vote: nobody else holds an
 // uncommitted grant). The leader's renewals there say "taken" for the rest
 // of its term; one server restart then ends the term.
-func TestReview2EarlierWaiterTakesLapsedServer(t *testing.T) {
+func TestEarlierWaiterTakesLapsedServer(t *testing.T) {
 	h := newHarness(t, 3)
 	const ttl = time.Second
-	election := "review2-earlier-waiter"
+	election := "earlier-waiter"
 	psL, psB := h.proxies(t), h.proxies(t)
-	var addrsL, addrsB []string
-	for i := range psL {
-		addrsL = append(addrsL, psL[i].Addr())
-		addrsB = append(addrsB, psB[i].Addr())
-	}
-	l := reviewElector(t, addrsL, election, "l", ttl)
-	b := reviewElector(t, addrsB, election, "b", ttl)
+	addrsL, addrsB := proxyAddrs(psL), proxyAddrs(psB)
+	l := newElector(t, addrsL, election, "l", ttl)
+	b := newElector(t, addrsB, election, "b", ttl)
 	pastEpoch(t, l)
 	ctx := context.Background()
 	for _, p := range psB {

@@ -1,8 +1,10 @@
 // Package rediskit is what electd's backends on Redis servers share: the
 // client options electd runs with, the classes of Redis errors (which a
-// retry can fix, and which not), and the advice given for a refusal. The
-// single-server, Sentinel and Cluster backend (elector/redis) and the
-// Redlock quorum (elector/redlock) both build on it; it holds no election.
+// retry can fix, and which not), the advice given for a refusal, a
+// request's patience, the run record, the decoding of a leader view, and
+// the reading of an election's pub/sub channel. The single-server,
+// Sentinel and Cluster backend (elector/redis) and the Redlock quorum
+// (elector/redlock) both build on it as equals; it holds no election.
 package rediskit
 
 import (
