@@ -77,6 +77,10 @@ func TestTopologyTransientErrorsKeepTheTerm(t *testing.T) {
 	}
 }
 
+// sentinelInfoPeriod is how often a sentinel sends INFO to the master it
+// monitors (fixed in Redis): when it learns a restarted master's run_id.
+const sentinelInfoPeriod = 10 * time.Second
+
 // TestSentinelTokensSurviveALaggingClock: tokens were issued from a token
 // key an hour ahead of the clock; then every data node restarts empty. The
 // next term's token is still above every earlier one: the candidates carry
@@ -105,7 +109,10 @@ func TestSentinelTokensSurviveALaggingClock(t *testing.T) {
 	s.Kill(t)
 	s.Start(t) // empty: the token key is gone, and TIME is an hour behind it
 	back := time.Now()
-	next := terms.WaitStarted(t, killAt, time.Until(back.Add(firstLeaderBound)))
+	// The restarted master has a new run_id, which each sentinel reads only
+	// at its next INFO of it (every 10 s): until then it does not confirm a
+	// step (sentinels.go), so a term may wait that long on top.
+	next := terms.WaitStarted(t, killAt, time.Until(back.Add(firstLeaderBound+sentinelInfoPeriod)))
 	now, err := newClient(t, s.Master(t)).Time(ctx).Result()
 	must(t, err)
 	if uint64(now.UnixMicro()) >= lead.Token {
