@@ -53,7 +53,9 @@ clean:
 ## Redis Sentinel, Redis Cluster, a three-member etcd cluster and a Redlock
 ## quorum of three redis-servers (TORTURE_BACKENDS, in parallel):
 ## TORTURE_FAULTS faults per backend
-## (default 200), TORTURE_SEED to replay a schedule. Prints every fault and
+## (default 200), TORTURE_SEED to replay a schedule, TORTURE_CONTAINMENT=pgroup
+## (or pidns, userns) to force a mode, TORTURE_NOBODY=1 to run every electd as
+## nobody (rootless: userns by default). Prints every fault and
 ## the figures, and writes the figures as Markdown to bin/torture-report.md.
 ## (`make test` runs its short version: 16 faults on each;
 ## measured on 2 cores: `make test` 7 min with the first four, 5 min 15 s
