@@ -18,6 +18,11 @@
 //   - With --once-per, the command runs only when no successful run is on
 //     record, read again once the lock is held; a record that cannot be
 //     read then means no run.
+//   - Forget (`electd lock --forget`) clears the run record and nothing
+//     else: it never touches a holder of the lock, so it cannot make two
+//     runs overlap. There is no eviction of a holder: one whose lease
+//     lapsed is gone from the store, and one whose lease is valid must be
+//     stopped where it runs.
 //
 // Not guaranteed: that the store has seen this copy leave the queue when
 // Run returns after an unreachable store (its entry expires after one TTL).

@@ -52,6 +52,7 @@ func exitCode(err error, stderr io.Writer) int {
 		le *lockrun.LostError
 		ge *signalError
 		me *commandError
+		fe *lockrun.UnconfirmedError
 	)
 	switch {
 	case err == nil:
@@ -75,7 +76,7 @@ func exitCode(err error, stderr io.Writer) int {
 	case errors.As(err, &me):
 		fmt.Fprintf(stderr, "electd: %v\n", err)
 		return me.code
-	case errors.As(err, &ue), errors.As(err, &ce), errors.As(err, &se):
+	case errors.As(err, &ue), errors.As(err, &ce), errors.As(err, &se), errors.As(err, &fe):
 		fmt.Fprintf(stderr, "electd: %v\n", err)
 		return exitUsage
 	default:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"log/slog"
@@ -37,6 +38,12 @@ const lockHelp = "Waits for the lock NAME (an election of its own in --store), r
 	"  127, 126        COMMAND not found, not executable (nothing was locked)\n" +
 	"  2               bad usage or configuration, or --slots differing from the other holders'\n" +
 	"  1               runtime failure (e.g. the store refused electd)\n" +
+	"\n" +
+	"Clearing state by hand: `electd lock --forget NAME` shows NAME's --once-per record (who, when, when it\n" +
+	"lapses), clears nothing and exits 2; with --yes it clears the record alone and exits 0 (also with nothing\n" +
+	"to clear; 69: store unreachable within --wait, default 10s). A holder of NAME keeps the lock. There is no\n" +
+	"eviction: a holder whose lease lapsed is gone from the store already; one whose lease is valid is a live\n" +
+	"electd, to be stopped (SIGTERM) on its host. See docs/OPERATIONS.md, \"Clear a stuck job\".\n" +
 	"\n" +
 	"Recipes:\n" +
 	"  # cron on every host; one host runs the job, at most once per day. The others queue, then see\n" +
@@ -151,6 +158,12 @@ func findCommand(path string) error {
 }
 
 func lockAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
+	switch {
+	case c.Bool("forget"):
+		return forgetAction(c, log, sigs)
+	case c.Bool("yes"):
+		return usagef("--yes confirms --forget, and lock got no --forget")
+	}
 	start := time.Now()
 	lc, err := parseLockConfig(c)
 	if err != nil {
@@ -202,6 +215,35 @@ func lockAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
 		return se.Err
 	case lockErr != nil:
 		return lockErr
+	}
+	return err
+}
+
+// forgetAction is `electd lock --forget [--yes] NAME` (lockrun.Forget),
+// bounded by --wait (10s when it is unset or 0).
+func forgetAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
+	args := c.Args().Slice()
+	if len(args) != 1 {
+		return usagef("lock --forget takes NAME alone (electd lock --forget [--yes] NAME), got %q", args)
+	}
+	cand := elector.Candidate{Election: args[0], ID: "forget-" + sanitizeID(c.String("id")), Logger: log.With("lock", args[0])}
+	if err := elector.ValidateName("NAME", cand.Election); err != nil {
+		return err
+	}
+	timeout := 10 * time.Second
+	if c.Duration("wait") > 0 {
+		timeout = c.Duration("wait")
+	}
+	ctx, opened := sigs.opening(c.Context)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	st, el, done, err := openCandidate(ctx, c, log, cand)
+	if err == nil {
+		err = (&lockrun.Forget{Name: args[0], Yes: c.Bool("yes"), El: el, Store: st, Out: c.App.Writer}).Run(ctx)
+		done()
+	}
+	if sig := opened(); sig != 0 {
+		return &signalError{sig: sig, while: "run record not cleared, unless the store had done it already"}
 	}
 	return err
 }

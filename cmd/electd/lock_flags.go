@@ -25,5 +25,7 @@ func lockFlags() []cli.Flag {
 			DefaultText: "5s, or less when --ttl requires", Usage: "grace after --stop-signal before SIGKILL to the child's whole process tree"},
 		containmentFlag(),
 		&cli.BoolFlag{Name: "shell", EnvVars: env("SHELL"), Usage: "run COMMAND with /bin/sh -c"},
+		&cli.BoolFlag{Name: "forget", Usage: "clear the --once-per run record of NAME (no COMMAND); shows it and clears nothing without --yes"},
+		&cli.BoolFlag{Name: "yes", Usage: "with --forget: clear the record"},
 	)
 }

@@ -167,6 +167,7 @@ func TestLockExitCodes(t *testing.T) {
 		{"SIGINT", &signalError{sig: syscall.SIGINT}, 130, "stopped by SIGINT"},
 		{"not found", &commandError{code: exitNotFound, err: errors.New("exec: \"x\": not found")}, 127, "not found"},
 		{"slots mismatch", fmt.Errorf("campaign: %w", &elector.SlotsError{Election: "job", Mine: 3, Theirs: 2}), 2, "has 3 slot(s) but the candidates already queued have 2"},
+		{"forget unconfirmed", &lockrun.UnconfirmedError{Name: "job", Record: elector.RunRecord{ID: "h1", Token: 7}}, 2, "nothing cleared: add --yes to clear it"},
 		{"store failure", fmt.Errorf("lock job: read the run record: %w", &elector.StoreError{Op: "last-run", Err: context.DeadlineExceeded}), 1, "read the run record"},
 	}
 	for _, tt := range tests {

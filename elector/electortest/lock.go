@@ -23,6 +23,7 @@ func RunLock(t *testing.T, h Harness) {
 		{"SemaphoreCutOffHolderEndsFirst", testSemaphoreCutOff, true},
 		{"SemaphoreWakesFew", testSemaphoreWakeups, true},
 		{"RunRecordExpires", testRunRecord, false},
+		{"RunRecordForget", testRunRecordForget, false},
 	})
 }
 
@@ -318,5 +319,61 @@ func testRunRecord(t *testing.T, h Harness) {
 	})
 	if err := rec.RecordRun(ctx, want, 0); err == nil {
 		t.Fatal("RecordRun with period 0 succeeded")
+	}
+}
+
+// runForgetter is what `electd lock --forget` asks of every backend's
+// elector (lockrun.RunForgetter, less what Locker has).
+type runForgetter interface {
+	ForgetRun(ctx context.Context) error
+}
+
+// testRunRecordForget: ForgetRun clears a live record, which another
+// candidate then no longer sees; it clears only the record (a holder of
+// the election keeps its term), and with no record it is a no-op.
+func testRunRecordForget(t *testing.T, h Harness) {
+	el := uniqueElection(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a := candidate(t, h, el, "a", 2*time.Second)
+	fa, ok := a.(runForgetter)
+	if !ok {
+		t.Fatalf("%T has no ForgetRun: `electd lock --forget` cannot clear its run records", a)
+	}
+	if err := fa.ForgetRun(ctx); err != nil {
+		t.Fatalf("ForgetRun with no record: %v", err)
+	}
+	term, err := try(ctx, a)
+	if err != nil {
+		t.Fatalf("try on a free election: %v", err)
+	}
+	now := time.Now().UTC()
+	r := elector.RunRecord{ID: "a", Token: term.Token, Started: now, Finished: now, Expires: now.Add(time.Hour)}
+	if err := a.RecordRun(ctx, r, time.Hour); err != nil {
+		t.Fatalf("RecordRun: %v", err)
+	}
+	b := candidate(t, h, el, "b", 2*time.Second)
+	if _, err := b.LastRun(ctx); err != nil {
+		t.Fatalf("LastRun before ForgetRun: %v", err)
+	}
+	if err := b.(runForgetter).ForgetRun(ctx); err != nil {
+		t.Fatalf("ForgetRun: %v", err)
+	}
+	if _, err := b.LastRun(ctx); !errors.Is(err, elector.ErrNoRun) {
+		t.Fatalf("LastRun after ForgetRun: %v, want ErrNoRun", err)
+	}
+	if _, err := a.LastRun(ctx); !errors.Is(err, elector.ErrNoRun) {
+		t.Fatalf("the recording candidate's LastRun after ForgetRun: %v, want ErrNoRun", err)
+	}
+	select {
+	case <-term.Done():
+		t.Fatal("ForgetRun ended the holder's term")
+	default:
+	}
+	if l, err := b.Leader(ctx); err != nil || l.ID != "a" {
+		t.Fatalf("Leader after ForgetRun = %+v, %v; want a, still holding", l, err)
+	}
+	if err := term.Resign(ctx); err != nil {
+		t.Fatalf("resign: %v", err)
 	}
 }

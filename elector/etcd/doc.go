@@ -88,5 +88,6 @@
 // growing in grant order, since slots are granted in queue order.
 //
 // RecordRun and LastRun keep a once-per-period run record in
-// RUNPREFIX/ELECTION (default /electd/runs/), on a lease of the period.
+// RUNPREFIX/ELECTION (default /electd/runs/), on a lease of the period;
+// ForgetRun deletes it.
 package etcd

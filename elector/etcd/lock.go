@@ -133,3 +133,13 @@ func (e *Elector) LastRun(ctx context.Context) (elector.RunRecord, error) {
 	}
 	return elector.DecodeRun(resp.Kvs[0].Value), nil
 }
+
+// ForgetRun deletes the election's run record, if any (`electd lock
+// --forget`). The record's lease is left to lapse on its own: it holds no
+// other key.
+func (e *Elector) ForgetRun(ctx context.Context) error {
+	if _, err := e.client.Delete(ctx, e.runKey); err != nil {
+		return e.storeErr("forget", err)
+	}
+	return nil
+}

@@ -135,7 +135,8 @@
 // (an *elector.SlotsError) before it is added. Leader and Observe report
 // the holder first in line.
 //
-// RecordRun and LastRun keep a once-per-period run record in lastrun. It
+// RecordRun and LastRun keep a once-per-period run record in lastrun
+// (ForgetRun deletes it, in a script). It
 // has no TTL, so that no eviction policy but allkeys-* may drop it (under
 // volatile-* a record with a TTL was the one key of the election Redis
 // could evict, and the job then ran again within its period): its JSON

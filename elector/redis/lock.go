@@ -66,6 +66,19 @@ func (e *Elector) LastRun(ctx context.Context) (elector.RunRecord, error) {
 	return elector.DecodeRun(b), nil
 }
 
+// ForgetRun deletes the election's run record, if any (`electd lock
+// --forget`). Under Sentinel a DEL not yet replicated when the master
+// fails over is lost, and the record comes back: the job is then skipped
+// until the record lapses, never run twice.
+func (e *Elector) ForgetRun(ctx context.Context) error {
+	if err := rediskit.ForgetRun(ctx, e.cfg.Client, e.keys.lastRun); err != nil {
+		err = classify(err)
+		e.inst.StoreError("forget", err)
+		return &elector.StoreError{Op: "forget", Err: err, Permanent: isPermanent(err)}
+	}
+	return nil
+}
+
 // checkRunEviction warns, the first time this Elector reads or writes a
 // run record, if the server's maxmemory-policy may evict it (allkeys-*).
 func (e *Elector) checkRunEviction(ctx context.Context) {

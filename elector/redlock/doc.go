@@ -156,7 +156,10 @@
 // leader writes the record it made back to a server that takes its term
 // back after losing it, so a rolling restart of servers without
 // persistence, one at a time, keeps it. A restart of a majority at once
-// loses it, as a restart of a single Redis does.
+// loses it, as a restart of a single Redis does. ForgetRun deletes the
+// record on every server and succeeds once a majority has; a server it
+// missed may bring the record back through that read repair (a skip until
+// it lapses, never a second run).
 //
 // # No semaphores
 //

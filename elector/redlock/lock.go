@@ -127,6 +127,33 @@ func (e *Elector) LastRun(ctx context.Context) (elector.RunRecord, error) {
 	return newest, nil
 }
 
+// ForgetRun deletes the run record on every server (`electd lock
+// --forget`); it succeeds once a majority has deleted it. A server that
+// did not answer may still hold the record, and LastRun's read repair then
+// copies it back to the others when it answers again: the job is skipped
+// until the record lapses (never run twice), and a second ForgetRun, once
+// every server answers, clears it for good. That is logged as a warning.
+func (e *Elector) ForgetRun(ctx context.Context) error {
+	errs := make([]error, len(e.cfg.Servers))
+	fanOut(len(errs), func(i int) {
+		if err := rediskit.ForgetRun(ctx, e.cfg.Servers[i].Client, e.keys.lastRun); err != nil {
+			errs[i] = fmt.Errorf("%s: %w", e.cfg.Servers[i].Addr, rediskit.Classify(err))
+		}
+	})
+	if err := e.quorumErr(errs); err != nil {
+		e.inst.StoreError("forget", err)
+		return &elector.StoreError{Op: "forget", Err: err, Permanent: rediskit.IsPermanent(err)}
+	}
+	e.recorded.Lock()
+	e.recorded.b = nil // repairRun must not write it back
+	e.recorded.Unlock()
+	if err := errors.Join(errs...); err != nil {
+		e.log.Warn("run record cleared on a majority only: the servers that did not answer may still hold it, and a later read copies it back to the others (the job is then skipped until it lapses); clear it again once every server answers",
+			"err", err)
+	}
+	return nil
+}
+
 // quorumErr is nil when a majority of errs are nil, else their join.
 func (e *Elector) quorumErr(errs []error) error {
 	failed := 0

@@ -62,3 +62,70 @@ func TestRunRecordLostInRollingRestart(t *testing.T) {
 		t.Logf("LastRun: %+v", got)
 	}
 }
+
+// TestForgetRunQuorum: ForgetRun clears the run record once a majority
+// has deleted it. A server it could not reach keeps the record, and the
+// next LastRun copies it back (the job is skipped, never run twice) until
+// a ForgetRun that reaches it; without a majority it fails, retryable, and
+// the record stays.
+func TestForgetRunQuorum(t *testing.T) {
+	h := newHarness(t, 3)
+	election := "forget-quorum"
+	ps := h.proxies(t)
+	forgetter := newElector(t, proxyAddrs(ps), election, "operator", time.Second)
+	reader := newElector(t, h.addrs(), election, "reader", time.Second)
+	ctx := context.Background()
+	now := time.Now()
+	rec := elector.RunRecord{ID: "job", Token: 7, Started: now, Finished: now, Expires: now.Add(time.Hour)}
+	if err := reader.RecordRun(ctx, rec, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	onServers := func() (n int) {
+		for _, c := range h.clis {
+			k, err := c.Exists(ctx, keysFor(election).lastRun).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += int(k)
+		}
+		return n
+	}
+	forget := func() error {
+		fctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return forgetter.ForgetRun(fctx)
+	}
+
+	ps[1].Cut()
+	ps[2].Cut()
+	var se *elector.StoreError
+	if err := forget(); !errors.As(err, &se) || se.Permanent {
+		t.Fatalf("ForgetRun with 1 of 3 servers: %v, want a retryable *elector.StoreError", err)
+	}
+	if n := onServers(); n != 2 {
+		t.Fatalf("after a ForgetRun without a majority, %d servers hold the record, want 2 (the ones it could not reach)", n)
+	}
+
+	ps[1].Heal()
+	if err := forget(); err != nil {
+		t.Fatalf("ForgetRun with 2 of 3 servers: %v", err)
+	}
+	if n := onServers(); n != 1 {
+		t.Fatalf("after ForgetRun on a majority, %d servers hold the record, want 1 (the one cut off)", n)
+	}
+	// The server that missed it answers again: a read finds the record
+	// there and repairs the others with it.
+	ps[2].Heal()
+	if got, err := reader.LastRun(ctx); err != nil || got.ID != "job" {
+		t.Fatalf("LastRun once the cut-off server answers = %+v, %v; want the record it kept", got, err)
+	}
+	if err := forget(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reader.LastRun(ctx); !errors.Is(err, elector.ErrNoRun) {
+		t.Fatalf("LastRun after a ForgetRun that reached every server: %v, want ErrNoRun", err)
+	}
+	if n := onServers(); n != 0 {
+		t.Fatalf("%d servers still hold the record", n)
+	}
+}

@@ -100,6 +100,18 @@ func LastRun(ctx context.Context, c redis.Scripter, key string) ([]byte, error) 
 	return []byte(s), nil
 }
 
+// forgetRunScript deletes the run record: in a script, as every other
+// command on the record, so that `electd lock --forget` needs no ACL
+// permission beyond those electd has (DEL is in lastRunScript already).
+//
+// KEYS: the record. Reply: 1 deleted, 0 none there.
+var forgetRunScript = redis.NewScript(`return redis.call('DEL', KEYS[1])`)
+
+// ForgetRun deletes the run record in key, live or lapsed.
+func ForgetRun(ctx context.Context, c redis.Scripter, key string) error {
+	return forgetRunScript.Run(ctx, c, []string{key}).Err()
+}
+
 // EvictsUnexpiring reports whether a maxmemory-policy may evict keys
 // without a TTL, as electd's are (the run record included).
 func EvictsUnexpiring(policy string) bool { return strings.HasPrefix(policy, "allkeys-") }
