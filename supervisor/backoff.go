@@ -21,6 +21,9 @@ type backoff struct {
 func (b *backoff) delay() time.Duration {
 	d := b.first
 	for i := 1; i < b.steps && d < b.max; i++ {
+		if d > b.max/2 {
+			return b.max // doubling would pass max, or overflow
+		}
 		d *= 2
 	}
 	return min(d, b.max)
