@@ -302,11 +302,13 @@ func checkSystemd(t *testing.T, p string) {
 	unit := readFile(t, p)
 	var execStart string
 	var envs []string
+	set := map[string]string{}
 	for _, line := range strings.Split(unit, "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
 		if !ok || strings.HasPrefix(line, "#") {
 			continue
 		}
+		set[k] = v
 		switch k {
 		case "ExecStart":
 			execStart = v
@@ -321,6 +323,12 @@ func checkSystemd(t *testing.T, p string) {
 	}
 	checkRunArgs(t, "ExecStart", f[1:])
 	checkEnvNames(t, "unit", envs)
+	// electd notifies (sdnotify) and stops its child's tree itself.
+	for k, want := range map[string]string{"Type": "notify", "NotifyAccess": "main", "KillMode": "mixed"} {
+		if set[k] != want {
+			t.Errorf("%s=%s, want %s", k, set[k], want)
+		}
+	}
 	if _, err := exec.LookPath("systemd-analyze"); err != nil {
 		t.Log("systemd-analyze not found; unit syntax not verified")
 		return

@@ -16,6 +16,7 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/health"
+	"github.com/electd/electd/internal/sdnotify"
 	"github.com/electd/electd/supervisor"
 )
 
@@ -111,11 +112,12 @@ func parseRunConfig(c *cli.Context) (*runConfig, error) {
 }
 
 // childEnv is electd's environment without its own ELECTD_* settings,
-// which may carry store credentials; the supervisor adds the child's.
+// which may carry store credentials, nor systemd's NOTIFY_SOCKET and
+// WATCHDOG_*, meant for electd; the supervisor adds the child's.
 func childEnv(environ []string) []string {
 	out := make([]string, 0, len(environ))
 	for _, kv := range environ {
-		if !strings.HasPrefix(kv, "ELECTD_") {
+		if !strings.HasPrefix(kv, "ELECTD_") && !sdnotify.NotifyVar(kv) {
 			out = append(out, kv)
 		}
 	}
@@ -136,7 +138,8 @@ func runAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
 	if err := health.RegisterBuildInfo(reg, buildInfo()); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	rc.cand.Logger, rc.cand.Instrument = log, metrics
+	role := sdnotify.NewRole(sdnotify.FromEnv(), rc.id, metrics, log) // systemd's Type=notify
+	rc.cand.Logger, rc.cand.Instrument = log, role
 	octx, opened := sigs.opening(c.Context)
 	st, el, done, err := openCandidate(octx, c, log, rc.cand)
 	if sig := opened(); sig != 0 && err != nil {
@@ -147,7 +150,7 @@ func runAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
 		return err
 	}
 	defer done()
-	rc.sup.Elector, rc.sup.Events, rc.sup.Logger = el, metrics, log
+	rc.sup.Elector, rc.sup.Events, rc.sup.Logger = role.Campaigner(el), role, log
 	if sup, err = newSupervisor(log, rc.sup); err != nil {
 		return err
 	}
@@ -192,13 +195,13 @@ func runAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
 	}
 	log.Info("starting", "election", rc.election, "id", rc.id, "store", st.Redacted(),
 		"timing", rc.timing.String(), "stop_timeout", rc.sup.StopTimeout, "command", rc.sup.Command)
-	return runGroup(c.Context, log, sigs, sup, view, srv, ln, adminLn)
+	return runGroup(c.Context, log, sigs, sup, view, role, srv, ln, adminLn)
 }
 
 // runGroup runs every part of `electd run` as one actor group (see
 // superviseGroup). A signal stops the child, resigns, and exits 0.
-func runGroup(parent context.Context, log *slog.Logger, sigs *shutdownSignals, sup *supervisor.Supervisor, view *health.View, srv *health.Server, ln, adminLn net.Listener) error {
-	more := []func(context.Context) error{view.Run}
+func runGroup(parent context.Context, log *slog.Logger, sigs *shutdownSignals, sup *supervisor.Supervisor, view *health.View, role *sdnotify.Role, srv *health.Server, ln, adminLn net.Listener) error {
+	more := []func(context.Context) error{view.Run, func(ctx context.Context) error { return role.Run(ctx, view.Subscribe(ctx), sup.Live) }}
 	if ln != nil {
 		more = append(more, func(ctx context.Context) error { return srv.Serve(ctx, ln) })
 	}
