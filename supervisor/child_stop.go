@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -320,12 +317,6 @@ func (c *Child) awaitMain() {
 // process is not yet reaped.
 const mainSweep = 100 * time.Millisecond
 
-// pidTaken reports whether a process with pid exists.
-func pidTaken(pid int) bool {
-	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
-	return err == nil
-}
-
 // drainPass reaps what it may, SIGKILLs every process of the tree it finds
 // and the child's group, and reports whether it found none.
 func (c *Child) drainPass() (empty bool, rest int) {
@@ -414,36 +405,6 @@ func groupMembers(pgid int) (alive, zombies int) {
 		}
 	}
 	return alive, zombies
-}
-
-type procStat struct {
-	state      byte
-	ppid, pgrp int
-	start      uint64 // clock ticks after boot
-}
-
-// readStat parses /proc/<pid>/stat: "pid (comm) state ppid pgrp ...", where
-// comm may itself contain spaces and parentheses.
-func readStat(pid int) (procStat, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return procStat{}, fmt.Errorf("parse /proc/%d/stat: no comm", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 3 || len(f[0]) != 1 {
-		return procStat{}, fmt.Errorf("parse /proc/%d/stat: short", pid)
-	}
-	ppid, err1 := strconv.Atoi(f[1])
-	pgrp, err2 := strconv.Atoi(f[2])
-	if err := errors.Join(err1, err2); err != nil {
-		return procStat{}, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
-	}
-	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp, start: parseStart(f)}, nil
 }
 
 func exitCodeOf(ws unix.WaitStatus) int {

@@ -302,13 +302,13 @@ func writeProcFile(path, s string) error {
 // user namespace: err's errno and the sysctls that disable them.
 func usernsBlocker(err error) string {
 	var hints []string
-	if sysctlIs("/proc/sys/user/max_user_namespaces", "0") {
+	if sysctlIs("user.max_user_namespaces", "0") {
 		hints = append(hints, "sysctl user.max_user_namespaces=0")
 	}
-	if sysctlIs("/proc/sys/kernel/unprivileged_userns_clone", "0") {
+	if sysctlIs("kernel.unprivileged_userns_clone", "0") {
 		hints = append(hints, "sysctl kernel.unprivileged_userns_clone=0")
 	}
-	if sysctlIs("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1") {
+	if sysctlIs("kernel.apparmor_restrict_unprivileged_userns", "1") {
 		hints = append(hints, "sysctl kernel.apparmor_restrict_unprivileged_userns=1 (an AppArmor restriction)")
 	}
 	switch {
@@ -323,12 +323,6 @@ func usernsBlocker(err error) string {
 		return " (this kernel has no user namespaces)"
 	}
 	return ""
-}
-
-// sysctlIs reports whether the file at path holds value.
-func sysctlIs(path, value string) bool {
-	b, err := os.ReadFile(path)
-	return err == nil && strings.TrimSpace(string(b)) == value
 }
 
 // treeMembers lists, from /proc, the live processes of the tree of the
@@ -476,28 +470,6 @@ func orphanRuleAtStart() sweepRule {
 	return sweepRule{}
 }
 
-// running reports whether a process can still run: not a zombie, or a
-// zombie leader (its main thread exited) whose other threads still run.
-func running(pid int, p procStat) bool {
-	if p.state != 'Z' && p.state != 'X' {
-		return true
-	}
-	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
-	if err != nil {
-		return false
-	}
-	for _, t := range tasks {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X' {
-			return true
-		}
-	}
-	return false
-}
-
 // marked sorts orphans by the environment entry marker that marks the
 // tree: sure, whose environment holds marker; maybe, whose environment
 // cannot be read, or still reads empty after markReads reads markPause
@@ -548,30 +520,6 @@ const (
 	markPause = 5 * time.Millisecond
 )
 
-// readEnviron reads the environment of pid, or of its first live thread
-// whose one reads non-empty (a zombie leader has none of its own). ok is
-// false if no environment of it could be read.
-func readEnviron(pid int) (env []byte, ok bool) {
-	dir := "/proc/" + strconv.Itoa(pid)
-	paths := []string{dir + "/environ"}
-	if tasks, err := os.ReadDir(dir + "/task"); err == nil {
-		for _, t := range tasks {
-			paths = append(paths, dir+"/task/"+t.Name()+"/environ")
-		}
-	}
-	for _, path := range paths {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
-		ok = true
-		if len(b) > 0 {
-			return b, true
-		}
-	}
-	return nil, ok
-}
-
 // treeMarker is the entry of env that marks the processes of one child's
 // tree: its fencing token, which only this term's child carries.
 func treeMarker(env []string) string {
@@ -581,34 +529,6 @@ func treeMarker(env []string) string {
 		}
 	}
 	return ""
-}
-
-// listProcs reads /proc/*/stat for every process.
-func listProcs() (map[int]procStat, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, fmt.Errorf("list processes: %w", err)
-	}
-	procs := make(map[int]procStat, len(entries))
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, err := readStat(pid); err == nil {
-			procs[pid] = st
-		}
-	}
-	return procs, nil
-}
-
-// startTime is the start time of pid in clock ticks since boot, or 0.
-func startTime(pid int) uint64 {
-	st, err := readStat(pid)
-	if err != nil {
-		return 0
-	}
-	return st.start
 }
 
 // parseStart reads field 22 (starttime) from the fields after comm.

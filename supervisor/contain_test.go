@@ -146,8 +146,8 @@ func TestResolveContainment(t *testing.T) {
 // TestUsernsBlocker: a refused user namespace is explained by the errno
 // (the host's sysctls, when one disables them, come first).
 func TestUsernsBlocker(t *testing.T) {
-	if sysctlIs("/proc/sys/user/max_user_namespaces", "0") || sysctlIs("/proc/sys/kernel/unprivileged_userns_clone", "0") ||
-		sysctlIs("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1") {
+	if sysctlIs("user.max_user_namespaces", "0") || sysctlIs("kernel.unprivileged_userns_clone", "0") ||
+		sysctlIs("kernel.apparmor_restrict_unprivileged_userns", "1") {
 		t.Skip("SKIP: this host disables unprivileged user namespaces: the sysctl is named instead of the errno")
 	}
 	tests := []struct {

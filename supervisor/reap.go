@@ -7,9 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -167,54 +164,4 @@ func reapUnowned(log *slog.Logger, since uint64) {
 			break
 		}
 	}
-}
-
-// childPids lists the pids of this process's children, zombies included.
-func childPids() ([]int, error) {
-	files, err := filepath.Glob("/proc/self/task/*/children")
-	if err != nil {
-		return nil, err
-	}
-	if len(files) == 0 {
-		return childPidsByScan()
-	}
-	var pids []int
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if errors.Is(err, os.ErrNotExist) {
-			continue // the thread exited meanwhile
-		}
-		if err != nil {
-			if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EINVAL) {
-				return childPidsByScan()
-			}
-			return nil, err
-		}
-		for _, w := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(w); err == nil {
-				pids = append(pids, pid)
-			}
-		}
-	}
-	return pids, nil
-}
-
-// childPidsByScan is the fallback for kernels without CONFIG_PROC_CHILDREN.
-func childPidsByScan() ([]int, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, fmt.Errorf("list children: %w", err)
-	}
-	self := os.Getpid()
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, err := readStat(pid); err == nil && st.ppid == self {
-			pids = append(pids, pid)
-		}
-	}
-	return pids, nil
 }
