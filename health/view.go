@@ -173,9 +173,10 @@ func (v *View) Subscribe(ctx context.Context) <-chan elector.Leader {
 }
 
 // Terms is what a watcher shows of a stream of leaders: one value per term.
-// A backend may publish a term twice: etcd's observers see the new
-// leader's key at once, stamped with the observer's clock, and again once
-// the leader has written its own start time into it. Terms keeps the
+// A backend may publish a term twice with two since values (etcd's
+// observers did, first with their own clock, until they learnt to wait
+// for the leader's own start time: elector/etcd observe.go); Terms is the
+// watchers' guard against any backend that still does. It keeps the
 // since a term (the same id and token) was first passed with, and drops a
 // value that then differs from the last one passed in nothing else, so
 // that /leader/watch and `electd leader --watch` show each term once and

@@ -126,7 +126,7 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 				e.reason = endResigned
 			}
 		case <-childDone:
-			e.status, e.treeErr = s.reap(ctx, child)
+			e.status, e.treeErr = s.endChild(ctx, child, 0) // what is left of its tree is killed and reaped
 			if e.treeErr != nil {
 				if e.treeErr = s.awaitTreeGone(term, child, e.treeErr); e.treeErr != nil {
 					survivor = child
@@ -231,12 +231,6 @@ func (s *Supervisor) over(ctx context.Context, term *elector.Term, stopBy *stopT
 		return endDeadline
 	}
 	return ""
-}
-
-// reap handles a child whose main process exited on its own: what is left of
-// its tree is killed and reaped, and the exit is recorded.
-func (s *Supervisor) reap(ctx context.Context, c *Child) (ExitStatus, error) {
-	return s.endChild(ctx, c, 0)
 }
 
 // logExit logs an exit of the child on its own after a run of ran: at
