@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -136,4 +137,175 @@ func serverNow(t *testing.T, cli *redis.Client) time.Time {
 		t.Fatal(err)
 	}
 	return now
+}
+
+// TestRestoredStateShownByATokenAlone: the restore only a token shows. The
+// snapshot is of an earlier term (c's); a leads now. d, a fresh Elector,
+// has made no step against this state, so it carries no step time
+// (stepped is 0) and the step rule cannot see the loss; but it watched
+// the election and saw a's token, which is above the restored one. d's
+// join is the first step after the restore: a's renewals are held back
+// meanwhile (as when d joins between two of them), so no step of a's
+// reveals the loss first. The token alone must start a new epoch, or d is
+// granted at once while a's ValidUntil still runs.
+func TestRestoredStateShownByATokenAlone(t *testing.T) {
+	srv, cli := startRedis(t)
+	const election = "restored-token"
+	const ttl = 2 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	in := func(id string, c *redis.Client) *Elector {
+		return newElectorWith(t, Config{Client: c, Candidate: elector.Candidate{
+			Election: election, ID: id, Timing: elector.Timing{TTL: ttl}}})
+	}
+	rc := electortest.MustLead(t, electortest.Campaign(ctx, in("c", newClient(t, srv.Addr()))), 5*ttl, "c")
+	snap := dumpState(t, cli, election)
+	electortest.Resign(t, rc.Term)
+
+	g := newGate()
+	aCli := newClient(t, srv.Addr())
+	aCli.AddHook(g)
+	defer g.open() // before the cleanups close a
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, in("a", aCli)), 5*ttl, "a")
+	electortest.Eventually(t, 2*ttl, "the snapshot's leases to lapse", func() bool { return serverNow(t, cli).After(snap.lastDeadline) })
+
+	// d learns a's token the way a watcher does (the view's read), with no
+	// step of its own.
+	d := in("d", newClient(t, srv.Addr()))
+	leaders, within := d.Observe(ctx), time.After(5*ttl)
+	for seen := false; !seen; {
+		select {
+		case l := <-leaders:
+			seen = l.ID == "a" && l.Token == ra.Term.Leader.Token
+		case <-within:
+			t.Fatal("d did not observe a's term")
+		}
+	}
+	if d.seen.Load() < ra.Term.Leader.Token || d.stepped.Load() != 0 {
+		t.Fatalf("d: seen %d, stepped %d; want seen ≥ a's token %d and no step", d.seen.Load(), d.stepped.Load(), ra.Term.Leader.Token)
+	}
+
+	g.shut(t) // no step of a's is in flight from here until g.open
+	validUntil := ra.Term.ValidUntil()
+	restoreState(t, cli, snap)
+	restored := time.Now()
+	if !validUntil.After(restored) {
+		t.Fatalf("a's term was not valid at the restore (valid until %s before it)", restored.Sub(validUntil))
+	}
+	cd := electortest.Campaign(ctx, d)
+	electortest.Eventually(t, ttl, "d's first step to be answered", func() bool { return d.stepped.Load() != 0 })
+	g.open()
+
+	rd := electortest.MustLead(t, cd, 5*ttl, "d")
+	if rd.At.Before(validUntil) {
+		t.Errorf("d was granted a term %s after the restore, while a's term was valid for %s more",
+			rd.At.Sub(restored).Round(time.Millisecond), validUntil.Sub(rd.At).Round(time.Millisecond))
+	}
+	if rd.Term.Leader.Token <= ra.Term.Leader.Token {
+		t.Errorf("d's token %d is not above a's %d", rd.Term.Leader.Token, ra.Term.Leader.Token)
+	}
+	t.Logf("restored at 0: a valid until %s, d led at %s (token %d → %d)", validUntil.Sub(restored).Round(time.Millisecond),
+		rd.At.Sub(restored).Round(time.Millisecond), ra.Term.Leader.Token, rd.Term.Leader.Token)
+	electortest.Resign(t, rd.Term)
+}
+
+// gate is a go-redis hook that holds a client's commands while shut: each
+// waits until the gate opens (or its context ends) before it is sent.
+type gate struct {
+	mu       sync.Mutex
+	opened   chan struct{} // closed while open
+	inflight int           // commands past the gate, not yet answered
+	idle     *sync.Cond    // signalled when inflight drops to 0
+}
+
+func newGate() *gate {
+	g := &gate{opened: make(chan struct{})}
+	close(g.opened)
+	g.idle = sync.NewCond(&g.mu)
+	return g
+}
+
+// shut holds every command from now on, and returns once none sent
+// before is still unanswered.
+func (g *gate) shut(t testing.TB) {
+	t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.opened:
+		g.opened = make(chan struct{})
+	default:
+		t.Fatal("gate shut twice")
+	}
+	for g.inflight > 0 {
+		g.idle.Wait() // each command is bounded by its context
+	}
+}
+
+// open lets held and later commands through.
+func (g *gate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.opened:
+	default:
+		close(g.opened)
+	}
+}
+
+// enter waits until the gate is open and counts the command in flight.
+func (g *gate) enter(ctx context.Context) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for {
+		ch := g.opened
+		select {
+		case <-ch:
+			g.inflight++
+			return nil
+		default:
+		}
+		g.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			g.mu.Lock()
+			return ctx.Err()
+		}
+		g.mu.Lock()
+	}
+}
+
+func (g *gate) leave() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.inflight--; g.inflight == 0 {
+		g.idle.Broadcast()
+	}
+}
+
+func (g *gate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if err := g.enter(ctx); err != nil {
+			cmd.SetErr(err)
+			return err
+		}
+		defer g.leave()
+		return next(ctx, cmd)
+	}
+}
+
+func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if err := g.enter(ctx); err != nil {
+			for _, c := range cmds {
+				c.SetErr(err)
+			}
+			return err
+		}
+		defer g.leave()
+		return next(ctx, cmds)
+	}
 }
