@@ -205,12 +205,13 @@ func ignoresTerm(t *testing.T, pid int) bool {
 func testEnvironment(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
 	envFile := filepath.Join(h.Dir, "child.env")
-	n := h.startNode("n1", nodeOpts{env: []string{
-		"ELECTD_STORE=" + s.DirectURL(),
+	direct := s.Direct()
+	n := h.startNode("n1", nodeOpts{args: direct.Args, env: append([]string{
+		"ELECTD_STORE=" + direct.URL,
 		"ELECTD_ADMIN_TOKEN=not-for-the-child",
 		"ELECTD_SOMETHING_ELSE=x",
 		"RECORD_ENV_FILE=" + envFile,
-	}})
+	}, direct.Env...)})
 	_, run := h.waitLeader(n)
 	d, _, err := n.Leader()
 	if err != nil || d.Leader == nil {

@@ -106,7 +106,7 @@ func (h *harness) nextRun(prev record.Run, within time.Duration) record.Run {
 // direct are the options of a node that talks to the store directly,
 // with more's args and env added and their nobody and host kept.
 func (h *harness) direct(more ...nodeOpts) nodeOpts {
-	o := nodeOpts{store: h.s.DirectURL()}
+	o := nodeOpts{dial: h.s.Direct()}
 	for _, m := range more {
 		o.args = append(o.args, m.args...)
 		o.env = append(o.env, m.env...)

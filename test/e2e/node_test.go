@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -23,9 +24,11 @@ type node = kit.Electd
 
 // nodeOpts are the per-process differences.
 type nodeOpts struct {
-	store string   // --store URL; empty: none (env must carry ELECTD_STORE)
-	args  []string // more flags before `--`
-	env   []string // more environment (RECORD_* knobs, ELECTD_*)
+	// dial is how it reaches the store: --store, its flags and
+	// environment; a zero dial: none (env must carry ELECTD_STORE).
+	dial kit.Dial
+	args []string // more flags before `--`
+	env  []string // more environment (RECORD_* knobs, ELECTD_*)
 	// pidNamespace runs electd as PID 1 of a new PID namespace, as in a
 	// container whose entrypoint it is (needs root).
 	pidNamespace bool
@@ -68,7 +71,7 @@ func (k hostKind) wrap() []string {
 
 // through returns the options of a node that reaches the store over link.
 func through(link *kit.Link) nodeOpts {
-	return nodeOpts{store: link.URL, sys: link.SysProcAttr}
+	return nodeOpts{dial: link.Dial, sys: link.SysProcAttr}
 }
 
 // startNode starts `electd run` with the harness's election and record log
@@ -89,11 +92,11 @@ func (h *harness) tryStart(id string, o nodeOpts) (*node, error) {
 	args := []string{"run", "--election", h.Name, "--id", id, "--ttl", ttl.String(),
 		"--stop-timeout", stopTimeout.String(), "--cool-down", coolDown.String(),
 		"--log-format", "json", "--log-level", "debug"}
-	if o.store != "" {
-		args = append(args, "--store", o.store)
+	if o.dial.URL != "" {
+		args = append(args, o.dial.Flags()...)
 	}
 	args = append(append(args, o.args...), "--", bin.Recorder)
-	spec := h.Spec(id, args, o.env)
+	spec := h.Spec(id, args, slices.Concat(o.env, o.dial.Env))
 	if o.sys != nil {
 		attr := *o.sys
 		spec.SysProcAttr = &attr

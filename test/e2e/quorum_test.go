@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electd/electd/internal/testenv"
 	"github.com/electd/electd/test/kit"
 	"github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
@@ -16,11 +17,12 @@ import (
 // still reaches the third stops its child by its own deadline, before the
 // other copy's child starts, and follows the new leader after the heal.
 func testQuorum(t *testing.T, s *kit.Store) {
-	if s.Redlock == nil {
+	rl, ok := kit.As[*testenv.Redlock](s)
+	if !ok {
 		t.Skip("a quorum's faults: only a Redlock quorum has servers to lose one by one")
 	}
-	if s.Redlock.Len() != 3 {
-		t.Skipf("written for three servers, the store has %d", s.Redlock.Len())
+	if rl.Len() != 3 {
+		t.Skipf("written for three servers, the store has %d", rl.Len())
 	}
 	// sameChild holds while run's child is the only one running.
 	sameChild := func(h *harness, run record.Run) func() (bool, string) {
@@ -40,14 +42,14 @@ func testQuorum(t *testing.T, s *kit.Store) {
 		h := newHarness(t, s)
 		_, _, run := h.leaderAndFollower(h.direct())
 		t.Cleanup(func() { // for the scenarios after this one, if it failed
-			if s.Redlock.Server(0).Pid() == 0 {
-				s.Redlock.Start(t, 0)
+			if rl.Server(0).Pid() == 0 {
+				rl.Start(t, 0)
 			}
 		})
-		s.Redlock.Kill(t, 0)
+		rl.Kill(t, 0)
 		// Longer than the TTL: only renewals on the other two keep it.
 		h.Hold(ttl+ttl/2, "the leader's child alone, one server down", sameChild(h, run))
-		s.Redlock.Start(t, 0) // back empty: it grants nothing for one TTL, then takes the leader back
+		rl.Start(t, 0) // back empty: it grants nothing for one TTL, then takes the leader back
 		h.Hold(ttl+ttl/2, "the leader's child alone, the server back empty", sameChild(h, run))
 		if runs := h.Check(record.Options{}); len(runs) != 1 {
 			t.Fatalf("%d children ran, want 1:\n%s", len(runs), kit.Describe(runs))

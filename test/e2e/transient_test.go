@@ -1,14 +1,10 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/test/kit"
 	"github.com/electd/electd/test/proc"
@@ -21,39 +17,38 @@ import (
 // before it, which came at most renewInterval before the refusal.
 const refusal = ttl / 4
 
-// testStoreRefusesWrites: Redis refuses every write for less than the lease
-// (out of memory, on every master; on every server of a Redlock quorum).
-// The leader's renewals fail, and its
+// testStoreRefusesWrites: the store refuses every write for less than the
+// lease (Redis: out of memory, on every master; on every server of a
+// Redlock quorum). The leader's renewals fail, and its
 // term survives: the same child runs throughout and no other starts.
 // Meanwhile /healthz is 503 and names the failing request and its class,
 // though the store still answers PING; it is 200 again once the store
 // takes writes.
 func testStoreRefusesWrites(t *testing.T, s *kit.Store) {
-	if s.IsEtcd() {
-		t.Skip("a Redis fault: etcd has no write refusal a test can switch on and off")
+	refuser, ok := s.Servers.(kit.WriteRefuser)
+	if !ok {
+		t.Skip("the store has no write refusal a test can switch on and off (etcd)")
 	}
 	h := newHarness(t, s)
 	lead, follower, run := h.leaderAndFollower(h.direct())
-	ctx := context.Background()
-	onMasters := redisMasters(t, s)
 
-	onMasters(func(m *redis.Client) error { return m.ConfigSet(ctx, "maxmemory", "1").Err() })
+	class, lift := refuser.RefuseWrites(t)
 	// Whatever fails below, the servers take writes again for the next
 	// scenario (they are shared).
-	t.Cleanup(func() { onMasters(func(m *redis.Client) error { return m.ConfigSet(ctx, "maxmemory", "0").Err() }) })
+	t.Cleanup(lift)
 	refused := time.Now()
 	var seen storeErrorsDoc
 	h.Poll(refusal, "/healthz to name the refused renewals", func() (bool, string) {
 		seen = healthz(t, lead)
 		for _, e := range seen.StoreErrors {
-			if e.Op == "renew" && e.Class == "OOM" {
+			if e.Op == "renew" && e.Class == class {
 				return seen.code == http.StatusServiceUnavailable, ""
 			}
 		}
 		return false, seen.String()
 	})
 	<-time.After(time.Until(refused.Add(refusal))) // the fault's length, not a synchronisation
-	onMasters(func(m *redis.Client) error { return m.ConfigSet(ctx, "maxmemory", "0").Err() })
+	lift()
 
 	h.Poll(2*ttl, "/healthz to be 200 again", func() (bool, string) {
 		d := healthz(t, lead)
@@ -69,41 +64,6 @@ func testStoreRefusesWrites(t *testing.T, s *kit.Store) {
 		t.Fatalf("after the refusal the follower sees %+v (%v), want %s", l, err, lead.ID)
 	}
 	t.Logf("/healthz during the refusal: %s", seen)
-}
-
-// redisMasters returns a function that runs f on every master of the
-// Redis store s: the one master, every master of a cluster, or every
-// server of a Redlock quorum.
-func redisMasters(t *testing.T, s *kit.Store) func(f func(*redis.Client) error) {
-	t.Helper()
-	ctx := context.Background()
-	var servers []*redis.Client
-	cli := s.RedisClient(t)
-	if s.Redlock != nil {
-		servers = s.RedisServers(t)
-	}
-	return func(f func(*redis.Client) error) {
-		t.Helper()
-		var errs []error
-		switch c := cli.(type) {
-		case *redis.ClusterClient:
-			errs = append(errs, c.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error { return f(m) }))
-		case *redis.Client:
-			errs = append(errs, f(c))
-		case nil:
-			if len(servers) == 0 {
-				t.Fatalf("no masters in a %s store", s.Name)
-			}
-			for _, m := range servers {
-				errs = append(errs, f(m))
-			}
-		default:
-			t.Fatalf("no masters in a %T", cli)
-		}
-		if err := errors.Join(errs...); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // storeErrorsDoc is a /healthz answer.

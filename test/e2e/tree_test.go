@@ -276,7 +276,7 @@ func testTreeIgnoresTerm(t *testing.T, s *kit.Store) {
 			var px *kit.Link
 			if tt.cut {
 				px = s.Link(t)
-				o.store, o.sys = px.URL, px.SysProcAttr
+				o.dial, o.sys = px.Dial, px.SysProcAttr
 			}
 			n1 := h.startNode("n1", o)
 			_, run := h.waitLeader(n1)

@@ -1,7 +1,9 @@
 // Package kit is the test kit of the suites that run electd as processes
 // against real store servers (test/e2e, test/lock, test/torture): the
-// TestMain that builds the binaries, the table of backends and how to start
-// a server of each, and the loop that runs a suite on every backend in
+// TestMain that builds the binaries, the table of backends, whose entries
+// each start a store and give it to the suites as a Store (Servers: how
+// electd reaches it, how one electd is cut off, Kill and Start, what it
+// holds), and the loop that runs a suite on every backend in
 // parallel; an electd process with its log and HTTP API (Electd), the
 // scenario that e2e's and lock's harnesses embed (Scenario), and the checks
 // of the record log they share.
@@ -11,12 +13,14 @@
 package kit
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -42,7 +46,10 @@ func buildAndRun(m *testing.M, name, env string, bin *Binaries) int {
 	return m.Run()
 }
 
-// Backend is a store kind electd supports.
+// Backend is a store kind electd supports: an entry of Backends or
+// Topologies, which starts a Store of its kind. A new kind is one entry
+// here and a Servers of its own (a file beside etcd.go, redis.go,
+// redlock.go); no suite names a kind.
 type Backend struct {
 	// Name is the subtest's name, and the scheme of electd's --store but
 	// for etcd-cluster (whose scheme is etcd) and redlockN (redlock).
@@ -54,11 +61,12 @@ type Backend struct {
 var Backends = []Backend{
 	{Name: "etcd", start: func(t *testing.T) *Store {
 		e := testenv.StartEtcd(t)
-		return &Store{Name: "etcd", Addr: e.Endpoint(), Etcd: e, srv: e}
+		return &Store{Name: "etcd", Servers: newEtcd(t, e, []string{e.Endpoint()}, Reach{Addrs: []string{e.Endpoint()}}, e.Client)}
 	}},
 	{Name: "redis", start: func(t *testing.T) *Store {
 		r := testenv.StartRedis(t)
-		return &Store{Name: "redis", Addr: r.Addr(), Redis: r, srv: r}
+		return &Store{Name: "redis", Servers: newRedis(t, r, "redis://"+r.Addr(), Reach{Addrs: []string{r.Addr()}},
+			func(t testing.TB) redis.UniversalClient { return r.Client(t) })}
 	}},
 }
 
@@ -72,15 +80,23 @@ var Topologies = []Backend{
 		// Three replicas, moved one at a time in a failover: the old
 		// master keeps one for a while (torture's planned-failover).
 		s := testenv.StartRedisSentinelWith(t, testenv.SentinelOptions{Replicas: 3, ParallelSyncs: 1})
-		return &Store{Name: "redis+sentinel", Sentinel: s, srv: s}
+		reach := Reach{Ports: nodePorts(append(s.Nodes(), s.Sentinels()...)),
+			Why: "its client dials the nodes it is told of, past any proxy"}
+		return &Store{Name: "redis+sentinel", Kills: "every data node",
+			Servers: newRedis(t, s, s.URL(), reach, s.Client)}
 	}},
 	{Name: "redis+cluster", start: func(t *testing.T) *Store {
 		c := testenv.StartRedisCluster(t)
-		return &Store{Name: "redis+cluster", Cluster: c, srv: c}
+		reach := Reach{Ports: nodePorts(c.Nodes()), Why: "its client dials the nodes it is told of, past any proxy"}
+		return &Store{Name: "redis+cluster", Kills: "every data node",
+			Servers: newRedis(t, c, c.URL(), reach, func(t testing.TB) redis.UniversalClient { return c.Client(t) })}
 	}},
 	{Name: "etcd-cluster", start: func(t *testing.T) *Store {
 		c := testenv.StartEtcdCluster(t)
-		return &Store{Name: "etcd-cluster", EtcdCluster: c, srv: c}
+		// Client ports; peer traffic is the members' own.
+		reach := Reach{Ports: ports(c.Endpoints()), Why: "its client holds a connection to each of the three members"}
+		return &Store{Name: "etcd-cluster", Kills: "every member",
+			Servers: newEtcd(t, c, c.Endpoints(), reach, func(t testing.TB) *clientv3.Client { return c.Client(t) })}
 	}},
 	Redlock(RedlockServers),
 }
@@ -99,17 +115,10 @@ func Redlock(n int) Backend {
 		name += strconv.Itoa(n)
 	}
 	return Backend{Name: name, start: func(t *testing.T) *Store {
-		r := testenv.StartRedlock(t, n)
-		return &Store{Name: name, Redlock: r, srv: redlockAll{r},
+		return &Store{Name: name, Kills: "every server", Servers: newRedlock(t, testenv.StartRedlock(t, n)),
 			SlotsRefused: "a semaphore over a quorum is not sound: the redlock backend refuses --slots > 1 by design (exit 2 naming --slots)"}
 	}}
 }
-
-// redlockAll kills and starts every server of a quorum.
-type redlockAll struct{ r *testenv.Redlock }
-
-func (a redlockAll) Kill(t testing.TB)  { t.Helper(); a.r.KillAll(t) }
-func (a redlockAll) Start(t testing.TB) { t.Helper(); a.r.StartAll(t) }
 
 // Select returns the backends named in list, comma-separated: those of
 // Backends and of Topologies, and redlockN (N ≥ 1): a Redlock quorum of N
@@ -173,123 +182,130 @@ func Selected(t *testing.T, env string) []Backend {
 // ends. Must run on t's goroutine.
 func (b Backend) Start(t *testing.T) *Store { t.Helper(); return b.start(t) }
 
-// Store is one running server of a backend, or one topology of servers.
+// Store is one running server of a backend, or one topology of servers:
+// what its entry started, and what the suites do with it (Servers).
 type Store struct {
 	Name string // the backend's
-	// Addr is host:port of the server, which a proxy can stand in front
-	// of; empty for a topology (see Proxyable).
-	Addr        string
-	Etcd        *testenv.Etcd        // the server when Name is "etcd", else nil
-	Redis       *testenv.Redis       // the server when Name is "redis", else nil
-	Sentinel    *testenv.Sentinel    // the topology when Name is "redis+sentinel", else nil
-	Cluster     *testenv.Cluster     // the topology when Name is "redis+cluster", else nil
-	EtcdCluster *testenv.EtcdCluster // the cluster when Name is "etcd-cluster", else nil
-	Redlock     *testenv.Redlock     // the quorum's servers when Name is "redlock" (or "redlockN"), else nil
 	// SlotsRefused, if not empty, says why the backend refuses --slots > 1
 	// (electd exits 2 naming --slots): the scenarios of a semaphore check
 	// that refusal instead.
 	SlotsRefused string
-
-	srv interface {
-		Kill(t testing.TB)
-		Start(t testing.TB)
-	}
+	// Kills says what Kill and Start act on when that is more than one
+	// server ("every member"), for the notes of a fault; empty for one.
+	Kills string
+	Servers
 }
 
-// Proxyable reports whether one TCP proxy to Addr can carry a client's
-// whole traffic, so that cutting it cuts that client off alone: true for
-// etcd and a single Redis. A Sentinel or Cluster client dials the nodes the
+// Servers is a running store as its entry gives it to the suites. Each
+// entry implements it; what only some stores can do is an interface of
+// its own (WriteRefuser, Counter), and a scenario written for one kind
+// of store (its own faults) gets the testenv value with As.
+type Servers interface {
+	// Dial is how an electd process reaches the store: directly (addrs
+	// nil), or through addrs, one in front of each of Reach().Addrs, in
+	// their order.
+	Dial(addrs []string) Dial
+	// Reach is how one electd process can be cut off from the store
+	// (Store.Link).
+	Reach() Reach
+	// Kill SIGKILLs the server, or every data node of a topology (the
+	// sentinels stay up; every member of an etcd cluster; every server of
+	// a Redlock quorum), and waits until they are gone.
+	Kill(t testing.TB)
+	// Start starts a killed server (or the data nodes, or the members)
+	// again on its address, with its data where the store persists it
+	// (etcd of either kind does; Redis of every kind comes back empty, a
+	// cluster with its slot map, a Redlock quorum every server empty), and
+	// waits until it is ready (an etcd cluster: until every member follows
+	// one leader).
+	Start(t testing.TB)
+	// Queued counts the candidates the store holds for election; on a
+	// Redlock quorum, the most any server holds alive (every server must
+	// be clean for 0): those whose lease there has not lapsed by its
+	// clock. A failed read fails t.
+	Queued(t testing.TB, election string) int
+	// LastRun reads the --once-per run record of election (nil when there
+	// is none); on a Redlock quorum, the newest any server holds (as
+	// electd reads it). A failed read fails t.
+	LastRun(t testing.TB, election string) *RunRecord
+}
+
+// Dial is how an electd process reaches a store: its --store URL, and the
+// flags and environment it needs beside it (none for etcd and Redis).
+type Dial struct {
+	URL  string
+	Args []string // flags beside --store
+	Env  []string // KEY=value
+}
+
+// Flags are --store URL and Args, for electd's command line.
+func (d Dial) Flags() []string { return append([]string{"--store", d.URL}, d.Args...) }
+
+// Reach is how one electd process can be cut off from a store (Link):
+// through a TCP fault proxy in front of each of Addrs, when one carries
+// all of a client's traffic to that server (one server; each server of a
+// Redlock quorum); otherwise (Addrs nil) by a kernel filter on Ports, the
+// client ports of every node a client may dial, and Why says why a proxy
+// cannot stand in.
+type Reach struct {
+	Addrs []string
+	Ports []string
+	Why   string
+}
+
+// RunRecord is the --once-per run record as the store holds it (JSON).
+type RunRecord struct {
+	ID       string    `json:"id"`
+	Token    uint64    `json:"fencing_token"`
+	Finished time.Time `json:"finished"`
+}
+
+// WriteRefuser is a store that can refuse every write for a while, on
+// every server that takes them (Redis: maxmemory 1).
+type WriteRefuser interface {
+	// RefuseWrites makes the store refuse writes until lift is called, and
+	// returns the class electd's /healthz gives the refusal. lift may be
+	// called more than once. A failure fails t.
+	RefuseWrites(t testing.TB) (class string, lift func())
+}
+
+// Counter is a store that counts the requests it serves.
+type Counter interface {
+	// Counts are the store's own counters so far, by request kind (etcd:
+	// grpc_server_started_total by method, from /metrics; Redis: INFO
+	// commandstats, scripts' commands included).
+	Counts(ctx context.Context) (map[string]int, error)
+	// RoundTrips are the clients' requests among the growth d of Counts
+	// (Redis: the commands a client sends; the rest ran inside scripts).
+	RoundTrips(d map[string]int) int
+}
+
+// As returns the testenv value s's entry started (*testenv.Etcd,
+// *testenv.Redis, *testenv.Sentinel, *testenv.Cluster,
+// *testenv.EtcdCluster, *testenv.Redlock) as a T, and whether it is one:
+// for a scenario, or a fault, written for one kind of store.
+func As[T any](s *Store) (T, bool) {
+	var v T
+	st, ok := s.Servers.(interface{ started() any })
+	if ok {
+		v, ok = st.started().(T)
+	}
+	return v, ok
+}
+
+// Direct is how an electd process reaches the store itself: the server's,
+// or the topology's (redis+sentinel://S1,S2,S3/MASTER,
+// redis+cluster://N1,…,N6, etcd://M1,M2,M3, redlock://S1,S2,S3).
+func (s *Store) Direct() Dial { return s.Dial(nil) }
+
+// Proxyable reports whether one TCP proxy can carry a client's whole
+// traffic, so that cutting it cuts that client off alone: true for etcd
+// and a single Redis. A Sentinel or Cluster client dials the nodes the
 // sentinels or the cluster announce, past any proxy; an etcd cluster's
 // client holds connections to all three members (one proxy would cut it off
 // from one of them), and so does a Redlock client to every server (its
 // Link is a proxy per server).
-func (s *Store) Proxyable() bool { return s.Addr != "" }
-
-// URL is electd's --store for addr, a proxy to Addr. Only for a
-// Proxyable store; the direct URL of any store is DirectURL.
-func (s *Store) URL(addr string) string {
-	if !s.Proxyable() {
-		panic("kit: " + s.Name + " store behind a proxy: it is not Proxyable")
-	}
-	return s.Name + "://" + addr
-}
-
-// DirectURL is electd's --store for the store itself: the server's, or
-// the topology's (redis+sentinel://S1,S2,S3/MASTER, redis+cluster://N1,…,N6,
-// etcd://M1,M2,M3, redlock://S1,S2,S3).
-func (s *Store) DirectURL() string {
-	switch {
-	case s.Redlock != nil:
-		return s.Redlock.URL()
-	case s.Sentinel != nil:
-		return s.Sentinel.URL()
-	case s.Cluster != nil:
-		return s.Cluster.URL()
-	case s.EtcdCluster != nil:
-		return s.EtcdCluster.URL()
-	}
-	return s.URL(s.Addr)
-}
-
-// RedisClient returns a go-redis client of a Redis store of any kind (a
-// plain client, a failover client through the sentinels, a cluster
-// client), closed when t ends; nil for etcd of either kind and for a
-// Redlock quorum, whose servers are independent (RedisServers).
-func (s *Store) RedisClient(t testing.TB) redis.UniversalClient {
-	t.Helper()
-	switch {
-	case s.Redis != nil:
-		return s.Redis.Client(t)
-	case s.Sentinel != nil:
-		return s.Sentinel.Client(t)
-	case s.Cluster != nil:
-		return s.Cluster.Client(t)
-	}
-	return nil
-}
-
-// RedisServers returns a client of each server that holds a copy of the
-// election's state on its own: the one Redis (its client), every server of
-// a Redlock quorum, in order; nil for the other stores. Each is closed when
-// t ends.
-func (s *Store) RedisServers(t testing.TB) []*redis.Client {
-	t.Helper()
-	switch {
-	case s.Redis != nil:
-		return []*redis.Client{s.Redis.Client(t)}
-	case s.Redlock != nil:
-		return s.Redlock.Clients(t)
-	}
-	return nil
-}
-
-// IsEtcd reports whether the store is etcd: one server or the cluster.
-func (s *Store) IsEtcd() bool { return s.Etcd != nil || s.EtcdCluster != nil }
-
-// EtcdClient returns a client of an etcd store of either kind (of the one
-// server, or of all three members), closed when t ends; nil for Redis.
-func (s *Store) EtcdClient(t testing.TB) *clientv3.Client {
-	t.Helper()
-	switch {
-	case s.Etcd != nil:
-		return s.Etcd.Client(t)
-	case s.EtcdCluster != nil:
-		return s.EtcdCluster.Client(t)
-	}
-	return nil
-}
-
-// Kill SIGKILLs the server, or every data node of a topology (the
-// sentinels stay up; every member of an etcd cluster; every server of a
-// Redlock quorum), and waits until they are gone.
-func (s *Store) Kill(t testing.TB) { t.Helper(); s.srv.Kill(t) }
-
-// Start starts a killed server (or the data nodes, or the members) again on
-// its address, with its data where the store persists it (etcd of either
-// kind does; Redis of every kind comes back empty, a cluster with its slot
-// map, a Redlock quorum every server empty), and waits until it is ready (an etcd cluster: until every member
-// follows one leader).
-func (s *Store) Start(t testing.TB) { t.Helper(); s.srv.Start(t) }
+func (s *Store) Proxyable() bool { return len(s.Reach().Addrs) == 1 }
 
 // Run runs fn on each of bs in parallel subtests named after the backend,
 // each with a server of its own. A suite's TestBackends runs its scenarios

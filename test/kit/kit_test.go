@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electd/electd/internal/testenv"
 )
 
 func TestSelect(t *testing.T) {
@@ -46,40 +49,48 @@ func TestSelect(t *testing.T) {
 }
 
 // TestTopologyStores: the topologies give their --store URL, are not
-// Proxyable, and their client (RedisClient, EtcdClient) reads and writes
-// across a Kill and Start of every data node or member: Redis comes back
-// empty, the etcd cluster with its data.
+// Proxyable (a kernel filter on the client ports of their nodes cuts a
+// client off, but for a Redlock quorum: a proxy per server), hold no
+// candidates and no run record at first, and their client reads and
+// writes across a Kill and Start of every data node or member: Redis
+// comes back empty, the etcd cluster with its data.
 func TestTopologyStores(t *testing.T) {
 	for _, b := range Topologies {
 		t.Run(b.Name, func(t *testing.T) {
 			s := b.Start(t)
 			scheme := b.Name
-			if s.IsEtcd() {
+			if _, ok := s.Servers.(*etcdServers); ok {
 				scheme = "etcd"
 			}
-			if s.Redlock != nil {
-				if s.Redlock.Len() != RedlockServers || s.SlotsRefused == "" {
-					t.Fatalf("%d servers, SlotsRefused %q; want %d and a reason", s.Redlock.Len(), s.SlotsRefused, RedlockServers)
+			if url := s.Direct().URL; s.Proxyable() || !strings.HasPrefix(url, scheme+"://127.0.0.1:") {
+				t.Fatalf("Proxyable() = %v, Direct().URL = %q; want false and a %s URL", s.Proxyable(), url, scheme)
+			}
+			if r := s.Reach(); (len(r.Addrs) == 0) == (len(r.Ports) == 0 || r.Why == "") || s.Kills == "" {
+				t.Fatalf("Reach() = %+v, Kills %q; want proxies, or ports and why; and what Kill kills", r, s.Kills)
+			}
+			if q, rec := s.Queued(t, "none"), s.LastRun(t, "none"); q != 0 || rec != nil {
+				t.Fatalf("Queued = %d, LastRun = %+v on a new store; want 0 and nil", q, rec)
+			}
+			switch srv := s.Servers.(type) {
+			case *etcdServers:
+				etcdAcrossRestart(t, s, srv.client())
+			case *redisServers:
+				redisAcrossRestart(t, s, srv.client())
+			case *redlockServers:
+				if srv.rl.Len() != RedlockServers || s.SlotsRefused == "" {
+					t.Fatalf("%d servers, SlotsRefused %q; want %d and a reason", srv.rl.Len(), s.SlotsRefused, RedlockServers)
 				}
-				redlockAcrossRestart(t, s)
-			}
-			if s.Proxyable() || !strings.HasPrefix(s.DirectURL(), scheme+"://127.0.0.1:") {
-				t.Fatalf("Proxyable() = %v, DirectURL() = %q; want false and a %s URL", s.Proxyable(), s.DirectURL(), scheme)
-			}
-			switch {
-			case s.IsEtcd():
-				etcdAcrossRestart(t, s)
-			case s.Redlock == nil:
-				redisAcrossRestart(t, s)
+				redlockAcrossRestart(t, s, srv)
+			default:
+				t.Fatalf("Servers %T", srv)
 			}
 		})
 	}
 }
 
-func redisAcrossRestart(t *testing.T, s *Store) {
+func redisAcrossRestart(t *testing.T, s *Store, cli redis.UniversalClient) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cli := s.RedisClient(t)
 	if err := cli.Set(ctx, "electd:{e}:k", "v", 0).Err(); err != nil {
 		t.Fatalf("set: %v", err)
 	}
@@ -106,13 +117,9 @@ func redisAcrossRestart(t *testing.T, s *Store) {
 	}
 }
 
-func etcdAcrossRestart(t *testing.T, s *Store) {
-	if s.RedisClient(t) != nil {
-		t.Fatal("RedisClient of an etcd store is not nil")
-	}
+func etcdAcrossRestart(t *testing.T, s *Store, cli *clientv3.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cli := s.EtcdClient(t)
 	if _, err := cli.Put(ctx, "k", "v"); err != nil {
 		t.Fatalf("put: %v", err)
 	}
@@ -149,17 +156,14 @@ func etcdAcrossRestart(t *testing.T, s *Store) {
 }
 
 // redlockAcrossRestart: the quorum's servers are independent (each keeps
-// the value written to it), RedisClient is nil, and Kill and Start of the
-// store bring every server back empty.
-func redlockAcrossRestart(t *testing.T, s *Store) {
-	if s.RedisClient(t) != nil {
-		t.Fatal("RedisClient of a redlock quorum is not nil")
-	}
+// the value written to it), and Kill and Start of the store bring every
+// server back empty.
+func redlockAcrossRestart(t *testing.T, s *Store, srv *redlockServers) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	clis := s.RedisServers(t)
-	if len(clis) != s.Redlock.Len() {
-		t.Fatalf("RedisServers: %d clients for %d servers", len(clis), s.Redlock.Len())
+	clis := srv.clients()
+	if len(clis) != srv.rl.Len() {
+		t.Fatalf("%d clients for %d servers", len(clis), srv.rl.Len())
 	}
 	for i, c := range clis {
 		if err := c.Set(ctx, "k", i, 0).Err(); err != nil {
@@ -172,7 +176,7 @@ func redlockAcrossRestart(t *testing.T, s *Store) {
 		}
 	}
 	s.Kill(t)
-	if got := s.Redlock.Running(); len(got) != 0 {
+	if got := srv.rl.Running(); len(got) != 0 {
 		t.Fatalf("servers %v still run after Kill", got)
 	}
 	s.Start(t)
@@ -207,14 +211,18 @@ func getNil(ctx context.Context, cli redis.UniversalClient) error {
 // through, and one proxy cut alone cuts that server only.
 func TestRedlockLink(t *testing.T) {
 	s := Redlock(RedlockServers).Start(t)
+	rl, ok := As[*testenv.Redlock](s)
+	if _, etcd := As[*testenv.Etcd](s); !ok || etcd {
+		t.Fatalf("As: a Redlock quorum %v, an etcd server %v; want true, false", ok, etcd)
+	}
 	l := s.Link(t)
 	if len(l.Proxies) != RedlockServers || l.SysProcAttr != nil {
 		t.Fatalf("%d proxies, SysProcAttr %v; want %d and none", len(l.Proxies), l.SysProcAttr, RedlockServers)
 	}
 	var addrs []string
 	for i, px := range l.Proxies {
-		if px.Target() != s.Redlock.Addrs()[i] {
-			t.Fatalf("proxy %d forwards to %s, want %s", i, px.Target(), s.Redlock.Addrs()[i])
+		if px.Target() != rl.Addrs()[i] {
+			t.Fatalf("proxy %d forwards to %s, want %s", i, px.Target(), rl.Addrs()[i])
 		}
 		addrs = append(addrs, px.Addr())
 	}

@@ -12,28 +12,28 @@ import (
 	"testing"
 
 	"github.com/electd/electd/internal/faultproxy"
-	"github.com/electd/electd/internal/testenv"
 )
 
 // Link is how one electd process reaches the store, which a test can cut
 // (a black hole, like a partition: connections stay open and nothing
-// arrives) and heal. Start the process with URL as its --store and
-// SysProcAttr (nil for a proxy) as its start's.
+// arrives) and heal. Start the process with Dial (its --store URL, flags
+// and environment) and SysProcAttr (nil for proxies) as its start's.
 //
-// For a store of one server it is a TCP fault proxy of its own. For a
-// Redlock quorum, whose client dials every server it is given, it is a TCP
-// fault proxy of its own in front of each server (Proxies, in the order of
-// the quorum's servers), and URL names the proxies: Cut and Heal act on
-// them all, and a test may cut, delay or reset some of them only. For a
-// topology, whose client dials whatever nodes the store names (Sentinel's
-// master, a cluster's nodes) past any proxy, or all of them (an etcd
-// cluster's members), it is a kernel filter: the process runs with a group
+// Which of the two it is, the store's Reach says. For a store of one
+// server it is a TCP fault proxy of its own. For a Redlock quorum, whose
+// client dials every server it is given, it is a TCP fault proxy of its
+// own in front of each server (Proxies, in the order of the quorum's
+// servers), and the URL names the proxies: Cut and Heal act on them all,
+// and a test may cut, delay or reset some of them only. For a topology,
+// whose client dials whatever nodes the store names (Sentinel's master, a
+// cluster's nodes) past any proxy, or all of them (an etcd cluster's
+// members), it is a kernel filter: the process runs with a group
 // id of its own, and Cut adds an nftables rule that drops every packet a
 // socket of that group sends to the topology's client ports; Heal removes
 // it. That needs root and nft (Debian's nftables): a missing nft skips the
 // test, or fails it when $CI is set.
 type Link struct {
-	URL         string
+	Dial
 	SysProcAttr *syscall.SysProcAttr
 	// Proxies are the link's fault proxies: the one of a single server, one
 	// per server of a Redlock quorum (in its order); nil for a kernel
@@ -78,14 +78,11 @@ func (l *Link) Unpin() {
 // ends.
 func (s *Store) Link(t testing.TB) *Link {
 	t.Helper()
-	if s.Proxyable() {
-		px := faultproxy.Start(t, s.Addr)
-		return &Link{URL: s.URL(px.Addr()), Proxies: []*faultproxy.Proxy{px}, cut: px.Cut, heal: px.Heal}
-	}
-	if s.Redlock != nil {
+	r := s.Reach()
+	if len(r.Addrs) > 0 {
 		var pxs []*faultproxy.Proxy
 		var addrs []string
-		for _, a := range s.Redlock.Addrs() {
+		for _, a := range r.Addrs {
 			px := faultproxy.Start(t, a)
 			pxs, addrs = append(pxs, px), append(addrs, px.Addr())
 		}
@@ -96,41 +93,18 @@ func (s *Store) Link(t testing.TB) *Link {
 				}
 			}
 		}
-		return &Link{URL: testenv.RedlockURL(addrs), Proxies: pxs,
-			cut: each((*faultproxy.Proxy).Cut), heal: each((*faultproxy.Proxy).Heal)}
+		return &Link{Dial: s.Dial(addrs), Proxies: pxs, cut: each((*faultproxy.Proxy).Cut), heal: each((*faultproxy.Proxy).Heal)}
 	}
 	nft := needNft(t)
-	f := &groupFilter{t: t, nft: nft, gid: 100000 + rand.IntN(1<<30), ports: s.ports()}
+	f := &groupFilter{t: t, nft: nft, gid: 100000 + rand.IntN(1<<30), ports: r.Ports}
 	t.Cleanup(f.healNow)
 	t.Cleanup(f.unpinNow)
 	return &Link{
-		URL: s.DirectURL(),
+		Dial: s.Direct(),
 		// uid 0 keeps root's capabilities (pidns containment needs them).
 		SysProcAttr: &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 0, Gid: uint32(f.gid), NoSetGroups: true}},
 		cut:         f.cutNow, heal: f.healNow, pin: f.pinNow, unpin: f.unpinNow,
 	}
-}
-
-// ports are the client ports of every server of a topology.
-func (s *Store) ports() []string {
-	var addrs []string
-	switch {
-	case s.Sentinel != nil:
-		for _, n := range append(s.Sentinel.Nodes(), s.Sentinel.Sentinels()...) {
-			addrs = append(addrs, n.Addr())
-		}
-	case s.Cluster != nil:
-		for _, n := range s.Cluster.Nodes() {
-			addrs = append(addrs, n.Addr())
-		}
-	case s.EtcdCluster != nil:
-		addrs = s.EtcdCluster.Endpoints() // client ports; peer traffic is the members' own
-	}
-	var ports []string
-	for _, a := range addrs {
-		ports = append(ports, a[strings.LastIndex(a, ":")+1:])
-	}
-	return ports
 }
 
 func needNft(t testing.TB) string {

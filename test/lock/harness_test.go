@@ -25,19 +25,19 @@ const (
 // by all its commands, and the processes it started.
 type harness struct {
 	*kit.Scenario
-	s *store
+	s *kit.Store
 }
 
 // newHarness prepares a scenario on s. At cleanup it kills every process it
 // started, checks that their commands died with them, and on failure
 // prints their output and the record log.
-func newHarness(t *testing.T, s *store) *harness {
+func newHarness(t *testing.T, s *kit.Store) *harness {
 	return &harness{Scenario: kit.NewScenario(t, "lock-", bin.Recorder, goneTimeout), s: s}
 }
 
 // opts are the differences between `electd lock` processes.
 type opts struct {
-	link    *kit.Link // how it reaches the store; nil: directly (DirectURL)
+	link    *kit.Link // how it reaches the store; nil: directly (Direct)
 	args    []string  // flags before NAME
 	env     []string  // RECORD_* knobs and the like
 	command []string  // empty: the recorder
@@ -46,17 +46,17 @@ type opts struct {
 // lock starts `electd lock [flags] NAME -- COMMAND` as node id.
 func (h *harness) lock(id string, o opts) *proc {
 	h.T.Helper()
-	store, sys := h.s.DirectURL(), (*syscall.SysProcAttr)(nil)
+	dial, sys := h.s.Direct(), (*syscall.SysProcAttr)(nil)
 	if o.link != nil {
-		store, sys = o.link.URL, o.link.SysProcAttr
+		dial, sys = o.link.Dial, o.link.SysProcAttr
 	}
-	args := []string{"lock", "--store", store, "--id", id, "--ttl", ttl.String(),
-		"--stop-timeout", stopTimeout.String(), "--log-format", "json", "--log-level", "debug"}
+	args := append(append([]string{"lock"}, dial.Flags()...), "--id", id, "--ttl", ttl.String(),
+		"--stop-timeout", stopTimeout.String(), "--log-format", "json", "--log-level", "debug")
 	args = append(append(args, o.args...), h.Name, "--")
 	if len(o.command) == 0 {
 		o.command = []string{bin.Recorder}
 	}
-	return h.startWith(id, append(args, o.command...), o.env, sys)
+	return h.startWith(id, append(args, o.command...), slices.Concat(o.env, dial.Env), sys)
 }
 
 // refused runs `electd lock` with args as "other" while the holder, the
@@ -67,7 +67,7 @@ func (h *harness) refused(t *testing.T, args []string, code int, says ...string)
 	p := h.lock("other", opts{args: args})
 	p.mustExit(code)
 	p.said(says...)
-	if n := h.s.queued(t, h.Name); n != 1 {
+	if n := h.s.Queued(t, h.Name); n != 1 {
 		t.Fatalf("after exit %d the store holds %d candidates, want 1", code, n)
 	}
 }
@@ -158,7 +158,7 @@ func (h *harness) waitRunWithin(node string, within time.Duration) record.Run {
 func (h *harness) waitQueued(n int) {
 	h.T.Helper()
 	h.Poll(runTimeout, fmt.Sprintf("%d candidates in the store", n), func() (bool, string) {
-		got := h.s.queued(h.T, h.Name)
+		got := h.s.Queued(h.T, h.Name)
 		return got == n, fmt.Sprintf("%d candidates", got)
 	})
 }

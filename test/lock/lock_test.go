@@ -20,7 +20,7 @@ import (
 // testMutualExclusion: ten concurrent holders each read a shared counter,
 // run a while and write counter+1: no update is lost, and no two commands
 // overlap.
-func testMutualExclusion(t *testing.T, s *store) {
+func testMutualExclusion(t *testing.T, s *kit.Store) {
 	const n = 10
 	h := newHarness(t, s)
 	counter := filepath.Join(h.Dir, "counter")
@@ -60,7 +60,7 @@ func testMutualExclusion(t *testing.T, s *store) {
 
 // testHandover measures, among six queued holders, the time from one
 // command's end to the next one's start.
-func testHandover(t *testing.T, s *store) {
+func testHandover(t *testing.T, s *kit.Store) {
 	const n = 6
 	h := newHarness(t, s)
 	var procs []*proc
@@ -85,7 +85,7 @@ func testHandover(t *testing.T, s *store) {
 
 // testBusy: while the lock is held, --wait 0 and --wait D exit 75 naming
 // the holder and leave nothing in the store.
-func testBusy(t *testing.T, s *store) {
+func testBusy(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
 	holder := h.lock("holder", opts{})
 	run := h.waitRun("holder")
@@ -123,7 +123,7 @@ func testBusy(t *testing.T, s *store) {
 
 // testSignals: SIGTERM to a waiter and SIGINT to a holder exit 128+signal
 // and leave nothing held in the store.
-func testSignals(t *testing.T, s *store) {
+func testSignals(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
 	holder := h.lock("holder", opts{})
 	run := h.waitRun("holder")
@@ -132,7 +132,7 @@ func testSignals(t *testing.T, s *store) {
 	waiter.Signal(syscall.SIGTERM)
 	waiter.mustExit(128 + int(syscall.SIGTERM))
 	waiter.said("stopped by SIGTERM", "nothing held")
-	if n := h.s.queued(t, h.Name); n != 1 {
+	if n := h.s.Queued(t, h.Name); n != 1 {
 		t.Fatalf("after the waiter's exit the store holds %d candidates, want 1", n)
 	}
 	holder.Signal(syscall.SIGINT)
@@ -140,7 +140,7 @@ func testSignals(t *testing.T, s *store) {
 	if r := h.RunOf(run.Pid); r.Stop.IsZero() {
 		t.Fatalf("the holder's command was not stopped: %s", r)
 	}
-	if n := h.s.queued(t, h.Name); n != 0 {
+	if n := h.s.Queued(t, h.Name); n != 0 {
 		t.Fatalf("after the holder's exit the store holds %d candidates, want 0", n)
 	}
 	if runs := h.Check(record.Options{}); len(runs) != 1 {
@@ -150,7 +150,7 @@ func testSignals(t *testing.T, s *store) {
 
 // testExitCodes: the command's exit code passes through, 128+N for a
 // command killed by signal N.
-func testExitCodes(t *testing.T, s *store) {
+func testExitCodes(t *testing.T, s *kit.Store) {
 	for _, tt := range kit.ChildExits {
 		t.Run(tt.Name, func(t *testing.T) {
 			h := newHarness(t, s)
@@ -167,7 +167,7 @@ func testExitCodes(t *testing.T, s *store) {
 
 // testLostLock: a holder cut off from the store stops its command by its
 // own deadline, before the next holder's command starts, and exits 76.
-func testLostLock(t *testing.T, s *store) {
+func testLostLock(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
 	px := s.Link(t)
 	a := h.lock("a", opts{link: px})
@@ -191,7 +191,7 @@ func testLostLock(t *testing.T, s *store) {
 // testSlots: six contenders for three slots. Three commands run at once
 // while the other three wait; each release lets exactly one more in; never
 // more than three commands run at once, each holder with its own token.
-func testSlots(t *testing.T, s *store) {
+func testSlots(t *testing.T, s *kit.Store) {
 	const contenders, slots = 6, 3
 	h := newHarness(t, s)
 	if s.SlotsRefused != "" {
@@ -213,7 +213,7 @@ func testSlots(t *testing.T, s *store) {
 		return out
 	}
 	h.Poll(runTimeout, "three commands running, six candidates queued", func() (bool, string) {
-		n, q := len(running()), h.s.queued(t, h.Name)
+		n, q := len(running()), h.s.Queued(t, h.Name)
 		return n == slots && q == contenders, fmt.Sprintf("%d running, %d queued", n, q)
 	})
 	// Release the holders one at a time, oldest first: each release lets
@@ -260,7 +260,7 @@ func testSlots(t *testing.T, s *store) {
 
 // testSlotsMismatch: a candidate whose --slots differs from the holder's is
 // refused with both numbers (exit 2), and changes nothing.
-func testSlotsMismatch(t *testing.T, s *store) {
+func testSlotsMismatch(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
 	if s.SlotsRefused != "" {
 		h.slotsRefused(t, 2) // the holder itself is refused: no mismatch to meet
@@ -289,7 +289,7 @@ func testSlotsMismatch(t *testing.T, s *store) {
 
 // testOncePer: five hosts start the same job at once with --once-per; it
 // runs exactly once, and the others say who ran it.
-func testOncePer(t *testing.T, s *store) {
+func testOncePer(t *testing.T, s *kit.Store) {
 	const hosts = 5
 	h := newHarness(t, s)
 	var procs []*proc
@@ -314,7 +314,7 @@ func testOncePer(t *testing.T, s *store) {
 
 // testOncePerRetry: a failed run records nothing, so the next host in line
 // runs the job; once it succeeded, a later host skips it.
-func testOncePerRetry(t *testing.T, s *store) {
+func testOncePerRetry(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
 	once := []string{"--once-per", "1m"}
 	a := h.lock("a", opts{args: once, env: []string{"RECORD_EXIT_AFTER=300ms", "RECORD_EXIT_CODE=3"}})
@@ -337,7 +337,7 @@ func testOncePerRetry(t *testing.T, s *store) {
 
 // testLeaderWatch: `electd leader --watch` streams every change of the
 // lock's holder, as text or JSON lines, until SIGINT, then exits 0.
-func testLeaderWatch(t *testing.T, s *store) {
+func testLeaderWatch(t *testing.T, s *kit.Store) {
 	tests := []struct {
 		name   string
 		format string
@@ -352,8 +352,9 @@ func testLeaderWatch(t *testing.T, s *store) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, s)
-			w := h.start("watch", []string{"leader", "--store", s.DirectURL(), "--election", h.Name,
-				"--watch", "-o", tt.format, "--log-level", "warn"}, nil)
+			dial := s.Direct()
+			w := h.start("watch", append(append([]string{"leader"}, dial.Flags()...), "--election", h.Name,
+				"--watch", "-o", tt.format, "--log-level", "warn"), dial.Env)
 			seen := func(match func(string) bool, after int) func() (bool, string) {
 				return func() (bool, string) {
 					lines := w.allLines()
@@ -406,7 +407,7 @@ func (h *harness) slotsRefused(t *testing.T, n int) {
 	if runs := h.Runs(); len(runs) != 0 {
 		t.Fatalf("the command ran with --slots %d:\n%s", n, kit.Describe(runs))
 	}
-	if q := h.s.queued(t, h.Name); q != 0 {
+	if q := h.s.Queued(t, h.Name); q != 0 {
 		t.Fatalf("after the refusal the store holds %d candidates, want 0", q)
 	}
 	one := h.lock("one", opts{args: []string{"--slots", "1"}, env: []string{"RECORD_EXIT_AFTER=20ms"}})

@@ -1,18 +1,14 @@
 package lock
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/electd/electd/internal/testenv"
 	"github.com/electd/electd/test/kit"
 )
 
@@ -34,12 +30,12 @@ func TestMeasureIdleWaiter(t *testing.T) {
 			t.Fatalf("ELECTD_LOCK_MEASURE_WINDOW: %v", err)
 		}
 	}
-	kit.Run(t, kit.Backends, func(t *testing.T, ks *kit.Store) {
-		s := newStore(t, ks)
-		count := etcdCounts(s.Addr)
-		if s.redis != nil {
-			count = func() (map[string]int, error) { return testenv.RedisCommandStats(context.Background(), s.redis) }
+	kit.Run(t, kit.Backends, func(t *testing.T, s *kit.Store) {
+		counter, ok := s.Servers.(kit.Counter)
+		if !ok {
+			t.Fatalf("%s counts no requests (kit.Counter)", s.Name)
 		}
+		count := func() (map[string]int, error) { return counter.Counts(context.Background()) }
 		h := newHarness(t, s)
 		slow := opts{args: []string{"--ttl", "15s", "--log-level", "warn"}}
 		h.lock("holder", slow)
@@ -50,20 +46,15 @@ func TestMeasureIdleWaiter(t *testing.T) {
 		both := measure(t, count, window)
 		perMin := func(n int) float64 { return float64(n) * float64(time.Minute) / float64(window) }
 		var parts []string
-		total := 0
+		total, growth := 0, map[string]int{}
 		for _, m := range sortedKeys(both, alone) {
 			if d := both[m] - alone[m]; d != 0 {
 				parts = append(parts, fmt.Sprintf("%s %.1f", m, perMin(d)))
 				total += d
+				growth[m] = d
 			}
 		}
-		requests := total
-		if s.redis != nil { // round trips; the rest run inside the scripts
-			requests = 0
-			for _, c := range []string{"evalsha", "eval", "ping", "subscribe"} {
-				requests += both[c] - alone[c]
-			}
-		}
+		requests := counter.RoundTrips(growth) // Redis: the rest run inside the scripts
 		t.Logf("%s, --ttl 15s: a waiting electd lock sends %.1f requests/min; the store runs %.1f commands/min for it (%s); the holder alone: %.1f/min",
 			s.Name, perMin(requests), perMin(total), strings.Join(parts, ", "), perMin(sum(alone)))
 	})
@@ -88,34 +79,6 @@ func measure(t *testing.T, count func() (map[string]int, error), window time.Dur
 		}
 	}
 	return d
-}
-
-// etcdCounts reads grpc_server_started_total by method from etcd's /metrics.
-func etcdCounts(addr string) func() (map[string]int, error) {
-	return func() (map[string]int, error) {
-		resp, err := http.Get("http://" + addr + "/metrics")
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		out := map[string]int{}
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			line := sc.Text()
-			if !strings.HasPrefix(line, "grpc_server_started_total{") {
-				continue
-			}
-			_, rest, _ := strings.Cut(line, `grpc_method="`)
-			method, _, _ := strings.Cut(rest, `"`)
-			f := strings.Fields(line)
-			n, err := strconv.ParseFloat(f[len(f)-1], 64)
-			if err != nil {
-				return nil, fmt.Errorf("metrics line %q: %w", line, err)
-			}
-			out[method] += int(n)
-		}
-		return out, sc.Err()
-	}
 }
 
 func sortedKeys(ms ...map[string]int) []string {

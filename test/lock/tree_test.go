@@ -35,7 +35,7 @@ var (
 // line, no worker alive when it appears); with --once-per, the run is
 // recorded only after every worker is gone, and a run whose main process
 // was killed records nothing.
-func testTreeMainKilled(t *testing.T, s *store) {
+func testTreeMainKilled(t *testing.T, s *kit.Store) {
 	tests := []struct {
 		name string
 		args []string
@@ -67,7 +67,7 @@ func testTreeMainKilled(t *testing.T, s *store) {
 			h.exitedWithoutTree(a, aRun)
 			bRun := h.waitRunOf(b)
 			if tt.once {
-				if rec := s.lastRun(t, h.Name); rec != nil && rec.ID == "a" {
+				if rec := s.LastRun(t, h.Name); rec != nil && rec.ID == "a" {
 					t.Fatalf("a's run, whose main process was SIGKILLed, was recorded: %+v", rec)
 				}
 				h.recordedWithoutTree(bRun)
@@ -110,7 +110,7 @@ func testTreeMainKilled(t *testing.T, s *store) {
 
 // testContainmentRefused: `electd lock --containment cgroup` (not built)
 // exits 2, naming the flag, and runs nothing.
-func testContainmentRefused(t *testing.T, s *store) {
+func testContainmentRefused(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
 	p := h.lock("x", opts{args: []string{"--containment", "cgroup"}})
 	p.mustExit(2)
@@ -157,8 +157,8 @@ func (h *harness) recordedWithoutTree(run record.Run) {
 	h.T.Helper()
 	run = h.waitWorkersLogged(run)
 	deadline := time.Now().Add(runTimeout)
-	rec := h.s.lastRun(h.T, h.Name)
-	for ; rec == nil; rec = h.s.lastRun(h.T, h.Name) {
+	rec := h.s.LastRun(h.T, h.Name)
+	for ; rec == nil; rec = h.s.LastRun(h.T, h.Name) {
 		if time.Now().After(deadline) {
 			h.T.Fatalf("no run record after %s", runTimeout)
 		}

@@ -185,7 +185,7 @@ func (c *cluster) measure(f *fault) {
 	if f.stepDown > 0 {
 		add(figStepDown, f.stepDown)
 	}
-	if f.next != nil && c.s.EtcdCluster != nil && slices.Contains(memberKinds, f.kind) {
+	if f.next != nil && slices.Contains(memberKinds, f.kind) { // the etcd cluster's own
 		if gap, ok := c.termGap(f); ok {
 			add(figTermGap, gap)
 			if gap < 0 {

@@ -26,8 +26,9 @@ const (
 )
 
 // cluster is one backend under attack: its store server, N candidates,
-// each behind its own fault proxy (or, for a topology that cannot be
-// proxied, reaching it directly), and the record log of all children.
+// each reaching it over a kit.Link of its own (its own fault proxy, one
+// per server of a Redlock quorum, or, for a topology that cannot be
+// proxied, a kernel filter), and the record log of all children.
 type cluster struct {
 	t        *testing.T
 	cfg      config
@@ -44,26 +45,25 @@ type cluster struct {
 	containment string
 	orphans     int // workers found alive after their term ended
 	// direct: the store cannot be proxied (Sentinel, Cluster, the etcd
-	// cluster): every node uses its DirectURL, has no proxy, and the proxy
-	// faults are not drawn. A Redlock quorum is not direct: every node
-	// reaches each server through a proxy of its own (node.proxies).
+	// cluster: kit.Reach has no Addrs): every node reaches it directly,
+	// cut off by a kernel filter, and the proxy faults are not drawn. A
+	// Redlock quorum is not direct: every node reaches each server through
+	// a proxy of its own (node.proxies).
 	direct bool
-	// slot is the election's hash slot (redis+cluster only).
+	// slot is the election's hash slot (redis+cluster's own faults).
 	slot int
 	// rlAdmin: the harness's own client of each server of a Redlock
-	// quorum, in its order (redlock only).
+	// quorum, in its order, made by its first fault (quorumAdmin).
 	rlAdmin []*redis.Client
 }
 
-// node is one candidate host: an id, its proxy to the store (nil when
-// the cluster is direct), its child's
+// node is one candidate host: an id, its link to the store, its child's
 // kind, and the electd process currently running as it (nil while it is
 // down).
 type node struct {
-	id    string
-	proxy *faultproxy.Proxy
-	link  *kit.Link // instead of proxy, when the cluster is direct or a Redlock quorum
-	// proxies are the node's fault proxies: its one proxy, or (Redlock)
+	id   string
+	link *kit.Link
+	// proxies are the link's fault proxies: its one proxy, or (Redlock)
 	// one per server of the quorum, in the quorum's order; nil when direct.
 	proxies []*faultproxy.Proxy
 	cur     *life
@@ -85,21 +85,9 @@ func mix(i int) (workers, ignoreTerm bool) {
 }
 
 // cut black-holes n's way to the store; heal lets it through again.
-func (n *node) cut() {
-	if n.proxy != nil {
-		n.proxy.Cut()
-		return
-	}
-	n.link.Cut()
-}
+func (n *node) cut() { n.link.Cut() }
 
-func (n *node) heal() {
-	if n.proxy != nil {
-		n.proxy.Heal()
-		return
-	}
-	n.link.Heal()
-}
+func (n *node) heal() { n.link.Heal() }
 
 // each applies f to every proxy of n (none when the cluster is direct).
 func (n *node) each(f func(*faultproxy.Proxy)) {
@@ -127,46 +115,26 @@ type life struct {
 }
 
 func newCluster(t *testing.T, cfg config, s *kit.Store) *cluster {
-	// Every node reaches a proxyable store through its own proxy, and
-	// each server of a Redlock quorum through a proxy of its own; a
-	// topology's client dials the nodes it is told of, so there each node
-	// reaches it directly and the proxy faults are left out.
-	c := &cluster{t: t, cfg: cfg, s: s, dir: t.TempDir(), election: "torture-" + s.Name, direct: !s.Proxyable() && s.Redlock == nil}
-	if s.Cluster != nil {
-		c.slot = testenv.Slot("electd:{" + c.election + "}:")
-	}
-	if s.Redlock != nil {
-		for _, a := range s.Redlock.Addrs() {
-			cli := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, PoolSize: 2,
-				DialTimeout: 500 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
-			t.Cleanup(func() { _ = cli.Close() })
-			c.rlAdmin = append(c.rlAdmin, cli)
-		}
-	}
+	// Every node reaches the store over a kit.Link of its own: through its
+	// own proxy, a proxy of its own in front of each server of a Redlock
+	// quorum, or (a topology's client dials the nodes it is told of) directly,
+	// where the proxy faults are left out.
+	c := &cluster{t: t, cfg: cfg, s: s, dir: t.TempDir(), election: "torture-" + s.Name, direct: len(s.Reach().Addrs) == 0}
+	c.slot = testenv.Slot("electd:{" + c.election + "}:")
 	c.logPath = filepath.Join(c.dir, "record.log")
 	c.j = newJournal(c.logPath)
 	if *flagNobody {
 		c.shareWithNobody()
 	}
-	t.Cleanup(c.cleanup) // runs before the store's cleanup (LIFO)
 	for i := 1; i <= cfg.nodes; i++ {
-		n := &node{id: "n" + strconv.Itoa(i)}
-		switch {
-		case s.Redlock != nil: // a proxy per server (closed when t ends)
-			n.link = s.Link(t)
-			n.proxies = n.link.Proxies
-		case !c.direct:
-			px, err := faultproxy.New(s.Addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			n.proxy, n.proxies = px, []*faultproxy.Proxy{px}
-		default:
-			n.link = s.Link(t)
-		}
+		n := &node{id: "n" + strconv.Itoa(i), link: s.Link(t)} // removed when t ends
+		n.proxies = n.link.Proxies
 		n.workers, n.ignoreTerm = mix(i)
 		c.nodes = append(c.nodes, n)
 	}
+	// Runs before the links' cleanup and the store's (LIFO): every electd
+	// is killed while its link still stands.
+	t.Cleanup(c.cleanup)
 	for _, n := range c.nodes {
 		c.start(n)
 	}
@@ -177,11 +145,6 @@ func newCluster(t *testing.T, cfg config, s *kit.Store) *cluster {
 // the electd logs.
 func (c *cluster) cleanup() {
 	c.killAll()
-	for _, n := range c.nodes {
-		if n.proxy != nil {
-			_ = n.proxy.Close()
-		}
-	}
 	for _, l := range c.lives {
 		l.Crashes()
 	}
@@ -262,22 +225,15 @@ func (c *cluster) killAll() {
 // start starts `electd run` as n (a new life) and waits for /livez.
 func (c *cluster) start(n *node) *life {
 	c.t.Helper()
-	url, sys := c.s.DirectURL(), (*syscall.SysProcAttr)(nil)
-	switch {
-	case n.proxy != nil:
-		url = c.s.URL(n.proxy.Addr())
-	case n.link != nil:
-		url = n.link.URL
-		if n.link.SysProcAttr != nil {
-			attr := *n.link.SysProcAttr // the start adds to it
-			sys = &attr
-		}
+	dial, sys := n.link.Dial, (*syscall.SysProcAttr)(nil)
+	if n.link.SysProcAttr != nil {
+		attr := *n.link.SysProcAttr // the start adds to it
+		sys = &attr
 	}
-	args := []string{"run", "--election", c.election, "--id", n.id,
-		"--store", url,
+	args := append(append([]string{"run", "--election", c.election, "--id", n.id}, dial.Flags()...),
 		"--ttl", c.cfg.ttl.String(), "--stop-timeout", c.cfg.stopTimeout.String(),
 		"--cool-down", c.cfg.coolDown.String(),
-		"--log-format", "json", "--log-level", "debug"}
+		"--log-format", "json", "--log-level", "debug")
 	if *flagContain != "" {
 		args = append(args, "--containment", *flagContain)
 	}
@@ -289,6 +245,7 @@ func (c *cluster) start(n *node) *life {
 	if n.ignoreTerm {
 		env = append(env, "RECORD_WORKERS_IGNORE_TERM=1")
 	}
+	env = append(env, dial.Env...)
 	if *flagNobody {
 		// A link's cut matches the socket's group: keep it, change the user.
 		if sys == nil {

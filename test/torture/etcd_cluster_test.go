@@ -12,7 +12,12 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/electd/electd/internal/testenv"
 )
+
+// etcdCluster is the store's etcd cluster (its own faults').
+func (c *cluster) etcdCluster() *testenv.EtcdCluster { return topology[*testenv.EtcdCluster](c) }
 
 // injectMember applies and heals one of the etcd cluster's own faults: a
 // member, the raft leader or a follower, killed or cut off from its two
@@ -21,7 +26,7 @@ import (
 // or not (injectPinned). Each is healed once every member follows one
 // leader again (testenv's WaitHealthy).
 func (c *cluster) injectMember(f *fault, rng *rand.Rand, n *node) {
-	t, ec := c.t, c.s.EtcdCluster
+	t, ec := c.t, c.etcdCluster()
 	f.target = ""
 	size := len(ec.Members())
 	lead := ec.Leader(t)
@@ -105,7 +110,7 @@ func (c *cluster) awaitNewRaftLeader(old int, deadline time.Time) (int, bool) {
 }
 
 func (c *cluster) newRaftLeader(old int, deadline time.Time) (int, bool) {
-	ec := c.s.EtcdCluster
+	ec := c.etcdCluster()
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	ids := map[uint64]int{}
@@ -174,7 +179,7 @@ var memberKinds = []kind{killRaftLeader, killRaftFollower, partitionRaftLeader, 
 // there, as n reaches no other member; then lead is healed, its delay
 // removed and n unpinned.
 func (c *cluster) injectPinned(f *fault, rng *rand.Rand, n *node, lead int) {
-	t, ec := c.t, c.s.EtcdCluster
+	t, ec := c.t, c.etcdCluster()
 	size := len(ec.Members())
 	m := ec.Members()[lead]
 	d := between(rng, c.cfg.ttl, 1.5, 2.5)
@@ -269,7 +274,7 @@ func (c *cluster) injectPinned(f *fault, rng *rand.Rand, n *node, lead int) {
 // last saw.
 func (c *cluster) awaitPinned(n *node, member int) (time.Duration, bool, string) {
 	begin := time.Now()
-	want := c.s.EtcdCluster.Members()[member].Endpoint()
+	want := c.etcdCluster().Members()[member].Endpoint()
 	seen := "no report"
 	for time.Since(begin) < pinBound {
 		_, body, err := n.cur.Get("/healthz")
@@ -319,7 +324,7 @@ func moveLeader(ctx context.Context, endpoint string, to uint64) error {
 // did; or an error if the MoveLeader call (closing moved, its error in
 // *moveErr) fails first, or the deadline passes.
 func (c *cluster) awaitLeads(i int, id uint64, moved <-chan struct{}, moveErr *error, deadline time.Time) (time.Time, error) {
-	ec := c.s.EtcdCluster
+	ec := c.etcdCluster()
 	for time.Now().Before(deadline) {
 		select {
 		case <-moved:
@@ -345,7 +350,7 @@ func (c *cluster) awaitLeads(i int, id uint64, moved <-chan struct{}, moveErr *e
 // (index old, id oldID) was cut off before it heard of the new leader's
 // term: it still names itself the leader, in an older term.
 func (c *cluster) termsAtCut(ctx context.Context, old int, oldID uint64, now int) string {
-	ec := c.s.EtcdCluster
+	ec := c.etcdCluster()
 	o, err := ec.Status(ctx, old)
 	if err != nil {
 		return err.Error()
@@ -366,7 +371,7 @@ func (c *cluster) termsAtCut(ctx context.Context, old int, oldID uint64, now int
 // from the cut), and for the other two to follow one new leader
 // (f.raftUp), and notes both.
 func (c *cluster) awaitAfterCut(f *fault, old int, oldID uint64, cut, deadline time.Time) {
-	ec := c.s.EtcdCluster
+	ec := c.etcdCluster()
 	var down time.Time
 	now := -1
 	for time.Now().Before(deadline) && (down.IsZero() || f.raftUp.IsZero()) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/internal/faultproxy"
+	"github.com/electd/electd/internal/testenv"
 	"github.com/electd/electd/test/kit"
 	"github.com/electd/electd/test/proc"
 	"github.com/electd/electd/test/record"
@@ -87,28 +88,70 @@ var allKinds = []kind{sigtermElectd, kill9Electd, kill9Child, kill9Main, resign,
 var proxyKinds = []kind{slowLeader, resetLeader}
 
 // kindsFor are the kinds drawn on s: on etcd and Redis the first twelve,
-// in that order (so that a seed replays as before); on a topology those
-// without the proxy kinds (a Redlock quorum keeps them), and the
-// topology's own.
+// in that order (so that a seed replays as before); on a store its nodes
+// reach directly (no proxies: kit.Reach) those without the proxy kinds;
+// and the topology's own (ownKinds).
 func kindsFor(s *kit.Store) []kind {
 	var out []kind
 	for _, k := range allKinds[:slices.Index(allKinds, restartNode)+1] {
-		if s.Proxyable() || s.Redlock != nil || !slices.Contains(proxyKinds, k) {
+		if len(s.Reach().Addrs) > 0 || !slices.Contains(proxyKinds, k) {
 			out = append(out, k)
 		}
 	}
-	switch {
-	case s.Sentinel != nil:
-		out = append(out, masterKill, masterStop, plannedFailover, misconf, oom)
-	case s.Cluster != nil:
-		out = append(out, slotFailover, slotManual, reshard, misconf, oom)
-	case s.EtcdCluster != nil:
-		out = append(out, killRaftLeader, killRaftFollower, partitionRaftLeader, partitionRaftFollower, slowMember,
-			pinnedPartitionRaftLeader, transferPartitionRaftLeader)
-	case s.Redlock != nil:
-		out = append(out, serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer, lateRequest)
+	if own := ownOf(s); own != nil {
+		out = append(out, own.kinds...)
 	}
 	return out
+}
+
+// own are a topology's own faults.
+type own struct {
+	// is reports whether a store is of the topology: its entry started
+	// the servers as that kind (kit.As).
+	is    func(*kit.Store) bool
+	kinds []kind
+	// about, if set, says for the figures how the nodes reach the store.
+	about func(*cluster) string
+}
+
+// ownKinds are the topologies' own faults, each drawn only on its own
+// kind of store: Sentinel's and Cluster's (topology_test.go), the etcd
+// cluster's (etcd_cluster_test.go) and a Redlock quorum's
+// (redlock_test.go). A store with faults of its own is one entry here.
+var ownKinds = []own{
+	{is: startedAs[*testenv.Sentinel], kinds: []kind{masterKill, masterStop, plannedFailover, misconf, oom}},
+	{is: startedAs[*testenv.Cluster], kinds: []kind{slotFailover, slotManual, reshard, misconf, oom}},
+	{is: startedAs[*testenv.EtcdCluster], kinds: memberKinds},
+	{is: startedAs[*testenv.Redlock],
+		kinds: []kind{serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer, lateRequest},
+		about: (*cluster).aboutQuorum},
+}
+
+// ownOf is the entry of ownKinds of s (nil: s has no faults of its own).
+func ownOf(s *kit.Store) *own {
+	for i := range ownKinds {
+		if ownKinds[i].is(s) {
+			return &ownKinds[i]
+		}
+	}
+	return nil
+}
+
+// startedAs reports whether s's servers were started as a T.
+func startedAs[T any](s *kit.Store) bool {
+	_, ok := kit.As[T](s)
+	return ok
+}
+
+// topology returns c's store's servers, started as a T; c's own faults of
+// that kind of store ask for it (one drawn on another kind fails t).
+func topology[T any](c *cluster) T {
+	c.t.Helper()
+	v, ok := kit.As[T](c.s)
+	if !ok {
+		c.t.Fatalf("torture: %s: its servers are not a %T", c.s.Name, v)
+	}
+	return v
 }
 
 // fault is one injected fault and what followed it.
@@ -356,17 +399,12 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 	case storeRestart:
 		d := between(rng, ttl, 0, 1.5)
 		f.target, f.note = "", fmt.Sprintf("down %s", d)
-		switch {
-		case c.s.EtcdCluster != nil:
-			f.note += ", every member"
-		case c.s.Redlock != nil:
-			f.note += ", every server"
-			c.awaitReply(lead)
-		case c.direct:
-			f.note += ", every data node"
-		default:
-			c.awaitReply(lead) // without a proxy to watch, f.lost is less tight
+		if c.s.Kills != "" {
+			f.note += ", " + c.s.Kills
 		}
+		// Through its proxies; without a proxy to watch (a direct store)
+		// it returns at once, and f.lost is less tight.
+		c.awaitReply(lead)
 		f.at = time.Now()
 		c.s.Kill(t)
 		f.lost = time.Now() // killed and reaped: it acknowledges nothing more

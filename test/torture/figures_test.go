@@ -22,11 +22,12 @@ type table struct {
 	treeRuns, workers, wlines, orphans int
 	torn                               []string // torn lines: where each broke off
 	// direct: the store could not be proxied, so the proxy faults were
-	// not drawn; why: how its client reaches it instead.
+	// not drawn; why: how its client reaches it instead (kit.Reach).
 	direct bool
 	why    string
-	// quorum: a Redlock quorum, how its nodes reach the servers.
-	quorum string
+	// about: how the nodes reach a store with faults of its own, when its
+	// entry of ownKinds says (a Redlock quorum's servers).
+	about string
 	// refusals: misconf and oom, per kind: injected, term kept; and of
 	// those refusing for less than keepBound, injected and term kept.
 	refusals  map[kind][4]int
@@ -46,15 +47,9 @@ type row struct {
 
 func newTable(c *cluster, faults []*fault) *table {
 	tab := &table{counts: map[kind][2]int{}, containment: c.containment, orphans: c.orphans, workers: len(c.j.workers), direct: c.direct,
-		why:      "its client dials the nodes it is told of, past any proxy",
-		refusals: map[kind][4]int{}, keepBound: c.keepBound()}
-	if c.s.EtcdCluster != nil {
-		tab.why = "its client holds a connection to each of the three members"
-	}
-	if rl := c.s.Redlock; rl != nil {
-		tab.quorum = fmt.Sprintf("a quorum of %d independent redis-servers (a term needs %d), without persistence: a restarted one comes back empty; "+
-			"every node reaches each server through a fault proxy of its own, so cut-leader, slow-leader and reset-leader act on all of them, "+
-			"partition-majority and partition-minority on some", rl.Len(), rl.Majority())
+		why: c.s.Reach().Why, refusals: map[kind][4]int{}, keepBound: c.keepBound()}
+	if own := ownOf(c.s); own != nil && own.about != nil {
+		tab.about = own.about(c)
 	}
 	for _, w := range c.j.workers {
 		tab.wlines += w.Lines
@@ -168,8 +163,8 @@ func (tab *table) termNote() string {
 // topologyNote says which kinds a topology left out, and how often the
 // term survived a store that refused writes for less than the lease.
 func (tab *table) topologyNote() string {
-	if tab.quorum != "" {
-		return "\n" + tab.quorum
+	if tab.about != "" {
+		return "\n" + tab.about
 	}
 	if !tab.direct {
 		return ""

@@ -12,7 +12,34 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/internal/faultproxy"
+	"github.com/electd/electd/internal/testenv"
 )
+
+// quorum is the store's Redlock quorum (its own faults').
+func (c *cluster) quorum() *testenv.Redlock { return topology[*testenv.Redlock](c) }
+
+// quorumAdmin is the harness's own client of each server of the quorum,
+// in its order, made at the first call and closed when the test ends.
+func (c *cluster) quorumAdmin() []*redis.Client {
+	if c.rlAdmin == nil {
+		for _, a := range c.quorum().Addrs() {
+			cli := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, PoolSize: 2,
+				DialTimeout: 500 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
+			c.t.Cleanup(func() { _ = cli.Close() })
+			c.rlAdmin = append(c.rlAdmin, cli)
+		}
+	}
+	return c.rlAdmin
+}
+
+// aboutQuorum says, for the figures, what the quorum is and how the nodes
+// reach its servers.
+func (c *cluster) aboutQuorum() string {
+	rl := c.quorum()
+	return fmt.Sprintf("a quorum of %d independent redis-servers (a term needs %d), without persistence: a restarted one comes back empty; "+
+		"every node reaches each server through a fault proxy of its own, so cut-leader, slow-leader and reset-leader act on all of them, "+
+		"partition-majority and partition-minority on some", rl.Len(), rl.Majority())
+}
 
 // injectQuorum applies and heals one of a Redlock quorum's own faults. The
 // servers are independent redis-servers without persistence: one that
@@ -23,7 +50,7 @@ import (
 // other can begin (the record's checks), and tokens must grow even when a
 // majority of the servers forgot them (the rolling restart).
 func (c *cluster) injectQuorum(f *fault, rng *rand.Rand, lead *node) {
-	t, rl, ttl := c.t, c.s.Redlock, c.cfg.ttl
+	t, rl, ttl := c.t, c.quorum(), c.cfg.ttl
 	n, m := rl.Len(), rl.Majority()
 	switch f.kind {
 	case serverKill:
@@ -146,7 +173,7 @@ func (c *cluster) injectQuorum(f *fault, rng *rand.Rand, lead *node) {
 // (the late withdraw of issue 24). A late request must not end a term
 // early, re-queue an entry that left, or lower a token.
 func (c *cluster) injectLate(f *fault, rng *rand.Rand, lead *node) {
-	n := c.s.Redlock.Len()
+	n := c.quorum().Len()
 	d, handover := between(rng, c.cfg.renew, 1.2, 3), rng.IntN(2) == 0
 	var held []*faultproxy.Proxy
 	var links []string
@@ -217,7 +244,7 @@ func (c *cluster) whole() (bool, string) {
 	var first string
 	var says []string
 	ok := true
-	for i, cli := range c.rlAdmin {
+	for i, cli := range c.quorumAdmin() {
 		held, err := termScript.Run(ctx, cli, []string{prefix + "term", prefix + "expiry"}).StringSlice()
 		switch {
 		case err != nil:

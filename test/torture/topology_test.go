@@ -16,6 +16,7 @@ import (
 
 	"github.com/electd/electd/internal/testenv"
 	"github.com/electd/electd/supervisor"
+	"github.com/electd/electd/test/kit"
 )
 
 // topologyWait bounds the harness's own waits on a topology's nodes
@@ -29,13 +30,19 @@ const topologyWait = 30 * time.Second
 // which a node rewrites at any time and dies when it cannot.)
 const misconfFile = "torture-misconf.rdb"
 
+// sentinel is the store's Sentinel topology (its own faults').
+func (c *cluster) sentinel() *testenv.Sentinel { return topology[*testenv.Sentinel](c) }
+
+// redisCluster is the store's Redis Cluster (its own faults').
+func (c *cluster) redisCluster() *testenv.Cluster { return topology[*testenv.Cluster](c) }
+
 // injectTopology applies and heals one of the topology faults.
 func (c *cluster) injectTopology(f *fault, rng *rand.Rand) {
 	t := c.t
 	f.target = ""
 	switch f.kind {
 	case masterKill:
-		sen := c.s.Sentinel
+		sen := c.sentinel()
 		old := sen.Master(t)
 		f.note = "master " + old
 		f.at = time.Now()
@@ -47,7 +54,7 @@ func (c *cluster) injectTopology(f *fault, rng *rand.Rand) {
 		f.healed = time.Now()
 
 	case masterStop:
-		sen := c.s.Sentinel
+		sen := c.sentinel()
 		old := sen.Master(t)
 		n := c.dataNode(old)
 		f.note = "master " + old
@@ -75,7 +82,7 @@ func (c *cluster) injectTopology(f *fault, rng *rand.Rand) {
 		c.injectPlannedFailover(f, rng)
 
 	case slotFailover:
-		cl := c.s.Cluster
+		cl := c.redisCluster()
 		old := cl.MasterOf(t, c.slot)
 		f.note = fmt.Sprintf("slot %d master %s", c.slot, old)
 		f.at = time.Now()
@@ -86,7 +93,7 @@ func (c *cluster) injectTopology(f *fault, rng *rand.Rand) {
 		f.healed = time.Now()
 
 	case slotManual:
-		cl := c.s.Cluster
+		cl := c.redisCluster()
 		old := cl.MasterOf(t, c.slot)
 		f.note = fmt.Sprintf("slot %d master %s", c.slot, old)
 		f.at = time.Now()
@@ -96,7 +103,7 @@ func (c *cluster) injectTopology(f *fault, rng *rand.Rand) {
 		f.note += fmt.Sprintf(" → %s after %s", now, ms(f.storeUp.Sub(f.at)))
 
 	case reshard:
-		cl := c.s.Cluster
+		cl := c.redisCluster()
 		src := cl.MasterOf(t, c.slot)
 		var others []*testenv.RedisNode
 		for _, m := range cl.Masters(t) {
@@ -126,7 +133,7 @@ func (c *cluster) injectTopology(f *fault, rng *rand.Rand) {
 		time.Sleep(d) // the refusal's length is the experiment
 		lift(f, cli)
 		f.healed = time.Now()
-		if c.s.Sentinel != nil {
+		if startedAs[*testenv.Sentinel](c.s) {
 			c.awaitSentinels(f, addr)
 		}
 	}
@@ -142,7 +149,7 @@ func (c *cluster) injectTopology(f *fault, rng *rand.Rand) {
 // every replica follows the new master, the sentinels have demoted the
 // old one and the topology is healthy.
 func (c *cluster) injectPlannedFailover(f *fault, rng *rand.Rand) {
-	t, sen := c.t, c.s.Sentinel
+	t, sen := c.t, c.sentinel()
 	old := sen.Master(t)
 	delay := 1 + rng.IntN(2)
 	c.setSyncDelay(old, delay)
@@ -168,7 +175,7 @@ func (c *cluster) injectPlannedFailover(f *fault, rng *rand.Rand) {
 // setSyncDelay sets repl-diskless-sync-delay (seconds) on every Sentinel
 // data node but skip.
 func (c *cluster) setSyncDelay(skip string, seconds int) {
-	for _, n := range c.s.Sentinel.Nodes() {
+	for _, n := range c.sentinel().Nodes() {
 		if n.Addr() == skip {
 			continue
 		}
@@ -209,7 +216,7 @@ func (c *cluster) keepBound() time.Duration {
 // since the lift, with no failover under way; or, if they failed over, once
 // the new master takes writes and the topology is healthy (f.storeUp).
 func (c *cluster) awaitSentinels(f *fault, master string) {
-	sen, lifted := c.s.Sentinel, time.Now()
+	sen, lifted := c.sentinel(), time.Now()
 	var clis []*redis.SentinelClient
 	for _, a := range sen.SentinelAddrs() {
 		cli := redis.NewSentinelClient(&redis.Options{Addr: a, MaxRetries: -1})
@@ -250,25 +257,25 @@ func (c *cluster) awaitSentinels(f *fault, master string) {
 // masterAddr is the master the election's keys are on: the sentinels'
 // master, or the master of the election's slot.
 func (c *cluster) masterAddr() string {
-	if c.s.Sentinel != nil {
-		return c.s.Sentinel.Master(c.t)
+	if sen, ok := kit.As[*testenv.Sentinel](c.s); ok {
+		return sen.Master(c.t)
 	}
-	return c.s.Cluster.MasterOf(c.t, c.slot).Addr()
+	return c.redisCluster().MasterOf(c.t, c.slot).Addr()
 }
 
 // dataNode returns the Sentinel data node at addr.
 func (c *cluster) dataNode(addr string) *testenv.RedisNode {
-	i := slices.IndexFunc(c.s.Sentinel.Nodes(), func(n *testenv.RedisNode) bool { return n.Addr() == addr })
+	i := slices.IndexFunc(c.sentinel().Nodes(), func(n *testenv.RedisNode) bool { return n.Addr() == addr })
 	if i < 0 {
 		c.t.Fatalf("torture: %s is not a data node", addr)
 	}
-	return c.s.Sentinel.Nodes()[i]
+	return c.sentinel().Nodes()[i]
 }
 
 // awaitFollows waits until every Sentinel data node other than master and
 // old reports master as its master.
 func (c *cluster) awaitFollows(f *fault, master, old string) {
-	for _, n := range c.s.Sentinel.Nodes() {
+	for _, n := range c.sentinel().Nodes() {
 		if n.Addr() == master || n.Addr() == old {
 			continue
 		}
