@@ -16,11 +16,19 @@ import (
 // returns (no transport, so no goroutine outlives the call). With tlsCfg not
 // nil the connection is TLS (for https:// URLs).
 func httpDo(tlsCfg *tls.Config, method, url, body string) (string, error) {
+	return httpDoAs(tlsCfg, method, url, body, "")
+}
+
+// httpDoAs is httpDo with a bearer token, when token is not empty.
+func httpDoAs(tlsCfg *tls.Config, method, url, body, token string) (string, error) {
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		return "", fmt.Errorf("%s %s: %w", method, url, err)
 	}
 	req.Close = true
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	conn, err := dial(tlsCfg, req.URL.Host)
 	if err != nil {
 		return "", fmt.Errorf("%s %s: %w", method, url, err)

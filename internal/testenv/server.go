@@ -27,6 +27,7 @@ type server struct {
 	logPath string          // output of every run, appended
 	args    func() []string // command line, evaluated at each start
 	probe   func(pid int) error
+	ready   time.Duration // start to first successful probe; 0: readyTimeout
 
 	mu sync.Mutex
 	p  *proc // current or last run; nil before the first
@@ -75,7 +76,11 @@ func (s *server) start() error {
 		return fmt.Errorf("start %s: %w", s.name, err)
 	}
 	s.p = p
-	deadline := time.Now().Add(readyTimeout)
+	ready := s.ready
+	if ready == 0 {
+		ready = readyTimeout
+	}
+	deadline := time.Now().Add(ready)
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
 	for {
@@ -94,7 +99,7 @@ func (s *server) start() error {
 		}
 		if time.Now().After(deadline) {
 			_ = p.kill()
-			return fmt.Errorf("start %s: not ready after %v: %w", s.name, readyTimeout, perr)
+			return fmt.Errorf("start %s: not ready after %v: %w", s.name, ready, perr)
 		}
 	}
 }

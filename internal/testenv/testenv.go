@@ -1,23 +1,34 @@
-// Package testenv starts real store servers (etcd, redis-server, and Redis
-// Sentinel and Cluster topologies of them) for tests, as child processes on
-// free loopback ports, and stops them in t.Cleanup.
+// Package testenv starts real store servers (etcd, redis-server, Redis
+// Sentinel and Cluster topologies of them, and a kube-apiserver backed by
+// its own etcd) for tests, as child processes on free loopback ports, and
+// stops them in t.Cleanup.
 //
 // Binaries: etcd comes from $ELECTD_ETCD_BIN, else <module root>/bin/etcd,
-// else etcd in PATH; redis-server from $ELECTD_REDIS_SERVER, else PATH (it
+// else etcd in PATH; kube-apiserver (StartKube) from
+// $ELECTD_KUBE_APISERVER_BIN, else <module root>/bin/kube-apiserver, else
+// PATH (`make kube-apiserver` builds it from test/servers/kube-apiserver, a
+// module of its own); redis-server from $ELECTD_REDIS_SERVER, else PATH (it
 // also runs the sentinels of StartRedisSentinel); redis-cli, which
 // StartRedisCluster runs once to create the cluster, from
 // $ELECTD_REDIS_CLI, else PATH. When one is missing the test is skipped
 // with a loud message, or fails if $CI is set. A variable that names a
 // missing file always fails the test.
 //
+// StartKube's apiserver serves HTTPS with a certificate of a test CA,
+// authenticates static and ServiceAccount bearer tokens and authorizes with
+// RBAC: AdminToken is in group system:masters, LeaseServiceAccount gives a
+// token that may touch leases in one namespace and nothing else, and
+// Kubeconfig writes the file that $KUBECONFIG names.
+//
 // Each server runs in its own process group and dies with the test binary
 // (internal/deathsig: Pdeathsig=SIGKILL on Linux), and is SIGKILLed and
 // reaped in t.Cleanup. Its output goes to a log file in a temporary directory; when the
 // test has failed, the tail of that log is printed at cleanup.
 //
-// Start, Restart and the Start* constructors call t.Fatalf and so must run on
-// the test goroutine; Stop and Kill report with t.Errorf and may be called
-// from any goroutine. The package is Unix-only.
+// Start, Restart, the Start* constructors and Kube's clients and
+// LeaseServiceAccount call t.Fatalf and so must run on the test goroutine;
+// Stop and Kill report with t.Errorf and may be called from any goroutine.
+// The package is Unix-only.
 package testenv
 
 import (
