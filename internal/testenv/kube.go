@@ -41,8 +41,9 @@ const (
 
 // LeaseVerbs are the verbs LeaseServiceAccount's Role grants on
 // coordination.k8s.io leases, and no others: the least privilege electd's
-// Kubernetes backend needs.
-var LeaseVerbs = []string{"get", "list", "watch", "create", "update", "patch"}
+// Kubernetes backend needs (elector/kube.Verbs: delete removes a waiter's
+// ticket; it never patches).
+var LeaseVerbs = []string{"get", "list", "watch", "create", "update", "delete"}
 
 // Kube is a kube-apiserver run as a child process, backed by an etcd of its
 // own, with static token authentication and RBAC authorization, serving
@@ -207,14 +208,18 @@ current-context: %[1]s
 }
 
 // LeaseServiceAccount creates, as the admin, the namespace (if missing), a
-// ServiceAccount name in it, a Role name+"-leases" that grants LeaseVerbs
-// on coordination.k8s.io leases in that namespace and nothing else, and a
+// ServiceAccount name in it, a Role name+"-leases" that grants verbs
+// (LeaseVerbs when none are given) on coordination.k8s.io leases in that
+// namespace and nothing else, and a
 // RoleBinding of the same name to the ServiceAccount; it returns a token of
 // the ServiceAccount (TokenRequest, valid for a day). It returns once the
 // token can list leases, so the binding is in force. Objects that exist
 // already are kept.
-func (k *Kube) LeaseServiceAccount(t testing.TB, namespace, name string) string {
+func (k *Kube) LeaseServiceAccount(t testing.TB, namespace, name string, verbs ...string) string {
 	t.Helper()
+	if len(verbs) == 0 {
+		verbs = LeaseVerbs
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs := k.Client(t)
@@ -238,7 +243,7 @@ func (k *Kube) LeaseServiceAccount(t testing.TB, namespace, name string) string 
 		Rules: []rbacv1.PolicyRule{{
 			APIGroups: []string{"coordination.k8s.io"},
 			Resources: []string{"leases"},
-			Verbs:     LeaseVerbs,
+			Verbs:     verbs,
 		}},
 	}, metav1.CreateOptions{})
 	create("role "+namespace+"/"+role, err)

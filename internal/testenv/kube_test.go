@@ -11,6 +11,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -68,8 +69,8 @@ func TestKube(t *testing.T) {
 	if _, err := sa.CoordinationV1().Leases("default").Get(ctx, "testenv", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("service account: lease in another namespace: err = %v, want 403 Forbidden", err)
 	}
-	if err := sa.CoordinationV1().Leases("electd").Delete(ctx, "sa", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
-		t.Fatalf("service account: delete lease: err = %v, want 403 Forbidden (delete is not granted)", err)
+	if _, err := sa.CoordinationV1().Leases("electd").Patch(ctx, "sa", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("service account: patch lease: err = %v, want 403 Forbidden (patch is not granted)", err)
 	}
 	if token2 := k.LeaseServiceAccount(t, "electd", "candidate"); token2 == "" {
 		t.Fatal("LeaseServiceAccount again: empty token") // objects kept, a new token

@@ -1,0 +1,496 @@
+package kube
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/electd/electd/clock"
+	"github.com/electd/electd/elector"
+)
+
+// errRejoin ends a candidacy whose ticket is gone (removed as dead while
+// this host could not renew it): the campaign joins again at the back.
+var errRejoin = errors.New("ticket removed")
+
+// Campaign takes a place in line (a ticket Lease) and blocks until this
+// candidate leads, ctx ends, or the API server refuses for good (the
+// credentials, or an RBAC verb). Transient errors are retried. A campaign
+// that returns an error removes its ticket (best effort; a ticket left
+// behind is removed by the waiter behind it once it stops being renewed).
+func (e *Elector) Campaign(ctx context.Context) (*elector.Term, error) {
+	return e.campaign(ctx, false)
+}
+
+// TryCampaign takes the Lease if it is free and nobody waits for it, and
+// returns elector.ErrBusy otherwise. It takes no place in line.
+func (e *Elector) TryCampaign(ctx context.Context) (*elector.Term, error) {
+	return e.campaign(ctx, true)
+}
+
+func (e *Elector) campaign(ctx context.Context, try bool) (*elector.Term, error) {
+	e.mu.Lock()
+	switch {
+	case e.closed:
+		e.mu.Unlock()
+		return nil, elector.ErrClosed
+	case e.busy || (e.term != nil && e.term.Err() == nil):
+		e.mu.Unlock()
+		return nil, errBusy
+	}
+	e.busy = true
+	e.wg.Add(1) // Close waits for the campaign's cleanup
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.busy = false
+		e.mu.Unlock()
+		e.wg.Done()
+	}()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(e.ctx, cancel)()
+
+	e.view.start()
+	if err := e.view.wait(ctx); err != nil {
+		return nil, e.ended(ctx, err)
+	}
+	if try {
+		return e.try(ctx)
+	}
+	for {
+		term, err := e.candidacy(ctx)
+		switch {
+		case term != nil:
+			return term, nil
+		case errors.Is(err, errRejoin):
+			e.log.Info("this candidate's ticket was removed while it could not renew it; joining the line again")
+		default:
+			return nil, e.ended(ctx, err)
+		}
+	}
+}
+
+// ended is the error of a campaign that stops with err.
+func (e *Elector) ended(ctx context.Context, err error) error {
+	switch {
+	case e.ctx.Err() != nil:
+		return elector.ErrClosed
+	case ctx.Err() != nil && !isPermanent(err):
+		return ctx.Err()
+	case isPermanent(err):
+		return &elector.StoreError{Op: "campaign", Err: err, Permanent: true}
+	}
+	return err
+}
+
+// try takes the Lease once if it is free and no live ticket waits.
+func (e *Elector) try(ctx context.Context) (*elector.Term, error) {
+	b := e.newBackoff()
+	for {
+		st, err := e.fresh(ctx)
+		if err != nil {
+			if isPermanent(err) || ctx.Err() != nil {
+				return nil, err
+			}
+			if !e.sleep(ctx, b.Next()) {
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		now := e.cfg.Clock.Now()
+		e.sawLease(st)
+		free, _ := st.free(now)
+		if h, _, _ := st.head(now, e.cfg.Timing.RenewInterval); h != nil || !free {
+			return nil, elector.ErrBusy
+		}
+		term, err := e.take(ctx, st)
+		switch {
+		case term != nil:
+			return term, nil
+		case err == nil:
+			return nil, elector.ErrBusy // another candidate took it first
+		case isPermanent(err) || ctx.Err() != nil:
+			return nil, err
+		}
+		if !e.sleep(ctx, b.Next()) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// fresh is the view's state with the Lease read again (a quorum list of
+// it by name): the view's watch may not have shown a write that returned
+// already, such as a resignation. The list's version (the store's
+// revision now) raises the highest version seen, so a token for a Lease
+// deleted meanwhile is still above the deleted one's. A version the view
+// has seen keeps the time it was first seen.
+func (e *Elector) fresh(ctx context.Context) (state, error) {
+	cctx, cancel := e.request(ctx)
+	defer cancel()
+	list, err := e.leases().List(cctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", e.cfg.Election).String()})
+	st, _ := e.view.snapshot()
+	if err != nil {
+		err = classify(err)
+		e.fails.Failed("read", err)
+		return st, err
+	}
+	e.fails.Answered("read")
+	at, err := rv(list.ResourceVersion)
+	if err != nil {
+		return st, &permanentError{err}
+	}
+	st.maxRV = max(st.maxRV, at)
+	if len(list.Items) == 0 {
+		st.lease = nil
+		return st, nil
+	}
+	l := &list.Items[0]
+	n, err := rv(l.ResourceVersion)
+	if err != nil {
+		return st, &permanentError{err}
+	}
+	if st.lease == nil || st.lease.rv != n {
+		st.lease = &seen{obj: l, rv: n, at: e.cfg.Clock.Now()}
+	}
+	return st, nil
+}
+
+// candidacy is one ticket's life in line, until it leads (term), its
+// ticket is removed (errRejoin), or the campaign ends (err).
+func (e *Elector) candidacy(ctx context.Context) (term *elector.Term, err error) {
+	t, err := e.join(ctx)
+	if err != nil {
+		return nil, err
+	}
+	log := e.log.With("ticket", t.name)
+	tctx, stop := context.WithCancel(ctx)
+	lost := make(chan struct{})
+	if !e.goroutine(func() { e.keepTicket(tctx, t, lost) }) {
+		stop()
+		return nil, elector.ErrClosed
+	}
+	defer func() {
+		stop()
+		if term == nil {
+			e.leave(t.name)
+		}
+	}()
+	log.Debug("waiting in line")
+	clk, grace := e.cfg.Clock, e.cfg.Timing.RenewInterval
+	woken := false
+	b := e.newBackoff()
+	for {
+		now := clk.Now()
+		st, changed := e.view.snapshot()
+		e.sawLease(st)
+		h, dead, headDead := st.head(now, grace)
+		var wake time.Time
+		if st.lease != nil && st.lease.obj.Annotations[annHandover] == t.name {
+			// The holder handed the Lease to this ticket: claim it.
+			if woken {
+				e.wakeups.Add(1)
+			}
+			term, err := e.claim(ctx, st.lease)
+			switch {
+			case term != nil:
+				e.goroutine(func() { e.leave(t.name) })
+				return term, nil
+			case err != nil && isPermanent(err):
+				return nil, err
+			case err != nil:
+				wake = now.Add(b.Next())
+			}
+		} else if h != nil && h.obj.Name == t.name {
+			e.removeDead(ctx, dead)
+			free, at := st.free(now)
+			if free {
+				if woken {
+					e.wakeups.Add(1)
+				}
+				term, err := e.take(ctx, st)
+				switch {
+				case term != nil:
+					e.goroutine(func() { e.leave(t.name) }) // the line no longer needs it
+					return term, nil
+				case err != nil && isPermanent(err):
+					return nil, err
+				case err != nil:
+					wake = now.Add(b.Next()) // transient: try again soon
+				default:
+					b.Reset() // another candidate took it: wait for the change
+				}
+			} else {
+				wake = at
+			}
+		} else if h != nil {
+			wake = headDead // the head may stop renewing
+		}
+		var timer clock.Timer
+		var fire <-chan time.Time
+		if !wake.IsZero() {
+			timer = clk.NewTimer(max(wake.Sub(clk.Now()), 0))
+			fire = timer.C()
+		}
+		select {
+		case <-changed:
+			woken = true
+		case <-fire:
+			woken = false
+		case <-lost:
+			stopTimer(timer)
+			return nil, errRejoin
+		case <-ctx.Done():
+			stopTimer(timer)
+			return nil, ctx.Err()
+		}
+		stopTimer(timer)
+	}
+}
+
+func stopTimer(t clock.Timer) {
+	if t != nil {
+		t.Stop()
+	}
+}
+
+// sawLease raises the highest token seen to the Lease's.
+func (e *Elector) sawLease(st state) {
+	if st.lease != nil {
+		e.sawToken(holderOf(st.lease.obj).Token)
+	}
+}
+
+// take writes this candidate's term into the Lease as st saw it: an update
+// conditioned on the resourceVersion observed (or a create where there was
+// none), so that it fails if anything renewed or took it since. It
+// returns the term, or nil and no error when another write came first.
+//
+// The token is one more than the highest of: the resourceVersion the
+// write is conditioned on, every resourceVersion seen (lists and
+// bookmarks included), and every token seen. Every earlier grant was a
+// write this Elector's view saw, or one before a version it saw, so the
+// token is above that grant's (see the package doc).
+func (e *Elector) take(ctx context.Context, st state) (*elector.Term, error) {
+	base := max(st.maxRV, e.seen.Load())
+	var obj *coordinationv1.Lease
+	if st.lease != nil {
+		if _, err := rv(st.lease.obj.ResourceVersion); err != nil {
+			return nil, &permanentError{err}
+		}
+		obj = st.lease.obj.DeepCopy()
+		base = max(base, st.lease.rv)
+	} else {
+		obj = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: e.cfg.Election, Namespace: e.cfg.Namespace}}
+	}
+	self := elector.Leader{ID: e.cfg.ID, Address: e.cfg.Address, Token: base + 1}
+	cctx, cancel := e.request(ctx)
+	defer cancel()
+	send := e.cfg.Clock.Now()
+	grant(obj, self, e.cfg.Timing.TTL, send)
+	var got *coordinationv1.Lease
+	var err error
+	if st.lease == nil {
+		got, err = e.leases().Create(cctx, obj, metav1.CreateOptions{})
+	} else {
+		got, err = e.leases().Update(cctx, obj, metav1.UpdateOptions{})
+	}
+	switch {
+	case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err), apierrors.IsNotFound(err):
+		e.fails.Answered("grant")
+		return nil, nil
+	case err != nil:
+		err = classify(err)
+		e.fails.Failed("grant", err)
+		return nil, err
+	}
+	e.fails.Answered("grant")
+	self.Since = obj.Spec.AcquireTime.Time
+	return e.begin(self, send, got)
+}
+
+// claim takes the Lease its holder handed to this candidate's ticket
+// (see release): an update of the version seen, conditioned on it, that
+// renews it and drops the hand-over mark. The term is the one the Lease
+// names (its token, its acquireTime); its deadline counts from the
+// claim's send time. nil and no error when another write came first.
+func (e *Elector) claim(ctx context.Context, l *seen) (*elector.Term, error) {
+	obj := l.obj.DeepCopy()
+	self := holderOf(obj)
+	if self.ID != e.cfg.ID || self.Token == 0 {
+		return nil, nil // not a hand-over electd wrote for this candidate
+	}
+	self.Address = e.cfg.Address
+	if self.Address != "" {
+		obj.Annotations[annAddress] = self.Address
+	} else {
+		delete(obj.Annotations, annAddress)
+	}
+	delete(obj.Annotations, annHandover)
+	cctx, cancel := e.request(ctx)
+	defer cancel()
+	send := e.cfg.Clock.Now()
+	renew(obj, send)
+	got, err := e.leases().Update(cctx, obj, metav1.UpdateOptions{})
+	switch {
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+		e.fails.Answered("grant")
+		return nil, nil
+	case err != nil:
+		err = classify(err)
+		e.fails.Failed("grant", err)
+		return nil, err
+	}
+	e.fails.Answered("grant")
+	return e.begin(self, send, got)
+}
+
+// begin starts the term self that a write sent at send made (got is the
+// Lease it wrote): its deadline, and hold renewing it.
+func (e *Elector) begin(self elector.Leader, send time.Time, got *coordinationv1.Lease) (*elector.Term, error) {
+	if _, err := rv(got.ResourceVersion); err != nil {
+		return nil, &permanentError{err}
+	}
+	e.sawToken(self.Token)
+	dl := elector.NewDeadline(e.cfg.Clock, e.cfg.Timing, send)
+	h := &held{lease: got}
+	e.mu.Lock()
+	e.term = dl
+	e.mu.Unlock()
+	e.log.Info("leading", "fencing_token", self.Token, "valid_until", dl.ValidUntil())
+	if !e.goroutine(func() { e.hold(dl, h, self) }) {
+		dl.End(elector.ErrClosed)
+	}
+	return elector.NewTerm(self, dl, func(ctx context.Context) error { return e.release(ctx, h, self) }), nil
+}
+
+// ticket is a candidate's place in line: a Lease of its own, labelled
+// with the election, renewed while it waits.
+type ticket struct {
+	name  string
+	lease *coordinationv1.Lease // as last written
+}
+
+// join creates a ticket, retrying transient errors until ctx ends.
+func (e *Elector) join(ctx context.Context) (*ticket, error) {
+	b := e.newBackoff()
+	for {
+		var r [6]byte
+		_, _ = crand.Read(r[:])
+		name := ticketPrefix(e.cfg.Election) + hex.EncodeToString(r[:])
+		id := e.cfg.ID
+		now := metav1.NewMicroTime(e.cfg.Clock.Now())
+		obj := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.cfg.Namespace, Labels: map[string]string{labelQueue: e.cfg.Election}},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &id, LeaseDurationSeconds: seconds(e.cfg.Timing.TTL), AcquireTime: &now, RenewTime: &now},
+		}
+		cctx, cancel := e.request(ctx)
+		got, err := e.leases().Create(cctx, obj, metav1.CreateOptions{})
+		cancel()
+		if err == nil {
+			e.fails.Answered("join")
+			return &ticket{name: name, lease: got}, nil
+		}
+		err = classify(err)
+		e.fails.Failed("join", err)
+		if isPermanent(err) || ctx.Err() != nil {
+			return nil, err
+		}
+		if !e.sleep(ctx, b.Next()) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// ticketInterval is how often a waiter renews its ticket: a third of the
+// ticket's duration (one TTL), so that two renewals may fail before the
+// line counts it dead.
+func (e *Elector) ticketInterval() time.Duration { return e.cfg.Timing.TTL / 3 }
+
+// keepTicket renews t until ctx ends; the first renewal writes the
+// ticket's place in line (its creation's resourceVersion). It closes lost
+// if the ticket was removed.
+func (e *Elector) keepTicket(ctx context.Context, t *ticket, lost chan<- struct{}) {
+	first, again := true, true
+	b := e.newBackoff()
+	for {
+		if !again && !e.sleep(ctx, e.ticketInterval()) {
+			return
+		}
+		again = false
+		obj := t.lease.DeepCopy()
+		if first {
+			if obj.Annotations == nil {
+				obj.Annotations = map[string]string{}
+			}
+			obj.Annotations[annOrder] = t.lease.ResourceVersion
+		}
+		renew(obj, e.cfg.Clock.Now())
+		cctx, cancel := e.request(ctx)
+		got, err := e.leases().Update(cctx, obj, metav1.UpdateOptions{})
+		cancel()
+		switch {
+		case err == nil:
+			t.lease, first = got, false
+			b.Reset()
+			e.fails.Answered("queue")
+			continue
+		case apierrors.IsNotFound(err):
+			close(lost)
+			return
+		case apierrors.IsConflict(err):
+			cur, gerr := e.leases().Get(ctx, t.name, metav1.GetOptions{})
+			if apierrors.IsNotFound(gerr) {
+				close(lost)
+				return
+			}
+			if gerr == nil {
+				t.lease, again = cur, true
+				continue
+			}
+			err = gerr
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		e.fails.Failed("queue", classify(err), "ticket", t.name)
+		if !e.sleep(ctx, b.Next()) {
+			return
+		}
+		again = true
+	}
+}
+
+// leave removes a ticket, within a short bound.
+func (e *Elector) leave(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), e.cleanupTimeout())
+	defer cancel()
+	err := e.leases().Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		e.log.Debug("could not remove the ticket; the line drops it once it is no longer renewed", "ticket", name, "err", err)
+	}
+}
+
+// removeDead removes the tickets ahead of this one whose owners stopped
+// renewing them, each only if it is still the version seen.
+func (e *Elector) removeDead(ctx context.Context, dead []seen) {
+	for _, t := range dead {
+		v := t.obj.ResourceVersion
+		cctx, cancel := e.request(ctx)
+		err := e.leases().Delete(cctx, t.obj.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &v}})
+		cancel()
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			e.log.Debug("could not remove a dead ticket", "ticket", t.obj.Name, "err", err)
+			continue
+		}
+		e.log.Info("removed the ticket of a waiter that stopped renewing it", "ticket", t.obj.Name, "holder", holder(t.obj))
+	}
+}

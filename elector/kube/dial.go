@@ -1,0 +1,135 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	authv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	coordv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/backend"
+)
+
+// Verbs are the verbs on leases.coordination.k8s.io electd needs in its
+// namespace: the election's Lease is read, watched, created and updated;
+// each waiter's ticket is created, updated and deleted; and delete
+// removes a ticket that its owner left behind.
+var Verbs = []string{"get", "list", "watch", "create", "update", "delete"}
+
+// Role is the least-privilege Role, for messages and docs.
+const Role = `apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: electd}
+rules:
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, list, watch, create, update, delete]`
+
+// LoadConfig finds the API server and the credentials as kubectl does:
+// $KUBECONFIG (or ~/.kube/config), else the pod's service account. It
+// returns the namespace to use: namespace when not empty, else the
+// kubeconfig context's, else the pod's own, else "default".
+func LoadConfig(namespace string) (*rest.Config, string, error) {
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{})
+	rc, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", elector.Configf("store", "k8s:// finds no API server: neither $KUBECONFIG (or ~/.kube/config) nor a pod's service account gives one (%v); set KUBECONFIG, or run electd in a pod", err)
+	}
+	if namespace == "" {
+		ns, _, err := cc.Namespace()
+		if err != nil || ns == "" {
+			ns = "default"
+		}
+		namespace = ns
+	}
+	return rc, namespace, nil
+}
+
+// Clients returns the Lease and access-review clients of rc, without
+// client-side throttling: a renewal must never wait in a local queue.
+func Clients(rc *rest.Config) (coordv1.LeasesGetter, authv1.SelfSubjectAccessReviewsGetter, error) {
+	rc = rest.CopyConfig(rc)
+	rc.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	rc.UserAgent = "electd"
+	coord, err := coordv1.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	auth, err := authv1.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return coord, auth, nil
+}
+
+// Conn is an open connection to the API server for one namespace.
+type Conn struct {
+	Leases    coordv1.LeasesGetter
+	Reviews   authv1.SelfSubjectAccessReviewsGetter
+	Namespace string
+}
+
+// NewElector validates c and returns a candidate on the namespace's Leases.
+func (c *Conn) NewElector(cand elector.Candidate) (elector.Locker, error) {
+	return New(Config{Candidate: cand, Leases: c.Leases, Namespace: c.Namespace})
+}
+
+// Ping asks the API server, one review per verb, whether the credentials
+// may do what electd needs on Leases in the namespace. A verb RBAC does
+// not allow is a permanent error naming it.
+func (c *Conn) Ping(ctx context.Context) error {
+	var missing []string
+	for _, verb := range Verbs {
+		r, err := c.Reviews.SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: c.Namespace, Verb: verb, Group: "coordination.k8s.io", Resource: "leases"}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return classify(err)
+		}
+		if !r.Status.Allowed {
+			missing = append(missing, verb)
+		}
+	}
+	if len(missing) > 0 {
+		return &permanentError{&rbacError{verbs: missing, namespace: c.Namespace}}
+	}
+	return nil
+}
+
+// Close releases nothing: the HTTP transport is shared and idle
+// connections close by themselves.
+func (c *Conn) Close() error { return nil }
+
+// rbacError names the verbs RBAC refuses.
+type rbacError struct {
+	verbs     []string
+	namespace string
+}
+
+func (e *rbacError) Error() string {
+	return fmt.Sprintf("RBAC does not allow %s on leases.coordination.k8s.io in namespace %q; bind this Role to electd's service account:\n%s",
+		strings.Join(e.verbs, ", "), e.namespace, Role)
+}
+
+// Refused classifies an error for store/: the credentials refused, or a
+// verb RBAC does not allow.
+func Refused(err error) backend.Refusal {
+	var r *rbacError
+	switch {
+	case apierrors.IsUnauthorized(err):
+		return backend.RefusedLogin
+	case errors.As(err, &r), apierrors.IsForbidden(err):
+		return backend.RefusedPermission
+	}
+	return backend.NotRefused
+}

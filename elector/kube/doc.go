@@ -1,0 +1,86 @@
+// Package kube is the Kubernetes backend: an election is a
+// coordination.k8s.io/v1 Lease named after it, in one namespace, the
+// object client-go's leaderelection (LeaseLock), the controller managers
+// and the CSI sidecars use. `kubectl get lease NAME` shows the holder.
+//
+// # The Lease
+//
+// A term writes holderIdentity (the candidate's id), leaseDurationSeconds
+// (--ttl, whole seconds), acquireTime, renewTime and one more
+// leaseTransitions, as client-go does, and three annotations client-go
+// keeps untouched: the fencing token, the address, and the holder they
+// belong to. Every write is an update conditioned on the resourceVersion
+// the writer saw (optimistic concurrency): of two writers that saw the
+// same version, one fails with a conflict.
+//
+// # Timing without a server clock
+//
+// The API server expires nothing; only the candidates' own clocks do.
+//
+//   - The leader's deadline (elector.Term.ValidUntil) is the send time of
+//     its last successful update plus TTL·(1−drift) − ε, as on every store.
+//   - A waiter may take the Lease only once it has seen the same version
+//     of it, unchanged, for the Lease's whole duration on its own
+//     monotonic clock, counted from the moment that version first reached
+//     it. Its update carries that version, so a renewal it has not seen
+//     makes the update fail.
+//
+// Why no two terms overlap, with clock rates apart by at most drift: the
+// version a waiter times was written by the leader's last successful
+// renewal, sent at s, before the waiter saw it (at o ≥ s). Any later
+// renewal changes the version and defeats the waiter's update. So the
+// waiter's update lands after o + D on its clock, at least s + D·(1−drift)
+// on the leader's, after the leader's deadline s + TTL·(1−drift) − ε (D is
+// TTL). A waiter that joins late, or whose watch lags, sees the version
+// later: it waits longer, never shorter. An API server that restarts keeps
+// the versions (they are etcd's revisions); while it is down no renewal
+// succeeds, and the leader's deadline ends its term. The same rule makes
+// electd wait out a client-go holder for the duration it wrote, and a
+// client-go elector waits out electd's holder for the same reason (it
+// times leaseDurationSeconds from its own observation).
+//
+// A holder that resigns clears holderIdentity (as client-go's
+// ReleaseOnCancel does): the first in line takes the Lease at once. A
+// Lease nobody holds, or none at all, is taken at once.
+//
+// # The line, and no herd
+//
+// Every waiting candidate keeps a ticket: a Lease of its own named
+// NAME.q-RANDOM, labelled electd.io/queue=NAME, renewed every TTL/3. The
+// line is the tickets in the order of their creation (the resourceVersion
+// of the create, which the owner writes into the electd.io/order
+// annotation with its first renewal). Each candidate runs two watches,
+// one on the Lease and one on the tickets, resumed from the last version
+// seen; nothing polls. On a change only the first live ticket's owner
+// writes: one update per leader change, however many wait. A ticket that
+// stands unchanged for one TTL and one renewal interval is dead (its
+// owner crashed or was cut off); the waiter behind it removes it, and a
+// candidate whose ticket was removed joins again at the back. So the line
+// is first come, first served among live waiters.
+//
+// # Fencing tokens
+//
+// A term's token is one more than the highest of: the version its update
+// was conditioned on, every version this candidate has seen (of any Lease
+// in the election, and of every list), and every token it has seen. The
+// API server's versions are etcd's revision, which grows with every write
+// to any object (apimachinery's CompareResourceVersion orders them). Each
+// earlier grant is a write at a revision at most the version the next
+// writer saw, so tokens grow, even when someone deletes the Lease and
+// leaseTransitions starts again at 0 (the deletion's revision is seen, by
+// the watch or by the next list). Assumed: the API server's etcd is not
+// restored to an earlier revision (etcdutl snapshot restore has
+// --bump-revision for that).
+//
+// # What it does not do
+//
+//   - Semaphores (--slots > 1) are refused.
+//   - A holder written by hand (kubectl edit) is respected like any other:
+//     the leader sees its term lost at once, the others wait the duration.
+//   - A client-go elector takes the Lease as soon as it finds it free; it
+//     does not queue behind electd's tickets.
+//
+// RBAC: get, list, watch, create, update and delete on
+// leases.coordination.k8s.io in the namespace (Role). A missing verb is
+// refused at start, naming it.
+package kube

@@ -1,0 +1,155 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	coordv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+
+	"github.com/electd/electd/clock"
+	"github.com/electd/electd/elector"
+	"github.com/electd/electd/internal/backoff"
+)
+
+var _ elector.Locker = (*Elector)(nil)
+
+// errBusy refuses a second campaign on an Elector that is campaigning or leading.
+var errBusy = errors.New("kube: a campaign or term is already active on this elector")
+
+// Elector is one candidate in one election on a Kubernetes Lease. Create
+// it with New; it is safe for concurrent use.
+type Elector struct {
+	cfg    Config
+	log    *slog.Logger
+	inst   elector.Instrument
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	busy   bool              // a Campaign call is running
+	term   *elector.Deadline // the current term's deadline, if any
+	wg     sync.WaitGroup    // every goroutine started here, and running campaigns
+	done   chan struct{}     // closed when Close has finished
+
+	view    *view
+	hub     *elector.Hub
+	wakeups atomic.Uint64
+	fails   *elector.StoreLog // retried store failures, rate-limited
+	// seen is the highest fencing token this Elector has seen, its own or
+	// another's: a new token is above it even if the Lease was deleted.
+	seen atomic.Uint64
+}
+
+// New validates cfg and returns an Elector. It does not contact the API
+// server.
+func New(cfg Config) (*Elector, error) {
+	cfg, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	e := &Elector{
+		cfg:  cfg,
+		log:  cfg.Logger.WithGroup("kube").With("election", cfg.Election, "id", cfg.ID, "namespace", cfg.Namespace),
+		inst: cfg.Instrument,
+		done: make(chan struct{}),
+		hub:  elector.NewHub(),
+	}
+	e.fails = elector.NewStoreLog(cfg.Clock, e.log, cfg.Instrument).ClassifyWith(errorClass)
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.view = newView(e)
+	return e, nil
+}
+
+func (e *Elector) leases() coordv1.LeaseInterface { return e.cfg.Leases.Leases(e.cfg.Namespace) }
+
+// Wakeups counts how often a waiting campaign found itself first in line
+// after a change of the Lease or of the line, and so re-checked whether it
+// may lead (the other waiters make no request on a change).
+func (e *Elector) Wakeups() uint64 { return e.wakeups.Load() }
+
+// Close ends any term (ErrClosed) and hands the Lease over, leaves the
+// line (best effort, bounded by a short timeout), and stops every
+// goroutine the Elector started. It is safe to call more than once.
+func (e *Elector) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		<-e.done
+		return nil
+	}
+	e.closed = true
+	dl := e.term
+	e.mu.Unlock()
+	if dl != nil {
+		dl.End(elector.ErrClosed)
+	}
+	e.cancel()
+	e.hub.Close()
+	e.wg.Wait()
+	close(e.done)
+	e.log.Debug("closed")
+	return nil
+}
+
+// goroutine runs f in a goroutine that Close waits for; it reports false
+// (and does not run f) once the Elector is closed.
+func (e *Elector) goroutine(f func()) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// sawToken raises the highest token seen to tok.
+func (e *Elector) sawToken(tok uint64) {
+	for {
+		cur := e.seen.Load()
+		if tok <= cur || e.seen.CompareAndSwap(cur, tok) {
+			return
+		}
+	}
+}
+
+// request bounds one API request: a reply later than one renewal interval
+// is late, the next renewal is due.
+func (e *Elector) request(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, e.callTimeout())
+}
+
+func (e *Elector) callTimeout() time.Duration {
+	return max(e.cfg.Timing.RenewInterval, 100*time.Millisecond)
+}
+
+// cleanupTimeout bounds leaving after a campaign or term ended.
+func (e *Elector) cleanupTimeout() time.Duration {
+	return min(max(2*e.cfg.Timing.RenewInterval, 500*time.Millisecond), e.cfg.Timing.TTL)
+}
+
+// sleep waits d on the configured clock; false if ctx ended first.
+func (e *Elector) sleep(ctx context.Context, d time.Duration) bool {
+	return clock.Sleep(ctx, e.cfg.Clock, d) == nil
+}
+
+// newBackoff is the backoff of a waiter's requests.
+func (e *Elector) newBackoff() *backoff.Backoff {
+	return backoff.New(25*time.Millisecond, min(e.cfg.Timing.RenewInterval, time.Second))
+}
+
+// renewBackoff is the backoff of a leader's renewals: at most a quarter of
+// the renewal interval (and 250 ms), so that an API server that answers
+// again is found well before the child must be stopped.
+func (e *Elector) renewBackoff() *backoff.Backoff {
+	return backoff.New(25*time.Millisecond, min(e.cfg.Timing.RenewInterval/4, 250*time.Millisecond))
+}

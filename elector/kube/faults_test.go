@@ -1,0 +1,97 @@
+package kube_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/electortest"
+	"github.com/electd/electd/internal/testenv"
+)
+
+// loop runs candidates a, b and c of election in a campaign loop.
+func loop(t *testing.T, h *harness, election string) *electortest.Terms {
+	t.Helper()
+	var cands []elector.Elector
+	for _, id := range []string{"a", "b", "c"} {
+		cands = append(cands, h.New(t, electortest.Candidate{StoreAddr: h.Addr(), Candidate: elector.Candidate{
+			Election: election, ID: id, Timing: elector.Timing{TTL: 2 * time.Second}}}))
+	}
+	return electortest.CampaignLoop(t, cands...)
+}
+
+// TestStoreFaults: the Lease deleted under its holder, its holder changed
+// by hand (as `kubectl edit` would), the API server killed and restarted,
+// and its etcd restarted: every term ends before the next begins, and
+// tokens only grow (CheckTerms), and a leader holds afterwards (the same
+// one, if its renewals resumed within its deadline).
+func TestStoreFaults(t *testing.T) {
+	k := testenv.StartKube(t)
+	h := &harness{k: k}
+	leases := k.Client(t).CoordinationV1().Leases(namespace)
+	tests := []struct {
+		name  string
+		fault func(t *testing.T, election string)
+		// lost: the holder's term must end by the fault, with this error.
+		lost error
+	}{
+		{name: "lease deleted", lost: elector.ErrLeadershipLost, fault: func(t *testing.T, el string) {
+			if err := leases.Delete(context.Background(), el, metav1.DeleteOptions{}); err != nil {
+				t.Fatalf("delete the Lease: %v", err)
+			}
+		}},
+		{name: "holder changed by hand", lost: elector.ErrLeadershipLost, fault: func(t *testing.T, el string) {
+			l, err := leases.Get(context.Background(), el, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			who := "intruder"
+			l.Spec.HolderIdentity = &who
+			if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+				t.Fatalf("change the holder: %v", err)
+			}
+		}},
+		{name: "api server killed and restarted", fault: func(t *testing.T, _ string) { k.Kill(t); k.Start(t) }},
+		{name: "its etcd restarted", fault: func(t *testing.T, _ string) { k.Etcd().Restart(t) }},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			el := fmt.Sprintf("faults-%d", i)
+			terms := loop(t, h, el)
+			first := terms.WaitLeading(t, 10*time.Second)
+			at := time.Now()
+			tc.fault(t, el)
+			if tc.lost != nil {
+				select {
+				case <-first.Term.Done():
+				case <-time.After(2 * time.Second):
+					t.Fatalf("%s still leads 2 s after the fault", first)
+				}
+				if err := first.Term.Err(); !errors.Is(err, tc.lost) {
+					t.Fatalf("%s ended with %v, want %v", first, err, tc.lost)
+				}
+				t.Logf("%s's term ended %s after the fault", first.ID, time.Since(at).Round(time.Millisecond))
+			}
+			// A leader holds afterwards: a term begun since, or one renewed
+			// past a whole TTL after the fault's end.
+			back := time.Now()
+			electortest.Eventually(t, 20*time.Second, "a leader after the fault", func() bool {
+				s, ok := terms.Leading()
+				return ok && (s.Start.After(at) || s.Term.ValidUntil().After(back.Add(2*time.Second)))
+			})
+			s, _ := terms.Leading()
+			t.Logf("after the fault: %s (began %s after it)", s, s.Start.Sub(at).Round(time.Millisecond))
+			spans := terms.Stop(t)
+			for _, s := range spans {
+				if s.Token != first.Token && s.Token <= first.Token {
+					t.Errorf("%s's token is not above the first term's %d", s, first.Token)
+				}
+			}
+		})
+	}
+}

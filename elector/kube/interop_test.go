@@ -1,0 +1,161 @@
+package kube_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/electortest"
+	"github.com/electd/electd/internal/testenv"
+)
+
+// goElector is a client-go LeaderElector on the same Lease, and when it
+// led.
+type goElector struct {
+	mu             sync.Mutex
+	started, ended time.Time
+	cancel         context.CancelFunc
+	done           chan struct{}
+}
+
+func (g *goElector) times() (started, ended time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.started, g.ended
+}
+
+// startGo runs a client-go elector with a 2 s lease on election.
+func startGo(t *testing.T, k *testenv.Kube, election, id string, releaseOnCancel bool) *goElector {
+	t.Helper()
+	cs := k.Client(t)
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: election, Namespace: namespace},
+		Client:     cs.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+	}
+	g := &goElector{done: make(chan struct{})}
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: lock, LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond,
+		ReleaseOnCancel: releaseOnCancel, Name: id,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(context.Context) { g.mu.Lock(); g.started = time.Now(); g.mu.Unlock() },
+			OnStoppedLeading: func() { g.mu.Lock(); g.ended = time.Now(); g.mu.Unlock() },
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel = cancel
+	go func() { defer close(g.done); le.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-g.done })
+	return g
+}
+
+// stop ends the client-go elector and waits for its Run to return.
+func (g *goElector) stop() { g.cancel(); <-g.done }
+
+// renewedAt is the Lease's renewTime and holder as the API server has them.
+func renewedAt(t *testing.T, k *testenv.Kube, election string) (time.Time, string) {
+	t.Helper()
+	l, err := k.Client(t).CoordinationV1().Leases(namespace).Get(context.Background(), election, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get the Lease: %v", err)
+	}
+	holder := ""
+	if l.Spec.HolderIdentity != nil {
+		holder = *l.Spec.HolderIdentity
+	}
+	return l.Spec.RenewTime.Time, holder
+}
+
+// TestClientGoWaitsForElectd: a client-go elector on electd's Lease does
+// not lead while electd holds it, through several renewals, and leads
+// once electd resigns, after electd's term ended.
+func TestClientGoWaitsForElectd(t *testing.T) {
+	k := testenv.StartKube(t)
+	h := &harness{k: k}
+	ctx := context.Background()
+	el := "interop-a"
+	a := h.New(t, electortest.Candidate{StoreAddr: h.Addr(), Candidate: elector.Candidate{Election: el, ID: "a", Timing: elector.Timing{TTL: 2 * time.Second}}})
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 10*time.Second, "a")
+	g := startGo(t, k, el, "client-go", true)
+	since := time.Now()
+	electortest.Eventually(t, 15*time.Second, "electd renewing for two lease durations beside client-go", func() bool {
+		return ra.Term.ValidUntil().After(since.Add(4 * time.Second))
+	})
+	if started, _ := g.times(); !started.IsZero() {
+		t.Fatalf("client-go led at %s while electd held the Lease (valid until %s)", started.Format(time.StampMilli), ra.Term.ValidUntil().Format(time.StampMilli))
+	}
+	if _, holder := renewedAt(t, k, el); holder != "a" {
+		t.Fatalf("the Lease names %q, want a", holder)
+	}
+	electortest.Resign(t, ra.Term)
+	ended := time.Now()
+	electortest.Eventually(t, 10*time.Second, "client-go leading after electd resigned", func() bool {
+		started, _ := g.times()
+		return !started.IsZero()
+	})
+	started, _ := g.times()
+	if end := ra.Term.ValidUntil(); !started.After(end) {
+		t.Fatalf("client-go led at %s, before electd's term ended at %s", started.Format(time.StampMilli), end.Format(time.StampMilli))
+	}
+	t.Logf("client-go led %s after electd resigned (it retries every 200 ms)", started.Sub(ended).Round(time.Millisecond))
+}
+
+// TestElectdWaitsForClientGo: electd does not lead while a client-go
+// elector holds the Lease; it takes it at once when client-go releases
+// it, and, when a client-go holder stops without releasing, only after
+// the Lease stood unchanged for its duration.
+func TestElectdWaitsForClientGo(t *testing.T) {
+	k := testenv.StartKube(t)
+	h := &harness{k: k}
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		release bool
+	}{
+		{name: "client-go releases", release: true},
+		{name: "client-go stops without releasing", release: false},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			el := []string{"interop-b", "interop-c"}[i]
+			g := startGo(t, k, el, "client-go", tc.release)
+			electortest.Eventually(t, 10*time.Second, "client-go leading", func() bool { s, _ := g.times(); return !s.IsZero() })
+			b := h.New(t, electortest.Candidate{StoreAddr: h.Addr(), Candidate: elector.Candidate{Election: el, ID: "b", Timing: elector.Timing{TTL: 2 * time.Second}}})
+			cb := electortest.Campaign(ctx, b)
+			first, _ := renewedAt(t, k, el)
+			electortest.Eventually(t, 15*time.Second, "client-go renewing for two lease durations beside electd", func() bool {
+				r, _ := renewedAt(t, k, el)
+				return r.After(first.Add(4 * time.Second))
+			})
+			electortest.StillWaiting(t, cb, "b")
+			g.stop()
+			last, holder := renewedAt(t, k, el)
+			_, stopped := g.times()
+			rb := electortest.MustLead(t, cb, 10*time.Second, "b")
+			t.Logf("electd led %s after client-go stopped", rb.At.Sub(stopped).Round(time.Millisecond))
+			if rb.At.Before(stopped) {
+				t.Fatalf("electd led at %s, before client-go stopped leading at %s", rb.At.Format(time.StampMilli), stopped.Format(time.StampMilli))
+			}
+			if !tc.release {
+				if holder != "client-go" {
+					t.Fatalf("the stopped elector left holder %q, want client-go", holder)
+				}
+				// client-go's last renewal holds the Lease for 2 s.
+				if rb.At.Before(last.Add(2 * time.Second)) {
+					t.Fatalf("electd led at %s, %s after client-go's last renewal: before its 2 s lease ran out",
+						rb.At.Format(time.StampMilli), rb.At.Sub(last).Round(time.Millisecond))
+				}
+			}
+			electortest.Resign(t, rb.Term)
+		})
+	}
+}

@@ -1,0 +1,76 @@
+package kube_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/backend"
+	"github.com/electd/electd/elector/electortest"
+	"github.com/electd/electd/elector/kube"
+	"github.com/electd/electd/internal/testenv"
+)
+
+// conn is a kube.Conn for token in ns.
+func conn(t *testing.T, k *testenv.Kube, token, ns string) *kube.Conn {
+	t.Helper()
+	leases, reviews, err := kube.Clients(k.Config(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &kube.Conn{Leases: leases, Reviews: reviews, Namespace: ns}
+}
+
+// TestLeastPrivilege: a service account bound to nothing but the Role of
+// kube.Verbs passes the start check, and its candidates lead, hand over
+// and resign; one whose Role lacks verbs is refused at start, by name.
+func TestLeastPrivilege(t *testing.T) {
+	k := testenv.StartKube(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	c := conn(t, k, k.LeaseServiceAccount(t, "electd", "candidate"), "electd")
+	if err := c.Ping(ctx); err != nil {
+		t.Fatalf("start check with the least-privilege Role: %v", err)
+	}
+	cand := func(id string) elector.Locker {
+		el, err := c.NewElector(elector.Candidate{Election: "least", ID: id, Timing: elector.Timing{TTL: 2 * time.Second}, Logger: electortest.Logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = el.Close() })
+		return el
+	}
+	a, b := cand("a"), cand("b")
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 10*time.Second, "a")
+	cb := electortest.Campaign(ctx, b)
+	electortest.Eventually(t, 10*time.Second, "b in line", func() bool { return b.Wakeups() == 0 && queued(t, k, "electd", "least") == 2 })
+	electortest.Resign(t, ra.Term)
+	rb := electortest.MustLead(t, cb, 10*time.Second, "b")
+	if rb.Term.Token <= ra.Term.Token {
+		t.Fatalf("token %d after %d", rb.Term.Token, ra.Term.Token)
+	}
+	electortest.Resign(t, rb.Term)
+
+	short := conn(t, k, k.LeaseServiceAccount(t, "electd", "short", "get", "list", "create", "update"), "electd")
+	err := short.Ping(ctx)
+	if err == nil || !strings.Contains(err.Error(), "watch, delete") || !strings.Contains(err.Error(), "kind: Role") {
+		t.Fatalf("start check without watch and delete: %v; want a refusal naming them and the Role", err)
+	}
+	if kube.Refused(err) != backend.RefusedPermission {
+		t.Fatalf("the refusal %v is not classed as one", err)
+	}
+	var se interface{ Unwrap() error }
+	if !errors.As(err, &se) {
+		t.Fatalf("%T does not wrap its cause", err)
+	}
+}
+
+// queued counts the Leases of an election in ns: the holder's and the tickets.
+func queued(t *testing.T, k *testenv.Kube, ns, election string) int {
+	t.Helper()
+	return (&harness{k: k, ns: ns}).Queued(t, election)
+}

@@ -1,0 +1,198 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/electd/electd/elector"
+)
+
+// held is the Lease of a term as this Elector last wrote or read it.
+type held struct {
+	mu    sync.Mutex
+	lease *coordinationv1.Lease
+}
+
+func (h *held) get() *coordinationv1.Lease {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lease.DeepCopy()
+}
+
+func (h *held) set(l *coordinationv1.Lease) {
+	h.mu.Lock()
+	h.lease = l
+	h.mu.Unlock()
+}
+
+// hold renews the term's Lease every renewal interval until its deadline
+// ends. A renewal is an update conditioned on the version last written,
+// and it counts from its send time (elector.Deadline.Renewed). A
+// conflict is a write by someone else: if the Lease still names this
+// term (a label or annotation changed), the renewal is made again on the
+// new version; otherwise the term is lost. The view ends the term too, as
+// soon as it shows the Lease deleted or naming another term. Errors are
+// retried; the deadline ends the term if none succeeds in time. A term
+// ended by Close hands the Lease over.
+func (e *Elector) hold(dl *elector.Deadline, h *held, self elector.Leader) {
+	clk := e.cfg.Clock
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dl.OnEnd(cancel)
+	b := e.renewBackoff()
+	due := clk.Now().Add(e.cfg.Timing.RenewInterval)
+	for {
+		_, changed := e.view.snapshot()
+		if e.lostInView(h, self) {
+			dl.End(elector.ErrLeadershipLost)
+		}
+		timer := clk.NewTimer(max(due.Sub(clk.Now()), 0))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			if errors.Is(dl.Err(), elector.ErrClosed) {
+				rctx, rcancel := context.WithTimeout(context.Background(), e.cleanupTimeout())
+				if err := e.release(rctx, h, self); err != nil {
+					e.log.Debug("could not hand the Lease over on close; it lapses after one ttl", "err", err)
+				}
+				rcancel()
+			}
+			return
+		case <-changed:
+			timer.Stop()
+			continue
+		case <-timer.C():
+		}
+		switch err := e.renewOnce(ctx, dl, h, self); {
+		case err == nil:
+			b.Reset()
+			due = clk.Now().Add(e.cfg.Timing.RenewInterval)
+		case errors.Is(err, elector.ErrLeadershipLost):
+			dl.End(err)
+		default:
+			if ctx.Err() == nil {
+				e.fails.Retrying("renew", err, "fencing_token", self.Token)
+			}
+			due = clk.Now().Add(b.Next())
+		}
+	}
+}
+
+// lostInView reports whether the view shows the term's Lease deleted, or
+// naming another term in a version after the one this Elector holds.
+func (e *Elector) lostInView(h *held, self elector.Leader) bool {
+	st, _ := e.view.snapshot()
+	mine, _ := rv(h.get().ResourceVersion)
+	if st.lease == nil {
+		return st.goneRV > mine
+	}
+	return st.lease.rv > mine && !holderOf(st.lease.obj).SameTerm(self)
+}
+
+// renewOnce makes one renewal; ErrLeadershipLost if the Lease names
+// another term, or is gone.
+func (e *Elector) renewOnce(ctx context.Context, dl *elector.Deadline, h *held, self elector.Leader) error {
+	for range 2 { // once more after a conflict that left the term in place
+		obj := h.get()
+		send := e.cfg.Clock.Now()
+		renew(obj, send)
+		cctx, cancel := e.request(ctx)
+		got, err := e.leases().Update(cctx, obj, metav1.UpdateOptions{})
+		cancel()
+		switch {
+		case err == nil:
+			h.set(got)
+			if _, ok := dl.Renewed(send); ok {
+				e.fails.Answered("renew")
+			}
+			return nil
+		case apierrors.IsNotFound(err):
+			return elector.ErrLeadershipLost
+		case !apierrors.IsConflict(err):
+			return classify(err)
+		}
+		cctx, cancel = e.request(ctx)
+		cur, err := e.leases().Get(cctx, e.cfg.Election, metav1.GetOptions{})
+		cancel()
+		switch {
+		case apierrors.IsNotFound(err):
+			return elector.ErrLeadershipLost
+		case err != nil:
+			return classify(err)
+		case !holderOf(cur).SameTerm(self):
+			return elector.ErrLeadershipLost
+		}
+		h.set(cur)
+	}
+	return errors.New("the Lease changed twice during one renewal")
+}
+
+// release hands the term's Lease over, with an update conditioned on the
+// version this Elector holds: to the first live ticket in line (that
+// waiter claims it at once, and observers see one leader follow the
+// other), or, with nobody in line, by clearing its holder as client-go's
+// ReleaseOnCancel does, so that any elector takes it at once. The term's deadline has ended
+// before. Transient errors are retried until ctx ends; a Lease that names
+// another term, or none, needs nothing.
+func (e *Elector) release(ctx context.Context, h *held, self elector.Leader) error {
+	b := e.newBackoff()
+	for {
+		obj := h.get()
+		e.handOverOrRelease(obj, self)
+		cctx, cancel := e.request(ctx)
+		_, err := e.leases().Update(cctx, obj, metav1.UpdateOptions{})
+		cancel()
+		switch {
+		case err == nil:
+			e.fails.Answered("resign")
+			e.log.Info("handed the Lease over", "fencing_token", self.Token)
+			return nil
+		case apierrors.IsNotFound(err):
+			return nil
+		case apierrors.IsConflict(err):
+			cctx, cancel := e.request(ctx)
+			cur, gerr := e.leases().Get(cctx, e.cfg.Election, metav1.GetOptions{})
+			cancel()
+			switch {
+			case apierrors.IsNotFound(gerr):
+				return nil
+			case gerr == nil && !holderOf(cur).SameTerm(self):
+				return nil
+			case gerr == nil:
+				h.set(cur)
+				continue
+			}
+			err = gerr
+		}
+		err = classify(err)
+		e.fails.Failed("resign", err)
+		if isPermanent(err) || ctx.Err() != nil {
+			return &elector.StoreError{Op: "resign", Err: err, Permanent: isPermanent(err)}
+		}
+		if !e.sleep(ctx, b.Next()) {
+			return &elector.StoreError{Op: "resign", Err: err}
+		}
+	}
+}
+
+// handOverOrRelease makes obj the Lease handed to the first live ticket
+// in line other than this candidate's own, or released. The successor's
+// token is one more than the highest version or token seen, as in take.
+func (e *Elector) handOverOrRelease(obj *coordinationv1.Lease, self elector.Leader) {
+	now := e.cfg.Clock.Now()
+	st, _ := e.view.snapshot()
+	st.tickets = slices.DeleteFunc(st.tickets, func(t seen) bool { return holder(t.obj) == self.ID })
+	next, _, _ := st.head(now, e.cfg.Timing.RenewInterval)
+	if next == nil {
+		release(obj, now)
+		return
+	}
+	cur, _ := rv(obj.ResourceVersion)
+	handOver(obj, next.obj, max(st.maxRV, cur, e.seen.Load())+1, e.cfg.Timing.TTL, now)
+}
