@@ -9,7 +9,9 @@ import (
 
 // backends are the stores electd can campaign in, one line each. Adding a
 // backend is its package under elector/ (with a backend.Backend value)
-// and its line here.
+// and its line here; the --store help, the flags of its secrets, the
+// errors that list schemes and the check of the README's table of store
+// URLs follow from this list (registry.go).
 var backends = []*backend.Backend{
 	&etcd.Backend,
 	&redis.Backend,

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,15 +57,16 @@ func FuzzStoreURLSecret(f *testing.F) {
 			}
 			return
 		}
-		if leaks(su.redacted) || leaks(su.user) || leaks(strings.Join(su.hosts, ",")) {
-			t.Fatalf("parseStoreURL(%q): the password shows in redacted %q, user %q or hosts %q", raw, su.redacted, su.user, su.hosts)
+		if leaks(su.redacted) || leaks(su.user) || leaks(strings.Join(su.target.Hosts, ",")) {
+			t.Fatalf("parseStoreURL(%q): the password shows in redacted %q, user %q or hosts %q", raw, su.redacted, su.user, su.target.Hosts)
 		}
 	})
 }
 
 // FuzzParseStoreURL feeds any string to parseStoreURL: no panic, every
-// refusal names --store and a rule, an accepted URL has hosts with ports and
-// a redacted form without its password. Run: go test -run '^$' -fuzz FuzzParseStoreURL -fuzztime 30s ./store
+// refusal names --store and a rule, an accepted URL is a registered
+// backend's, its hosts (a store with hosts) have ports, and its redacted
+// form does not show its password. Run: go test -run '^$' -fuzz FuzzParseStoreURL -fuzztime 30s ./store
 func FuzzParseStoreURL(f *testing.F) {
 	for _, s := range []string{
 		"etcd://127.0.0.1:2379", "etcds://u:p@h1:2379,h2:2379", "redis://:pw@h:6379/15", "rediss://u:p%40ss@h:6380",
@@ -79,15 +81,16 @@ func FuzzParseStoreURL(f *testing.F) {
 			checkStoreRefusal(t, raw, err)
 			return
 		}
-		if len(su.hosts) == 0 || (su.kind == "redis" && len(su.hosts) != 1) {
-			t.Fatalf("parseStoreURL(%q): hosts %q", raw, su.hosts)
+		hosts := su.target.Hosts
+		if su.target.AnswersPlain != nil && len(hosts) == 0 || (su.kind == "redis" && len(hosts) != 1) {
+			t.Fatalf("parseStoreURL(%q): hosts %q", raw, hosts)
 		}
-		for _, h := range su.hosts {
+		for _, h := range hosts {
 			if !strings.Contains(h, ":") || strings.ContainsAny(h, ",@/") {
 				t.Fatalf("parseStoreURL(%q): host %q", raw, h)
 			}
 		}
-		if su.kind != "etcd" && su.kind != "redis" || su.redacted == "" {
+		if !slices.Contains(backends, su.backend) || su.kind != su.backend.Name || su.target.Dial == nil || su.redacted == "" {
 			t.Fatalf("parseStoreURL(%q) = %+v", raw, su)
 		}
 		if p := su.password; len(p) >= 4 && strings.Count(raw, p) == 1 && strings.Contains(su.redacted, p) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/backend/hosts"
 )
 
 const redactedMark = "REDACTED"
@@ -22,7 +23,7 @@ func redact(raw string) string {
 		start = i + 3
 	}
 	at := strings.LastIndex(raw, "@")
-	hostList, placeheld := splitHostList(raw) // net/url takes one host
+	hostList, placeheld := hosts.SplitList(raw) // net/url takes one host
 	u, err := url.Parse(placeheld)
 	clean := err == nil && (at < start || (u.User != nil &&
 		!strings.ContainsAny(u.Path+u.RawPath+u.RawQuery+u.Fragment, "@")))
@@ -43,7 +44,7 @@ func redact(raw string) string {
 	if u.Fragment != "" {
 		u.Fragment, u.RawFragment = redactedMark, ""
 	}
-	return strings.Replace(u.String(), hostPlaceholder, hostList, 1)
+	return strings.Replace(u.String(), hosts.Placeholder, hostList, 1)
 }
 
 // redactQuery hides what follows the first '?' or '#'.

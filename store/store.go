@@ -16,16 +16,18 @@ import (
 // its flags (each field names its flag) and the store package never sees
 // a flag. Errors about a field name the flag.
 type Options struct {
-	// URL is --store: etcd://h1:2379,h2:2379, etcds://…, redis://…, rediss://….
+	// URL is --store: etcd://h1:2379,h2:2379, etcds://…, redis://…, rediss://…
+	// (URLHelp lists them all).
 	URL string
 	// Password is $ELECTD_STORE_PASSWORD; "" when unset.
 	Password string
 	// PasswordFile is --store-password-file: a file holding the password.
 	PasswordFile string
-	// SentinelPassword is $ELECTD_SENTINEL_PASSWORD and
-	// SentinelPasswordFile is --sentinel-password-file: the password of the
-	// Redis Sentinels of a redis+sentinel:// URL (at most one of them).
-	SentinelPassword, SentinelPasswordFile string
+	// Secrets are the backends' own secrets (SecretFlags), by name: the
+	// value of $ELECTD_<NAME> and the file --<name>-file names, at most
+	// one of them; e.g. the Redis Sentinels' own password, which only a
+	// redis+sentinel:// URL takes.
+	Secrets map[string]SecretInput
 	// CAFile, CertFile, KeyFile and ServerName are --ca-file, --cert-file,
 	// --key-file and --tls-server-name, for TLS schemes only.
 	CAFile, CertFile, KeyFile, ServerName string
@@ -64,17 +66,21 @@ func Open(ctx context.Context, o Options, log *slog.Logger) (*Store, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = su.secrets.logger(log)
-	warnReadableByAll(log, "store-password-file", o.PasswordFile)
-	warnReadableByAll(log, "sentinel-password-file", o.SentinelPasswordFile)
+	warnReadableByAll(log, storePassword.FileFlag(), o.PasswordFile)
+	for _, sec := range backendSecrets() {
+		warnReadableByAll(log, sec.FileFlag(), o.Secrets[sec.Name].File)
+	}
 	log.Debug("opening the store", "store", su.redacted, "tls", describeTLS(tlsCfg),
 		"user", su.user, "password_from", orDash(su.passwordFrom))
-	ep := su.endpoint(tlsCfg, log)
-	ep.Diagnose = func(ctx context.Context) error {
-		dctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
-		defer cancel()
-		return diagnoseTLS(dctx, su, tlsCfg)
+	set := backend.Settings{Password: su.password, Secrets: su.own, TLS: tlsCfg, Logger: log}
+	if len(su.target.Hosts) > 0 {
+		set.Diagnose = func(ctx context.Context) error {
+			dctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+			defer cancel()
+			return diagnoseTLS(dctx, su, tlsCfg)
+		}
 	}
-	conn, err := su.backend.Dial(ctx, ep)
+	conn, err := su.target.Dial(ctx, set)
 	if err != nil {
 		var ce *elector.ConfigError
 		if errors.As(err, &ce) {

@@ -18,18 +18,17 @@ func TestParseStoreURL(t *testing.T) {
 		tls       bool
 		hosts     []string
 		user, pw  string
-		path      string
 		redacted  string
 		reason    string // part of the refusal
 	}{
 		{name: "etcd one host", raw: "etcd://h1:2379", kind: "etcd", hosts: []string{"h1:2379"}, redacted: "etcd://h1:2379"},
 		{name: "etcd cluster", raw: "etcd://h1:2379,h2:2379,[::1]:2379", kind: "etcd", hosts: []string{"h1:2379", "h2:2379", "[::1]:2379"}, redacted: "etcd://h1:2379,h2:2379,[::1]:2379"},
 		{name: "etcds with user", raw: "etcds://u:p%2Fw@h:2379", kind: "etcd", tls: true, hosts: []string{"h:2379"}, user: "u", pw: "p/w", redacted: "etcds://u:REDACTED@h:2379"},
-		{name: "redis db", raw: "redis://h:6379/3", kind: "redis", hosts: []string{"h:6379"}, path: "3", redacted: "redis://h:6379/3"},
+		{name: "redis db", raw: "redis://h:6379/3", kind: "redis", hosts: []string{"h:6379"}, redacted: "redis://h:6379/3"},
 		{name: "rediss password only", raw: "rediss://:pw@h:6380", kind: "redis", tls: true, hosts: []string{"h:6380"}, pw: "pw", redacted: "rediss://:REDACTED@h:6380"},
 		{name: "empty password is none", raw: "redis://u:@h:6379", kind: "redis", hosts: []string{"h:6379"}, user: "u", redacted: "redis://u:REDACTED@h:6379"},
-		{name: "sentinel", raw: "redis+sentinel://u:pw@s1:26379,s2:26379/mymaster", kind: "redis sentinel", hosts: []string{"s1:26379", "s2:26379"}, user: "u", pw: "pw", path: "mymaster", redacted: "redis+sentinel://u:REDACTED@s1:26379,s2:26379/mymaster"},
-		{name: "sentinel db tls", raw: "rediss+sentinel://s1:26379/mymaster/2", kind: "redis sentinel", tls: true, hosts: []string{"s1:26379"}, path: "mymaster/2", redacted: "rediss+sentinel://s1:26379/mymaster/2"},
+		{name: "sentinel", raw: "redis+sentinel://u:pw@s1:26379,s2:26379/mymaster", kind: "redis sentinel", hosts: []string{"s1:26379", "s2:26379"}, user: "u", pw: "pw", redacted: "redis+sentinel://u:REDACTED@s1:26379,s2:26379/mymaster"},
+		{name: "sentinel db tls", raw: "rediss+sentinel://s1:26379/mymaster/2", kind: "redis sentinel", tls: true, hosts: []string{"s1:26379"}, redacted: "rediss+sentinel://s1:26379/mymaster/2"},
 		{name: "cluster", raw: "redis+cluster://h1:6379,h2:6379,h3:6379", kind: "redis cluster", hosts: []string{"h1:6379", "h2:6379", "h3:6379"}, redacted: "redis+cluster://h1:6379,h2:6379,h3:6379"},
 		{name: "cluster tls", raw: "rediss+cluster://u:pw@h1:6379", kind: "redis cluster", tls: true, hosts: []string{"h1:6379"}, user: "u", pw: "pw", redacted: "rediss+cluster://u:REDACTED@h1:6379"},
 		{name: "sentinel without master", raw: "redis+sentinel://s1:26379", reason: "needs the master's name"},
@@ -62,8 +61,8 @@ func TestParseStoreURL(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parseStoreURL(%q): %v", tc.raw, err)
 			}
-			got := []any{su.kind, su.tls, strings.Join(su.hosts, " "), su.user, su.password, su.path, su.redacted}
-			want := []any{tc.kind, tc.tls, strings.Join(tc.hosts, " "), tc.user, tc.pw, tc.path, tc.redacted}
+			got := []any{su.kind, su.scheme.TLS, strings.Join(su.target.Hosts, " "), su.user, su.password, su.redacted}
+			want := []any{tc.kind, tc.tls, strings.Join(tc.hosts, " "), tc.user, tc.pw, tc.redacted}
 			for i := range got {
 				if got[i] != want[i] {
 					t.Fatalf("parseStoreURL(%q) = %v, want %v", tc.raw, got, want)
@@ -118,12 +117,13 @@ func TestStorePassword(t *testing.T) {
 		{name: "missing file", opts: Options{URL: "redis://u@h:1", PasswordFile: pw + ".nope"}, field: "store-password-file"},
 		{name: "user without password", opts: Options{URL: "redis://u@h:1"}, field: "store"},
 		{name: "etcd password without user", opts: Options{URL: "etcd://h:1", Password: "e"}, field: "$ELECTD_STORE_PASSWORD"},
-		{name: "sentinel password from env", opts: Options{URL: "redis+sentinel://h:1/m", SentinelPassword: "s"}, sentinel: "s"},
-		{name: "sentinel password from file", opts: Options{URL: "redis+sentinel://u:p@h:1/m", SentinelPasswordFile: pw}, want: "p", from: "store", sentinel: "from-file"},
-		{name: "sentinel password twice", opts: Options{URL: "redis+sentinel://h:1/m", SentinelPassword: "s", SentinelPasswordFile: pw}, field: "sentinel-password-file"},
-		{name: "sentinel password empty file", opts: Options{URL: "redis+sentinel://h:1/m", SentinelPasswordFile: empty}, field: "sentinel-password-file"},
-		{name: "sentinel password without sentinels", opts: Options{URL: "redis://h:1", SentinelPassword: "s"}, field: "$ELECTD_SENTINEL_PASSWORD"},
-		{name: "sentinel password file for a cluster", opts: Options{URL: "redis+cluster://h:1", SentinelPasswordFile: pw}, field: "sentinel-password-file"},
+		{name: "sentinel password from env", opts: Options{URL: "redis+sentinel://h:1/m", Secrets: sentinel("s", "")}, sentinel: "s"},
+		{name: "sentinel password from file", opts: Options{URL: "redis+sentinel://u:p@h:1/m", Secrets: sentinel("", pw)}, want: "p", from: "store", sentinel: "from-file"},
+		{name: "sentinel password twice", opts: Options{URL: "redis+sentinel://h:1/m", Secrets: sentinel("s", pw)}, field: "$ELECTD_SENTINEL_PASSWORD"},
+		{name: "sentinel password empty file", opts: Options{URL: "redis+sentinel://h:1/m", Secrets: sentinel("", empty)}, field: "sentinel-password-file"},
+		{name: "sentinel password without sentinels", opts: Options{URL: "redis://h:1", Secrets: sentinel("s", "")}, field: "$ELECTD_SENTINEL_PASSWORD"},
+		{name: "sentinel password file for a cluster", opts: Options{URL: "redis+cluster://h:1", Secrets: sentinel("", pw)}, field: "sentinel-password-file"},
+		{name: "a secret no store takes", opts: Options{URL: "redis://h:1", Secrets: map[string]SecretInput{"nosuch": {Value: "x"}}}, field: "nosuch-file"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,9 +143,9 @@ func TestStorePassword(t *testing.T) {
 					}
 					return
 				}
-				if err != nil || su.password != tc.want || su.passwordFrom != tc.from || su.sentinelPassword != tc.sentinel {
+				if got := su.own["sentinel-password"]; err != nil || su.password != tc.want || su.passwordFrom != tc.from || got != tc.sentinel {
 					t.Fatalf("storePassword = %v, password %q from %q, sentinels' %q; want %q from %q, sentinels' %q",
-						err, su.password, su.passwordFrom, su.sentinelPassword, tc.want, tc.from, tc.sentinel)
+						err, su.password, su.passwordFrom, got, tc.want, tc.from, tc.sentinel)
 				}
 				if tc.sentinel != "" && !su.secrets.leaks("x"+tc.sentinel+"x") {
 					t.Errorf("the sentinels' password is not among the secrets to hide")
@@ -153,6 +153,12 @@ func TestStorePassword(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sentinel is Options.Secrets with the sentinels' password from the
+// environment (value) or a file.
+func sentinel(value, file string) map[string]SecretInput {
+	return map[string]SecretInput{"sentinel-password": {Value: value, File: file}}
 }
 
 func TestStoreTLSFlags(t *testing.T) {
@@ -189,7 +195,7 @@ func TestStoreTLSFlags(t *testing.T) {
 					}
 					return
 				}
-				if err != nil || (cfg != nil) != su.tls || (cfg != nil && len(cfg.Certificates) != tc.certs) {
+				if err != nil || (cfg != nil) != su.scheme.TLS || (cfg != nil && len(cfg.Certificates) != tc.certs) {
 					t.Fatalf("storeTLS = %v, %v", cfg, err)
 				}
 			}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -18,14 +17,20 @@ import (
 
 // tlsConfig builds the TLS configuration of the store connection from
 // --ca-file, --cert-file, --key-file and --tls-server-name. It returns nil for
-// a plain store URL, and refuses TLS flags given with one. Each refusal
-// names the flag.
+// a plain store URL, and refuses TLS flags given with one, or with a
+// backend whose client takes its TLS settings from elsewhere
+// (backend.Backend.CredentialsFrom). Each refusal names the flag.
 func tlsConfig(o Options, su *storeURL) (*tls.Config, error) {
 	caFile, certFile, keyFile, name := o.CAFile, o.CertFile, o.KeyFile, o.ServerName
-	if !su.tls {
+	if !su.scheme.TLS {
 		for _, f := range []struct{ flag, v string }{{"ca-file", caFile}, {"cert-file", certFile}, {"key-file", keyFile}, {"tls-server-name", name}} {
-			if f.v != "" {
-				return nil, elector.Configf(f.flag, "applies only to TLS store URLs (%s), not %s://", tlsSchemes(), su.scheme)
+			switch {
+			case f.v == "":
+			case !takesTLS(su.backend) && su.backend.CredentialsFrom != "":
+				return nil, elector.Configf(f.flag, "does not apply to %s://, whose client takes its endpoint, CA and credentials from %s; drop --%s",
+					su.scheme.Name, su.backend.CredentialsFrom, f.flag)
+			default:
+				return nil, elector.Configf(f.flag, "applies only to TLS store URLs (%s), not %s://", tlsSchemes(), su.scheme.Name)
 			}
 		}
 		return nil, nil
@@ -94,25 +99,36 @@ func refusal(su *storeURL, err error) error {
 		invalid   x509.CertificateInvalidError
 		alert     tls.AlertError
 	)
+	// fix names the TLS flag to fix, or, for a backend whose client takes
+	// its TLS settings from elsewhere, that place.
+	fix := func(flag, what, how string) error {
+		if !su.scheme.TLS && su.backend.CredentialsFrom != "" {
+			return elector.Configf("store", "%s (check the settings %s:// takes from %s): %s", what, su.scheme.Name, su.backend.CredentialsFrom, msg)
+		}
+		return elector.Configf(flag, "%s (%s): %s", what, how, msg)
+	}
 	switch {
 	case errors.As(err, &hostname), strings.Contains(msg, "x509: certificate is valid for"),
 		strings.Contains(msg, "x509: cannot validate certificate for"):
-		return elector.Configf("tls-server-name", "the store's certificate does not name the host electd connected to (set --tls-server-name to a name it carries): %s", msg)
+		return fix("tls-server-name", "the store's certificate does not name the host electd connected to", "set --tls-server-name to a name it carries")
 	case errors.As(err, &unknownCA), errors.As(err, &invalid), strings.Contains(msg, "x509: "):
-		return elector.Configf("ca-file", "the store's certificate is not trusted (give the CA that signed it with --ca-file): %s", msg)
+		return fix("ca-file", "the store's certificate is not trusted", "give the CA that signed it with --ca-file")
 	case errors.As(err, &alert), strings.Contains(msg, "remote error: tls: "):
-		return elector.Configf("cert-file", "the store refused electd's client certificate, or wants one (--cert-file and --key-file): %s", msg)
+		return fix("cert-file", "the store refused electd's client certificate, or wants one", "--cert-file and --key-file")
 	case strings.Contains(msg, "first record does not look like a TLS handshake"):
-		return elector.Configf("store", "%s does not speak TLS; use %s:// or enable TLS on the store: %s", su.redacted, su.kind, msg)
+		return elector.Configf("store", "%s does not speak TLS; %sor enable TLS on the store: %s", su.redacted, use(su), msg)
 	}
 	field := su.passwordFrom
 	if field == "" {
 		field = "store"
 	}
 	who := "without credentials"
-	if su.user != "" {
+	switch {
+	case su.backend.CredentialsFrom != "" && su.password == "":
+		who = "with the credentials from " + su.backend.CredentialsFrom
+	case su.user != "":
 		who = fmt.Sprintf("as user %q", su.user)
-	} else if su.password != "" {
+	case su.password != "":
 		who = "with the password of the default user"
 	}
 	switch su.backend.Refused(err) {
@@ -134,13 +150,13 @@ func refusal(su *storeURL, err error) error {
 // returns a *elector.ConfigError from refusal, or nil.
 func diagnoseTLS(ctx context.Context, su *storeURL, cfg *tls.Config) error {
 	d := &net.Dialer{Timeout: time.Second}
-	for _, h := range su.hosts {
+	for _, h := range su.target.Hosts {
 		if ctx.Err() != nil {
 			return nil
 		}
 		host, _, _ := net.SplitHostPort(h)
 		c := &tls.Config{InsecureSkipVerify: true} // plain URL: only "does it speak TLS?"
-		if su.tls {
+		if su.scheme.TLS {
 			c = cfg.Clone()
 			if c.ServerName == "" {
 				c.ServerName = host
@@ -150,12 +166,12 @@ func diagnoseTLS(ctx context.Context, su *storeURL, cfg *tls.Config) error {
 		conn, err := (&tls.Dialer{NetDialer: d, Config: c}).DialContext(hctx, "tcp", h)
 		cancel()
 		var alert tls.AlertError
-		if !su.tls {
+		if !su.scheme.TLS {
 			if err == nil || errors.As(err, &alert) {
 				if conn != nil {
 					conn.Close()
 				}
-				return elector.Configf("store", "%s answers with TLS; use %ss://", h, su.kind)
+				return elector.Configf("store", "%s answers with TLS; %sor turn TLS off on the store", h, use(su))
 			}
 			continue
 		}
@@ -163,8 +179,8 @@ func diagnoseTLS(ctx context.Context, su *storeURL, cfg *tls.Config) error {
 			if cerr := refusal(su, err); cerr != nil {
 				return cerr
 			}
-			if speaksPlain(ctx, su.backend, h) {
-				return elector.Configf("store", "%s answers without TLS; use %s:// or enable TLS on the store", h, su.kind)
+			if speaksPlain(ctx, su.target, h) {
+				return elector.Configf("store", "%s answers without TLS; %sor enable TLS on the store", h, use(su))
 			}
 			continue
 		}
@@ -178,9 +194,21 @@ func diagnoseTLS(ctx context.Context, su *storeURL, cfg *tls.Config) error {
 	return nil
 }
 
+// use is "use SCHEME:// " for the scheme of su's backend of the other
+// kind (TLS or plain), or "".
+func use(su *storeURL) string {
+	if o := counterpart(su.backend, su.scheme); o != "" {
+		return "use " + o + ":// "
+	}
+	return ""
+}
+
 // speaksPlain reports whether addr answers the store's protocol in clear
-// text (backend.Backend.AnswersPlain).
-func speaksPlain(ctx context.Context, b *backend.Backend, addr string) bool {
+// text (backend.Target.AnswersPlain).
+func speaksPlain(ctx context.Context, t backend.Target, addr string) bool {
+	if t.AnswersPlain == nil {
+		return false
+	}
 	d := &net.Dialer{Timeout: 500 * time.Millisecond}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -192,19 +220,5 @@ func speaksPlain(ctx context.Context, b *backend.Backend, addr string) bool {
 		deadline = d
 	}
 	_ = conn.SetDeadline(deadline)
-	return b.AnswersPlain(ctx, conn)
-}
-
-// tlsSchemes lists the TLS schemes, for messages.
-func tlsSchemes() string {
-	var all []string
-	for _, b := range backends {
-		for s, tls := range b.Schemes {
-			if tls {
-				all = append(all, s+"://")
-			}
-		}
-	}
-	sort.Strings(all)
-	return strings.Join(all, ", ")
+	return t.AnswersPlain(ctx, conn)
 }

@@ -1,208 +1,168 @@
 package store
 
 import (
-	"crypto/tls"
-	"log/slog"
-	"net"
-	"net/url"
 	"os"
-	"sort"
-	"strconv"
+	"slices"
 	"strings"
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/backend"
 )
 
-// storeURL is a parsed --store value with its password.
+// storeURL is a parsed --store URL with its credentials.
 type storeURL struct {
-	backend  *backend.Backend
-	kind     string // the backend's name: "etcd", "redis"
-	scheme   string // as given: etcd, etcds, redis, rediss
-	tls      bool
-	hosts    []string
-	path     string // without its slashes
-	user     string
-	password string
+	backend *backend.Backend
+	kind    string         // the backend's name: "etcd", "redis"
+	scheme  backend.Scheme // as given: etcd, etcds, redis, rediss
+	target  backend.Target // what the backend's Parse made of the URL
+	// user and password are the store's credentials, the password from
+	// wherever it came.
+	user, password string
 	// passwordFrom names where the password came from, as the Field of
 	// errors about it: "store", "$ELECTD_STORE_PASSWORD" or
 	// "store-password-file"; empty when there is none.
 	passwordFrom string
-	// sentinelPassword is the sentinels' (redis+sentinel:// only).
-	sentinelPassword string
-	redacted         string
-	secrets          secrets
+	// own are the backend's own secrets that were given, by name.
+	own      map[string]string
+	redacted string
+	secrets  secrets
 }
 
-// backendFor finds the backend of a scheme.
-func backendFor(scheme string) (*backend.Backend, bool) {
-	for _, b := range backends {
-		if tls, ok := b.Schemes[scheme]; ok {
-			return b, tls
-		}
-	}
-	return nil, false
-}
-
-// schemes lists every scheme, for messages.
-func schemes() string {
-	var all []string
-	for _, b := range backends {
-		for s := range b.Schemes {
-			all = append(all, s)
-		}
-	}
-	sort.Strings(all)
-	return strings.Join(all, ", ")
-}
-
-// parseStoreURL checks a --store URL, with the backend's own rules for its
-// hosts and path. Errors name the flag and never echo a password.
+// parseStoreURL finds the backend of a --store URL's scheme and has it
+// parse the rest. Errors name the flag and never echo a password.
 func parseStoreURL(raw string) (*storeURL, error) {
-	// net/url takes one host; a list such as h1:2379,[::1]:2379 is split
-	// here and a placeholder parsed in its place.
-	hostList, placeheld := splitHostList(raw)
-	u, err := url.Parse(placeheld)
-	if err != nil || u.Scheme == "" || u.Host == "" || u.Opaque != "" {
-		return nil, elector.Configf("store", "%q is not a URL like etcd://host:2379 or redis://host:6379 "+
-			"(percent-encode '/', '?', '#' and '@' in a password)", redact(raw))
+	redacted := redact(raw)
+	name, rest, ok := strings.Cut(raw, "://")
+	if !ok || !validScheme(name) {
+		return nil, elector.Configf("store", "%q is not a URL like %s "+
+			"(percent-encode '/', '?', '#' and '@' in a password)", redacted, backends[0].Form)
 	}
-	s := &storeURL{scheme: u.Scheme, redacted: redact(raw)}
-	b, isTLS := backendFor(u.Scheme)
+	name = strings.ToLower(name) // as net/url does
+	b, scheme := backendFor(name)
 	if b == nil {
-		return nil, elector.Configf("store", "scheme %q is not one of %s", u.Scheme, schemes())
+		return nil, elector.Configf("store", "scheme %q is not one of %s", name, schemes())
 	}
-	s.backend, s.kind, s.tls = b, b.Name, isTLS
-	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
-		return nil, elector.Configf("store", "%s takes no query string or fragment (TLS files and passwords have their own flags; "+
-			"percent-encode '?' and '#' in a password)", s.redacted)
-	}
-	if strings.Contains(hostList+u.Path, "@") {
-		return nil, elector.Configf("store", "%s has a stray '@' (percent-encode '@', '/', '?' and '#' in a password)", s.redacted)
-	}
-	if u.User != nil {
-		s.user = u.User.Username()
-		if p, ok := u.User.Password(); ok && p != "" {
-			s.password, s.passwordFrom = p, "store"
-		}
-	}
-	for _, h := range strings.Split(hostList, ",") {
-		if h == "" {
-			return nil, elector.Configf("store", "empty host in the list %q", hostList)
-		}
-		host, port, err := net.SplitHostPort(h)
-		if err != nil {
-			return nil, elector.Configf("store", "host %q needs a port (e.g. %s:%s)", h, h, b.DefaultPort)
-		}
-		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-			return nil, elector.Configf("store", "port %q of %q is not a number in 1..65535", port, host)
-		}
-		if host == "" {
-			return nil, elector.Configf("store", "host missing in %q", h)
-		}
-		s.hosts = append(s.hosts, h)
-	}
-	s.path = strings.Trim(u.Path, "/")
-	if err := b.Check(s.endpoint(nil, nil)); err != nil {
+	t, err := b.Parse(backend.URL{Scheme: scheme, Rest: rest, Redacted: redacted})
+	if err != nil {
 		return nil, err
+	}
+	s := &storeURL{backend: b, kind: b.Name, scheme: scheme, target: t, user: t.User, redacted: redacted}
+	if t.Password != "" {
+		s.password, s.passwordFrom = t.Password, "store"
 	}
 	s.secrets = newSecrets(s.password)
 	return s, nil
 }
 
-// endpoint is what the backend dials.
-func (s *storeURL) endpoint(tlsCfg *tls.Config, log *slog.Logger) backend.Endpoint {
-	return backend.Endpoint{Scheme: s.scheme, Hosts: s.hosts, Path: s.path, User: s.user, Password: s.password,
-		SentinelPassword: s.sentinelPassword, TLS: tlsCfg, Logger: log}
+// validScheme: a letter, then letters, digits, '+', '-' or '.' (RFC 3986).
+func validScheme(s string) bool {
+	for i, c := range s {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
 }
 
-// setPassword fills in the password from $ELECTD_STORE_PASSWORD or
-// --store-password-file. A password may come from one place only, and
-// needs a user name for etcd; a user name needs a password.
+// setPassword takes the password from $ELECTD_STORE_PASSWORD or
+// --store-password-file, and the backend's own secrets from theirs. A
+// secret may come from one place only; the backend must take it. A
+// password needs a user name for etcd; a user name needs a password.
 func (s *storeURL) setPassword(o Options) error {
-	if f := o.PasswordFile; f != "" {
-		if s.passwordFrom != "" {
-			return elector.Configf("store-password-file", "the store URL has a password already; give it in one place only")
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return elector.Configf("store-password-file", "cannot read it: %v", err)
-		}
-		p := strings.TrimRight(string(b), "\r\n")
-		if p == "" {
-			return elector.Configf("store-password-file", "%s is empty", f)
-		}
-		s.password, s.passwordFrom = p, "store-password-file"
-	}
-	if p := o.Password; p != "" {
-		if s.passwordFrom != "" {
-			return elector.Configf("$ELECTD_STORE_PASSWORD", "is set and the password is also given by --%s; give it in one place only", s.passwordFrom)
-		}
-		s.password, s.passwordFrom = p, "$ELECTD_STORE_PASSWORD"
-	}
-	if err := s.setSentinelPassword(o); err != nil {
+	p, from, err := oneSecret(storePassword, SecretInput{Value: o.Password, File: o.PasswordFile}, s.passwordFrom)
+	if err != nil {
 		return err
 	}
-	s.secrets = newSecrets(s.password, s.sentinelPassword)
+	if p != "" {
+		s.password, s.passwordFrom = p, from
+	}
+	all := []string{s.password}
+	for _, sec := range backendSecrets() {
+		v, from, err := oneSecret(sec, o.Secrets[sec.Name], "")
+		switch {
+		case err != nil:
+			return err
+		case v == "":
+			continue
+		case !slices.Contains(s.backend.Secrets, sec):
+			return elector.Configf(from, "is %s, which %s does not take; use a %s URL or drop it", sec.About, s.redacted, whoTakes(sec))
+		}
+		if s.own == nil {
+			s.own = map[string]string{}
+		}
+		s.own[sec.Name] = v
+		all = append(all, v)
+	}
+	for name := range o.Secrets {
+		if !slices.ContainsFunc(backendSecrets(), func(sec backend.Secret) bool { return sec.Name == name }) {
+			return elector.Configf(name+"-file", "is not a secret of any store")
+		}
+	}
+	s.secrets = newSecrets(all...)
 	switch {
+	case s.password != "" && s.backend.Password == backend.NoPassword:
+		return elector.Configf(s.passwordFrom, "%s:// takes no password: its client authenticates with %s; %s",
+			s.scheme.Name, orDash(s.backend.CredentialsFrom), dropIt(s.passwordFrom))
 	case s.user != "" && s.password == "":
 		return elector.Configf("store", "the URL names a user but no password is given (in the URL, $ELECTD_STORE_PASSWORD or --store-password-file)")
-	case s.backend.UserWithPassword && s.password != "" && s.user == "":
-		return elector.Configf(s.passwordFrom, "%s needs a user name with a password: %s://USER@%s", s.kind, s.scheme, s.hosts[0])
+	case s.backend.Password == backend.PasswordWithUser && s.password != "" && s.user == "":
+		return elector.Configf(s.passwordFrom, "%s needs a user name with a password: %s://USER@%s", s.kind, s.scheme.Name, s.firstHost())
 	}
 	return nil
 }
 
-// setSentinelPassword takes the sentinels' password from
-// $ELECTD_SENTINEL_PASSWORD or --sentinel-password-file, for a backend that
-// has sentinels.
-func (s *storeURL) setSentinelPassword(o Options) error {
-	field, p := "", ""
-	switch {
-	case o.SentinelPassword != "" && o.SentinelPasswordFile != "":
-		return elector.Configf("sentinel-password-file", "$ELECTD_SENTINEL_PASSWORD is set too; give the sentinels' password in one place only")
-	case o.SentinelPassword != "":
-		field, p = "$ELECTD_SENTINEL_PASSWORD", o.SentinelPassword
-	case o.SentinelPasswordFile != "":
-		field = "sentinel-password-file"
-		b, err := os.ReadFile(o.SentinelPasswordFile)
+// SecretInput is where a secret may come from: the value of its
+// environment variable, and the file its flag names ("" for unset).
+type SecretInput struct{ Value, File string }
+
+// oneSecret reads sec from in: the file, else the variable; "" when
+// neither is given. given names a source that gave it already ("" for
+// none, "store" for the URL): a second source is refused. from names the
+// source as errors name fields ("sentinel-password-file",
+// "$ELECTD_SENTINEL_PASSWORD").
+func oneSecret(sec backend.Secret, in SecretInput, given string) (value, from string, err error) {
+	if in.File != "" {
+		from = sec.FileFlag()
+		if given == "store" {
+			return "", "", elector.Configf(from, "the store URL has %s already; give it in one place only", sec.About)
+		}
+		b, err := os.ReadFile(in.File)
 		if err != nil {
-			return elector.Configf(field, "cannot read it: %v", err)
+			return "", "", elector.Configf(from, "cannot read it: %v", err)
 		}
-		if p = strings.TrimRight(string(b), "\r\n"); p == "" {
-			return elector.Configf(field, "%s is empty", o.SentinelPasswordFile)
+		if value = strings.TrimRight(string(b), "\r\n"); value == "" {
+			return "", "", elector.Configf(from, "%s is empty", in.File)
 		}
-	default:
-		return nil
+		given = from
 	}
-	if !s.backend.SentinelPassword {
-		return elector.Configf(field, "is the password of Redis Sentinels, and %s has none; use a redis+sentinel:// URL or drop it", s.redacted)
+	if in.Value != "" {
+		if given != "" {
+			return "", "", elector.Configf("$"+sec.Env(), "is set and %s is also given by --%s; give it in one place only", sec.About, given)
+		}
+		value, from = in.Value, "$"+sec.Env()
 	}
-	s.sentinelPassword = p
-	return nil
+	return value, from, nil
 }
 
-// hostPlaceholder stands for the host list while net/url parses the rest.
-const hostPlaceholder = "electd-hosts.invalid:1"
+// dropIt says how to take a secret away from where it came.
+func dropIt(from string) string {
+	switch {
+	case from == "store":
+		return "remove it from the URL"
+	case strings.HasPrefix(from, "$"):
+		return "unset " + from
+	}
+	return "drop --" + from
+}
 
-// splitHostList returns the host list of a URL (what follows "://" and the
-// user info, up to '/', '?' or '#') and the URL with hostPlaceholder in its
-// place. Without "://" it returns "" and raw.
-func splitHostList(raw string) (hosts, placeheld string) {
-	i := strings.Index(raw, "://")
-	if i < 0 {
-		return "", raw
+// firstHost is the URL's first host, for messages; "…" for a store
+// without hosts.
+func (s *storeURL) firstHost() string {
+	if len(s.target.Hosts) == 0 {
+		return "…"
 	}
-	start := i + 3
-	end := len(raw)
-	if j := strings.IndexAny(raw[start:], "/?#"); j >= 0 {
-		end = start + j
-	}
-	if at := strings.LastIndex(raw[start:end], "@"); at >= 0 {
-		start += at + 1
-	}
-	if start == end {
-		return "", raw
-	}
-	return raw[start:end], raw[:start] + hostPlaceholder + raw[end:]
+	return s.target.Hosts[0]
 }

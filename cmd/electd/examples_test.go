@@ -18,6 +18,7 @@ import (
 
 	"github.com/electd/electd/health"
 	"github.com/electd/electd/internal/testenv"
+	"github.com/electd/electd/store"
 )
 
 // TestExamples checks the deployment files that cannot run here (no Docker
@@ -47,9 +48,13 @@ func TestExamples(t *testing.T) {
 }
 
 // runFlagSet returns the names and aliases of `electd run`'s flags and the
-// ELECTD_* variables they read, plus $ELECTD_STORE_PASSWORD.
+// ELECTD_* variables they read, plus those of the secrets themselves
+// ($ELECTD_STORE_PASSWORD, and the backends' own: store.SecretFlags).
 func runFlagSet() (flags, envs map[string]bool) {
 	flags, envs = map[string]bool{}, map[string]bool{"ELECTD_STORE_PASSWORD": true}
+	for _, s := range store.SecretFlags() {
+		envs[s.Env] = true
+	}
 	for _, f := range runFlags() {
 		for _, n := range f.Names() {
 			flags[n] = true

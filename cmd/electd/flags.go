@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/store"
 	"github.com/electd/electd/supervisor"
 )
 
@@ -22,23 +23,24 @@ func env(name string) []string { return []string{"ELECTD_" + name} }
 // storeFlags say where the election lives and who this candidate is.
 func storeFlags() []cli.Flag {
 	host, _ := os.Hostname()
-	return append([]cli.Flag{
-		&cli.StringFlag{Name: "store", EnvVars: env("STORE"), Value: "etcd://127.0.0.1:2379",
-			Usage: "store URL: etcd://h1:2379,h2:2379, etcds://[user@]… (TLS), redis://[user[:pass]@]host:port[/db], rediss://…, " +
-				"redis+sentinel://[user@]s1:26379,s2:26379/MASTER[/db], redis+cluster://[user@]h1:6379,h2:6379 (rediss+… for TLS), " +
-				"redlock://h1:6379,h2:6379,h3:6379[/db] (a quorum of independent Redis servers; redlocks://… for TLS); " +
-				"prefer a password file or $ELECTD_STORE_PASSWORD to one in the URL"},
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "store", EnvVars: env("STORE"), Value: "etcd://127.0.0.1:2379", Usage: store.URLHelp()},
 		&cli.StringFlag{Name: "store-password-file", EnvVars: env("STORE_PASSWORD_FILE"),
 			Usage: "read the store password from this file (or: $ELECTD_STORE_PASSWORD, or the URL; one of them)"},
-		&cli.StringFlag{Name: "sentinel-password-file", EnvVars: env("SENTINEL_PASSWORD_FILE"),
-			Usage: "redis+sentinel:// only: read the sentinels' own password from this file (or: $ELECTD_SENTINEL_PASSWORD)"},
+	}
+	// The backends' own secrets, e.g. --sentinel-password-file.
+	for _, s := range store.SecretFlags() {
+		flags = append(flags, &cli.StringFlag{Name: s.Flag, EnvVars: env(strings.ToUpper(strings.ReplaceAll(s.Flag, "-", "_"))), Usage: s.Usage})
+	}
+	flags = append(flags,
 		&cli.StringFlag{Name: "election", EnvVars: env("ELECTION"), Usage: "election name (required)"},
 		&cli.StringFlag{Name: "id", EnvVars: env("ID"), Value: host, Usage: "this candidate's id"},
 		&cli.DurationFlag{Name: "ttl", EnvVars: env("TTL"), Value: elector.DefaultTTL, Usage: "lease TTL; renewals every ttl/5"},
 		&cli.DurationFlag{Name: "renew-interval", EnvVars: env("RENEW_INTERVAL"), DefaultText: "ttl/5", Usage: "time between lease renewals"},
 		&cli.StringFlag{Name: "log-format", EnvVars: env("LOG_FORMAT"), Value: "text", Usage: "text or json"},
 		&cli.StringFlag{Name: "log-level", EnvVars: env("LOG_LEVEL"), Value: "info", Usage: "debug, info, warn or error"},
-	}, tlsFlags()...)
+	)
+	return append(flags, tlsFlags()...)
 }
 
 // withoutFlags is flags less those named.

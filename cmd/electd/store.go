@@ -12,20 +12,22 @@ import (
 	"github.com/electd/electd/supervisor"
 )
 
-// storeOptions reads the store flags (storeFlags, tlsFlags).
+// storeOptions reads the store flags (storeFlags, secretFlags, tlsFlags).
 func storeOptions(c *cli.Context) store.Options {
-	return store.Options{
+	o := store.Options{
 		URL:          c.String("store"),
 		Password:     os.Getenv("ELECTD_STORE_PASSWORD"),
 		PasswordFile: c.String("store-password-file"),
-		// The sentinels' own password, for redis+sentinel:// only.
-		SentinelPassword:     os.Getenv("ELECTD_SENTINEL_PASSWORD"),
-		SentinelPasswordFile: c.String("sentinel-password-file"),
-		CAFile:               c.String("ca-file"),
-		CertFile:             c.String("cert-file"),
-		KeyFile:              c.String("key-file"),
-		ServerName:           c.String("tls-server-name"),
+		Secrets:      map[string]store.SecretInput{},
+		CAFile:       c.String("ca-file"),
+		CertFile:     c.String("cert-file"),
+		KeyFile:      c.String("key-file"),
+		ServerName:   c.String("tls-server-name"),
 	}
+	for _, s := range store.SecretFlags() {
+		o.Secrets[s.Name] = store.SecretInput{Value: os.Getenv(s.Env), File: c.String(s.Flag)}
+	}
+	return o
 }
 
 // openStore opens --store. Call it after every flag is checked: it is the

@@ -3,6 +3,7 @@ package electortest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -145,39 +146,28 @@ func (o *observer) last() (elector.Leader, bool) {
 	return o.seen[len(o.seen)-1], true
 }
 
-// Dial is a Harness.New for backend b: it dials c.StoreAddr as the store
-// package does (the client options electd runs with), makes the candidate
-// on that connection, and closes both when the test ends. A candidate
-// without a Logger gets Logger().
+// Dial is a Harness.New for backend b: it dials c.StoreAddr under b's
+// plain scheme as the store package does (b's own Parse, the client
+// options electd runs with), makes the candidate on that connection, and
+// closes both when the test ends. A candidate without a Logger gets
+// Logger().
 func Dial(t testing.TB, b backend.Backend, c Candidate) elector.Locker {
 	t.Helper()
-	var scheme string
-	for s, tls := range b.Schemes {
-		if !tls {
-			scheme = s
+	for _, s := range b.Schemes {
+		if !s.TLS {
+			return DialURL(t, b, s.Name+"://"+c.StoreAddr, c.Candidate)
 		}
 	}
-	return DialEndpoint(t, b, backend.Endpoint{Scheme: scheme, Hosts: []string{c.StoreAddr}}, c.Candidate)
+	t.Fatalf("%s has no plain scheme to dial %s with", b.Name, c.StoreAddr)
+	return nil
 }
 
-// DialEndpoint is Dial for a store that takes more than one address (a
-// cluster, or a master found through sentinels): it dials ep (a nil
-// Logger is Logger()) with b's Dial, makes candidate c on that connection,
-// and closes both when the test ends.
-func DialEndpoint(t testing.TB, b backend.Backend, ep backend.Endpoint, c elector.Candidate) elector.Locker {
+// DialURL is Dial for any URL of b (a cluster, or a master found through
+// sentinels): Open, then candidate c on that connection, closed when the
+// test ends.
+func DialURL(t testing.TB, b backend.Backend, url string, c elector.Candidate) elector.Locker {
 	t.Helper()
-	if ep.Logger == nil {
-		ep.Logger = Logger()
-	}
-	conn, err := b.Dial(context.Background(), ep)
-	if err != nil {
-		t.Fatalf("dial %s at %v: %v", b.Name, ep.Hosts, err)
-	}
-	t.Cleanup(func() {
-		if err := conn.Close(); err != nil {
-			t.Logf("close the %s connection: %v", b.Name, err)
-		}
-	})
+	conn := Open(t, b, url)
 	if c.Logger == nil {
 		c.Logger = Logger()
 	}
@@ -191,6 +181,32 @@ func DialEndpoint(t testing.TB, b backend.Backend, ep backend.Endpoint, c electo
 		}
 	})
 	return e
+}
+
+// Open parses url with b's own Parse and dials it with no credentials
+// besides the URL's, and Logger(), as the store package does; the
+// connection is closed when the test ends (after the electors made on it).
+func Open(t testing.TB, b backend.Backend, url string) backend.Conn {
+	t.Helper()
+	name, rest, _ := strings.Cut(url, "://")
+	scheme, ok := b.Scheme(name)
+	if !ok {
+		t.Fatalf("%s does not take %s", b.Name, url)
+	}
+	target, err := b.Parse(backend.URL{Scheme: scheme, Rest: rest, Redacted: url})
+	if err != nil {
+		t.Fatalf("parse %s: %v", url, err)
+	}
+	conn, err := target.Dial(context.Background(), backend.Settings{Password: target.Password, Logger: Logger()})
+	if err != nil {
+		t.Fatalf("dial %s: %v", url, err)
+	}
+	t.Cleanup(func() {
+		if err := conn.Close(); err != nil {
+			t.Logf("close the %s connection: %v", b.Name, err)
+		}
+	})
+	return conn
 }
 
 // Capabilities says which promises of the suites a backend cannot keep,

@@ -2,13 +2,13 @@ package etcd_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electd/electd/elector"
-	"github.com/electd/electd/elector/backend"
 	"github.com/electd/electd/elector/electortest"
 	"github.com/electd/electd/elector/etcd"
 	"github.com/electd/electd/internal/faultproxy"
@@ -52,7 +52,7 @@ func (h *clusterHarness) New(t testing.TB, c electortest.Candidate) elector.Lock
 // dials etcd://HOSTS.
 func (h *clusterHarness) dial(t testing.TB, c elector.Candidate, hosts ...string) elector.Locker {
 	t.Helper()
-	return electortest.DialEndpoint(t, etcd.Backend, backend.Endpoint{Scheme: "etcd", Hosts: hosts}, c)
+	return electortest.DialURL(t, etcd.Backend, "etcd://"+strings.Join(hosts, ","), c)
 }
 
 // NewCuttable makes a candidate that dials each member through a fault

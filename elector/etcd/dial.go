@@ -17,27 +17,26 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/backend"
+	"github.com/electd/electd/elector/backend/hosts"
 )
 
 // Backend is the etcd backend as the store package lists it:
 // etcd://h1:2379,h2:2379 and etcds:// (TLS).
 var Backend = backend.Backend{
-	Name:             "etcd",
-	Schemes:          map[string]bool{"etcd": false, "etcds": true},
-	DefaultPort:      "2379",
-	UserWithPassword: true,
-	Check:            check,
-	Dial:             Dial,
-	Refused:          refused,
-	PermissionHint:   "grant the user's role readwrite on the prefix /electd/",
-	AnswersPlain:     answersPlain,
+	Name:           "etcd",
+	Schemes:        []backend.Scheme{{Name: "etcd"}, {Name: "etcds", TLS: true}},
+	Form:           "etcd://[user@]h1:2379,h2:2379",
+	Password:       backend.PasswordWithUser,
+	Parse:          hosts.Spec{DefaultPort: "2379", Check: check, Dial: Dial, AnswersPlain: answersPlain}.Parse,
+	Refused:        refused,
+	PermissionHint: "grant the user's role readwrite on the prefix /electd/",
 }
 
 // dialTimeout bounds the client's first connection attempt.
 const dialTimeout = 2 * time.Second
 
 // check refuses a path: etcd URLs name hosts only.
-func check(ep backend.Endpoint) error {
+func check(ep hosts.Endpoint) error {
 	if ep.Path != "" {
 		return elector.Configf("store", "etcd URLs take no path, got %q", "/"+ep.Path)
 	}
@@ -49,7 +48,7 @@ func check(ep backend.Endpoint) error {
 // etcd does not answer, Dial retries until ctx ends (each attempt ends with
 // ctx too); a refused login or certificate is returned at once, and so is
 // what ep.Diagnose finds behind a login that timed out.
-func Dial(ctx context.Context, ep backend.Endpoint) (backend.Conn, error) {
+func Dial(ctx context.Context, ep hosts.Endpoint) (backend.Conn, error) {
 	if err := check(ep); err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/backend"
+	"github.com/electd/electd/elector/electortest"
 	"github.com/electd/electd/elector/etcd"
 	"github.com/electd/electd/internal/testenv"
 )
@@ -29,11 +30,7 @@ type memberReporter interface {
 // closed when the test ends.
 func dialMembers(t *testing.T, hosts ...string) memberReporter {
 	t.Helper()
-	conn, err := etcd.Backend.Dial(context.Background(), backend.Endpoint{Scheme: "etcd", Hosts: hosts})
-	if err != nil {
-		t.Fatalf("dial %v: %v", hosts, err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := electortest.Open(t, etcd.Backend, "etcd://"+strings.Join(hosts, ","))
 	r, ok := conn.(memberReporter)
 	if !ok {
 		t.Fatalf("the etcd connection %T reports no members", conn)

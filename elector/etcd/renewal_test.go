@@ -9,7 +9,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/electd/electd/elector/backend"
+	"github.com/electd/electd/elector/backend/hosts"
 	"github.com/electd/electd/elector/electortest"
 	"github.com/electd/electd/internal/testenv"
 )
@@ -85,7 +85,7 @@ func TestConfirmNeedsTheSameTerm(t *testing.T) {
 // of waiting out the attempt.
 func TestPinnedRenewalRefusedAtOnce(t *testing.T) {
 	c := testenv.StartEtcdCluster(t)
-	bc, err := Dial(context.Background(), backend.Endpoint{Scheme: "etcd", Hosts: c.Endpoints()})
+	bc, err := Dial(context.Background(), hosts.Endpoint{Scheme: "etcd", Hosts: c.Endpoints()})
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}

@@ -7,7 +7,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/electd/electd/elector/backend"
+	"github.com/electd/electd/elector/backend/hosts"
 	"github.com/electd/electd/elector/electortest"
 	"github.com/electd/electd/internal/testenv"
 )
@@ -21,7 +21,7 @@ import (
 // require-leader a third of them waited out the timeout.
 func TestLeaderlessMemberRefusesAtOnce(t *testing.T) {
 	c := testenv.StartEtcdCluster(t)
-	bc, err := Dial(context.Background(), backend.Endpoint{Scheme: "etcd", Hosts: c.Endpoints()})
+	bc, err := Dial(context.Background(), hosts.Endpoint{Scheme: "etcd", Hosts: c.Endpoints()})
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/backend"
+	"github.com/electd/electd/elector/backend/hosts"
 	"github.com/electd/electd/elector/internal/rediskit"
 )
 
@@ -21,55 +22,53 @@ var (
 	// Backend is redis://[user@]host:6379[/db] and rediss:// (TLS).
 	Backend = backend.Backend{
 		Name:           "redis",
-		Schemes:        map[string]bool{"redis": false, "rediss": true},
-		DefaultPort:    "6379",
-		Check:          check,
-		Dial:           Dial,
+		Schemes:        []backend.Scheme{{Name: "redis"}, {Name: "rediss", TLS: true}},
+		Form:           "redis://[user@]host:6379[/db]",
+		Password:       backend.PasswordOptional,
+		Parse:          hosts.Spec{DefaultPort: "6379", Check: check, Dial: Dial, AnswersPlain: rediskit.AnswersPlain}.Parse,
 		Refused:        rediskit.Refused,
-		PermissionHint: permissionHint,
-		AnswersPlain:   rediskit.AnswersPlain,
+		PermissionHint: rediskit.PermissionHint,
 	}
 	// SentinelBackend is redis+sentinel://[user@]s1:26379,s2:26379/MASTER[/db]
 	// and rediss+sentinel:// (TLS to the sentinels and the master). The
-	// user and password are the master's; the sentinels' password, if
-	// they have one, is Endpoint.SentinelPassword.
+	// user and password are the master's; the sentinels' own password, if
+	// they have one, is SentinelPassword.
 	SentinelBackend = backend.Backend{
 		Name:           "redis sentinel",
-		Schemes:        map[string]bool{"redis+sentinel": false, "rediss+sentinel": true},
-		DefaultPort:    "26379",
-		Check:          checkSentinel,
-		Dial:           DialSentinel,
+		Schemes:        []backend.Scheme{{Name: "redis+sentinel"}, {Name: "rediss+sentinel", TLS: true}},
+		Form:           "redis+sentinel://[user@]s1:26379,s2:26379/MASTER[/db]",
+		Password:       backend.PasswordOptional,
+		Secrets:        []backend.Secret{SentinelPassword},
+		Parse:          hosts.Spec{DefaultPort: "26379", Check: checkSentinel, Dial: DialSentinel, AnswersPlain: rediskit.AnswersPlain}.Parse,
 		Refused:        rediskit.Refused,
-		PermissionHint: permissionHint,
-		AnswersPlain:   rediskit.AnswersPlain,
-		// The sentinels' own password: --sentinel-password-file or
-		// $ELECTD_SENTINEL_PASSWORD.
-		SentinelPassword: true,
+		PermissionHint: rediskit.PermissionHint,
 	}
 	// ClusterBackend is redis+cluster://[user@]h1:6379,h2:6379 and
 	// rediss+cluster:// (TLS): any of the cluster's nodes, from which the
 	// client learns the others.
 	ClusterBackend = backend.Backend{
 		Name:           "redis cluster",
-		Schemes:        map[string]bool{"redis+cluster": false, "rediss+cluster": true},
-		DefaultPort:    "6379",
-		Check:          checkCluster,
-		Dial:           DialCluster,
+		Schemes:        []backend.Scheme{{Name: "redis+cluster"}, {Name: "rediss+cluster", TLS: true}},
+		Form:           "redis+cluster://[user@]h1:6379,h2:6379",
+		Password:       backend.PasswordOptional,
+		Parse:          hosts.Spec{DefaultPort: "6379", Check: checkCluster, Dial: DialCluster, AnswersPlain: rediskit.AnswersPlain}.Parse,
 		Refused:        rediskit.Refused,
-		PermissionHint: permissionHint,
-		AnswersPlain:   rediskit.AnswersPlain,
+		PermissionHint: rediskit.PermissionHint,
 	}
 )
 
-const permissionHint = rediskit.PermissionHint
+// SentinelPassword is the Redis Sentinels' own password (requirepass in
+// sentinel.conf), apart from the master's: --sentinel-password-file or
+// $ELECTD_SENTINEL_PASSWORD.
+var SentinelPassword = backend.Secret{Name: "sentinel-password", About: "the Redis Sentinels' own password"}
 
 // check takes one host and an optional database number as the path.
-func check(ep backend.Endpoint) error {
+func check(ep hosts.Endpoint) error {
 	_, err := database(ep)
 	return err
 }
 
-func database(ep backend.Endpoint) (int, error) {
+func database(ep hosts.Endpoint) (int, error) {
 	if len(ep.Hosts) != 1 {
 		return 0, elector.Configf("store", "redis URLs take one host, got %d (for several, use redis+sentinel:// or redis+cluster://)", len(ep.Hosts))
 	}
@@ -88,12 +87,12 @@ func parseDB(s string) (int, error) {
 }
 
 // checkSentinel takes the sentinels as hosts and MASTER[/db] as the path.
-func checkSentinel(ep backend.Endpoint) error {
+func checkSentinel(ep hosts.Endpoint) error {
 	_, _, err := sentinelPath(ep)
 	return err
 }
 
-func sentinelPath(ep backend.Endpoint) (master string, db int, err error) {
+func sentinelPath(ep hosts.Endpoint) (master string, db int, err error) {
 	master, dbs, _ := strings.Cut(ep.Path, "/")
 	if master == "" {
 		return "", 0, elector.Configf("store", "%s:// needs the master's name as its path: %s://s1:26379,s2:26379/MASTER[/db]", ep.Scheme, ep.Scheme)
@@ -107,7 +106,7 @@ func sentinelPath(ep backend.Endpoint) (master string, db int, err error) {
 
 // checkCluster takes any number of nodes and no path: a cluster has only
 // database 0.
-func checkCluster(ep backend.Endpoint) error {
+func checkCluster(ep hosts.Endpoint) error {
 	if ep.Path != "" {
 		return elector.Configf("store", "%s:// takes no path (a Redis Cluster has only database 0), got %q", ep.Scheme, ep.Path)
 	}
@@ -116,7 +115,7 @@ func checkCluster(ep backend.Endpoint) error {
 
 // Dial makes a client with the options electd runs with (ClientOptions).
 // The client is lazy: Dial contacts nothing.
-func Dial(_ context.Context, ep backend.Endpoint) (backend.Conn, error) {
+func Dial(_ context.Context, ep hosts.Endpoint) (backend.Conn, error) {
 	db, err := database(ep)
 	if err != nil {
 		return nil, err
@@ -131,14 +130,14 @@ func Dial(_ context.Context, ep backend.Endpoint) (backend.Conn, error) {
 // DialSentinel makes a failover client (FailoverOptions) that finds the
 // master through the sentinels and follows it when they fail over. Every
 // write then counts only once a replica has it (Config.Replicas 1).
-func DialSentinel(_ context.Context, ep backend.Endpoint) (backend.Conn, error) {
+func DialSentinel(_ context.Context, ep hosts.Endpoint) (backend.Conn, error) {
 	master, db, err := sentinelPath(ep)
 	if err != nil {
 		return nil, err
 	}
 	opts := FailoverOptions(master, ep.Hosts)
 	opts.Username, opts.Password, opts.DB = ep.User, ep.Password, db
-	opts.SentinelPassword = ep.SentinelPassword
+	opts.SentinelPassword = ep.Secrets[SentinelPassword.Name]
 	// The master's address comes from the sentinels: its name is checked
 	// against the certificate as crypto/tls does, unless --tls-server-name
 	// fixes one.
@@ -150,11 +149,11 @@ func DialSentinel(_ context.Context, ep backend.Endpoint) (backend.Conn, error) 
 
 // sentinelOptions are the options of a client of each sentinel of ep, with
 // the sentinels' own password, as the failover client dials them.
-func sentinelOptions(ep backend.Endpoint) []*redis.Options {
+func sentinelOptions(ep hosts.Endpoint) []*redis.Options {
 	var out []*redis.Options
 	for _, h := range ep.Hosts {
 		o := rediskit.SentinelOptions(h)
-		o.Password = ep.SentinelPassword
+		o.Password = ep.Secrets[SentinelPassword.Name]
 		o.TLSConfig = rediskit.ClientTLS(ep, "")
 		out = append(out, o)
 	}
@@ -163,7 +162,7 @@ func sentinelOptions(ep backend.Endpoint) []*redis.Options {
 
 // DialCluster makes a cluster client (ClusterOptions) seeded with the URL's
 // nodes.
-func DialCluster(_ context.Context, ep backend.Endpoint) (backend.Conn, error) {
+func DialCluster(_ context.Context, ep hosts.Endpoint) (backend.Conn, error) {
 	if err := checkCluster(ep); err != nil {
 		return nil, err
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/elector"
-	"github.com/electd/electd/elector/backend"
 	"github.com/electd/electd/elector/electortest"
 	"github.com/electd/electd/internal/testenv"
 )
@@ -38,9 +37,9 @@ func TestSentinelFailoverWithReplicasLeftOnOldMaster(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// promote fails the master over while a replica stays on it, and
-		// returns the new master and the endpoint a new candidate dials
-		// to land on it.
-		promote func(t *testing.T, s *testenv.Sentinel, old string) (string, backend.Endpoint)
+		// returns the new master and the URL a new candidate dials to
+		// land on it.
+		promote func(t *testing.T, s *testenv.Sentinel, old string) (string, string)
 	}{
 		{"SENTINEL FAILOVER", failoverBySentinel},
 		{"promoted by hand", promoteByHand},
@@ -50,13 +49,13 @@ func TestSentinelFailoverWithReplicasLeftOnOldMaster(t *testing.T) {
 			ctx := context.Background()
 			old := s.Master(t)
 			inst := &countingInstrument{}
-			l := electortest.DialEndpoint(t, SentinelBackend, sentinelEndpoint(s), elector.Candidate{
+			l := electortest.DialURL(t, SentinelBackend, sentinelURL(s), elector.Candidate{
 				Election: "planned", ID: "l", Address: "http://l.test", Timing: testTiming(), Instrument: inst})
 			lead := electortest.MustLead(t, electortest.Campaign(ctx, l), firstLeaderBound, "l")
 			renewed(t, lead.Term)
 
-			promoted, ep := tc.promote(t, s, old)
-			c := electortest.DialEndpoint(t, SentinelBackend, ep, elector.Candidate{
+			promoted, url := tc.promote(t, s, old)
+			c := electortest.DialURL(t, SentinelBackend, url, elector.Candidate{
 				Election: "planned", ID: "c", Address: "http://c.test", Timing: testTiming()})
 			next := electortest.MustLead(t, electortest.Campaign(ctx, c), failoverBound, "c")
 			lValid, lErr := lead.Term.ValidUntil(), lead.Term.Err()
@@ -91,7 +90,7 @@ func TestSentinelFailoverWithReplicasLeftOnOldMaster(t *testing.T) {
 // 1 s): by then the new master has the replica its WAIT needs. The new
 // candidate asks that sentinel alone, which names the promoted replica
 // from the reconfiguration on.
-func failoverBySentinel(t *testing.T, s *testenv.Sentinel, old string) (string, backend.Endpoint) {
+func failoverBySentinel(t *testing.T, s *testenv.Sentinel, old string) (string, string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, n := range s.Nodes() {
@@ -112,9 +111,7 @@ func failoverBySentinel(t *testing.T, s *testenv.Sentinel, old string) (string, 
 		promoted = net.JoinHostPort(hp[0], hp[1])
 		return promoted != old
 	})
-	ep := sentinelEndpoint(s)
-	ep.Hosts = []string{followed}
-	return promoted, ep
+	return promoted, sentinelURL(s, followed)
 }
 
 // subscribedSentinel returns the one sentinel that has a subscriber (a
@@ -146,7 +143,7 @@ func subscribedSentinel(t *testing.T, s *testenv.Sentinel) string {
 // NO ONE), R2 moved to it, R3 left on the old master; then every sentinel
 // is pointed at R (SENTINEL REMOVE, MONITOR), as the sentinels name the
 // promoted replica during a failover.
-func promoteByHand(t *testing.T, s *testenv.Sentinel, old string) (string, backend.Endpoint) {
+func promoteByHand(t *testing.T, s *testenv.Sentinel, old string) (string, string) {
 	t.Helper()
 	ctx := context.Background()
 	var replicas []string
@@ -169,5 +166,5 @@ func promoteByHand(t *testing.T, s *testenv.Sentinel, old string) (string, backe
 	electortest.Eventually(t, failoverBound, r2+" to replicate "+r, func() bool {
 		return replication(t, newClient(t, r2))["master_link_status"] == "up"
 	})
-	return r, sentinelEndpoint(s)
+	return r, sentinelURL(s)
 }

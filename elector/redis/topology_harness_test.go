@@ -11,6 +11,7 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/backend"
+	"github.com/electd/electd/elector/backend/hosts"
 	"github.com/electd/electd/elector/electortest"
 	"github.com/electd/electd/internal/faultproxy"
 	"github.com/electd/electd/internal/testenv"
@@ -23,7 +24,8 @@ import (
 // sentinels, the master or any node, through a fault proxy of its own.
 type topologyHarness struct {
 	b        backend.Backend
-	ep       backend.Endpoint
+	url      string
+	addr     string                                  // the first host of url
 	replicas int                                     // Config.Replicas, as the backend's Dial sets it
 	client   func(dial dialer) redis.UniversalClient // production options, with dial
 	// sentinels, if not nil, makes Config.Sentinels as the backend's Dial
@@ -39,7 +41,8 @@ func sentinelHarness(t *testing.T) *topologyHarness {
 	s := testenv.StartRedisSentinel(t)
 	return &topologyHarness{
 		b:        SentinelBackend,
-		ep:       backend.Endpoint{Scheme: "redis+sentinel", Hosts: s.SentinelAddrs(), Path: s.MasterName()},
+		url:      sentinelURL(s),
+		addr:     s.SentinelAddrs()[0],
 		replicas: 1,
 		client: func(dial dialer) redis.UniversalClient {
 			o := FailoverOptions(s.MasterName(), s.SentinelAddrs())
@@ -47,7 +50,7 @@ func sentinelHarness(t *testing.T) *topologyHarness {
 			return redis.NewFailoverClient(o)
 		},
 		sentinels: func(dial dialer) *Sentinels {
-			opts := sentinelOptions(backend.Endpoint{Hosts: s.SentinelAddrs()})
+			opts := sentinelOptions(hosts.Endpoint{Hosts: s.SentinelAddrs()})
 			for _, o := range opts {
 				o.Dialer = dial
 			}
@@ -61,8 +64,9 @@ func sentinelHarness(t *testing.T) *topologyHarness {
 func clusterHarness(t *testing.T) *topologyHarness {
 	c := testenv.StartRedisCluster(t)
 	return &topologyHarness{
-		b:  ClusterBackend,
-		ep: backend.Endpoint{Scheme: "redis+cluster", Hosts: c.Addrs()},
+		b:    ClusterBackend,
+		url:  clusterURL(c),
+		addr: c.Addrs()[0],
 		client: func(dial dialer) redis.UniversalClient {
 			o := ClusterOptions(c.Addrs())
 			o.Dialer = dial
@@ -75,11 +79,7 @@ func clusterHarness(t *testing.T) *topologyHarness {
 
 func (h *topologyHarness) New(t testing.TB, c electortest.Candidate) elector.Locker {
 	t.Helper()
-	conn, err := h.b.Dial(context.Background(), h.ep)
-	if err != nil {
-		t.Fatalf("dial %s: %v", h.b.Name, err)
-	}
-	t.Cleanup(func() { _ = conn.Close() }) // after the elector's Close (LIFO)
+	conn := electortest.Open(t, h.b, h.url) // closed after the elector (LIFO)
 	return h.elector(t, conn.NewElector, c)
 }
 
@@ -120,7 +120,7 @@ func (h *topologyHarness) elector(t testing.TB, mk func(elector.Candidate) (elec
 }
 
 // Addr is the first address the candidates dial (a sentinel, or a node).
-func (h *topologyHarness) Addr() string { return h.ep.Hosts[0] }
+func (h *topologyHarness) Addr() string { return h.addr }
 
 func (h *topologyHarness) Restart(t testing.TB) { t.Helper(); h.restart(t) }
 

@@ -22,10 +22,10 @@ import (
 // (topology_test.go).
 
 // candidates makes one candidate per id of election, each on its own
-// connection dialed by b from ep, as one electd per host would. Each
+// connection dialed by b from url, as one electd per host would. Each
 // counts its store errors in its own instrument (returned by id) and in
 // inst, if not nil.
-func candidates(t *testing.T, b backend.Backend, ep backend.Endpoint, election string, timing elector.Timing, inst *countingInstrument, ids ...string) ([]elector.Elector, map[string]*countingInstrument) {
+func candidates(t *testing.T, b backend.Backend, url string, election string, timing elector.Timing, inst *countingInstrument, ids ...string) ([]elector.Elector, map[string]*countingInstrument) {
 	t.Helper()
 	var out []elector.Elector
 	own := map[string]*countingInstrument{}
@@ -35,7 +35,7 @@ func candidates(t *testing.T, b backend.Backend, ep backend.Endpoint, election s
 		if inst != nil {
 			tee = append(tee, inst)
 		}
-		out = append(out, electortest.DialEndpoint(t, b, ep, elector.Candidate{
+		out = append(out, electortest.DialURL(t, b, url, elector.Candidate{
 			Election: election, ID: id, Address: "http://" + id + ".test", Timing: timing, Instrument: tee}))
 	}
 	return out, own
@@ -56,15 +56,17 @@ func (ti teeInstrument) StoreAnswered(op string) {
 	}
 }
 
-// sentinelEndpoint is what electd dials for redis+sentinel://S1,S2,S3/MASTER.
-func sentinelEndpoint(s *testenv.Sentinel) backend.Endpoint {
-	return backend.Endpoint{Scheme: "redis+sentinel", Hosts: s.SentinelAddrs(), Path: s.MasterName()}
+// sentinelURL is redis+sentinel://S1,S2,S3/MASTER of s, or of those of
+// its sentinels given.
+func sentinelURL(s *testenv.Sentinel, sentinels ...string) string {
+	if len(sentinels) == 0 {
+		sentinels = s.SentinelAddrs()
+	}
+	return "redis+sentinel://" + strings.Join(sentinels, ",") + "/" + s.MasterName()
 }
 
-// clusterEndpoint is what electd dials for redis+cluster://N1,…,N6.
-func clusterEndpoint(c *testenv.Cluster) backend.Endpoint {
-	return backend.Endpoint{Scheme: "redis+cluster", Hosts: c.Addrs()}
-}
+// clusterURL is redis+cluster://N1,…,N6 of c.
+func clusterURL(c *testenv.Cluster) string { return "redis+cluster://" + strings.Join(c.Addrs(), ",") }
 
 // electionSlot is the cluster slot of election's keys.
 func electionSlot(election string) int { return testenv.Slot(keysFor(election).queue) }

@@ -32,26 +32,26 @@ func TestTopologyTransientErrorsKeepTheTerm(t *testing.T) {
 	type master = func(t *testing.T, election string) *redis.Client
 	for _, topo := range []struct {
 		name  string
-		start func(t *testing.T) (backend.Backend, backend.Endpoint, master)
+		start func(t *testing.T) (backend.Backend, string, master)
 	}{
-		{"sentinel", func(t *testing.T) (backend.Backend, backend.Endpoint, master) {
+		{"sentinel", func(t *testing.T) (backend.Backend, string, master) {
 			s := testenv.StartRedisSentinel(t)
-			return SentinelBackend, sentinelEndpoint(s), func(t *testing.T, _ string) *redis.Client { return newClient(t, s.Master(t)) }
+			return SentinelBackend, sentinelURL(s), func(t *testing.T, _ string) *redis.Client { return newClient(t, s.Master(t)) }
 		}},
-		{"cluster", func(t *testing.T) (backend.Backend, backend.Endpoint, master) {
+		{"cluster", func(t *testing.T) (backend.Backend, string, master) {
 			c := testenv.StartRedisCluster(t)
-			return ClusterBackend, clusterEndpoint(c), func(t *testing.T, el string) *redis.Client {
+			return ClusterBackend, clusterURL(c), func(t *testing.T, el string) *redis.Client {
 				return newClient(t, c.MasterOf(t, electionSlot(el)).Addr())
 			}
 		}},
 	} {
 		t.Run(topo.name, func(t *testing.T) {
-			b, ep, master := topo.start(t)
+			b, url, master := topo.start(t)
 			for _, f := range faults {
 				t.Run(f.class, func(t *testing.T) {
 					election := "transient-" + f.class
 					inst := &countingInstrument{}
-					cands, own := candidates(t, b, ep, election, testTiming(), inst, "a", "b", "c")
+					cands, own := candidates(t, b, url, election, testTiming(), inst, "a", "b", "c")
 					terms := electortest.CampaignLoop(t, cands...)
 					lead := terms.WaitLeading(t, firstLeaderBound)
 					cli := master(t, election)
@@ -91,7 +91,7 @@ func TestSentinelTokensSurviveALaggingClock(t *testing.T) {
 	const election = "lag"
 	ahead := uint64(time.Now().Add(time.Hour).UnixMicro())
 	must(t, newClient(t, s.Master(t)).Set(ctx, keysFor(election).token, fmt.Sprint(ahead), 0).Err())
-	cands, _ := candidates(t, SentinelBackend, sentinelEndpoint(s), election, testTiming(), nil, "a", "b", "c")
+	cands, _ := candidates(t, SentinelBackend, sentinelURL(s), election, testTiming(), nil, "a", "b", "c")
 	terms := electortest.CampaignLoop(t, cands...)
 	lead := terms.WaitLeading(t, firstLeaderBound)
 	if lead.Token <= ahead {

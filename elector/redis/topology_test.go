@@ -57,7 +57,7 @@ func TestSentinelMasterDies(t *testing.T) {
 			s := testenv.StartRedisSentinel(t)
 			ctx := context.Background()
 			inst := &countingInstrument{}
-			cands, own := candidates(t, SentinelBackend, sentinelEndpoint(s), "master-dies", testTiming(), inst, "a", "b", "c")
+			cands, own := candidates(t, SentinelBackend, sentinelURL(s), "master-dies", testTiming(), inst, "a", "b", "c")
 			terms := electortest.CampaignLoop(t, cands...)
 			lead := terms.WaitLeading(t, firstLeaderBound)
 
@@ -153,7 +153,7 @@ func TestClusterFailover(t *testing.T) {
 			c := testenv.StartRedisCluster(t)
 			inst := &countingInstrument{}
 			const election = "failover"
-			cands, _ := candidates(t, ClusterBackend, clusterEndpoint(c), election, elector.Timing{TTL: tc.ttl}, inst, "a", "b", "c")
+			cands, _ := candidates(t, ClusterBackend, clusterURL(c), election, elector.Timing{TTL: tc.ttl}, inst, "a", "b", "c")
 			terms := electortest.CampaignLoop(t, cands...)
 			lead := terms.WaitLeading(t, 5*tc.ttl)
 			renewed(t, lead.Term)
@@ -194,7 +194,7 @@ func TestClusterReshard(t *testing.T) {
 	inst := &countingInstrument{}
 	const election = "reshard"
 	slot := electionSlot(election)
-	cands, own := candidates(t, ClusterBackend, clusterEndpoint(c), election, testTiming(), inst, "a", "b", "c")
+	cands, own := candidates(t, ClusterBackend, clusterURL(c), election, testTiming(), inst, "a", "b", "c")
 	terms := electortest.CampaignLoop(t, cands...)
 	lead := terms.WaitLeading(t, firstLeaderBound)
 	src := c.MasterOf(t, slot)

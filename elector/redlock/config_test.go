@@ -8,7 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/elector"
-	"github.com/electd/electd/elector/backend"
+	"github.com/electd/electd/elector/backend/hosts"
+	"github.com/electd/electd/elector/electortest"
 )
 
 func servers(addrs ...string) []Server {
@@ -48,12 +49,8 @@ func TestConfigRefused(t *testing.T) {
 // TestSlotsRefused: the backend refuses a semaphore through its Conn too,
 // as electd lock --slots reaches it.
 func TestSlotsRefused(t *testing.T) {
-	conn, err := Backend.Dial(t.Context(), backend.Endpoint{Scheme: "redlock", Hosts: []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_, err = conn.NewElector(elector.Candidate{Election: "e", ID: "a", Slots: 3})
+	conn := electortest.Open(t, Backend, "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3")
+	_, err := conn.NewElector(elector.Candidate{Election: "e", ID: "a", Slots: 3})
 	var ce *elector.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "slots" {
 		t.Fatalf("NewElector with 3 slots: %v; want a ConfigError on slots", err)
@@ -76,7 +73,7 @@ func TestCheckURL(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := check(backend.Endpoint{Scheme: "redlock", Hosts: tt.hosts, Path: tt.path})
+			err := check(hosts.Endpoint{Scheme: "redlock", Hosts: tt.hosts, Path: tt.path})
 			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
 				t.Fatalf("check: %v, want %q", err, tt.want)
 			}

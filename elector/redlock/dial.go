@@ -11,6 +11,7 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/backend"
+	"github.com/electd/electd/elector/backend/hosts"
 	"github.com/electd/electd/elector/internal/rediskit"
 )
 
@@ -19,16 +20,16 @@ import (
 // another, not a cluster), each dialled with the same credentials.
 var Backend = backend.Backend{
 	Name:           "redlock",
-	Schemes:        map[string]bool{"redlock": false, "redlocks": true},
-	DefaultPort:    "6379",
-	Check:          check,
-	Dial:           Dial,
+	Schemes:        []backend.Scheme{{Name: "redlock"}, {Name: "redlocks", TLS: true}},
+	Form:           "redlock://[user@]h1:6379,h2:6379,h3:6379[/db]",
+	About:          "a quorum of independent Redis servers",
+	Password:       backend.PasswordOptional,
+	Parse:          hosts.Spec{DefaultPort: "6379", Check: check, Dial: Dial, AnswersPlain: rediskit.AnswersPlain}.Parse,
 	Refused:        rediskit.Refused,
 	PermissionHint: rediskit.PermissionHint,
-	AnswersPlain:   rediskit.AnswersPlain,
 }
 
-func check(ep backend.Endpoint) error {
+func check(ep hosts.Endpoint) error {
 	if len(ep.Hosts) < MinServers {
 		return elector.Configf("store", "%s:// needs at least %d independent servers, got %d: %s://h1:6379,h2:6379,h3:6379[/db] (with two, a majority is both and no server may fail; for one, use redis://)", ep.Scheme, MinServers, len(ep.Hosts), ep.Scheme)
 	}
@@ -56,7 +57,7 @@ func database(s string) (int, error) {
 
 // Dial makes one client per server with the options electd runs with
 // (redis.ClientOptions). The clients are lazy: Dial contacts nothing.
-func Dial(_ context.Context, ep backend.Endpoint) (backend.Conn, error) {
+func Dial(_ context.Context, ep hosts.Endpoint) (backend.Conn, error) {
 	if err := check(ep); err != nil {
 		return nil, err
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/elector"
-	"github.com/electd/electd/elector/backend"
 	"github.com/electd/electd/elector/electortest"
 	"github.com/electd/electd/internal/faultproxy"
 	"github.com/electd/electd/internal/testenv"
@@ -53,7 +52,7 @@ func (h *harness) New(t testing.TB, c electortest.Candidate) elector.Locker {
 	if c.StoreAddr != h.Addr() {
 		hosts = strings.Split(c.StoreAddr, ",")
 	}
-	return electortest.DialEndpoint(t, Backend, backend.Endpoint{Scheme: "redlock", Hosts: hosts}, c.Candidate)
+	return electortest.DialURL(t, Backend, "redlock://"+strings.Join(hosts, ","), c.Candidate)
 }
 
 func (h *harness) Addr() string { return h.srvs[0].Addr() }

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,11 +14,7 @@ import (
 // in the URL's order, whether it answers, and the quorum.
 func TestMembers(t *testing.T) {
 	h := newHarness(t, 3)
-	c, err := Backend.Dial(context.Background(), backend.Endpoint{Scheme: "redlock", Hosts: h.addrs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := electortest.Open(t, Backend, "redlock://"+strings.Join(h.addrs(), ","))
 	report := c.(interface {
 		Members(context.Context) ([]backend.Member, error)
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/electd/electd/elector/backend"
+	"github.com/electd/electd/elector/backend/hosts"
 )
 
 // PermissionHint says what to grant a Redis user electd runs as.
@@ -21,7 +22,7 @@ const PermissionHint = "let its ACL use the keys and channels electd:* with +@re
 
 // ClientTLS is ep's TLS set-up for a client of host ("": whichever host
 // it dials, named as crypto/tls does); nil for a plain scheme.
-func ClientTLS(ep backend.Endpoint, host string) *tls.Config {
+func ClientTLS(ep hosts.Endpoint, host string) *tls.Config {
 	if ep.TLS == nil {
 		return nil
 	}
@@ -34,7 +35,7 @@ func ClientTLS(ep backend.Endpoint, host string) *tls.Config {
 
 // SetLogger sends go-redis's own messages (its pool's dial retries, for
 // instance) to ep's logger at debug level instead of to stderr.
-func SetLogger(ep backend.Endpoint) {
+func SetLogger(ep hosts.Endpoint) {
 	if ep.Logger != nil {
 		redis.SetLogger(clientLogger{log: ep.Logger})
 	}
