@@ -3,6 +3,7 @@ package store
 import (
 	"github.com/electd/electd/elector/backend"
 	"github.com/electd/electd/elector/etcd"
+	"github.com/electd/electd/elector/kube"
 	"github.com/electd/electd/elector/redis"
 	"github.com/electd/electd/elector/redlock"
 )
@@ -18,4 +19,5 @@ var backends = []*backend.Backend{
 	&redis.SentinelBackend,
 	&redis.ClusterBackend,
 	&redlock.Backend,
+	&kube.Backend,
 }

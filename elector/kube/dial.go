@@ -9,6 +9,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	authv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	coordv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
@@ -18,6 +19,45 @@ import (
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/backend"
 )
+
+// Backend is the Kubernetes backend as the store package lists it:
+// k8s://[NAMESPACE], the API server and credentials from $KUBECONFIG or
+// the pod's service account.
+var Backend = backend.Backend{
+	Name:            "kubernetes",
+	Schemes:         []backend.Scheme{{Name: "k8s"}},
+	Form:            "k8s://[NAMESPACE]",
+	About:           "a Lease on the Kubernetes API server",
+	CredentialsFrom: "$KUBECONFIG (or ~/.kube/config), or the pod's service account",
+	Parse:           parse,
+	Refused:         Refused,
+	PermissionHint:  "bind electd's service account to a Role granting get, list, watch, create, update and delete on leases.coordination.k8s.io in the namespace; see examples/kubernetes/rbac.yaml",
+}
+
+// parse reads k8s://[NAMESPACE]: an optional namespace, nothing else.
+func parse(u backend.URL) (backend.Target, error) {
+	ns := strings.TrimSuffix(u.Rest, "/")
+	if ns != "" {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return backend.Target{}, elector.Configf("store", "%s: k8s://[NAMESPACE] takes a namespace and nothing else (no user, password, port or path; the API server and credentials come from $KUBECONFIG or the pod's service account): %q %s",
+				u.Redacted, ns, errs[0])
+		}
+	}
+	return backend.Target{Dial: func(_ context.Context, s backend.Settings) (backend.Conn, error) {
+		rc, namespace, err := LoadConfig(ns)
+		if err != nil {
+			return nil, err
+		}
+		leases, reviews, err := Clients(rc)
+		if err != nil {
+			return nil, err
+		}
+		if s.Logger != nil {
+			s.Logger.Debug("kubernetes API server", "host", rc.Host, "namespace", namespace)
+		}
+		return &Conn{Leases: leases, Reviews: reviews, Namespace: namespace}, nil
+	}}, nil
+}
 
 // Verbs are the verbs on leases.coordination.k8s.io electd needs in its
 // namespace: the election's Lease is read, watched, created and updated;
