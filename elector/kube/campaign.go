@@ -136,7 +136,7 @@ func (e *Elector) try(ctx context.Context) (*elector.Term, error) {
 func (e *Elector) fresh(ctx context.Context) (state, error) {
 	cctx, cancel := e.request(ctx)
 	defer cancel()
-	list, err := e.leases().List(cctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", e.cfg.Election).String()})
+	list, err := e.leases().List(cctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", e.name).String()})
 	st, _ := e.view.snapshot()
 	if err != nil {
 		err = classify(err)
@@ -194,7 +194,7 @@ func (e *Elector) candidacy(ctx context.Context) (term *elector.Term, err error)
 		e.sawLease(st)
 		h, dead, headDead := st.head(now, grace)
 		var wake time.Time
-		if st.lease != nil && st.lease.obj.Annotations[annHandover] == t.name {
+		if st.lease != nil && st.lease.obj.Annotations[annHandover] == t.name && holder(st.lease.obj) == e.cfg.ID {
 			// The holder handed the Lease to this ticket: claim it.
 			if woken {
 				e.wakeups.Add(1)
@@ -262,49 +262,54 @@ func stopTimer(t clock.Timer) {
 	}
 }
 
-// sawLease raises the highest token seen to the Lease's.
+// sawLease raises the highest token seen to the Lease's, unless that is
+// above the Lease's own version: no token electd writes is (a token is
+// at most the version of the write that carries it), so such a one was
+// written by hand, and adopting it would lift this candidate's tokens
+// above the versions the next candidate builds on.
 func (e *Elector) sawLease(st state) {
 	if st.lease != nil {
-		e.sawToken(holderOf(st.lease.obj).Token)
+		if tok := holderOf(st.lease.obj).Token; tok <= st.lease.rv {
+			e.sawToken(tok)
+		}
 	}
 }
 
 // take writes this candidate's term into the Lease as st saw it: an update
-// conditioned on the resourceVersion observed (or a create where there was
-// none), so that it fails if anything renewed or took it since. It
-// returns the term, or nil and no error when another write came first.
+// conditioned on the resourceVersion observed, so that it fails if
+// anything renewed or took it since. It returns the term, or nil and no
+// error when another write came first.
 //
-// The token is one more than the highest of: the resourceVersion the
-// write is conditioned on, every resourceVersion seen (lists and
-// bookmarks included), and every token seen. Every earlier grant was a
-// write this Elector's view saw, or one before a version it saw, so the
-// token is above that grant's (see the package doc).
+// The token is one more than the highest of: the version the update is
+// conditioned on, every version seen (lists and bookmarks included), and
+// every token seen (sawLease). Every earlier grant was a write at a
+// version at most the one conditioned on, so the token is above its
+// token (see the package doc). Where there is no Lease, take first
+// creates one with no holder, and takes that: a create alone would say
+// nothing of the writes between the moment this candidate last saw the
+// Lease missing and the moment the create lands (a term begun and ended
+// meanwhile, the Lease deleted again); the created version is above them
+// all.
 func (e *Elector) take(ctx context.Context, st state) (*elector.Term, error) {
-	base := max(st.maxRV, e.seen.Load())
-	var obj *coordinationv1.Lease
-	if st.lease != nil {
-		if _, err := rv(st.lease.obj.ResourceVersion); err != nil {
-			return nil, &permanentError{err}
+	l := st.lease
+	if l == nil {
+		var err error
+		if l, err = e.create(ctx); l == nil || err != nil {
+			return nil, err
 		}
-		obj = st.lease.obj.DeepCopy()
-		base = max(base, st.lease.rv)
-	} else {
-		obj = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: e.cfg.Election, Namespace: e.cfg.Namespace}}
 	}
-	self := elector.Leader{ID: e.cfg.ID, Address: e.cfg.Address, Token: base + 1}
+	if _, err := rv(l.obj.ResourceVersion); err != nil {
+		return nil, &permanentError{err}
+	}
+	obj := l.obj.DeepCopy()
+	self := elector.Leader{ID: e.cfg.ID, Address: e.cfg.Address, Token: max(st.maxRV, e.seen.Load(), l.rv) + 1}
 	cctx, cancel := e.request(ctx)
 	defer cancel()
 	send := e.cfg.Clock.Now()
 	grant(obj, self, e.cfg.Timing.TTL, send)
-	var got *coordinationv1.Lease
-	var err error
-	if st.lease == nil {
-		got, err = e.leases().Create(cctx, obj, metav1.CreateOptions{})
-	} else {
-		got, err = e.leases().Update(cctx, obj, metav1.UpdateOptions{})
-	}
+	got, err := e.leases().Update(cctx, obj, metav1.UpdateOptions{})
 	switch {
-	case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err), apierrors.IsNotFound(err):
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
 		e.fails.Answered("grant")
 		return nil, nil
 	case err != nil:
@@ -313,8 +318,31 @@ func (e *Elector) take(ctx context.Context, st state) (*elector.Term, error) {
 		return nil, err
 	}
 	e.fails.Answered("grant")
-	self.Since = obj.Spec.AcquireTime.Time
+	self.Since = got.Spec.AcquireTime.Time // as stored: to the microsecond
 	return e.begin(self, send, got)
+}
+
+// create makes the election's Lease, with no holder; nil and no error if
+// it exists already (the view shows it soon).
+func (e *Elector) create(ctx context.Context) (*seen, error) {
+	cctx, cancel := e.request(ctx)
+	defer cancel()
+	obj := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: e.name, Namespace: e.cfg.Namespace}}
+	got, err := e.leases().Create(cctx, obj, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		e.fails.Answered("grant")
+		return nil, nil
+	case err != nil:
+		err = classify(err)
+		e.fails.Failed("grant", err)
+		return nil, err
+	}
+	n, err := rv(got.ResourceVersion)
+	if err != nil {
+		return nil, &permanentError{err}
+	}
+	return &seen{obj: got, rv: n, at: e.cfg.Clock.Now()}, nil
 }
 
 // claim takes the Lease its holder handed to this candidate's ticket
@@ -385,11 +413,11 @@ func (e *Elector) join(ctx context.Context) (*ticket, error) {
 	for {
 		var r [6]byte
 		_, _ = crand.Read(r[:])
-		name := ticketPrefix(e.cfg.Election) + hex.EncodeToString(r[:])
+		name := ticketPrefix(e.name) + hex.EncodeToString(r[:])
 		id := e.cfg.ID
 		now := metav1.NewMicroTime(e.cfg.Clock.Now())
 		obj := &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.cfg.Namespace, Labels: map[string]string{labelQueue: e.cfg.Election}},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.cfg.Namespace, Labels: map[string]string{labelQueue: e.name}},
 			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &id, LeaseDurationSeconds: seconds(e.cfg.Timing.TTL), AcquireTime: &now, RenewTime: &now},
 		}
 		cctx, cancel := e.request(ctx)
@@ -487,10 +515,11 @@ func (e *Elector) removeDead(ctx context.Context, dead []seen) {
 		cctx, cancel := e.request(ctx)
 		err := e.leases().Delete(cctx, t.obj.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &v}})
 		cancel()
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		switch {
+		case err == nil:
+			e.log.Info("removed the ticket of a waiter that stopped renewing it", "ticket", t.obj.Name, "holder", holder(t.obj))
+		case !apierrors.IsNotFound(err) && !apierrors.IsConflict(err):
 			e.log.Debug("could not remove a dead ticket", "ticket", t.obj.Name, "err", err)
-			continue
 		}
-		e.log.Info("removed the ticket of a waiter that stopped renewing it", "ticket", t.obj.Name, "holder", holder(t.obj))
 	}
 }

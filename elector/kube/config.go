@@ -1,6 +1,9 @@
 package kube
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -31,20 +34,33 @@ func (cfg Config) validate() (Config, error) {
 	case cfg.Leases == nil:
 		return cfg, elector.Configf("store", "no Kubernetes client")
 	case cfg.Slots > 1:
-		return cfg, elector.Configf("slots", "k8s:// does not offer semaphores yet (one Lease holds one term); use --slots 1, or an etcd:// or redis:// store")
+		return cfg, elector.Configf("slots", "%d slots: k8s:// does not offer semaphores (one Lease holds one term); use --slots 1 on k8s://, or an etcd:// or redis:// store for --slots", cfg.Slots)
 	}
 	if errs := validation.IsDNS1123Label(cfg.Namespace); len(errs) > 0 {
 		return cfg, elector.Configf("store", "namespace %q is not a Kubernetes namespace name: %s", cfg.Namespace, errs[0])
-	}
-	if errs := validation.IsDNS1123Label(cfg.Election); len(errs) > 0 {
-		return cfg, elector.Configf("election", "%q names a Lease, so on k8s:// it must be a DNS label: %s (e.g. %q)",
-			cfg.Election, errs[0], suggestName(cfg.Election))
 	}
 	if t := cfg.Timing.TTL; t%time.Second != 0 {
 		return cfg, elector.Configf("ttl", "a Lease counts its duration in whole seconds, so on k8s:// --ttl must be one, got %s; use %s",
 			t, t.Round(time.Second)+time.Second*time.Duration(boolInt(t.Round(time.Second) == 0)))
 	}
 	return cfg, nil
+}
+
+// LeaseName is the name of an election's Lease: the election's own name
+// when it is a DNS label (what client-go electors and kubectl name it
+// by), else its letters and digits in lower case, with '-' for the rest,
+// and 8 hex digits of its SHA-256, so that every election name electd
+// takes on any store names one Lease, and two names never the same one.
+func LeaseName(election string) string {
+	if len(validation.IsDNS1123Label(election)) == 0 {
+		return election
+	}
+	sum := sha256.Sum256([]byte(election))
+	base := suggestName(election)
+	if len(base) > validation.DNS1123LabelMaxLength-9 {
+		base = strings.TrimRight(base[:validation.DNS1123LabelMaxLength-9], "-")
+	}
+	return base + "-" + hex.EncodeToString(sum[:4])
 }
 
 func boolInt(b bool) int {

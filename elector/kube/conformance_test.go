@@ -58,7 +58,7 @@ func (h *harness) Queued(t testing.TB, election string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	leases := h.k.Client(t).CoordinationV1().Leases(h.namespace())
-	list, err := leases.List(ctx, metav1.ListOptions{LabelSelector: "electd.io/queue=" + election})
+	list, err := leases.List(ctx, metav1.ListOptions{LabelSelector: "electd.io/queue=" + kube.LeaseName(election)})
 	if err != nil {
 		t.Fatalf("count tickets: %v", err)
 	}
@@ -69,7 +69,7 @@ func (h *harness) Queued(t testing.TB, election string) int {
 			holders[*l.Spec.HolderIdentity] = true
 		}
 	}
-	l, err := leases.Get(ctx, election, metav1.GetOptions{})
+	l, err := leases.Get(ctx, kube.LeaseName(election), metav1.GetOptions{})
 	if err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" && !holders[*l.Spec.HolderIdentity] {
 		n++
 	}

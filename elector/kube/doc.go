@@ -62,15 +62,22 @@
 //
 // A term's token is one more than the highest of: the version its update
 // was conditioned on, every version this candidate has seen (of any Lease
-// in the election, and of every list), and every token it has seen. The
-// API server's versions are etcd's revision, which grows with every write
-// to any object (apimachinery's CompareResourceVersion orders them). Each
-// earlier grant is a write at a revision at most the version the next
-// writer saw, so tokens grow, even when someone deletes the Lease and
-// leaseTransitions starts again at 0 (the deletion's revision is seen, by
-// the watch or by the next list). Assumed: the API server's etcd is not
-// restored to an earlier revision (etcdutl snapshot restore has
-// --bump-revision for that).
+// in the election, and of every list), and every token it has seen that
+// is not above the version of the Lease that carried it. The API
+// server's versions are etcd's revision, which grows with every write to
+// any object (apimachinery's CompareResourceVersion orders them). So a
+// token is at most the version of the write that grants it, and each
+// later grant is an update conditioned on a version at least that one:
+// tokens grow. Where the Lease is missing (first use, or deleted by
+// someone), a candidate first creates it with no holder and then takes
+// it with a conditioned update, so the created version, above every
+// earlier write, bounds its token from below; a bare create would not
+// (it tells nothing of a term begun and ended between the candidate's
+// last look and the create's landing). The same holds when
+// leaseTransitions starts again at 0, or a client-go term comes between.
+// A token set by hand above the Lease's version is ignored. Assumed: the
+// API server's etcd is not restored to an earlier revision (etcdutl
+// snapshot restore has --bump-revision for that).
 //
 // # What it does not do
 //

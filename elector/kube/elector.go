@@ -24,6 +24,7 @@ var errBusy = errors.New("kube: a campaign or term is already active on this ele
 // it with New; it is safe for concurrent use.
 type Elector struct {
 	cfg    Config
+	name   string // the Lease's (LeaseName)
 	log    *slog.Logger
 	inst   elector.Instrument
 	ctx    context.Context // cancelled by Close
@@ -54,7 +55,8 @@ func New(cfg Config) (*Elector, error) {
 	}
 	e := &Elector{
 		cfg:  cfg,
-		log:  cfg.Logger.WithGroup("kube").With("election", cfg.Election, "id", cfg.ID, "namespace", cfg.Namespace),
+		name: LeaseName(cfg.Election),
+		log:  cfg.Logger.WithGroup("kube").With("election", cfg.Election, "id", cfg.ID, "namespace", cfg.Namespace, "lease", LeaseName(cfg.Election)),
 		inst: cfg.Instrument,
 		done: make(chan struct{}),
 		hub:  elector.NewHub(),

@@ -20,7 +20,7 @@ func (e *Elector) RecordRun(ctx context.Context, r elector.RunRecord, period tim
 	if err != nil {
 		return err
 	}
-	name := runName(e.cfg.Election)
+	name := runName(e.name)
 	lapse := e.cfg.Clock.Now().Add(period).UTC().Format(time.RFC3339Nano)
 	for {
 		cur, err := e.leases().Get(ctx, name, metav1.GetOptions{})
@@ -50,7 +50,7 @@ func (e *Elector) RecordRun(ctx context.Context, r elector.RunRecord, period tim
 
 // LastRun returns the election's live run record, or ErrNoRun.
 func (e *Elector) LastRun(ctx context.Context) (elector.RunRecord, error) {
-	cur, err := e.leases().Get(ctx, runName(e.cfg.Election), metav1.GetOptions{})
+	cur, err := e.leases().Get(ctx, runName(e.name), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return elector.RunRecord{}, elector.ErrNoRun
@@ -74,7 +74,7 @@ func (e *Elector) LastRun(ctx context.Context) (elector.RunRecord, error) {
 // ForgetRun deletes the election's run record, if any (`electd lock
 // --forget`).
 func (e *Elector) ForgetRun(ctx context.Context) error {
-	err := e.leases().Delete(ctx, runName(e.cfg.Election), metav1.DeleteOptions{})
+	err := e.leases().Delete(ctx, runName(e.name), metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		err = classify(err)
 		e.inst.StoreError("forget", err)

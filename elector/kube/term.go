@@ -118,7 +118,7 @@ func (e *Elector) renewOnce(ctx context.Context, dl *elector.Deadline, h *held, 
 			return classify(err)
 		}
 		cctx, cancel = e.request(ctx)
-		cur, err := e.leases().Get(cctx, e.cfg.Election, metav1.GetOptions{})
+		cur, err := e.leases().Get(cctx, e.name, metav1.GetOptions{})
 		cancel()
 		switch {
 		case apierrors.IsNotFound(err):
@@ -157,7 +157,7 @@ func (e *Elector) release(ctx context.Context, h *held, self elector.Leader) err
 			return nil
 		case apierrors.IsConflict(err):
 			cctx, cancel := e.request(ctx)
-			cur, gerr := e.leases().Get(cctx, e.cfg.Election, metav1.GetOptions{})
+			cur, gerr := e.leases().Get(cctx, e.name, metav1.GetOptions{})
 			cancel()
 			switch {
 			case apierrors.IsNotFound(gerr):

@@ -58,7 +58,7 @@ func (v *view) start() {
 	}
 	v.started = true
 	v.mu.Unlock()
-	name := v.e.cfg.Election
+	name := v.e.name
 	v.e.goroutine(func() {
 		v.watch("watch", 0, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
 	})
@@ -180,7 +180,7 @@ func (v *view) replace(which int, items []coordinationv1.Lease, listRV string) {
 	if which == 0 {
 		var next *seen
 		for i := range items {
-			if items[i].Name == v.e.cfg.Election {
+			if items[i].Name == v.e.name {
 				next = v.keep(v.lease, &items[i], now)
 			}
 		}

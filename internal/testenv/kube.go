@@ -180,6 +180,14 @@ func (k *Kube) Kubeconfig(t testing.TB, token string) string {
 // when namespace is empty).
 func (k *Kube) KubeconfigNamespace(t testing.TB, token, namespace string) string {
 	t.Helper()
+	return k.KubeconfigVia(t, k.URL(), token, namespace)
+}
+
+// KubeconfigVia is KubeconfigNamespace reaching the server at server
+// (https://HOST:PORT), such as a proxy in front of it on 127.0.0.1, which
+// the server's certificate names.
+func (k *Kube) KubeconfigVia(t testing.TB, server, token, namespace string) string {
+	t.Helper()
 	var ns string
 	if namespace != "" {
 		ns = "\n    namespace: " + strconv.Quote(namespace)
@@ -203,7 +211,7 @@ contexts:
     cluster: %[1]s
     user: %[1]s%[5]s
 current-context: %[1]s
-`, kubeContext, q(k.URL()), q(k.CAFile()), q(token), ns)
+`, kubeContext, q(server), q(k.CAFile()), q(token), ns)
 	return WriteFile(t, "kubeconfig", content)
 }
 

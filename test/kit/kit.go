@@ -68,6 +68,10 @@ var Backends = []Backend{
 		return &Store{Name: "redis", Servers: newRedis(t, r, "redis://"+r.Addr(), Reach{Addrs: []string{r.Addr()}},
 			func(t testing.TB) redis.UniversalClient { return r.Client(t) })}
 	}},
+	{Name: "k8s", start: func(t *testing.T) *Store {
+		return &Store{Name: "k8s", SlotsRefused: "a Lease holds one term: the Kubernetes backend refuses --slots > 1 (exit 2 naming --slots)",
+			Servers: newKube(t, testenv.StartKube(t))}
+	}},
 }
 
 // Topologies are the Redis Sentinel and Redis Cluster topologies, a
