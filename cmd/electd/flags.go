@@ -34,7 +34,8 @@ func storeFlags() []cli.Flag {
 	}
 	flags = append(flags,
 		&cli.StringFlag{Name: "election", EnvVars: env("ELECTION"), Usage: "election name (required)"},
-		&cli.StringFlag{Name: "id", EnvVars: env("ID"), Value: host, Usage: "this candidate's id"},
+		&cli.StringFlag{Name: "id", EnvVars: append(env("ID"), "POD_NAME"), Value: host,
+			Usage: "this candidate's id (else $POD_NAME, which a pod gets from the downward API, else the hostname)"},
 		&cli.DurationFlag{Name: "ttl", EnvVars: env("TTL"), Value: elector.DefaultTTL, Usage: "lease TTL; renewals every ttl/5"},
 		&cli.DurationFlag{Name: "renew-interval", EnvVars: env("RENEW_INTERVAL"), DefaultText: "ttl/5", Usage: "time between lease renewals"},
 		&cli.StringFlag{Name: "log-format", EnvVars: env("LOG_FORMAT"), Value: "text", Usage: "text or json"},

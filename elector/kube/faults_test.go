@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/electd/electd/elector"
@@ -94,4 +95,40 @@ func TestStoreFaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStaleHandOverMarkIsIgnored: a hand-over mark left on a released
+// Lease (a client-go term came between and kept electd's annotations)
+// does not hold its ticket's owner back: it takes the free Lease at once.
+func TestStaleHandOverMarkIsIgnored(t *testing.T) {
+	k := testenv.StartKube(t)
+	h := &harness{k: k}
+	ctx := context.Background()
+	const el = "stale-mark"
+	leases := k.Client(t).CoordinationV1().Leases(namespace)
+	who, secs := "x", int32(2)
+	if _, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: el},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &who, LeaseDurationSeconds: &secs}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b := h.New(t, electortest.Candidate{StoreAddr: h.Addr(), Candidate: elector.Candidate{Election: el, ID: "b", Timing: elector.Timing{TTL: 2 * time.Second}}})
+	cb := electortest.Campaign(ctx, b)
+	electortest.Eventually(t, 10*time.Second, "b in line", func() bool { return h.Queued(t, el) == 2 })
+	tickets, err := leases.List(ctx, metav1.ListOptions{LabelSelector: "electd.io/queue=" + el})
+	if err != nil || len(tickets.Items) != 1 {
+		t.Fatalf("b's ticket: %v, %v", tickets, err)
+	}
+	l, err := leases.Get(ctx, el, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Spec.HolderIdentity = nil // released, with b's ticket still marked
+	l.Annotations = map[string]string{"electd.io/handover-to": tickets.Items[0].Name}
+	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	rb := electortest.MustLead(t, cb, 5*time.Second, "b")
+	t.Logf("b led %s after the release", rb.At.Sub(released).Round(time.Millisecond))
+	electortest.Resign(t, rb.Term)
 }

@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -157,5 +158,105 @@ func TestElectdWaitsForClientGo(t *testing.T) {
 			}
 			electortest.Resign(t, rb.Term)
 		})
+	}
+}
+
+// span is one term of either kind of elector.
+type span struct {
+	who        string
+	start, end time.Time
+}
+
+// TestContendingWithClientGo: two electd candidates and a client-go
+// elector contend for one Lease, each holding it briefly and letting go:
+// no two of their terms overlap, and electd's tokens grow.
+func TestContendingWithClientGo(t *testing.T) {
+	k := testenv.StartKube(t)
+	h := &harness{k: k}
+	const el, rounds = "interop-mix", 4
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		spans []span
+		last  uint64
+	)
+	record := func(s span) { mu.Lock(); spans = append(spans, s); mu.Unlock() }
+	var wg sync.WaitGroup
+	for _, id := range []string{"a", "b"} {
+		e := h.New(t, electortest.Candidate{StoreAddr: h.Addr(), Candidate: elector.Candidate{Election: el, ID: id, Timing: elector.Timing{TTL: 2 * time.Second}}})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				term, err := e.Campaign(ctx)
+				if err != nil {
+					t.Errorf("%s: campaign: %v", id, err)
+					return
+				}
+				start := time.Now()
+				mu.Lock()
+				if term.Token <= last {
+					t.Errorf("%s: token %d after %d", id, term.Token, last)
+				}
+				last = term.Token
+				mu.Unlock()
+				time.Sleep(300 * time.Millisecond) // the term's work
+				if err := term.Resign(ctx); err != nil {
+					t.Errorf("%s: resign: %v", id, err)
+				}
+				record(span{id, start, term.ValidUntil()})
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		cs := k.Client(t)
+		for range rounds {
+			lctx, lcancel := context.WithCancel(ctx)
+			var s span
+			le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+				Lock: &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Name: el, Namespace: namespace},
+					Client: cs.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: "client-go"}},
+				LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
+				ReleaseOnCancel: true, Name: "client-go",
+				Callbacks: leaderelection.LeaderCallbacks{
+					OnStartedLeading: func(context.Context) {
+						s = span{"client-go", time.Now(), time.Time{}}
+						time.Sleep(300 * time.Millisecond) // the term's work
+						s.end = time.Now()                 // it stops before it lets go
+						lcancel()
+					},
+					OnStoppedLeading: func() {},
+				},
+			})
+			if err != nil {
+				t.Error(err)
+				lcancel()
+				return
+			}
+			le.Run(lctx) // returns after the release
+			lcancel()
+			if ctx.Err() != nil {
+				return
+			}
+			if !s.start.IsZero() {
+				record(s)
+			}
+		}
+	}()
+	wg.Wait()
+	slices.SortFunc(spans, func(x, y span) int { return x.start.Compare(y.start) })
+	kinds := map[string]int{}
+	for i, s := range spans {
+		kinds[s.who]++
+		if i > 0 && !spans[i-1].end.Before(s.start) {
+			t.Errorf("%s's term (until %s) overlaps %s's (from %s)", spans[i-1].who, spans[i-1].end.Format(time.StampMilli), s.who, s.start.Format(time.StampMilli))
+		}
+	}
+	t.Logf("%d terms: %v", len(spans), kinds)
+	if kinds["client-go"] == 0 || kinds["a"]+kinds["b"] == 0 {
+		t.Fatalf("one kind of elector never led: %v", kinds)
 	}
 }
