@@ -133,7 +133,11 @@ func refusal(su *storeURL, err error) error {
 	}
 	switch su.backend.Refused(err) {
 	case backend.RefusedLogin:
-		return elector.Configf(field, "%s refused the login %s (check the user name and the password): %s", su.kind, who, msg)
+		check := "check the user name and the password"
+		if su.backend.CredentialsFrom != "" && su.password == "" {
+			check = "check the token or certificate they hold, and that it has not expired"
+		}
+		return elector.Configf(field, "%s refused the login %s (%s): %s", su.kind, who, check, msg)
 	case backend.RefusedNoUser:
 		return elector.Configf("store", "%s has authentication on and refused electd %s (put USER in the URL and give the password): %s", su.kind, who, msg)
 	case backend.RefusedPermission:

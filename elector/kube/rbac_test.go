@@ -12,6 +12,7 @@ import (
 	"github.com/electd/electd/elector/electortest"
 	"github.com/electd/electd/elector/kube"
 	"github.com/electd/electd/internal/testenv"
+	"github.com/electd/electd/store"
 )
 
 // conn is a kube.Conn for token in ns.
@@ -73,4 +74,46 @@ func TestLeastPrivilege(t *testing.T) {
 func queued(t *testing.T, k *testenv.Kube, ns, election string) int {
 	t.Helper()
 	return (&harness{k: k, ns: ns}).Queued(t, election)
+}
+
+// TestStartRefusals: electd's start (store.Open, as `electd run` opens the
+// store) refuses, with an exit-2 configuration error, a token the API
+// server does not know and a Role that lacks verbs, naming what to fix;
+// and opens the store with the least-privilege Role.
+func TestStartRefusals(t *testing.T) {
+	k := testenv.StartKube(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tests := []struct {
+		name  string
+		token string
+		want  []string // in the error; none: it opens
+	}{
+		{name: "least privilege", token: k.LeaseServiceAccount(t, "electd", "electd")},
+		{name: "unknown token", token: "not-a-token", want: []string{"refused the login", "$KUBECONFIG", "token"}},
+		{name: "role without watch and delete", token: k.LeaseServiceAccount(t, "electd", "short", "get", "list", "create", "update"),
+			want: []string{"watch, delete", "kind: Role", "examples/kubernetes/rbac.yaml"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("KUBECONFIG", k.KubeconfigNamespace(t, tc.token, ""))
+			s, err := store.Open(ctx, store.Options{URL: "k8s://electd"}, nil)
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("open: %v", err)
+				}
+				_ = s.Close()
+				return
+			}
+			var ce *elector.ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("open: %v (%T), want a configuration error (exit 2)", err, err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error does not say %q: %v", w, err)
+				}
+			}
+		})
+	}
 }
