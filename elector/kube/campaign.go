@@ -159,7 +159,7 @@ func (e *Elector) fresh(ctx context.Context) (state, error) {
 		return st, &permanentError{err}
 	}
 	if st.lease == nil || st.lease.rv != n {
-		st.lease = &seen{obj: l, rv: n, at: e.cfg.Clock.Now()}
+		st.lease = observe(st.lease, st.gone, l, n, e.cfg.Clock.Now())
 	}
 	return st, nil
 }
@@ -363,10 +363,17 @@ func (e *Elector) claim(ctx context.Context, l *seen) (*elector.Term, error) {
 		delete(obj.Annotations, annAddress)
 	}
 	delete(obj.Annotations, annHandover)
+	// One more transition, so that a client-go elector sees a record
+	// other than the hand-over's and times this term from the claim.
+	n := int32(0)
+	if obj.Spec.LeaseTransitions != nil {
+		n = *obj.Spec.LeaseTransitions + 1
+	}
+	obj.Spec.LeaseTransitions = &n
 	cctx, cancel := e.request(ctx)
 	defer cancel()
 	send := e.cfg.Clock.Now()
-	renew(obj, send)
+	renew(obj, e.cfg.Timing.TTL, send)
 	got, err := e.leases().Update(cctx, obj, metav1.UpdateOptions{})
 	switch {
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
@@ -389,7 +396,7 @@ func (e *Elector) begin(self elector.Leader, send time.Time, got *coordinationv1
 	}
 	e.sawToken(self.Token)
 	dl := elector.NewDeadline(e.cfg.Clock, e.cfg.Timing, send)
-	h := &held{lease: got}
+	h := &held{lease: got, record: goRecord(got), since: send}
 	e.mu.Lock()
 	e.term = dl
 	e.mu.Unlock()
@@ -461,7 +468,7 @@ func (e *Elector) keepTicket(ctx context.Context, t *ticket, lost chan<- struct{
 			}
 			obj.Annotations[annOrder] = t.lease.ResourceVersion
 		}
-		renew(obj, e.cfg.Clock.Now())
+		renew(obj, e.cfg.Timing.TTL, e.cfg.Clock.Now())
 		cctx, cancel := e.request(ctx)
 		got, err := e.leases().Update(cctx, obj, metav1.UpdateOptions{})
 		cancel()

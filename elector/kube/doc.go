@@ -25,6 +25,28 @@
 //     it. Its update carries that version, so a renewal it has not seen
 //     makes the update fail.
 //
+// Three refinements keep that true against writers other than electd:
+//
+//   - A client-go elector times a holder from its first sight of a
+//     LeaderElectionRecord different from the last one it saw, and it
+//     compares renewTime to the second. So a renewal counts from the send
+//     time of the first write of the record client-go still sees (the
+//     first renewal in its wall-clock second), and with a renewal interval
+//     under a second, electd renews just after each second begins. A claim
+//     of a hand-over adds a transition, so that client-go sees a new
+//     record. Below a 1 s renewal interval (ttl under 5 s by default), the
+//     deadline thus moves once a second, and a missed renewal may end the
+//     term.
+//   - A version of the same term is timed for the longest duration the
+//     term was seen with, and every renewal and claim writes the
+//     candidate's own: a hand edit that shortens it is not believed.
+//   - electd's own release marks the Lease (electd.io/released) after the
+//     term ended: such a Lease is taken at once. A Lease deleted, or
+//     cleared by anyone else (kubectl, client-go's ReleaseOnCancel), is
+//     timed for its last holder's duration from the moment that was seen,
+//     since that holder, cut off, may not know. A candidate that never saw
+//     a holder takes a missing or empty Lease at once.
+//
 // Why no two terms overlap, with clock rates apart by at most drift: the
 // version a waiter times was written by the leader's last successful
 // renewal, sent at s, before the waiter saw it (at o ≥ s). Any later
@@ -39,9 +61,11 @@
 // client-go elector waits out electd's holder for the same reason (it
 // times leaseDurationSeconds from its own observation).
 //
-// A holder that resigns clears holderIdentity (as client-go's
-// ReleaseOnCancel does): the first in line takes the Lease at once. A
-// Lease nobody holds, or none at all, is taken at once.
+// A holder that resigns hands the Lease to the first in line, who claims
+// it at once, or, with nobody in line, clears holderIdentity (as
+// client-go's ReleaseOnCancel does, and marked as electd's release): any
+// elector takes it at once. A Lease that was never seen held is taken at
+// once.
 //
 // # The line, and no herd
 //
@@ -83,7 +107,11 @@
 //
 //   - Semaphores (--slots > 1) are refused.
 //   - A holder written by hand (kubectl edit) is respected like any other:
-//     the leader sees its term lost at once, the others wait the duration.
+//     the leader sees its term lost as soon as its watch shows it, the
+//     others wait the duration. A Lease deleted by hand while its holder is
+//     cut off is taken at once by a candidate that had never seen it held.
+//   - Hand edits that shorten a duration before any candidate saw the
+//     term's longer one are believed.
 //   - A client-go elector takes the Lease as soon as it finds it free; it
 //     does not queue behind electd's tickets.
 //

@@ -20,6 +20,7 @@ const (
 	annAddress  = "electd.io/address"
 	annHolder   = "electd.io/token-holder" // the holderIdentity the token was granted to
 	annOrder    = "electd.io/order"        // a ticket's place in line
+	annReleased = "electd.io/released"     // the token of the term whose holder released the Lease, after it ended
 	annHandover = "electd.io/handover-to"  // the ticket a resigning holder handed the Lease to
 	annRun      = "electd.io/run"          // a run record (electd lock --once-per)
 	annRunLapse = "electd.io/run-lapse"    // when it lapses, RFC 3339
@@ -110,6 +111,7 @@ func grant(l *coordinationv1.Lease, self elector.Leader, ttl time.Duration, now 
 		delete(l.Annotations, annAddress)
 	}
 	delete(l.Annotations, annHandover)
+	delete(l.Annotations, annReleased)
 }
 
 // handOver names the owner of ticket next as l's holder, with token: the
@@ -119,19 +121,60 @@ func handOver(l *coordinationv1.Lease, next *coordinationv1.Lease, token uint64,
 	l.Annotations[annHandover] = next.Name
 }
 
-// renew sets l's renewTime.
-func renew(l *coordinationv1.Lease, now time.Time) {
+// renew sets l's renewTime, and its duration to ttl: a holder's
+// renewal restores its duration if someone shortened it, and a claim
+// writes the claimer's (the hand-over wrote the resigning holder's).
+func renew(l *coordinationv1.Lease, ttl time.Duration, now time.Time) {
 	t := metav1.NewMicroTime(now)
 	l.Spec.RenewTime = &t
+	l.Spec.LeaseDurationSeconds = seconds(ttl)
+}
+
+// goRecord is the Lease as a client-go elector compares it: its
+// LeaderElectionRecord, whose times count in whole seconds. client-go
+// times a holder from the moment it first sees a record different from
+// the last one it saw; two renewals in one second look the same to it.
+func goRecord(l *coordinationv1.Lease) string {
+	sec := func(t *metav1.MicroTime) int64 {
+		if t == nil {
+			return 0
+		}
+		return t.Unix()
+	}
+	var dur, trans int32
+	if l.Spec.LeaseDurationSeconds != nil {
+		dur = *l.Spec.LeaseDurationSeconds
+	}
+	if l.Spec.LeaseTransitions != nil {
+		trans = *l.Spec.LeaseTransitions
+	}
+	return fmt.Sprint(holder(l), dur, sec(l.Spec.AcquireTime), sec(l.Spec.RenewTime), trans, l.Spec.Strategy, l.Spec.PreferredHolder)
 }
 
 // release clears l's holder as client-go's ReleaseOnCancel does (a
 // duration of one second, the times now), so that both electd and
 // client-go electors take it at once.
+//
+// It marks the release as electd's (annReleased, the ended term's token):
+// waiters take a Lease so released at once, while one cleared by anyone
+// else (kubectl, client-go's ReleaseOnCancel) is timed for its last
+// holder's duration (view.go, observe), since that holder may be cut off
+// and still counting.
 func release(l *coordinationv1.Lease, now time.Time) {
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[annReleased] = l.Annotations[annToken]
 	l.Spec.HolderIdentity = nil
 	delete(l.Annotations, annHandover)
 	l.Spec.LeaseDurationSeconds = seconds(time.Second)
 	t := metav1.NewMicroTime(now)
 	l.Spec.AcquireTime, l.Spec.RenewTime = &t, &t
+}
+
+// released reports whether l is empty because electd's holder released it
+// after its term ended (release).
+func released(l *coordinationv1.Lease) bool {
+	_, ok := l.Annotations[annReleased]
+	return ok && holder(l) == ""
 }

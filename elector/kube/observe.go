@@ -37,8 +37,8 @@ func (e *Elector) publish() {
 		now := clk.Now()
 		ld := elector.Leader{}
 		free, at := st.free(now)
-		if !free {
-			ld = holderOf(st.lease.obj)
+		if !free && st.lease != nil {
+			ld = holderOf(st.lease.obj) // nil: deleted, its holder unknown
 		}
 		e.hub.Publish(ld)
 		var timer clock.Timer

@@ -306,11 +306,15 @@ func TestClientGoWaitsOutPartitionedElectdLeader(t *testing.T) {
 		t.Fatal("client-go took the Lease while electd renewed it")
 	default:
 	}
-	// Cut a off just after a renewal sent late in its wall-clock second.
-	w := timing.WithDefaults().Window()
+	// Cut a off just after a renewal sent late in its wall-clock second:
+	// one that client-go cannot tell from the second's first.
 	var last time.Time
 	electortest.Eventually(t, 10*time.Second, "a renewal sent at .6 s or later", func() bool {
-		last = ra.Term.ValidUntil().Add(-w) // the send time of a's last acknowledged renewal
+		l, err := cs.CoordinationV1().Leases(namespace).Get(ctx, el, metav1.GetOptions{})
+		if err != nil || l.Spec.RenewTime == nil {
+			return false
+		}
+		last = l.Spec.RenewTime.Time // the send time of a's last renewal
 		return last.Nanosecond() >= 600e6 && time.Since(last) < 100*time.Millisecond
 	})
 	pa.Cut()

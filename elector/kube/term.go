@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +18,12 @@ import (
 type held struct {
 	mu    sync.Mutex
 	lease *coordinationv1.Lease
+	// record is the Lease as client-go compares it (goRecord), and since
+	// the send time of the first write of this term that made it so: a
+	// renewal counts from since, not its own send time, for a client-go
+	// elector times the term from its first sight of the record.
+	record string
+	since  time.Time
 }
 
 func (h *held) get() *coordinationv1.Lease {
@@ -29,6 +36,19 @@ func (h *held) set(l *coordinationv1.Lease) {
 	h.mu.Lock()
 	h.lease = l
 	h.mu.Unlock()
+}
+
+// renewed records a renewal sent at send that wrote l, and returns the
+// time it counts from: send if client-go sees a new record, else the send
+// time of the first write of the record it still sees.
+func (h *held) renewed(l *coordinationv1.Lease, send time.Time) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lease = l
+	if r := goRecord(l); r != h.record {
+		h.record, h.since = r, send
+	}
+	return h.since
 }
 
 // hold renews the term's Lease every renewal interval until its deadline
@@ -46,7 +66,7 @@ func (e *Elector) hold(dl *elector.Deadline, h *held, self elector.Leader) {
 	defer cancel()
 	dl.OnEnd(cancel)
 	b := e.renewBackoff()
-	due := clk.Now().Add(e.cfg.Timing.RenewInterval)
+	due := e.nextRenewal(clk.Now())
 	for {
 		_, changed := e.view.snapshot()
 		if e.lostInView(h, self) {
@@ -72,7 +92,7 @@ func (e *Elector) hold(dl *elector.Deadline, h *held, self elector.Leader) {
 		switch err := e.renewOnce(ctx, dl, h, self); {
 		case err == nil:
 			b.Reset()
-			due = clk.Now().Add(e.cfg.Timing.RenewInterval)
+			due = e.nextRenewal(clk.Now())
 		case errors.Is(err, elector.ErrLeadershipLost):
 			dl.End(err)
 		default:
@@ -101,14 +121,13 @@ func (e *Elector) renewOnce(ctx context.Context, dl *elector.Deadline, h *held, 
 	for range 2 { // once more after a conflict that left the term in place
 		obj := h.get()
 		send := e.cfg.Clock.Now()
-		renew(obj, send)
+		renew(obj, e.cfg.Timing.TTL, send)
 		cctx, cancel := e.request(ctx)
 		got, err := e.leases().Update(cctx, obj, metav1.UpdateOptions{})
 		cancel()
 		switch {
 		case err == nil:
-			h.set(got)
-			if _, ok := dl.Renewed(send); ok {
+			if _, ok := dl.Renewed(h.renewed(got, send)); ok {
 				e.fails.Answered("renew")
 			}
 			return nil
@@ -195,4 +214,23 @@ func (e *Elector) handOverOrRelease(obj *coordinationv1.Lease, self elector.Lead
 	}
 	cur, _ := rv(obj.ResourceVersion)
 	handOver(obj, next.obj, max(st.maxRV, cur, e.seen.Load())+1, e.cfg.Timing.TTL, now)
+}
+
+// nextRenewal is when the renewal after one made at now is due: one
+// renewal interval later, but with an interval under a second, no later
+// than just after the next wall-clock second begins. A renewal counts
+// only from the first write of a record client-go can tell apart (held,
+// renewed), and client-go tells renewTime to the second: so the first
+// renewal of each second is the one that extends the deadline, and it
+// is sent as early in its second as can be.
+func (e *Elector) nextRenewal(now time.Time) time.Time {
+	next := now.Add(e.cfg.Timing.RenewInterval)
+	if e.cfg.Timing.RenewInterval >= time.Second {
+		return next
+	}
+	second := now.Truncate(time.Second).Add(time.Second + 2*time.Millisecond)
+	if second.Before(next) {
+		return second
+	}
+	return next
 }

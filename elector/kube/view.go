@@ -32,6 +32,9 @@ type view struct {
 	synced  [2]bool          // the Lease's and the tickets' first lists are in
 	maxRV   uint64           // the highest resourceVersion seen, of a Lease or a list
 	goneRV  uint64           // the version at which the Lease was last seen gone (a deletion, or a list without it)
+	// gone, while there is no Lease, is when its deletion was seen and
+	// how long its last holder may still hold it (nil: no holder seen).
+	gone    *seen
 	changed chan struct{}
 	started bool
 	ready   chan struct{} // closed once both lists are in
@@ -43,6 +46,9 @@ type seen struct {
 	obj *coordinationv1.Lease
 	rv  uint64
 	at  time.Time
+	// dur is how long the version must stand before the Lease is free:
+	// its own duration, or more (see keep and gone).
+	dur time.Duration
 }
 
 func newView(e *Elector) *view {
@@ -83,6 +89,10 @@ func (v *view) snapshot() (state, <-chan struct{}) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	st := state{maxRV: v.maxRV, goneRV: v.goneRV}
+	if v.gone != nil {
+		g := *v.gone
+		st.gone = &g
+	}
 	if v.lease != nil {
 		c := *v.lease
 		st.lease = &c
@@ -119,6 +129,10 @@ func (v *view) watch(op string, which int, opts metav1.ListOptions) {
 		wo := opts
 		wo.ResourceVersion, wo.AllowWatchBookmarks = from, true
 		w, err := leases.Watch(e.ctx, wo)
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			from = "" // too old to resume from: list again
+			continue
+		}
 		if err != nil {
 			e.fails.Failed(op, classify(err))
 			if !e.sleep(e.ctx, b.Next()) {
@@ -184,10 +198,11 @@ func (v *view) replace(which int, items []coordinationv1.Lease, listRV string) {
 				next = v.keep(v.lease, &items[i], now)
 			}
 		}
-		v.lease = next
 		if next == nil {
 			v.goneRV, _ = strconv.ParseUint(listRV, 10, 64)
+			v.vanish(now)
 		}
+		v.lease = next
 	} else {
 		tickets := make(map[string]*seen, len(items))
 		for i := range items {
@@ -212,8 +227,9 @@ func (v *view) apply(which int, l *coordinationv1.Lease, deleted bool) {
 	v.raise(l.ResourceVersion)
 	switch {
 	case which == 0 && deleted:
-		v.lease = nil
 		v.goneRV, _ = strconv.ParseUint(l.ResourceVersion, 10, 64)
+		v.vanish(now)
+		v.lease = nil
 	case which == 0:
 		v.lease = v.keep(v.lease, l, now)
 	case deleted:
@@ -225,14 +241,59 @@ func (v *view) apply(which int, l *coordinationv1.Lease, deleted bool) {
 }
 
 // keep returns the observation of l: old's, if l is the version old saw
-// (its first sighting is what counts), else a new one at now.
+// (its first sighting is what counts), else observe's at now.
 func (v *view) keep(old *seen, l *coordinationv1.Lease, now time.Time) *seen {
 	n, _ := strconv.ParseUint(l.ResourceVersion, 10, 64)
 	if old != nil && old.rv == n {
 		old.obj = l
 		return old
 	}
-	return &seen{obj: l, rv: n, at: now}
+	s := observe(old, v.gone, l, n, now)
+	if old == nil {
+		v.gone = nil
+	}
+	return s
+}
+
+// observe is a new version l (at rv, first seen at now) of the Lease old
+// was (nil: none, and gone, if not nil, was its deletion). How long it
+// must stand before the Lease is free:
+//   - a holder's version: its duration, or the longer one the same term
+//     was seen with (a hand edit that shortens it is not believed);
+//   - an empty Lease that electd released (lease.go, released): none;
+//   - an empty Lease cleared or recreated by anyone else: the last
+//     holder's duration, since that holder, cut off, may not know (none
+//     when no holder was seen).
+func observe(old, gone *seen, l *coordinationv1.Lease, rv uint64, now time.Time) *seen {
+	s := &seen{obj: l, rv: rv, at: now, dur: duration(l)}
+	switch {
+	case holder(l) != "":
+		if old != nil && holderOf(l).SameTerm(holderOf(old.obj)) {
+			s.dur = max(s.dur, old.dur)
+		}
+	case released(l):
+		s.dur = 0
+	case old != nil:
+		s.dur = old.dur
+	case gone != nil:
+		s.dur = gone.dur
+	default:
+		s.dur = 0
+	}
+	return s
+}
+
+// vanish records that the Lease is gone, at now: the last holder the
+// view saw may hold it for the duration it was seen with. v.mu held.
+func (v *view) vanish(now time.Time) {
+	switch {
+	case v.lease == nil:
+		// still gone (or never seen): the first sighting counts
+	case v.lease.dur > 0:
+		v.gone = &seen{at: now, dur: v.lease.dur}
+	default:
+		v.gone = nil
+	}
 }
 
 func (v *view) sawRV(s string) {
@@ -260,19 +321,29 @@ type state struct {
 	tickets []seen
 	maxRV   uint64
 	goneRV  uint64
+	gone    *seen
 }
 
-// free reports whether the Lease may be taken at now: there is none, it
-// names no holder, or its record has stood unchanged, since this Elector
-// first saw it, for its whole duration on this host's clock (the holder's
-// deadline ran out before that, see the package doc). When it is not
-// free, at is when it will be unless it changes (zero: never by waiting).
+// free reports whether the Lease may be taken at now, and when it will
+// be unless it changes (zero: it is free now). A Lease may be taken
+// once its version has stood unchanged, since this Elector first saw it,
+// for its duration on this host's clock (seen.dur: the longest the same
+// term was seen with); at once when electd's own release cleared it
+// (lease.go, released) or when no holder was ever seen; and a Lease
+// deleted, or cleared by anyone else, only once its last holder's
+// duration has passed since that was seen (the holder, cut off, may not
+// know).
 func (st state) free(now time.Time) (ok bool, at time.Time) {
-	l := st.lease
-	if l == nil || holder(l.obj) == "" {
+	switch l := st.lease; {
+	case l == nil && st.gone == nil:
 		return true, time.Time{}
+	case l == nil:
+		at = st.gone.at.Add(st.gone.dur)
+	case holder(l.obj) == "" && l.dur == 0:
+		return true, time.Time{}
+	default:
+		at = l.at.Add(l.dur)
 	}
-	at = l.at.Add(duration(l.obj))
 	return !now.Before(at), at
 }
 

@@ -19,7 +19,7 @@ func lease(name, holder, version string, secs int32, ann map[string]string) *coo
 
 func TestStateFree(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	held := &seen{obj: lease("e", "a", "10", 2, nil), rv: 10, at: t0}
+	held := &seen{obj: lease("e", "a", "10", 2, nil), rv: 10, at: t0, dur: 2 * time.Second}
 	tests := []struct {
 		name   string
 		lease  *seen
