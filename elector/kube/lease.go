@@ -164,7 +164,7 @@ func release(l *coordinationv1.Lease, now time.Time) {
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
-	l.Annotations[annReleased] = l.Annotations[annToken]
+	l.Annotations[annReleased] = releaseMark(l)
 	l.Spec.HolderIdentity = nil
 	delete(l.Annotations, annHandover)
 	l.Spec.LeaseDurationSeconds = seconds(time.Second)
@@ -173,8 +173,20 @@ func release(l *coordinationv1.Lease, now time.Time) {
 }
 
 // released reports whether l is empty because electd's holder released it
-// after its term ended (release).
+// after its term ended (release): the mark names the Lease's transitions,
+// so that a mark left behind by a later holder that does not know it (a
+// client-go elector keeps annotations) names an older count and is no
+// mark.
 func released(l *coordinationv1.Lease) bool {
-	_, ok := l.Annotations[annReleased]
-	return ok && holder(l) == ""
+	m, ok := l.Annotations[annReleased]
+	return ok && holder(l) == "" && m == releaseMark(l)
+}
+
+// releaseMark is the released mark of l: its token and its transitions.
+func releaseMark(l *coordinationv1.Lease) string {
+	var n int32
+	if l.Spec.LeaseTransitions != nil {
+		n = *l.Spec.LeaseTransitions
+	}
+	return fmt.Sprintf("%s/%d", l.Annotations[annToken], n)
 }
