@@ -243,66 +243,6 @@ func checkCompose(t *testing.T, dir string) {
 	}
 }
 
-func checkKubernetes(t *testing.T, dir string) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no manifests in %s: %v", dir, err)
-	}
-	wrapped := 0
-	for _, f := range files {
-		for i, doc := range yamlDocs(t, f) {
-			where := filepath.Base(f) + "#" + toString(i)
-			name := toString(mapOf(doc["metadata"])["name"])
-			if doc["apiVersion"] == nil || doc["kind"] == nil || name == "" {
-				t.Errorf("%s: needs apiVersion, kind and metadata.name", where)
-				continue
-			}
-			if doc["kind"] != "Deployment" {
-				continue
-			}
-			pod := mapOf(mapOf(mapOf(doc["spec"])["template"])["spec"])
-			for _, c := range pod["containers"].([]any) {
-				ctr := mapOf(c)
-				cmd, args := strs(ctr["command"]), strs(ctr["args"])
-				image := toString(ctr["image"])
-				switch {
-				case len(cmd) > 0 && strings.HasSuffix(cmd[0], "/electd"):
-					args = append(cmd[1:], args...)
-				case strings.HasPrefix(image, "electd:") && len(cmd) == 0:
-				default:
-					continue
-				}
-				wrapped++
-				cwhere := where + " container " + toString(ctr["name"])
-				listen := checkRunArgs(t, cwhere, args)
-				var names []string
-				for _, e := range ctr["env"].([]any) {
-					names = append(names, toString(mapOf(e)["name"]))
-				}
-				checkEnvNames(t, cwhere, names)
-				port := ""
-				for _, p := range ctr["ports"].([]any) {
-					if toString(mapOf(p)["name"]) == "electd" {
-						port = toString(mapOf(p)["containerPort"])
-					}
-				}
-				if listen == "" || !strings.HasSuffix(listen, ":"+port) {
-					t.Errorf("%s: --listen %q does not match the electd port %s", cwhere, listen, port)
-				}
-				for _, probe := range []string{"readinessProbe", "livenessProbe"} {
-					get := mapOf(mapOf(ctr[probe])["httpGet"])
-					if get == nil || toString(get["port"]) != "electd" {
-						t.Errorf("%s: %s must be an httpGet on the electd port", cwhere, probe)
-					}
-				}
-			}
-		}
-	}
-	if wrapped != 2 {
-		t.Errorf("found %d electd containers, want 2", wrapped)
-	}
-}
-
 func checkSystemd(t *testing.T, p string) {
 	unit := readFile(t, p)
 	var execStart string
