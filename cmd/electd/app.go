@@ -94,7 +94,7 @@ func run(ctx context.Context, args []string) error {
 		Name:    "electd",
 		Usage:   "leader-election sidecar: run a command on exactly one copy at a time",
 		Version: buildVersion(),
-		Description: "Copies of electd campaign in etcd or Redis. The leader runs COMMAND (or reports ready),\n" +
+		Description: "Copies of electd campaign in etcd, Redis or a Kubernetes Lease. The leader runs COMMAND (or reports ready),\n" +
 			"and stops it before its lease can lapse, so at most one copy of COMMAND runs at any instant.",
 		Commands:             commands(),
 		HideVersion:          false,

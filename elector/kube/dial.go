@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -116,6 +117,8 @@ type Conn struct {
 	Leases    coordv1.LeasesGetter
 	Reviews   authv1.SelfSubjectAccessReviewsGetter
 	Namespace string
+
+	checked atomic.Bool // the access reviews passed once
 }
 
 // NewElector validates c and returns a candidate on the namespace's Leases.
@@ -124,9 +127,23 @@ func (c *Conn) NewElector(cand elector.Candidate) (elector.Locker, error) {
 }
 
 // Ping asks the API server, one review per verb, whether the credentials
-// may do what electd needs on Leases in the namespace. A verb RBAC does
-// not allow is a permanent error naming it.
+// may do what electd needs on Leases in the namespace; a verb RBAC does
+// not allow is a permanent error naming it. Once that check has passed,
+// Ping (/healthz's) is one list of at most one Lease.
 func (c *Conn) Ping(ctx context.Context) error {
+	if c.checked.Load() {
+		_, err := c.Leases.Leases(c.Namespace).List(ctx, metav1.ListOptions{Limit: 1})
+		return classify(err)
+	}
+	if err := c.check(ctx); err != nil {
+		return err
+	}
+	c.checked.Store(true)
+	return nil
+}
+
+// check makes the access reviews of Ping.
+func (c *Conn) check(ctx context.Context) error {
 	var missing []string
 	for _, verb := range Verbs {
 		r, err := c.Reviews.SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{

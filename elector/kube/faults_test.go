@@ -12,6 +12,7 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
+	"github.com/electd/electd/internal/faultproxy"
 	"github.com/electd/electd/internal/testenv"
 )
 
@@ -131,4 +132,43 @@ func TestStaleHandOverMarkIsIgnored(t *testing.T) {
 	rb := electortest.MustLead(t, cb, 5*time.Second, "b")
 	t.Logf("b led %s after the release", rb.At.Sub(released).Round(time.Millisecond))
 	electortest.Resign(t, rb.Term)
+}
+
+// TestHandOverToALeavingFollower: the leader hands the Lease to the first
+// in line just as that candidate leaves (a rolling update stops both);
+// the next one in line takes it as soon as the named ticket is gone,
+// rather than a whole ttl later, and the one that left never leads.
+func TestHandOverToALeavingFollower(t *testing.T) {
+	k := testenv.StartKube(t)
+	h := &harness{k: k}
+	ctx := context.Background()
+	const el = "leaving-follower"
+	timing := elector.Timing{TTL: 5 * time.Second}
+	a := candidateAt(t, h, h.Addr(), el, "a", timing)
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 10*time.Second, "a")
+	pb := faultproxy.Start(t, h.Addr())
+	b := candidateAt(t, h, pb.Addr(), el, "b", timing)
+	bctx, bcancel := context.WithCancel(ctx)
+	defer bcancel()
+	cb := electortest.Campaign(bctx, b)
+	electortest.Eventually(t, 10*time.Second, "b in line", func() bool { return h.Queued(t, el) == 2 })
+	c := candidateAt(t, h, h.Addr(), el, "c", timing)
+	cc := electortest.Campaign(ctx, c)
+	electortest.Eventually(t, 10*time.Second, "c in line", func() bool { return h.Queued(t, el) == 3 })
+	pb.SetDelay(300 * time.Millisecond) // b hears of the hand-over only after it has left
+	electortest.Resign(t, ra.Term)
+	resigned := time.Now()
+	bcancel()
+	if r := <-cb; r.Err == nil {
+		t.Fatalf("b led (token %d) after its campaign was cancelled", r.Term.Token)
+	}
+	rc := electortest.MustLead(t, cc, 10*time.Second, "c")
+	t.Logf("c led %s after a handed the Lease to b, who left", rc.At.Sub(resigned).Round(time.Millisecond))
+	if d := rc.At.Sub(resigned); d > 2*time.Second {
+		t.Fatalf("c led %s after the hand-over: it waited for the Lease's duration instead of taking it once b's ticket was gone", d)
+	}
+	if rc.Term.Token <= ra.Term.Token {
+		t.Fatalf("token %d after %d", rc.Term.Token, ra.Term.Token)
+	}
+	electortest.Resign(t, rc.Term)
 }

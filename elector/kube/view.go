@@ -341,10 +341,32 @@ func (st state) free(now time.Time) (ok bool, at time.Time) {
 		at = st.gone.at.Add(st.gone.dur)
 	case holder(l.obj) == "" && l.dur == 0:
 		return true, time.Time{}
+	case st.handedToNobody():
+		return true, time.Time{}
 	default:
 		at = l.at.Add(l.dur)
 	}
 	return !now.Before(at), at
+}
+
+// handedToNobody reports whether the Lease is a hand-over (lease.go,
+// handOver) to a ticket that is gone: its owner left the line (it was
+// stopping too, as in a rolling update) and will never claim it. The
+// hand-over ended the old term before it was written, and the named
+// candidate's term begins only with its claim, conditioned on this very
+// version: so whoever takes it instead, by an update conditioned on it,
+// is the only one. Without this the Lease would wait a whole duration.
+func (st state) handedToNobody() bool {
+	to, ok := st.lease.obj.Annotations[annHandover]
+	if !ok || holderOf(st.lease.obj).Token == 0 {
+		return false
+	}
+	for _, t := range st.tickets {
+		if t.obj.Name == to {
+			return false
+		}
+	}
+	return true
 }
 
 // head is the first live ticket in line, and when the next ticket ahead of
