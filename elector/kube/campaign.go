@@ -150,6 +150,11 @@ func (e *Elector) fresh(ctx context.Context) (state, error) {
 	}
 	st.maxRV = max(st.maxRV, at)
 	if len(list.Items) == 0 {
+		// Gone, though the view may not show it yet: its last holder
+		// keeps the duration the view saw, as the view's own vanish.
+		if st.lease != nil && st.lease.dur > 0 {
+			st.gone = &seen{at: e.cfg.Clock.Now(), dur: st.lease.dur}
+		}
 		st.lease = nil
 		return st, nil
 	}

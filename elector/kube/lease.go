@@ -125,6 +125,11 @@ func handOver(l *coordinationv1.Lease, next *coordinationv1.Lease, token uint64,
 // renewal restores its duration if someone shortened it, and a claim
 // writes the claimer's (the hand-over wrote the resigning holder's).
 func renew(l *coordinationv1.Lease, ttl time.Duration, now time.Time) {
+	if l.Spec.RenewTime != nil && now.Before(l.Spec.RenewTime.Time) {
+		// The wall clock stepped back: never write an earlier renewTime
+		// (a record a client-go elector saw before could come back).
+		now = l.Spec.RenewTime.Time
+	}
 	t := metav1.NewMicroTime(now)
 	l.Spec.RenewTime = &t
 	l.Spec.LeaseDurationSeconds = seconds(ttl)
@@ -141,6 +146,12 @@ func goRecord(l *coordinationv1.Lease) string {
 		}
 		return t.Unix()
 	}
+	str := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
 	var dur, trans int32
 	if l.Spec.LeaseDurationSeconds != nil {
 		dur = *l.Spec.LeaseDurationSeconds
@@ -148,7 +159,12 @@ func goRecord(l *coordinationv1.Lease) string {
 	if l.Spec.LeaseTransitions != nil {
 		trans = *l.Spec.LeaseTransitions
 	}
-	return fmt.Sprint(holder(l), dur, sec(l.Spec.AcquireTime), sec(l.Spec.RenewTime), trans, l.Spec.Strategy, l.Spec.PreferredHolder)
+	var strategy string
+	if l.Spec.Strategy != nil {
+		strategy = string(*l.Spec.Strategy)
+	}
+	return fmt.Sprintf("%q %d %d %d %d %q %q", holder(l), dur, sec(l.Spec.AcquireTime), sec(l.Spec.RenewTime), trans,
+		strategy, str(l.Spec.PreferredHolder))
 }
 
 // release clears l's holder as client-go's ReleaseOnCancel does (a

@@ -24,6 +24,11 @@ type held struct {
 	// elector times the term from its first sight of the record.
 	record string
 	since  time.Time
+	// unknown are the records of writes whose outcome is unknown (timed
+	// out, connection lost) since the last acknowledged one, by the send
+	// time of the first of each: such a write may have landed, and a
+	// client-go elector may time its record from then.
+	unknown map[string]time.Time
 }
 
 func (h *held) get() *coordinationv1.Lease {
@@ -47,8 +52,28 @@ func (h *held) renewed(l *coordinationv1.Lease, send time.Time) time.Time {
 	h.lease = l
 	if r := goRecord(l); r != h.record {
 		h.record, h.since = r, send
+		if at, ok := h.unknown[r]; ok && at.Before(send) {
+			h.since = at
+		}
 	}
+	h.unknown = nil
 	return h.since
+}
+
+// sent records a write of obj, sent at send, whose outcome is unknown.
+func (h *held) sent(obj *coordinationv1.Lease, send time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := goRecord(obj)
+	if r == h.record {
+		return // counts from since already
+	}
+	if h.unknown == nil {
+		h.unknown = map[string]time.Time{}
+	}
+	if _, ok := h.unknown[r]; !ok {
+		h.unknown[r] = send
+	}
 }
 
 // hold renews the term's Lease every renewal interval until its deadline
@@ -134,6 +159,7 @@ func (e *Elector) renewOnce(ctx context.Context, dl *elector.Deadline, h *held, 
 		case apierrors.IsNotFound(err):
 			return elector.ErrLeadershipLost
 		case !apierrors.IsConflict(err):
+			h.sent(obj, send) // it may have landed
 			return classify(err)
 		}
 		cctx, cancel = e.request(ctx)
