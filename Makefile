@@ -67,8 +67,8 @@ clean:
 	rm -rf $(BIN)
 
 ## torture: the long fault-injection run of test/torture on etcd, Redis,
-## Redis Sentinel, Redis Cluster, a three-member etcd cluster and a Redlock
-## quorum of three redis-servers (TORTURE_BACKENDS, in parallel):
+## Redis Sentinel, Redis Cluster, a three-member etcd cluster, a Redlock
+## quorum of three redis-servers and a kube-apiserver (k8s; TORTURE_BACKENDS, in parallel):
 ## TORTURE_FAULTS faults per backend
 ## (default 200), TORTURE_SEED to replay a schedule, TORTURE_CONTAINMENT=pgroup
 ## (or pidns, userns) to force a mode, TORTURE_NOBODY=1 to run every electd as
@@ -81,7 +81,7 @@ clean:
 ## more to the torture package, 170 s, and runs in test/e2e and test/lock
 ## too. `make torture TORTURE_BACKENDS=redlock` alone: about 11 min.)
 TORTURE_FAULTS ?= 200
-TORTURE_BACKENDS ?= etcd,redis,redis+sentinel,redis+cluster,etcd-cluster,redlock
+TORTURE_BACKENDS ?= etcd,redis,redis+sentinel,redis+cluster,etcd-cluster,redlock,k8s
 .PHONY: torture
 torture: deps
 	@mkdir -p $(BIN)
