@@ -43,7 +43,7 @@ func (e *env) kubeHandover(ctx context.Context, kb *kubeEnv, b *backend) error {
 			"sigterm": "SIGTERM to electd: old child's exit → new child's start",
 		}[mode]
 		e.rep.add(kubeSec, fmt.Sprintf("electd, k8s, --ttl %s", kubeLongTTL), fig+": "+what, d.String(), "p99 < 20 ms", verdict(d.n > 0 && d.p99 < kubeHandoverTarget))
-		e.rep.note(kubeSec, "1, electd, %s: from the request or signal to the new child's start %s. Where the gap goes (median / p99, from electd's own JSON log lines and the recorder's): old child's exit → the old leader's Lease write that hands it over acknowledged (\"handed the Lease over\") %s; → the successor leading (it saw the hand-over in its watch and claimed it with one more write) %s; → electd's \"started\" line (child spawned) %s; → the child's first line %s.",
+		e.rep.note(kubeSec, "1, electd, %s: from the request or signal to the new child's start %s. Where the gap goes (median / p99, from electd's own JSON log lines and the recorder's): old child's exit → the old leader's Lease write that hands it over acknowledged (\"handed the Lease over\") %s; → the successor leading (it saw the hand-over in its watch and claimed it with one more write) %s; → electd's \"started\" line (child spawned) %s; → the child's first line %s (negative: the child wrote first).",
 			mode, summarize(total).short(), summarize(parts.get("release")).short(), summarize(parts.get("claim")).short(),
 			summarize(parts.get("spawn")).short(), summarize(parts.get("init")).short())
 	}
@@ -132,7 +132,9 @@ func (e *env) kubeHandoverElectd(ctx context.Context, b *backend, mode string) (
 		if succ := c.nodes[next.Node]; succ != nil {
 			released := firstAfter(lead.logTimes("handed the Lease over"), old.Stop.Add(-time.Millisecond))
 			leading := lastBefore(succ.logTimes("leading"), next.Start)
-			spawned := lastBefore(succ.logTimes("started"), next.Start)
+			// electd's "started" line may come after the child's own
+			// first line: the first one after leading.
+			spawned := firstAfter(succ.logTimes("started"), leading)
 			if !released.IsZero() && !leading.IsZero() && !spawned.IsZero() && leading.After(released) {
 				parts.add("release", released.Sub(old.Stop))
 				parts.add("claim", leading.Sub(released))
