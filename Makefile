@@ -95,15 +95,16 @@ torture: deps
 ## etcd and redis-server (and a Redis Sentinel topology and a three-member etcd cluster), beside etcdctl
 ## lock/elect and a naive Redis lock, and electd's redlock:// backend beside go-redsync/redsync v4 on
 ## three redis-servers (~8 min on 2 shared cores before the redlock phase, which adds about 1.5 min, and
-## the etcd cluster's renewal windows, about 1 min);
+## the etcd cluster's renewal windows, about 1 min), and electd's k8s:// backend beside client-go's
+## leaderelection on a real kube-apiserver (phase k8s, about 6.5 min; it needs bin/kube-apiserver);
 ## prints a table and writes it as Markdown to bin/bench-results.md (see docs/BENCHMARKS.md).
 ## One phase: make bench BENCHFLAGS='-only redlock' (add -quick for a smoke test). The etcd cluster's
 ## figures before and after a change, in one run: make bench BENCHFLAGS='-baseline REV' (electd built at
 ## the git revision REV beside the tree's, in the etcd-cluster phase; alone: '-only etcd-cluster -baseline REV').
 .PHONY: bench
-bench: redis-server
+bench: redis-server kube-apiserver
 	@mkdir -p $(BIN)
-	$(GO) run ./test/bench -md $(BIN)/bench-results.md $(BENCHFLAGS)
+	ELECTD_KUBE_APISERVER_BIN=$(KUBE_APISERVER) $(GO) run ./test/bench -md $(BIN)/bench-results.md $(BENCHFLAGS)
 
 ## fuzz: a short, bounded run of every fuzz target (CI runs it after `make test`;
 ## their seed corpora already run as tests). FUZZTIME=60s for a longer look.

@@ -22,6 +22,7 @@ type cluster struct {
 	args     []string // more electd flags
 	env      []string // more environment (RECORD_*)
 	store    func(id string) string
+	envFor   func(id string) []string // more environment of one copy; nil: none
 	rec      *recLog
 	nodes    map[string]*node
 	order    []*node
@@ -41,10 +42,14 @@ func (e *env) newCluster(b *backend, election string, ttl time.Duration, args, e
 func (c *cluster) add(ctx context.Context) (*node, error) {
 	c.seq++
 	id := fmt.Sprintf("n%d", c.seq)
+	env := append([]string{"RECORD_LOG=" + c.rec.path}, c.env...)
+	if c.envFor != nil {
+		env = append(env, c.envFor(id)...)
+	}
 	n, err := c.e.startNode(ctx, nodeSpec{
 		election: c.election, id: id, store: c.store(id), ttl: c.ttl, bin: c.bin,
 		args:    append([]string{"--cool-down", "100ms"}, c.args...),
-		env:     append([]string{"RECORD_LOG=" + c.rec.path}, c.env...),
+		env:     env,
 		command: []string{c.e.recorder},
 		dir:     c.e.dir,
 	})

@@ -32,6 +32,13 @@
 //     three redis-server processes: acquire on a free lock, release → next
 //     holder, an idle waiter's requests, and how long a holder cut off
 //     from every server runs on after another holds (phase redlock);
+//   - electd's Kubernetes backend (k8s://) beside client-go's
+//     leaderelection (LeaseLock, test/bench/clientgo) on one real
+//     kube-apiserver (internal/testenv.StartKube): graceful handover,
+//     crash failover at 2 s and 15 s leases, how long a leader cut off
+//     from the API server runs on after the successor starts, an idle
+//     follower's requests, and requests per leader change at N = 10 and
+//     100 (phase k8s);
 //   - store requests of an idle leader and follower (on etcd: the leader,
 //     its head waiter, which watches the leader's lease, and a follower
 //     behind that), and per leader change with 1…1000 candidates
@@ -79,6 +86,7 @@ type config struct {
 	redlockWindow    time.Duration
 	redlockCutTrials int
 	only             map[string]bool
+	kubeFigures      map[string]bool // -k8s-figures: the k8s phase's figures to measure (1…5); empty: all
 	keep             bool
 	baseline         string // -baseline: a git revision, or ""
 }
@@ -112,9 +120,10 @@ func mainErr() int {
 	var (
 		mdPath  = flag.String("md", "", "also write the results as Markdown to this file")
 		quick   = flag.Bool("quick", false, "few trials and short windows (a smoke test, not a benchmark)")
-		only    = flag.String("only", "", "comma-separated phases to run: long,idle,lost,scale,handover,crash,etcd-cluster,stepdown,sentinel,redlock,load (binary sizes always)")
+		only    = flag.String("only", "", "comma-separated phases to run: long,idle,lost,scale,handover,crash,etcd-cluster,stepdown,sentinel,redlock,k8s,load (binary sizes always)")
 		timeout = flag.Duration("timeout", 25*time.Minute, "give up after this long")
 		keep    = flag.Bool("keep", false, "keep the temporary directory (logs) after the run")
+		kfigs   = flag.String("k8s-figures", "", "comma-separated figures of the k8s phase to measure (1 handover, 2 crash, 3 cut-off, 4 idle, 5 per change); default all")
 		base    = flag.String("baseline", "", "git revision: the etcd-cluster phase also measures electd built at it (as the tree's: go build -tags noembed), side by side")
 	)
 	cfg := config{trials: 30, longTrials: 30, electTrials: 10, sentinelTrials: 10, idleWindow: time.Minute, loadRun: 3 * time.Second, groups: 6,
@@ -137,6 +146,12 @@ func mainErr() int {
 		cfg.only = map[string]bool{}
 		for _, p := range strings.Split(*only, ",") {
 			cfg.only[strings.TrimSpace(p)] = true
+		}
+	}
+	if *kfigs != "" {
+		cfg.kubeFigures = map[string]bool{}
+		for _, f := range strings.Split(*kfigs, ",") {
+			cfg.kubeFigures[strings.TrimSpace(f)] = true
 		}
 	}
 	if cfg.baseline != "" && !cfg.run("etcd-cluster") {
@@ -232,6 +247,7 @@ func (e *env) run(ctx context.Context) error {
 		{"lost", e.lostLock},
 		{"sentinel", e.sentinelFailover},
 		{"redlock", e.redlockPhase},
+		{"k8s", e.kubePhase},
 		{"scale", e.scale},
 		{"load", e.leaderLoad},
 	} {

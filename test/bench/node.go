@@ -35,6 +35,7 @@ type backend struct {
 	url   string // --store of the main server
 	etcd  *etcdServer
 	redis *redisServer
+	kube  *kubeEnv // k8s://: every copy names the namespace; $KUBECONFIG the server
 }
 
 func (b *backend) storeURL(addr string) string { return b.name + "://" + addr }
@@ -49,6 +50,9 @@ func (b *backend) addr() string {
 // queued is the number of candidates in an electd election, asked from
 // the store directly.
 func (b *backend) queued(ctx context.Context, election string) (int, error) {
+	if b.kube != nil {
+		return b.kube.queued(ctx, election)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if b.etcd != nil {
