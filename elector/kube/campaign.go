@@ -36,28 +36,11 @@ func (e *Elector) TryCampaign(ctx context.Context) (*elector.Term, error) {
 }
 
 func (e *Elector) campaign(ctx context.Context, try bool) (*elector.Term, error) {
-	e.mu.Lock()
-	switch {
-	case e.closed:
-		e.mu.Unlock()
-		return nil, elector.ErrClosed
-	case e.busy || (e.term != nil && e.term.Err() == nil):
-		e.mu.Unlock()
-		return nil, errBusy
+	ctx, end, err := e.life.Campaign(ctx)
+	if err != nil {
+		return nil, err
 	}
-	e.busy = true
-	e.wg.Add(1) // Close waits for the campaign's cleanup
-	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		e.busy = false
-		e.mu.Unlock()
-		e.wg.Done()
-	}()
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(e.ctx, cancel)()
+	defer end()
 
 	e.view.start()
 	if err := e.view.wait(ctx); err != nil {
@@ -179,7 +162,7 @@ func (e *Elector) candidacy(ctx context.Context) (term *elector.Term, err error)
 	log := e.log.With("ticket", t.name)
 	tctx, stop := context.WithCancel(ctx)
 	lost := make(chan struct{})
-	if !e.goroutine(func() { e.keepTicket(tctx, t, lost) }) {
+	if !e.life.Go(func() { e.keepTicket(tctx, t, lost) }) {
 		stop()
 		return nil, elector.ErrClosed
 	}
@@ -207,7 +190,7 @@ func (e *Elector) candidacy(ctx context.Context) (term *elector.Term, err error)
 			term, err := e.claim(ctx, st.lease)
 			switch {
 			case term != nil:
-				e.goroutine(func() { e.leave(t.name) })
+				e.life.Go(func() { e.leave(t.name) })
 				return term, nil
 			case err != nil && isPermanent(err):
 				return nil, err
@@ -224,7 +207,7 @@ func (e *Elector) candidacy(ctx context.Context) (term *elector.Term, err error)
 				term, err := e.take(ctx, st)
 				switch {
 				case term != nil:
-					e.goroutine(func() { e.leave(t.name) }) // the line no longer needs it
+					e.life.Go(func() { e.leave(t.name) }) // the line no longer needs it
 					return term, nil
 				case err != nil && isPermanent(err):
 					return nil, err
@@ -402,11 +385,8 @@ func (e *Elector) begin(self elector.Leader, send time.Time, got *coordinationv1
 	e.sawToken(self.Token)
 	dl := elector.NewDeadline(e.cfg.Clock, e.cfg.Timing, send)
 	h := &held{lease: got, record: goRecord(got), since: send}
-	e.mu.Lock()
-	e.term = dl
-	e.mu.Unlock()
 	e.log.Info("leading", "fencing_token", self.Token, "valid_until", dl.ValidUntil())
-	if !e.goroutine(func() { e.hold(dl, h, self) }) {
+	if !e.life.Lead(dl, func() { e.hold(dl, h, self) }) {
 		dl.End(elector.ErrClosed)
 	}
 	return elector.NewTerm(self, dl, func(ctx context.Context) error { return e.release(ctx, h, self) }), nil

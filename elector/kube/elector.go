@@ -2,9 +2,7 @@ package kube
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -12,30 +10,21 @@ import (
 
 	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/internal/life"
 	"github.com/electd/electd/internal/backoff"
 )
 
 var _ elector.Locker = (*Elector)(nil)
 
-// errBusy refuses a second campaign on an Elector that is campaigning or leading.
-var errBusy = errors.New("kube: a campaign or term is already active on this elector")
-
 // Elector is one candidate in one election on a Kubernetes Lease. Create
 // it with New; it is safe for concurrent use.
 type Elector struct {
-	cfg    Config
-	name   string // the Lease's (LeaseName)
-	log    *slog.Logger
-	inst   elector.Instrument
-	ctx    context.Context // cancelled by Close
-	cancel context.CancelFunc
-
-	mu     sync.Mutex
-	closed bool
-	busy   bool              // a Campaign call is running
-	term   *elector.Deadline // the current term's deadline, if any
-	wg     sync.WaitGroup    // every goroutine started here, and running campaigns
-	done   chan struct{}     // closed when Close has finished
+	cfg  Config
+	name string // the Lease's (LeaseName)
+	log  *slog.Logger
+	inst elector.Instrument
+	life *life.Life
+	ctx  context.Context // life's: cancelled by Close
 
 	view    *view
 	hub     *elector.Hub
@@ -58,11 +47,11 @@ func New(cfg Config) (*Elector, error) {
 		name: LeaseName(cfg.Election),
 		log:  cfg.Logger.WithGroup("kube").With("election", cfg.Election, "id", cfg.ID, "namespace", cfg.Namespace, "lease", LeaseName(cfg.Election)),
 		inst: cfg.Instrument,
-		done: make(chan struct{}),
+		life: life.New(),
 		hub:  elector.NewHub(),
 	}
+	e.ctx = e.life.Context()
 	e.fails = elector.NewStoreLog(cfg.Clock, e.log, cfg.Instrument).ClassifyWith(errorClass)
-	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.view = newView(e)
 	return e, nil
 }
@@ -78,40 +67,10 @@ func (e *Elector) Wakeups() uint64 { return e.wakeups.Load() }
 // line (best effort, bounded by a short timeout), and stops every
 // goroutine the Elector started. It is safe to call more than once.
 func (e *Elector) Close() error {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		<-e.done
-		return nil
+	if e.life.Close(e.hub.Close, nil) {
+		e.log.Debug("closed")
 	}
-	e.closed = true
-	dl := e.term
-	e.mu.Unlock()
-	if dl != nil {
-		dl.End(elector.ErrClosed)
-	}
-	e.cancel()
-	e.hub.Close()
-	e.wg.Wait()
-	close(e.done)
-	e.log.Debug("closed")
 	return nil
-}
-
-// goroutine runs f in a goroutine that Close waits for; it reports false
-// (and does not run f) once the Elector is closed.
-func (e *Elector) goroutine(f func()) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return false
-	}
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		f()
-	}()
-	return true
 }
 
 // sawToken raises the highest token seen to tok.

@@ -65,11 +65,11 @@ func (v *view) start() {
 	v.started = true
 	v.mu.Unlock()
 	name := v.e.name
-	v.e.goroutine(func() {
+	v.e.life.Go(func() {
 		v.watch("watch", 0, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
 	})
-	v.e.goroutine(v.e.publish)
-	v.e.goroutine(func() {
+	v.e.life.Go(v.e.publish)
+	v.e.life.Go(func() {
 		v.watch("watch-queue", 1, metav1.ListOptions{LabelSelector: labels.Set{labelQueue: name}.String()})
 	})
 }

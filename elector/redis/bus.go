@@ -49,7 +49,7 @@ func newBus(e *Elector) *bus {
 }
 
 // start subscribes in the background, once.
-func (h *bus) start() { h.once.Do(func() { h.e.goroutine(h.run) }) }
+func (h *bus) start() { h.once.Do(func() { h.e.life.Go(h.run) }) }
 
 func (h *bus) add(match func(head string) bool) *listener {
 	l := &listener{match: match, ch: make(chan cause, 1)}

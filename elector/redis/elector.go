@@ -16,31 +16,25 @@ import (
 
 	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/internal/life"
 	"github.com/electd/electd/elector/internal/rediskit"
 )
 
 var _ elector.Locker = (*Elector)(nil)
 
 // errBusy refuses a second campaign on an Elector that is campaigning or leading.
-var errBusy = errors.New("redis: a campaign or term is already active on this elector")
+var errBusy = life.ErrBusy
 
 // Elector is one candidate in one Redis-backed election. Create it with New;
 // it is safe for concurrent use.
 type Elector struct {
-	cfg    Config
-	keys   keys
-	ttlMS  int64
-	log    *slog.Logger
-	inst   elector.Instrument
-	ctx    context.Context // cancelled by Close
-	cancel context.CancelFunc
-
-	mu     sync.Mutex
-	closed bool
-	busy   bool              // a Campaign call is running
-	term   *elector.Deadline // the current term's deadline, if any
-	wg     sync.WaitGroup    // every goroutine started here, and running campaigns
-	done   chan struct{}     // closed when Close has finished
+	cfg   Config
+	keys  keys
+	ttlMS int64
+	log   *slog.Logger
+	inst  elector.Instrument
+	life  *life.Life
+	ctx   context.Context // life's: cancelled by Close
 
 	bus  *bus
 	view *view
@@ -76,11 +70,11 @@ func New(cfg Config) (*Elector, error) {
 		ttlMS: ttlMillis(cfg.Timing.TTL),
 		log:   cfg.Logger.WithGroup("redis").With("election", cfg.Election, "id", cfg.ID),
 		inst:  cfg.Instrument,
-		done:  make(chan struct{}),
+		life:  life.New(),
 	}
+	e.ctx = e.life.Context()
 	e.patience = rediskit.PatienceFor(e.callTimeout(), cfg.Timing)
 	e.fails = elector.NewStoreLog(cfg.Clock, e.log, cfg.Instrument).ClassifyWith(errorClass)
-	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.bus = newBus(e)
 	e.view = newView(e)
 	e.checkClient()
@@ -119,41 +113,14 @@ func (e *Elector) Wakeups() uint64 { return e.wakeups.Load() }
 // a short timeout), and stops every goroutine the Elector started. It does
 // not close the Redis client. It is safe to call more than once.
 func (e *Elector) Close() error {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		<-e.done
-		return nil
+	stop := func() {
+		e.bus.close()
+		e.view.leaders.Close()
 	}
-	e.closed = true
-	dl := e.term
-	e.mu.Unlock()
-	e.cancel()
-	if dl != nil {
-		dl.End(elector.ErrClosed)
+	if e.life.Close(stop, nil) {
+		e.log.Debug("closed")
 	}
-	e.bus.close()
-	e.view.leaders.Close()
-	e.wg.Wait()
-	close(e.done)
-	e.log.Debug("closed")
 	return nil
-}
-
-// goroutine runs f in a goroutine that Close waits for; it reports false
-// (and does not run f) once the Elector is closed.
-func (e *Elector) goroutine(f func()) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return false
-	}
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		f()
-	}()
-	return true
 }
 
 // maxToken is the largest token the scripts can count past: Lua numbers are

@@ -61,7 +61,7 @@ func (v *view) start() {
 		default:
 		}
 		v.e.bus.start()
-		v.e.goroutine(v.run)
+		v.e.life.Go(v.run)
 	})
 }
 

@@ -56,7 +56,7 @@ func newBus(e *Elector) *bus {
 func (h *bus) start() {
 	h.once.Do(func() {
 		for i := range h.e.cfg.Servers {
-			h.e.goroutine(func() { h.run(i) })
+			h.e.life.Go(func() { h.run(i) })
 		}
 	})
 }

@@ -33,28 +33,11 @@ func (e *Elector) TryCampaign(ctx context.Context) (*elector.Term, error) {
 }
 
 func (e *Elector) campaign(ctx context.Context, try bool) (*elector.Term, error) {
-	e.mu.Lock()
-	switch {
-	case e.closed:
-		e.mu.Unlock()
-		return nil, elector.ErrClosed
-	case e.busy || (e.term != nil && e.term.Err() == nil):
-		e.mu.Unlock()
-		return nil, errBusy
+	ctx, end, err := e.life.Campaign(ctx)
+	if err != nil {
+		return nil, err
 	}
-	e.busy = true
-	e.wg.Add(1) // Close waits for the campaign's cleanup
-	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		e.busy = false
-		e.mu.Unlock()
-		e.wg.Done()
-	}()
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(e.ctx, cancel)()
+	defer end()
 
 	// Subscribe before joining so that a message naming us is not missed.
 	e.bus.start()
@@ -344,20 +327,11 @@ func (e *Elector) grant(ctx context.Context, entry, ord string, joined []result,
 		return e.resign(ctx, entry, token)
 	})
 	e.sawToken(token)
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
+	if !e.life.Lead(dl, func() { e.keep(entry, ord, token, since, dl, sent, resigned) }) {
 		dl.End(elector.ErrClosed)
 		e.cleanup(entry, 0)
 		return nil, elector.ErrClosed
 	}
-	e.term = dl
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		e.keep(entry, ord, token, since, dl, sent, resigned)
-	}()
-	e.mu.Unlock()
 	e.log.Info("leadership acquired", "entry", entry, "token", token,
 		"waited", e.cfg.Clock.Now().Sub(start).Round(time.Millisecond), "valid_until", dl.ValidUntil())
 	return term, nil

@@ -14,33 +14,27 @@ import (
 
 	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/internal/life"
 	"github.com/electd/electd/elector/internal/rediskit"
 )
 
 var _ elector.Locker = (*Elector)(nil)
 
 // errBusy refuses a second campaign on an Elector that is campaigning or leading.
-var errBusy = errors.New("redlock: a campaign or term is already active on this elector")
+var errBusy = life.ErrBusy
 
 // Elector is one candidate in one election kept by a quorum of independent
 // Redis servers. Create it with New; it is safe for concurrent use.
 type Elector struct {
-	cfg    Config
-	keys   keys
-	ttlMS  int64
-	m      int // majority of the servers
-	log    *slog.Logger
-	inst   elector.Instrument
-	ctx    context.Context // cancelled by Close
-	cancel context.CancelFunc
-
-	mu     sync.Mutex
-	closed bool
-	busy   bool              // a Campaign call is running
-	term   *elector.Deadline // the current term's deadline, if any
-	wg     sync.WaitGroup    // every goroutine started here, and running campaigns
-	calls  sync.WaitGroup    // requests of a round, which may outlive it (see round)
-	done   chan struct{}     // closed when Close has finished
+	cfg   Config
+	keys  keys
+	ttlMS int64
+	m     int // majority of the servers
+	log   *slog.Logger
+	inst  elector.Instrument
+	life  *life.Life
+	ctx   context.Context // life's: cancelled by Close
+	calls sync.WaitGroup  // requests of a round, which may outlive it (see round)
 
 	bus  *bus
 	view *view
@@ -71,14 +65,14 @@ func New(cfg Config) (*Elector, error) {
 		m:     majority(len(cfg.Servers)),
 		log:   cfg.Logger.WithGroup("redlock").With("election", cfg.Election, "id", cfg.ID),
 		inst:  cfg.Instrument,
-		done:  make(chan struct{}),
+		life:  life.New(),
 	}
+	e.ctx = e.life.Context()
 	for _, s := range cfg.Servers {
 		inst := serverInstrument{Instrument: cfg.Instrument, server: s.Addr}
 		e.fails = append(e.fails, elector.NewStoreLog(cfg.Clock, e.log.With("server", s.Addr), inst).ClassifyWith(elector.ErrorClass))
 		e.patience = append(e.patience, rediskit.PatienceFor(e.callTimeout(), cfg.Timing))
 	}
-	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.bus = newBus(e)
 	e.view = newView(e)
 	return e, nil
@@ -107,42 +101,14 @@ func (e *Elector) Wakeups() uint64 { return e.wakeups.Load() }
 // Elector started. It does not close the clients. It is safe to call more
 // than once.
 func (e *Elector) Close() error {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		<-e.done
-		return nil
+	stop := func() {
+		e.bus.close()
+		e.view.leaders.Close()
 	}
-	e.closed = true
-	dl := e.term
-	e.mu.Unlock()
-	e.cancel()
-	if dl != nil {
-		dl.End(elector.ErrClosed)
+	if e.life.Close(stop, e.calls.Wait) {
+		e.log.Debug("closed")
 	}
-	e.bus.close()
-	e.view.leaders.Close()
-	e.wg.Wait()
-	e.calls.Wait()
-	close(e.done)
-	e.log.Debug("closed")
 	return nil
-}
-
-// goroutine runs f in a goroutine that Close waits for; it reports false
-// (and does not run f) once the Elector is closed.
-func (e *Elector) goroutine(f func()) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return false
-	}
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		f()
-	}()
-	return true
 }
 
 // maxToken is the largest token the script can count past: Lua numbers are

@@ -50,7 +50,7 @@ func (v *view) start() {
 		v.started = true
 		v.mu.Unlock()
 		v.e.bus.start()
-		v.e.goroutine(v.run)
+		v.e.life.Go(v.run)
 		v.kick()
 	})
 }
