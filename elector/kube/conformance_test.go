@@ -19,6 +19,9 @@ import (
 type harness struct {
 	k  *testenv.Kube
 	ns string // "" is namespace
+	// shared, if set, hands each election's Lease to the test as a
+	// client-go elector left it, and back to client-go after it.
+	shared *sharedLeases
 }
 
 const namespace = "default"
@@ -35,6 +38,9 @@ func (h *harness) Restart(t testing.TB) { h.k.Kill(t); h.k.Start(t) } // a crash
 
 func (h *harness) New(t testing.TB, c electortest.Candidate) elector.Locker {
 	t.Helper()
+	if h.shared != nil {
+		h.shared.share(t, c.Election)
+	}
 	rc := h.k.Config(h.k.AdminToken())
 	rc.Host = "https://" + c.StoreAddr
 	leases, _, err := kube.Clients(rc)

@@ -31,12 +31,22 @@ func (g *goElector) times() (started, ended time.Time) {
 	return g.started, g.ended
 }
 
-// startGo runs a client-go elector with a 2 s lease on election.
-func startGo(t *testing.T, k *testenv.Kube, election, id string, releaseOnCancel bool) *goElector {
+// startGo runs a client-go elector with a 2 s lease on the Lease named
+// election until the test ends.
+func startGo(t testing.TB, k *testenv.Kube, election, id string, releaseOnCancel bool) *goElector {
+	t.Helper()
+	g := runGo(t, k, election, id, releaseOnCancel)
+	t.Cleanup(g.stop)
+	return g
+}
+
+// runGo runs a client-go elector with a 2 s lease on the Lease named lease
+// until stop.
+func runGo(t testing.TB, k *testenv.Kube, lease, id string, releaseOnCancel bool) *goElector {
 	t.Helper()
 	cs := k.Client(t)
 	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: election, Namespace: namespace},
+		LeaseMeta:  metav1.ObjectMeta{Name: lease, Namespace: namespace},
 		Client:     cs.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}
@@ -55,9 +65,11 @@ func startGo(t *testing.T, k *testenv.Kube, election, id string, releaseOnCancel
 	ctx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
 	go func() { defer close(g.done); le.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-g.done })
 	return g
 }
+
+// leading reports whether the client-go elector has started leading.
+func (g *goElector) leading() bool { s, _ := g.times(); return !s.IsZero() }
 
 // stop ends the client-go elector and waits for its Run to return.
 func (g *goElector) stop() { g.cancel(); <-g.done }

@@ -4,11 +4,13 @@
 // test/recorder as the wrapped child.
 //
 // What the suite proves, for each backend with the same test code
-// (TestBackends/etcd/..., TestBackends/redis/..., and on the topologies of
-// kit.Topologies: redis+sentinel, redis+cluster, a Redlock quorum of three
-// independent redis-servers (redlock), and a three-member etcd-cluster,
-// when $E2E_BACKENDS names it, as it picks any: kit.Selected says why the
-// cluster is not run by default):
+// (TestBackends/etcd/..., TestBackends/redis/..., TestBackends/k8s/...,
+// and on the topologies of kit.Topologies: redis+sentinel, redis+cluster, a
+// Redlock quorum of three independent redis-servers (redlock),
+// k8s+client-go (each scenario's Lease as a client-go elector created and
+// released it, and led by client-go again after the scenario), and a
+// three-member etcd-cluster, when $E2E_BACKENDS names it, as it picks any:
+// kit.Selected says why the cluster is not run by default):
 //
 //   - safety: every child writes its start, heartbeats and stop to one
 //     shared log; package test/record proves from it that no two children

@@ -26,7 +26,7 @@ type harness struct {
 // checks that their children died with them (Pdeathsig) and kills any
 // leftover, checks the record log, and on failure prints the logs.
 func newHarness(t *testing.T, s *kit.Store) *harness {
-	sc := kit.NewScenario(t, "e2e-", bin.Recorder, goneTimeout)
+	sc := kit.NewScenario(t, s, "e2e-", bin.Recorder, goneTimeout)
 	sc.Verify = func(lg record.Log) error { return lg.Check(record.Options{AllowRestarts: true}) }
 	return &harness{Scenario: sc, s: s}
 }

@@ -52,7 +52,8 @@ func buildAndRun(m *testing.M, name, env string, bin *Binaries) int {
 // redlock.go); no suite names a kind.
 type Backend struct {
 	// Name is the subtest's name, and the scheme of electd's --store but
-	// for etcd-cluster (whose scheme is etcd) and redlockN (redlock).
+	// for etcd-cluster (whose scheme is etcd), redlockN (redlock) and
+	// k8s+client-go (k8s).
 	Name  string
 	start func(t *testing.T) *Store
 }
@@ -69,16 +70,18 @@ var Backends = []Backend{
 			func(t testing.TB) redis.UniversalClient { return r.Client(t) })}
 	}},
 	{Name: "k8s", start: func(t *testing.T) *Store {
-		return &Store{Name: "k8s", SlotsRefused: "a Lease holds one term: the Kubernetes backend refuses --slots > 1 (exit 2 naming --slots)",
-			Servers: newKube(t, testenv.StartKube(t))}
+		return &Store{Name: "k8s", SlotsRefused: kubeSlotsRefused, Servers: newKube(t, testenv.StartKube(t))}
 	}},
 }
+
+const kubeSlotsRefused = "a Lease holds one term: the Kubernetes backend refuses --slots > 1 (exit 2 naming --slots)"
 
 // Topologies are the Redis Sentinel and Redis Cluster topologies, a
 // three-member etcd cluster and a Redlock quorum of three independent
 // redis-servers (internal/testenv): stores of several servers that one
-// per-node proxy cannot stand in front of (see Store.Proxyable).
-// Selected runs them with Backends.
+// per-node proxy cannot stand in front of (see Store.Proxyable); and
+// k8s+client-go, the Kubernetes store on Leases a client-go elector shares
+// (kubeShared). Selected runs them with Backends.
 var Topologies = []Backend{
 	{Name: "redis+sentinel", start: func(t *testing.T) *Store {
 		// Three replicas, moved one at a time in a failover: the old
@@ -103,6 +106,12 @@ var Topologies = []Backend{
 			Servers: newEtcd(t, c, c.Endpoints(), reach, func(t testing.TB) *clientv3.Client { return c.Client(t) })}
 	}},
 	Redlock(RedlockServers),
+	{Name: "k8s+client-go", start: func(t *testing.T) *Store {
+		// Each scenario's Lease as a client-go elector leaves it, and
+		// back to client-go after the scenario (kubeShared).
+		return &Store{Name: "k8s+client-go", SlotsRefused: kubeSlotsRefused,
+			Servers: &kubeShared{newKube(t, testenv.StartKube(t))}}
+	}},
 }
 
 // RedlockServers is how many independent servers the "redlock" topology
@@ -271,6 +280,16 @@ type WriteRefuser interface {
 	// returns the class electd's /healthz gives the refusal. lift may be
 	// called more than once. A failure fails t.
 	RefuseWrites(t testing.TB) (class string, lift func())
+}
+
+// Preparer is a store that prepares each scenario's election before its
+// first electd (k8s+client-go: a client-go elector leads the Lease and
+// releases it), and checks it after the scenario's electds were killed
+// (client-go leads it again).
+type Preparer interface {
+	// Prepare prepares election and returns the check to run at the end
+	// of t, after its electds were killed; a failure fails t.
+	Prepare(t *testing.T, election string) (after func())
 }
 
 // Counter is a store that counts the requests it serves.

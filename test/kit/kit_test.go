@@ -34,6 +34,7 @@ func TestSelect(t *testing.T) {
 		{"etcd-cluster,etcd", []string{"etcd-cluster", "etcd"}},
 		{"redlock,redis", []string{"redlock", "redis"}},
 		{"redlock5", []string{"redlock5"}},
+		{"k8s+client-go,k8s", []string{"k8s+client-go", "k8s"}},
 		{"", nil},
 	} {
 		bs, err := Select(tt.list)

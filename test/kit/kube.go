@@ -10,10 +10,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/electd/electd/elector/kube"
 	"github.com/electd/electd/internal/testenv"
@@ -154,4 +157,59 @@ current-context: kit
 		s.t.Fatal(err)
 	}
 	return path
+}
+
+// kubeShared is the k8s+client-go entry: kubeServers whose scenarios each
+// get their election's Lease as a client-go elector leaves it, and hand
+// it back to client-go after (Preparer).
+type kubeShared struct{ *kubeServers }
+
+// goLeads bounds how long a client-go elector (2 s lease, 200 ms retry
+// period) takes to lead a Lease it may have to wait out.
+const goLeads = 15 * time.Second
+
+// Prepare has a client-go LeaderElector create election's Lease, lead and
+// release it (ReleaseOnCancel), so that the scenario's electds start from
+// client-go's record: holder cleared, leaseTransitions 1,
+// leaseDurationSeconds 1, no electd annotation. The check it returns has
+// a client-go elector lead the Lease again, within goLeads of the
+// scenario's electds being killed: electd leaves a record client-go
+// accepts, whatever the scenario did to it.
+func (s *kubeShared) Prepare(t *testing.T, election string) (after func()) {
+	t.Helper()
+	lease := kube.LeaseName(election)
+	s.goLead(t, lease, "client-go-before", true)
+	return func() { t.Helper(); s.goLead(t, lease, "client-go-after", false) }
+}
+
+// goLead runs a client-go elector on lease until it leads, then stops it
+// (releasing the Lease if release).
+func (s *kubeShared) goLead(t *testing.T, lease, id string, release bool) {
+	t.Helper()
+	led := make(chan struct{})
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Name: lease, Namespace: kubeNamespace},
+			Client:     s.client().CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+		},
+		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond,
+		ReleaseOnCancel: release, Name: id,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(context.Context) { close(led) },
+			OnStoppedLeading: func() {},
+		},
+	})
+	if err != nil {
+		t.Fatalf("client-go elector: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); le.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-led:
+	case <-time.After(goLeads):
+		t.Errorf("client-go elector %s did not lead the Lease %s/%s within %s", id, kubeNamespace, lease, goLeads)
+	}
 }

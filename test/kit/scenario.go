@@ -29,15 +29,18 @@ type Scenario struct {
 
 	recorder string        // the children's program
 	gone     time.Duration // how long a killed electd's child may take to go
+	after    func()        // the store's check of the election, last (Preparer)
 }
 
-// NewScenario prepares a scenario of t whose name starts with prefix, and
-// whose children run recorder. At cleanup it kills every electd, reports
+// NewScenario prepares a scenario of t on st whose name starts with
+// prefix, and whose children run recorder; a store that prepares its
+// elections (Preparer) prepares the scenario's. At cleanup it kills every electd, reports
 // the crashes in their logs, fails the test for each child still alive
 // gone after its electd was killed, and kills it, kills grandchildren and
 // workers left over (whether those may outlive electd is for the test to
-// say), runs Verify, and on failure prints the logs and the runs.
-func NewScenario(t *testing.T, prefix, recorder string, gone time.Duration) *Scenario {
+// say), runs Verify and the store's check of the election, and on
+// failure prints the logs and the runs.
+func NewScenario(t *testing.T, st *Store, prefix, recorder string, gone time.Duration) *Scenario {
 	dir := t.TempDir()
 	s := &Scenario{
 		T: t, Dir: dir,
@@ -46,6 +49,9 @@ func NewScenario(t *testing.T, prefix, recorder string, gone time.Duration) *Sce
 		recorder: recorder, gone: gone,
 	}
 	t.Cleanup(s.cleanup)
+	if p, ok := st.Servers.(Preparer); ok {
+		s.after = p.Prepare(t, s.Name)
+	}
 	return s
 }
 
@@ -77,6 +83,9 @@ func (s *Scenario) cleanup() {
 		if err := s.Verify(lg); err != nil {
 			t.Errorf("record log %s:\n%v", s.LogPath, err)
 		}
+	}
+	if s.after != nil {
+		s.after()
 	}
 	if t.Failed() {
 		for _, e := range s.Procs {

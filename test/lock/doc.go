@@ -5,9 +5,11 @@
 // one shared log that package test/record reads.
 //
 // For each backend, with the same test code (TestBackends/etcd/...,
-// TestBackends/redis/..., and on the topologies of kit.Topologies:
-// redis+sentinel, redis+cluster, a Redlock quorum of three independent
-// redis-servers (redlock), and a three-member etcd-cluster when
+// TestBackends/redis/..., TestBackends/k8s/..., and on the topologies of
+// kit.Topologies: redis+sentinel, redis+cluster, a Redlock quorum of three
+// independent redis-servers (redlock), k8s+client-go (each scenario's Lease
+// as a client-go elector created and released it, and led by client-go
+// again after the scenario), and a three-member etcd-cluster when
 // $LOCK_BACKENDS names it, as it picks any: kit.Selected says why the
 // cluster is not run by default), the suite proves:
 //

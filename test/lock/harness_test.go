@@ -32,7 +32,7 @@ type harness struct {
 // started, checks that their commands died with them, and on failure
 // prints their output and the record log.
 func newHarness(t *testing.T, s *kit.Store) *harness {
-	return &harness{Scenario: kit.NewScenario(t, "lock-", bin.Recorder, goneTimeout), s: s}
+	return &harness{Scenario: kit.NewScenario(t, s, "lock-", bin.Recorder, goneTimeout), s: s}
 }
 
 // opts are the differences between `electd lock` processes.
