@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/electd/electd/clock"
+	"github.com/electd/electd/supervisor/internal/nsinit"
 )
 
 // ChildSpec describes the command that StartChild runs.
@@ -283,7 +284,7 @@ func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
 		execPath = selfExe
 		execArgv = append([]string{c.initArg0(), strconv.FormatInt(int64(c.startBy), 10), path}, argv...)
 	}
-	defaultDispositions()
+	nsinit.DefaultDispositions()
 	c.suspended = clk.Suspended()
 	started := make(chan error, 1)
 	go c.run(execPath, execArgv, attr, started)

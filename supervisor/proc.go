@@ -183,30 +183,3 @@ func childPidsByScan() ([]int, error) {
 	}
 	return pids, nil
 }
-
-// ignoredSignals reads the signals this process ignores from the SigIgn mask
-// in /proc/self/status (bit n-1 is signal n).
-func ignoredSignals() ([]syscall.Signal, error) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return nil, err
-	}
-	for line := range strings.Lines(string(b)) {
-		hex, ok := strings.CutPrefix(line, "SigIgn:")
-		if !ok {
-			continue
-		}
-		mask, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
-		if err != nil {
-			return nil, fmt.Errorf("parse SigIgn: %w", err)
-		}
-		var sigs []syscall.Signal
-		for n := 1; n <= 64; n++ {
-			if mask&(1<<(n-1)) != 0 {
-				sigs = append(sigs, syscall.Signal(n))
-			}
-		}
-		return sigs, nil
-	}
-	return nil, errors.New("no SigIgn in /proc/self/status")
-}

@@ -7,55 +7,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/electd/electd/supervisor/internal/nsinit"
 )
 
-// notForwarded are the signals ForwardSignals leaves alone, and why.
-// Everything else that Go lets a program catch is forwarded, as tini does:
-// SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGCONT, SIGTSTP, SIGXCPU,
-// SIGXFSZ, SIGVTALRM, SIGWINCH, SIGIO, SIGPWR and the real-time signals
-// 35..64. Forwarding SIGQUIT means the Go runtime no longer dumps electd's
-// goroutines on it (an operator expects the supervised program to get it);
-// forwarding SIGHUP means electd no longer dies when its terminal hangs up.
-var notForwarded = map[syscall.Signal]string{
-	syscall.SIGINT:  "electd's own shutdown: stop the child, resign, exit",
-	syscall.SIGTERM: "electd's own shutdown: stop the child, resign, exit",
-	syscall.SIGCHLD: "about electd's children; used by ReapOrphans",
-	syscall.SIGPIPE: "raised by electd's own writes to a closed pipe",
-	syscall.SIGURG:  "used by the Go runtime for goroutine preemption",
-	syscall.SIGPROF: "used by the Go runtime's CPU profiler; never delivered to Notify",
-	syscall.SIGKILL: "cannot be caught",
-	syscall.SIGSTOP: "cannot be caught",
-	syscall.SIGTTIN: "job control for electd's own terminal access; the child's group gets its own",
-	syscall.SIGTTOU: "job control for electd's own terminal access; the child's group gets its own",
-	// Faults concern the process they happen in; the Go runtime handles them.
-	syscall.SIGILL:    "fault in electd",
-	syscall.SIGTRAP:   "fault in electd",
-	syscall.SIGABRT:   "fault in electd",
-	syscall.SIGBUS:    "fault in electd",
-	syscall.SIGFPE:    "fault in electd",
-	syscall.SIGSEGV:   "fault in electd",
-	syscall.SIGSTKFLT: "fault in electd",
-	syscall.SIGSYS:    "fault in electd",
-	// 32 and 33 belong to the C library and the Go runtime (thread
-	// cancellation, setuid on all threads); 34 is musl's SIGSYNCCALL.
-	32: "reserved by libc and the Go runtime",
-	33: "reserved by libc and the Go runtime",
-	34: "reserved by musl libc",
-}
-
-// forwardedSignals lists the signals that ForwardSignals forwards.
-func forwardedSignals() []os.Signal {
-	var sigs []os.Signal
-	for s := syscall.Signal(1); s <= 64; s++ {
-		if _, skip := notForwarded[s]; !skip {
-			sigs = append(sigs, s)
-		}
-	}
-	return sigs
-}
-
 // ForwardSignals forwards every signal that electd does not use itself (see
-// notForwarded for the exceptions and the reasons) to the process group of
+// nsinit.ForwardedSignals for the exceptions and the reasons) to the process group of
 // target(), the current child, until ctx ends. With no current child
 // (target returns nil, or the child has exited) the signal is dropped. It
 // returns after signal.Stop, once ctx has ended.
@@ -65,7 +22,7 @@ func ForwardSignals(ctx context.Context, target func() *Child, log *slog.Logger)
 	}
 	log = log.WithGroup("child")
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, forwardedSignals()...)
+	signal.Notify(sigs, nsinit.ForwardedSignals()...)
 	defer signal.Stop(sigs)
 	for {
 		select {
@@ -91,47 +48,5 @@ func ForwardSignals(ctx context.Context, target func() *Child, log *slog.Logger)
 			}
 			log.Info("forwarded signal", "pid", c.Pid(), "signal", signalName(sig))
 		}
-	}
-}
-
-// ignoredSink is a channel that nobody reads; see defaultDispositions.
-var ignoredSink = make(chan os.Signal, 1)
-
-// defaultDispositions makes the next child start with the default action for
-// the signals that matter to it, as under systemd. In a forked child Go resets
-// to the default only the signals its runtime handles; a signal that electd
-// has ignored (SIGHUP under nohup, SIGINT when a shell starts electd in the
-// background) would stay ignored in the child, and a --stop-signal=SIGINT
-// would then do nothing. So each such signal is handled by a channel that is
-// never read: the runtime drops the signal, which keeps electd's own behavior
-// (ignored) while its children get the default again.
-//
-// The kernel's view (SigIgn in /proc/self/status) is used rather than
-// signal.Ignored, which misses some states (after Ignore and Reset, or after
-// Notify and Stop, SIGHUP and SIGINT go back to ignored without it knowing).
-// The job-control signals are left alone: handling SIGTTIN/SIGTTOU instead of
-// ignoring them would change what happens when electd uses its terminal from
-// the background, and an ignored SIGTSTP or SIGCONT does not hurt the child.
-func defaultDispositions() {
-	ignored, err := ignoredSignals()
-	if err != nil {
-		ignored = nil
-		for s := syscall.Signal(1); s <= 64; s++ {
-			if signal.Ignored(s) {
-				ignored = append(ignored, s)
-			}
-		}
-	}
-	var sigs []os.Signal
-	for _, s := range ignored {
-		switch {
-		case s == syscall.SIGKILL || s == syscall.SIGSTOP || (s >= 32 && s <= 34),
-			s == syscall.SIGTSTP || s == syscall.SIGTTIN || s == syscall.SIGTTOU || s == syscall.SIGCONT:
-			continue
-		}
-		sigs = append(sigs, s)
-	}
-	if len(sigs) > 0 {
-		signal.Notify(ignoredSink, sigs...)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/electd/electd/supervisor/internal/nsinit"
 )
 
 // forwarding runs ForwardSignals until the test ends. Before that it
@@ -85,7 +87,7 @@ func TestForwardSignalsWithoutChild(t *testing.T) {
 }
 
 func TestForwardedSignalSet(t *testing.T) {
-	got := forwardedSignals()
+	got := nsinit.ForwardedSignals()
 	for _, s := range []syscall.Signal{syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2,
 		syscall.SIGWINCH, syscall.SIGCONT, syscall.SIGTSTP, syscall.SIGALRM, 35, 64} {
 		if !slices.Contains(got, os.Signal(s)) {
@@ -110,7 +112,7 @@ func TestChildSignalDefaults(t *testing.T) {
 	signal.Ignore(syscall.SIGHUP, syscall.SIGUSR2)
 	signal.Reset(syscall.SIGHUP)
 	t.Cleanup(func() { signal.Reset(syscall.SIGUSR2) })
-	ign, err := ignoredSignals()
+	ign, err := nsinit.IgnoredSignals()
 	if err != nil {
 		t.Fatal(err)
 	}
