@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
-	coordv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/electd/electd/elector"
 )
@@ -17,7 +16,7 @@ type Config struct {
 	elector.Candidate
 	// Leases is the client of the coordination.k8s.io/v1 Leases; its rate
 	// limiter must not throttle (Clients builds one that does not).
-	Leases coordv1.LeasesGetter
+	Leases LeasesGetter
 	// Namespace holds the election's Leases.
 	Namespace string
 }

@@ -12,7 +12,7 @@ import (
 )
 
 func TestConfigValidate(t *testing.T) {
-	leases := fake.NewClientset().CoordinationV1()
+	leases := typedLeases{fake.NewClientset().CoordinationV1()}
 	ok := Config{Candidate: elector.Candidate{Election: "jobs", ID: "a", Timing: elector.Timing{TTL: 2 * time.Second}}, Leases: leases, Namespace: "default"}
 	tests := []struct {
 		name   string

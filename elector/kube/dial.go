@@ -11,11 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	authv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
-	coordv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/backend"
@@ -95,27 +92,10 @@ func LoadConfig(namespace string) (*rest.Config, string, error) {
 	return rc, namespace, nil
 }
 
-// Clients returns the Lease and access-review clients of rc, without
-// client-side throttling: a renewal must never wait in a local queue.
-func Clients(rc *rest.Config) (coordv1.LeasesGetter, authv1.SelfSubjectAccessReviewsGetter, error) {
-	rc = rest.CopyConfig(rc)
-	rc.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
-	rc.UserAgent = "electd"
-	coord, err := coordv1.NewForConfig(rc)
-	if err != nil {
-		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	auth, err := authv1.NewForConfig(rc)
-	if err != nil {
-		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return coord, auth, nil
-}
-
 // Conn is an open connection to the API server for one namespace.
 type Conn struct {
-	Leases    coordv1.LeasesGetter
-	Reviews   authv1.SelfSubjectAccessReviewsGetter
+	Leases    LeasesGetter
+	Reviews   AccessReviews
 	Namespace string
 
 	checked atomic.Bool // the access reviews passed once
@@ -146,7 +126,7 @@ func (c *Conn) Ping(ctx context.Context) error {
 func (c *Conn) check(ctx context.Context) error {
 	var missing []string
 	for _, verb := range Verbs {
-		r, err := c.Reviews.SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		r, err := c.Reviews.Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
 				Namespace: c.Namespace, Verb: verb, Group: "coordination.k8s.io", Resource: "leases"}},
 		}, metav1.CreateOptions{})

@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	coordv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
-
 	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/internal/life"
@@ -56,7 +54,7 @@ func New(cfg Config) (*Elector, error) {
 	return e, nil
 }
 
-func (e *Elector) leases() coordv1.LeaseInterface { return e.cfg.Leases.Leases(e.cfg.Namespace) }
+func (e *Elector) leases() LeaseClient { return e.cfg.Leases.Leases(e.cfg.Namespace) }
 
 // Wakeups counts how often a waiting campaign found itself first in line
 // after a change of the Lease or of the line, and so re-checked whether it

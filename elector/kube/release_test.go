@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	coordv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
@@ -135,21 +134,21 @@ func holder(l *coordinationv1.Lease) string {
 // lagLeases delays every watch event its Watch delivers by lag: a watch
 // that lags behind quorum reads, as the API server's watch cache may.
 type lagLeases struct {
-	coordv1.LeasesGetter
+	kube.LeasesGetter
 	lag time.Duration
 }
 
-func (g lagLeases) Leases(ns string) coordv1.LeaseInterface {
-	return lagLease{LeaseInterface: g.LeasesGetter.Leases(ns), lag: g.lag}
+func (g lagLeases) Leases(ns string) kube.LeaseClient {
+	return lagLease{LeaseClient: g.LeasesGetter.Leases(ns), lag: g.lag}
 }
 
 type lagLease struct {
-	coordv1.LeaseInterface
+	kube.LeaseClient
 	lag time.Duration
 }
 
 func (l lagLease) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	w, err := l.LeaseInterface.Watch(ctx, opts)
+	w, err := l.LeaseClient.Watch(ctx, opts)
 	if err != nil {
 		return nil, err
 	}

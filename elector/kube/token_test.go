@@ -10,7 +10,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	coordv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
@@ -26,7 +25,7 @@ const tokenNS = "default"
 // a slow network or a lagging API server does to one candidate's requests
 // and watches.
 type hookedLeases struct {
-	coordv1.LeasesGetter
+	LeasesGetter
 	// create, if set, runs before a Create of a Lease is sent (it may
 	// block, as a request in flight does); an error is the request's.
 	create func(ctx context.Context, l *coordinationv1.Lease) error
@@ -34,12 +33,12 @@ type hookedLeases struct {
 	lag *watchLag
 }
 
-func (h *hookedLeases) Leases(ns string) coordv1.LeaseInterface {
-	return &hookedLease{LeaseInterface: h.LeasesGetter.Leases(ns), h: h}
+func (h *hookedLeases) Leases(ns string) LeaseClient {
+	return &hookedLease{LeaseClient: h.LeasesGetter.Leases(ns), h: h}
 }
 
 type hookedLease struct {
-	coordv1.LeaseInterface
+	LeaseClient
 	h *hookedLeases
 }
 
@@ -49,11 +48,11 @@ func (l *hookedLease) Create(ctx context.Context, obj *coordinationv1.Lease, opt
 			return nil, err
 		}
 	}
-	return l.LeaseInterface.Create(ctx, obj, opts)
+	return l.LeaseClient.Create(ctx, obj, opts)
 }
 
 func (l *hookedLease) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	w, err := l.LeaseInterface.Watch(ctx, opts)
+	w, err := l.LeaseClient.Watch(ctx, opts)
 	if err != nil || l.h.lag == nil {
 		return w, err
 	}
