@@ -33,7 +33,10 @@
 //     the namespace and reaps it before the init's own exit is reported, so
 //     once electd has reaped the init the whole tree is gone;
 //   - exits, and so kills the tree, when the control pipe reports electd gone
-//     (end of file), as Pdeathsig would.
+//     (end of file), as Pdeathsig would; it sets its own Pdeathsig (an exec
+//     that raises privilege clears the one of electd's fork) and looks at
+//     the pipe before it starts the command, which it does not start once
+//     electd is gone.
 //
 // Status lines on fd 4: "started", then "exited CODE SIGNAL"; or
 // "failed MESSAGE" when the command could not be started, or "late
@@ -109,6 +112,24 @@ func Main(args []string) int {
 		return 127
 	}
 	path, argv := args[1], args[2:]
+
+	// The init dies with electd from here on, before it starts anything.
+	// The Pdeathsig of electd's fork is not enough: the kernel clears it
+	// at an exec that raises privilege (AT_SECURE: this binary with a file
+	// capability, as setcap cap_sys_admin+ep gives a non-root electd), and
+	// if electd died between the clone and the child's prctl, Go's check
+	// (getppid, 0 in a new PID namespace; a SIGKILL to itself, PID 1
+	// there, which the kernel drops) misses it. So the init sets its own,
+	// then looks at the control pipe: electd gone (its end closed) means
+	// no start; and from now on control watches it.
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0); e != 0 {
+		report("failed %s: set the parent-death signal: %v", path, e)
+		return 127
+	}
+	if electdGone() {
+		return 137
+	}
+	go control()
 	if startBy > 0 {
 		now, err := monotonic()
 		if err != nil {
@@ -138,7 +159,6 @@ func Main(args []string) int {
 			}
 		}
 	}()
-	go control()
 
 	for {
 		var ws syscall.WaitStatus
@@ -183,6 +203,30 @@ func awaitIDMaps() bool {
 		}
 	}
 }
+
+// electdGone reports whether electd's end of the control pipe is closed
+// (a poll that does not wait): electd is gone.
+func electdGone() bool {
+	fds := [1]struct {
+		fd             int32
+		events, revent int16
+	}{{fd: initCtl, events: pollIn}}
+	var ts syscall.Timespec // zero: do not wait
+	for {
+		_, _, e := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+		if e == syscall.EINTR {
+			continue
+		}
+		return e != 0 || fds[0].revent&(pollHup|pollErr|pollNval) != 0
+	}
+}
+
+const (
+	pollIn   = 0x1 // POLLIN, POLLERR, POLLHUP, POLLNVAL in <poll.h>
+	pollErr  = 0x8
+	pollHup  = 0x10
+	pollNval = 0x20
+)
 
 // control applies the stop signals electd sends on the control pipe to the
 // whole namespace, and ends the init when electd is gone.

@@ -1,0 +1,241 @@
+package supervisor
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// envInitDeathCmd names the command that TestInitDeathHelper starts.
+const envInitDeathCmd = "ELECTD_TEST_INIT_DEATH_CMD"
+
+// TestInitDeathHelper plays electd for TestNoExecAfterElectdDied: it
+// starts the command named by envInitDeathCmd under pidns, prints
+// "started", and waits to be killed.
+func TestInitDeathHelper(t *testing.T) {
+	cmd := os.Getenv(envInitDeathCmd)
+	if cmd == "" {
+		t.Skip("SKIP: a helper of TestNoExecAfterElectdDied")
+	}
+	c, err := StartChild(ChildSpec{Path: cmd, Args: []string{"1000"}, Containment: ContainPidns}, nil)
+	if err != nil {
+		fmt.Println("StartChild:", err)
+		os.Exit(3)
+	}
+	fmt.Println("started", c.Pid())
+	time.Sleep(time.Hour)
+}
+
+// TestNoExecAfterElectdDied: electd is killed with SIGKILL while its
+// namespace init is starting (held stopped before it has started the
+// command, as by a loaded host); once the init runs again it must not
+// start the command: the tree dies with electd, even when electd dies
+// before the command exists.
+//
+// The init must not count on the Pdeathsig that electd's fork gave it.
+// The kernel clears a parent-death signal at an exec that raises
+// privilege (AT_SECURE), and the init is electd's own binary, re-executed:
+// with a file capability on that binary (setcap cap_sys_admin+ep electd,
+// a way to give a non-root electd the CAP_SYS_ADMIN that pidns needs) the
+// init runs without one. (Also, when electd dies between the clone and the
+// child's prctl, Go's check of getppid, which it makes for that race,
+// reads 0 in a new PID namespace, and its SIGKILL to itself, PID 1 there,
+// is dropped by the kernel.) The init watched electd's end (the control
+// pipe) only once the command was running.
+//
+// Whether the command was exec'd is seen with inotify on a private copy of
+// it: an exec opens the file (IN_OPEN) before it returns.
+func TestNoExecAfterElectdDied(t *testing.T) {
+	if os.Getenv(envInitDeathCmd) != "" || os.Getenv(envAsNobody) != "" {
+		t.Skip("SKIP: in a helper")
+	}
+	needMode(t, ContainPidns)
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: not root")
+	}
+	for _, tt := range []struct {
+		name   string
+		nobody bool // electd as nobody, its binary with cap_sys_admin+ep
+	}{
+		{name: "root"},
+		{name: "nobody with a file capability", nobody: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := worldDir(t)
+			self, err := os.Executable()
+			if err != nil {
+				t.Fatal(err)
+			}
+			bin := self
+			var argv []string
+			if tt.nobody {
+				setpriv, err := exec.LookPath("setpriv")
+				if err != nil {
+					if os.Getenv("CI") != "" {
+						t.Fatalf("setpriv is needed to run electd as nobody: %v", err)
+					}
+					t.Skipf("SKIP: no setpriv (util-linux) to run electd as nobody: %v", err)
+				}
+				bin = filepath.Join(dir, "electd.test")
+				copyFile(t, self, bin, 0o755)
+				if err := unix.Setxattr(bin, "security.capability", sysAdminCap(), 0); err != nil {
+					t.Skipf("SKIP: cannot set a file capability: %v", err)
+				}
+				argv = []string{setpriv, "--reuid=" + strconv.Itoa(nobody), "--regid=" + strconv.Itoa(nobody), "--clear-groups", "--"}
+			}
+			argv = append(argv, bin, "-test.run=^TestInitDeathHelper$")
+			sleep, err := exec.LookPath("sleep")
+			if err != nil {
+				t.Fatal(err)
+			}
+			command := filepath.Join(dir, "sleep")
+			copyFile(t, sleep, command, 0o755)
+
+			for attempt := 0; ; attempt++ {
+				if attempt == 10 {
+					t.Skip("SKIP: the init was never caught before it started the command")
+				}
+				ino, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := unix.InotifyAddWatch(ino, command, unix.IN_OPEN); err != nil {
+					t.Fatal(err)
+				}
+				execd := func() bool {
+					buf := make([]byte, 4096)
+					n, _ := unix.Read(ino, buf)
+					return n > 0
+				}
+
+				helper := exec.Command(argv[0], argv[1:]...)
+				helper.Dir = dir
+				helper.Env = append(os.Environ(), envInitDeathCmd+"="+command)
+				helper.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+				out, err := helper.StdoutPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := helper.Start(); err != nil {
+					t.Fatal(err)
+				}
+				lines := make(chan string, 16)
+				go func() {
+					s := bufio.NewScanner(out)
+					for s.Scan() {
+						lines <- s.Text()
+					}
+					close(lines)
+				}()
+				initPid, caught := catchInit(t, helper.Process.Pid, execd)
+				if initPid == 0 {
+					_ = helper.Process.Kill()
+					_ = helper.Wait()
+					unix.Close(ino)
+					t.Fatalf("no namespace init appeared; helper said %v", drain(lines))
+				}
+				if !caught {
+					t.Logf("attempt %d: the command was started before the init was caught; again", attempt)
+					_ = syscall.Kill(initPid, syscall.SIGCONT)
+					_ = helper.Process.Kill()
+					_ = helper.Wait()
+					unix.Close(ino)
+					continue
+				}
+				// electd dies, by kill -9, while its init is starting.
+				if err := helper.Process.Kill(); err != nil {
+					t.Fatal(err)
+				}
+				_ = helper.Wait()
+				_ = syscall.Kill(initPid, syscall.SIGCONT)
+				waitUntil(t, 5*time.Second, func() bool { return procDead(initPid) }, "init %d to die", initPid)
+				var ws unix.WaitStatus
+				_, _ = unix.Wait4(initPid, &ws, 0, nil) // an orphan of ours (a subreaper)
+				ran := execd()
+				unix.Close(ino)
+				if ran {
+					t.Fatalf("the command was exec'd after electd was killed with SIGKILL (the init's status: %v)", ws)
+				}
+				return
+			}
+		})
+	}
+}
+
+// catchInit finds the namespace init that helper forks and SIGSTOPs it;
+// caught is false if the command may have been started already.
+func catchInit(t *testing.T, helper int, execd func() bool) (pid int, caught bool) {
+	t.Helper()
+	end := time.Now().Add(testDeadline)
+	for time.Now().Before(end) {
+		for _, p := range childrenOf(helper) {
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
+			if !strings.HasPrefix(string(b), initArg0+"\x00") {
+				continue
+			}
+			if err := syscall.Kill(p, syscall.SIGSTOP); err != nil {
+				continue
+			}
+			t.Cleanup(func() { _ = syscall.Kill(p, syscall.SIGKILL); _ = syscall.Kill(p, syscall.SIGCONT) })
+			waitUntil(t, testDeadline, func() bool {
+				st, err := readStat(p)
+				return err != nil || st.state == 'T'
+			}, "init %d to stop", p)
+			if len(childrenOf(p)) > 0 || execd() {
+				return p, false
+			}
+			return p, true
+		}
+	}
+	return 0, false
+}
+
+// childrenOf lists the children of pid, from every one of its threads.
+func childrenOf(pid int) []int {
+	var kids []int
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		for _, w := range strings.Fields(string(b)) {
+			if k, err := strconv.Atoi(w); err == nil {
+				kids = append(kids, k)
+			}
+		}
+	}
+	return kids
+}
+
+func drain(lines <-chan string) []string {
+	var got []string
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				return got
+			}
+			got = append(got, l)
+		case <-time.After(100 * time.Millisecond):
+			return got
+		}
+	}
+}
+
+// sysAdminCap is the security.capability value for cap_sys_admin+ep, as
+// `setcap cap_sys_admin+ep` writes it (VFS_CAP_REVISION_2).
+func sysAdminCap() []byte {
+	const capSysAdmin = 21
+	v := make([]byte, 20)
+	binary.LittleEndian.PutUint32(v[0:], 0x02000000|1)   // revision 2, effective
+	binary.LittleEndian.PutUint32(v[4:], 1<<capSysAdmin) // permitted, low word
+	return v
+}
