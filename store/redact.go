@@ -44,7 +44,12 @@ func redact(raw string) string {
 	if u.Fragment != "" {
 		u.Fragment, u.RawFragment = redactedMark, ""
 	}
-	return strings.Replace(u.String(), hosts.Placeholder, hostList, 1)
+	out := strings.Replace(u.String(), hosts.Placeholder, hostList, 1)
+	if start > 0 && !strings.Contains(out, "://") {
+		// net/url drops the "//" of an empty authority (k8s://): keep it.
+		out = strings.Replace(out, ":", "://", 1)
+	}
+	return out
 }
 
 // redactQuery hides what follows the first '?' or '#'.

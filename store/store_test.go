@@ -85,6 +85,9 @@ func TestRedact(t *testing.T) {
 		{"redis://h:6379#secret", "redis://h:6379#REDACTED"},
 		{"%zz://u:secret@h", "%zz://REDACTED@h"},
 		{"etcds://u:secret@h1:2379,[::1]:2379", "etcds://u:REDACTED@h1:2379,[::1]:2379"},
+		{"k8s://", "k8s://"},
+		{"k8s://team-a", "k8s://team-a"},
+		{"k8s://?token=secret", "k8s://?REDACTED"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.raw, func(t *testing.T) {
