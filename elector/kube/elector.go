@@ -101,14 +101,8 @@ func (e *Elector) sleep(ctx context.Context, d time.Duration) bool {
 	return clock.Sleep(ctx, e.cfg.Clock, d) == nil
 }
 
-// newBackoff is the backoff of a waiter's requests.
-func (e *Elector) newBackoff() *backoff.Backoff {
-	return backoff.New(25*time.Millisecond, min(e.cfg.Timing.RenewInterval, time.Second))
-}
+// newBackoff is the backoff of a waiter's requests (backoff.Waiting).
+func (e *Elector) newBackoff() *backoff.Backoff { return backoff.Waiting(e.cfg.Timing.RenewInterval) }
 
-// renewBackoff is the backoff of a leader's renewals: at most a quarter of
-// the renewal interval (and 250 ms), so that an API server that answers
-// again is found well before the child must be stopped.
-func (e *Elector) renewBackoff() *backoff.Backoff {
-	return backoff.New(25*time.Millisecond, min(e.cfg.Timing.RenewInterval/4, 250*time.Millisecond))
-}
+// renewBackoff is the backoff of a leader's renewals (backoff.Renewing).
+func (e *Elector) renewBackoff() *backoff.Backoff { return backoff.Renewing(e.cfg.Timing.RenewInterval) }

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/elector/internal/rediskit"
+	"github.com/electd/electd/internal/backoff"
 )
 
 // bus owns the Elector's one pub/sub subscription to the election's channel
@@ -117,7 +118,7 @@ func (h *bus) run() {
 		err = classify(err)
 		h.e.refreshSlots(err)
 		h.e.fails.Failed("watch", err)
-		if !h.e.sleep(h.e.ctx, b.next()) {
+		if !h.e.sleep(h.e.ctx, b.Next()) {
 			return
 		}
 	}
@@ -126,12 +127,12 @@ func (h *bus) run() {
 // receive reads messages until the subscription fails (rediskit.Receive:
 // a connection silent for an interval is pinged, silent for another,
 // dropped).
-func (h *bus) receive(ps *redis.PubSub, b *backoff) error {
+func (h *bus) receive(ps *redis.PubSub, b *backoff.Backoff) error {
 	return rediskit.Receive(h.e.ctx, ps, max(h.e.cfg.Timing.TTL, time.Second), func(msg any) {
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
-				b.reset()
+				b.Reset()
 				h.e.fails.Answered("watch")
 				h.setLive(true)
 			}

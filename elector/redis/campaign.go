@@ -108,7 +108,7 @@ func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, 
 			}
 			lastErr = err
 			e.fails.Failed(op, err, "entry", entry)
-			t := clk.NewTimer(b.next())
+			t := clk.NewTimer(b.Next())
 			select {
 			case <-t.C():
 			case <-dlDone:
@@ -125,7 +125,7 @@ func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, 
 			}
 			continue
 		}
-		b.reset()
+		b.Reset()
 		e.fails.Answered(op)
 		lastErr = nil
 		switch r.status {
@@ -268,9 +268,9 @@ func (e *Elector) keep(entry string, token uint64, dl *elector.Deadline, lastSen
 				err = explain(err)
 			}
 			e.fails.Failed("renew", err, "entry", entry, "valid_until", dl.ValidUntil())
-			next = clk.Now().Add(b.next())
+			next = clk.Now().Add(b.Next())
 		case r.status == "leader":
-			b.reset()
+			b.Reset()
 			dl.Renewed(send)
 			next = send.Add(timing.RenewInterval)
 		case r.status == "gone":

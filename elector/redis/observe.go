@@ -161,9 +161,9 @@ func (v *view) run() {
 					return
 				}
 				e.fails.Failed("leader", err)
-				wait = b.next()
+				wait = b.Next()
 			} else {
-				b.reset()
+				b.Reset()
 				e.fails.Answered("leader")
 				v.update(r, gen, live)
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/elector/internal/rediskit"
+	"github.com/electd/electd/internal/backoff"
 )
 
 // bus owns the Elector's subscriptions, one per server, to the election's
@@ -136,7 +137,7 @@ func (h *bus) run(i int) {
 			return
 		}
 		e.fails[i].Failed("watch", rediskit.Classify(err))
-		if !e.sleep(e.ctx, b.next()) {
+		if !e.sleep(e.ctx, b.Next()) {
 			return
 		}
 	}
@@ -145,13 +146,13 @@ func (h *bus) run(i int) {
 // receive reads server i's messages until its subscription fails
 // (rediskit.Receive: a connection silent for a TTL is pinged; silent for
 // another, dropped).
-func (h *bus) receive(i int, ps *redis.PubSub, b *backoff) error {
+func (h *bus) receive(i int, ps *redis.PubSub, b *backoff.Backoff) error {
 	e := h.e
 	return rediskit.Receive(e.ctx, ps, max(e.cfg.Timing.TTL, time.Second), func(msg any) {
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
-				b.reset()
+				b.Reset()
 				e.fails[i].Answered("watch")
 				h.setLive(i, true)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/internal/rediskit"
+	"github.com/electd/electd/internal/backoff"
 )
 
 // wakeSlack is added to a moment read from a server before re-checking, so
@@ -143,7 +144,7 @@ func (e *Elector) candidacy(ctx context.Context, try bool) (*elector.Term, error
 		switch {
 		case t.answered < e.m:
 			lastErr = fmt.Errorf("%d of %d servers answered, a majority is %d", t.answered, len(res), e.m)
-			if !e.wait(ctx, l, b.next(), false) {
+			if !e.wait(ctx, l, b.Next(), false) {
 				e.cleanup(entry, 0)
 				return nil, campaignEnded(ctx, lastErr)
 			}
@@ -154,7 +155,7 @@ func (e *Elector) candidacy(ctx context.Context, try bool) (*elector.Term, error
 				return term, err
 			}
 			// The commit reached no majority: withdrawn; try again.
-			jitter = splits.next()
+			jitter = splits.Next()
 		case len(t.committed) > 0 && e.ledByOther(t, clk.Now()):
 			// Grants committed to us (a handover that reached a minority)
 			// while another term holds a majority: no term of ours, and
@@ -178,11 +179,11 @@ func (e *Elector) candidacy(ctx context.Context, try bool) (*elector.Term, error
 			// so the first in line takes them) and retry after a jitter.
 			log.Debug("split vote; withdrawing", "held", t.held, "taken", t.taken)
 			e.round(ctx, nil, "withdraw", "withdraw", entry, ord, 0, time.Time{}, false)
-			jitter = splits.next()
+			jitter = splits.Next()
 		default:
-			splits.reset()
+			splits.Reset()
 		}
-		b.reset()
+		b.Reset()
 		lastErr = nil
 
 		// Sleep until the next renewal, a message naming us, or the moment
@@ -351,12 +352,12 @@ func (e *Elector) keep(entry, ord string, token uint64, since time.Time, dl *ele
 	due := make([]time.Time, n)
 	lost := make([]bool, n) // the server's latest answer: it does not hold us
 	var earned time.Time    // the deadline the renewals had earned when the servers ended the term
-	backoffs := make([]*backoff, n)
+	backoffs := make([]*backoff.Backoff, n)
 	now := clk.Now()
 	for i := range due {
 		backoffs[i] = e.renewBackoff()
 		if sent[i].IsZero() {
-			due[i] = now.Add(backoffs[i].next())
+			due[i] = now.Add(backoffs[i].Next())
 		} else {
 			due[i] = sent[i].Add(timing.RenewInterval)
 		}
@@ -404,9 +405,9 @@ func (e *Elector) keep(entry, ord string, token uint64, since time.Time, dl *ele
 			switch {
 			case r.err != nil:
 				// No error ends the term early: the deadline decides.
-				due[i] = clk.Now().Add(backoffs[i].next())
+				due[i] = clk.Now().Add(backoffs[i].Next())
 			case r.r.status == "held":
-				backoffs[i].reset()
+				backoffs[i].Reset()
 				if lost[i] {
 					// The server took the term back (after a restart, or
 					// a lapse): it may have lost the run record too.

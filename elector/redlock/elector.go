@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/internal/life"
 	"github.com/electd/electd/elector/internal/rediskit"
+	"github.com/electd/electd/internal/backoff"
 )
 
 var _ elector.Locker = (*Elector)(nil)
@@ -337,7 +337,7 @@ func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64) 
 				left++
 			}
 		}
-		if left == 0 || !e.sleep(ctx, b.next()) {
+		if left == 0 || !e.sleep(ctx, b.Next()) {
 			return &elector.StoreError{Op: op, Err: fmt.Errorf("remove candidate %s from a majority (%d of %d did): %w", entry, removed, len(pending), errors.Join(errs...))}
 		}
 	}
@@ -378,34 +378,13 @@ func (e *Elector) sleep(ctx context.Context, d time.Duration) bool {
 	return clock.Sleep(ctx, e.cfg.Clock, d) == nil
 }
 
-// backoff is capped exponential backoff with jitter.
-type backoff struct {
-	cur, base, cap time.Duration
-}
+// newBackoff is the backoff of a waiter's requests (backoff.Waiting).
+func (e *Elector) newBackoff() *backoff.Backoff { return backoff.Waiting(e.cfg.Timing.RenewInterval) }
 
-func (e *Elector) newBackoff() *backoff {
-	c := min(e.cfg.Timing.RenewInterval, time.Second)
-	return &backoff{base: min(25*time.Millisecond, c), cap: c}
+// renewBackoff is the backoff of a leader's renewals (backoff.Renewing).
+func (e *Elector) renewBackoff() *backoff.Backoff {
+	return backoff.Renewing(e.cfg.Timing.RenewInterval)
 }
-
-// renewBackoff is the backoff of a leader's renewals on one server: capped
-// at a quarter of the renewal interval (at most 250 ms).
-func (e *Elector) renewBackoff() *backoff {
-	c := min(e.cfg.Timing.RenewInterval/4, 250*time.Millisecond)
-	return &backoff{base: min(25*time.Millisecond, c), cap: c}
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.base
-	} else {
-		b.cur = min(2*b.cur, b.cap)
-	}
-	// ±20 % jitter so that candidates do not retry together.
-	return time.Duration(float64(b.cur) * (0.8 + 0.4*rand.Float64()))
-}
-
-func (b *backoff) reset() { b.cur = 0 }
 
 // newEntry returns a fresh entry for a candidacy: its id and a random
 // suffix.

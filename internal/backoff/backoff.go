@@ -32,3 +32,17 @@ func (b *Backoff) Next() time.Duration {
 
 // Reset starts over from base.
 func (b *Backoff) Reset() { b.cur = 0 }
+
+// Waiting is the backoff of a candidate's requests while it waits: from
+// 25 ms up to the renewal interval (at most a second).
+func Waiting(renewInterval time.Duration) *Backoff {
+	return New(25*time.Millisecond, min(renewInterval, time.Second))
+}
+
+// Renewing is the backoff of a leader's renewals: from 25 ms up to a
+// quarter of the renewal interval (at most 250 ms), so that a store that
+// answers again is found well before the child must be stopped, at a cost
+// of at most four requests per interval while it fails.
+func Renewing(renewInterval time.Duration) *Backoff {
+	return New(25*time.Millisecond, min(renewInterval/4, 250*time.Millisecond))
+}
