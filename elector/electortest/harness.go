@@ -137,6 +137,29 @@ func (o *observer) ids() []string {
 	return ids
 }
 
+// String lists every value received, in order, as id/token ("<none>" for
+// no leader), marking a repeat of the same term "(refined)": what a failure
+// message shows.
+func (o *observer) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var b strings.Builder
+	for i, l := range o.seen {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		switch {
+		case i > 0 && l.SameTerm(o.seen[i-1]):
+			b.WriteString("(refined)")
+		case l.IsZero():
+			b.WriteString("<none>")
+		default:
+			fmt.Fprintf(&b, "%s/%d", l.ID, l.Token)
+		}
+	}
+	return "[" + b.String() + "]"
+}
+
 func (o *observer) last() (elector.Leader, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -113,6 +113,18 @@
 // them, and never adopts that token afterwards, even once the handover has
 // reached a majority (the withdraw may still be in flight: issue 24).
 //
+// Observers see a handover land server by server. While neither the leaver
+// nor the successor is named by a majority (the leaver held fewer than all N
+// servers, or the successor withdrew part of the handover) they see no
+// leader. Each server's word reaches an observer in that server's own
+// messages, some later than others, so around a change an observer may also
+// see no leader for a moment while a majority still names one, and then that
+// leader again. A successor that withdrew the handover token is seen with it
+// once the rest of the handover has reached a majority (and, as the handover
+// and the withdraw land on different servers, may cease to be and be again),
+// then with the token it commits over it: one ID with two tokens, the first
+// one that no term leads with.
+//
 // A term that the servers' answers end early (fewer than m can still hold
 // it: ErrLeaseLost) keeps the leases its renewals earned; the Elector
 // leaves, and hands over, only once that earned deadline has passed, or

@@ -66,8 +66,9 @@ func (h *harness) Restart(t testing.TB) {
 
 // Queued is the number of entries every server holds for election when
 // they agree, else -1: a candidate counts once it is queued on every
-// server (so that a handover reaches it everywhere, and Observe sees no
-// "none" in between), and is gone once it is gone from every one.
+// server (so that a handover reaches it on every server the leaver holds),
+// and is gone once it is gone from every one. (Observe may still see
+// "none" between the two: see "Handover" in the package documentation.)
 func (h *harness) Queued(t testing.TB, election string) int {
 	t.Helper()
 	count := -2
