@@ -105,4 +105,6 @@ func (e *Elector) sleep(ctx context.Context, d time.Duration) bool {
 func (e *Elector) newBackoff() *backoff.Backoff { return backoff.Waiting(e.cfg.Timing.RenewInterval) }
 
 // renewBackoff is the backoff of a leader's renewals (backoff.Renewing).
-func (e *Elector) renewBackoff() *backoff.Backoff { return backoff.Renewing(e.cfg.Timing.RenewInterval) }
+func (e *Elector) renewBackoff() *backoff.Backoff {
+	return backoff.Renewing(e.cfg.Timing.RenewInterval)
+}
