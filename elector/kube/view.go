@@ -110,12 +110,15 @@ func (v *view) snapshot() (state, <-chan struct{}) {
 func (v *view) watch(op string, which int, opts metav1.ListOptions) {
 	e := v.e
 	leases := e.leases()
-	b := backoff.New(25*time.Millisecond, min(e.cfg.Timing.RenewInterval, time.Second))
+	b := e.newBackoff()
 	from := ""
 	for e.ctx.Err() == nil {
 		if from == "" {
 			list, err := leases.List(e.ctx, opts)
 			if err != nil {
+				if e.ctx.Err() != nil {
+					return // closed: not a store failure
+				}
 				e.fails.Failed(op, classify(err))
 				if !e.sleep(e.ctx, b.Next()) {
 					return
@@ -134,6 +137,9 @@ func (v *view) watch(op string, which int, opts metav1.ListOptions) {
 			continue
 		}
 		if err != nil {
+			if e.ctx.Err() != nil {
+				return // closed: not a store failure
+			}
 			e.fails.Failed(op, classify(err))
 			if !e.sleep(e.ctx, b.Next()) {
 				return
