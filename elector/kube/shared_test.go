@@ -20,7 +20,7 @@ const goLeads = 10 * time.Second
 //   - before the first candidate of an election, a client-go LeaderElector
 //     creates the Lease, leads and releases it (ReleaseOnCancel), so
 //     electd's candidates start from client-go's record: holder cleared,
-//     leaseTransitions 1, leaseDurationSeconds 1, no electd annotation;
+//     client-go's acquireTime, leaseDurationSeconds 1, no electd annotation;
 //   - when the test ends, after every electd candidate of it has closed, a
 //     client-go elector must lead the Lease within goLeads: electd leaves
 //     a record that client-go accepts, whatever the test did to it.

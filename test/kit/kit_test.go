@@ -11,7 +11,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/electd/electd/elector/kube"
 	"github.com/electd/electd/internal/testenv"
 )
 
@@ -59,6 +61,10 @@ func TestTopologyStores(t *testing.T) {
 	for _, b := range Topologies {
 		t.Run(b.Name, func(t *testing.T) {
 			s := b.Start(t)
+			if srv, ok := s.Servers.(*kubeShared); ok {
+				kubeSharedStore(t, s, srv)
+				return
+			}
 			scheme := b.Name
 			if _, ok := s.Servers.(*etcdServers); ok {
 				scheme = "etcd"
@@ -86,6 +92,37 @@ func TestTopologyStores(t *testing.T) {
 				t.Fatalf("Servers %T", srv)
 			}
 		})
+	}
+}
+
+// kubeSharedStore checks the k8s+client-go entry: one API server, reached
+// through a proxy as k8s is, whose Prepare leaves a Lease client-go
+// created, led and released, and whose check has client-go lead it again.
+func kubeSharedStore(t *testing.T, s *Store, srv *kubeShared) {
+	if url := s.Direct().URL; !s.Proxyable() || url != "k8s://"+kubeNamespace || s.SlotsRefused == "" {
+		t.Fatalf("Proxyable() = %v, Direct().URL = %q, SlotsRefused %q; want true, k8s://%s and a reason", s.Proxyable(), url, s.SlotsRefused, kubeNamespace)
+	}
+	const election = "shared"
+	after := srv.Prepare(t, election)
+	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
+	defer cancel()
+	l, err := srv.client().CoordinationV1().Leases(kubeNamespace).Get(ctx, kube.LeaseName(election), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the prepared Lease: %v", err)
+	}
+	if h := l.Spec.HolderIdentity; h != nil && *h != "" {
+		t.Fatalf("the prepared Lease names %q; want nobody (client-go led and released it)", *h)
+	}
+	if a := l.Spec.AcquireTime; a == nil || a.IsZero() {
+		t.Fatalf("the prepared Lease has no acquireTime; want client-go's")
+	}
+	if q := s.Queued(t, election); q != 0 {
+		t.Fatalf("Queued = %d on a released Lease; want 0", q)
+	}
+	after()
+	l, err = srv.client().CoordinationV1().Leases(kubeNamespace).Get(ctx, kube.LeaseName(election), metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != "client-go-after" {
+		t.Fatalf("after the check the Lease names %v (%v); want client-go-after", l.Spec.HolderIdentity, err)
 	}
 }
 

@@ -170,7 +170,7 @@ const goLeads = 15 * time.Second
 
 // Prepare has a client-go LeaderElector create election's Lease, lead and
 // release it (ReleaseOnCancel), so that the scenario's electds start from
-// client-go's record: holder cleared, leaseTransitions 1,
+// client-go's record: holder cleared, client-go's acquireTime,
 // leaseDurationSeconds 1, no electd annotation. The check it returns has
 // a client-go elector lead the Lease again, within goLeads of the
 // scenario's electds being killed: electd leaves a record client-go
