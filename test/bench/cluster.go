@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -100,6 +101,24 @@ func (c *cluster) runTrials(ctx context.Context, n int, leadWithin time.Duration
 	}
 	c.checkOverlaps(c.e.rep)
 	return nil
+}
+
+// validLeader returns lead's ValidUntil. If its term ended on its own
+// meanwhile (a store too slow to renew against, while its child was being
+// stopped), the trial is the next leader's: it returns that one, with its
+// child's run, trying up to three times.
+func (c *cluster) validLeader(ctx context.Context, lead *node, cur record.Run, ttl time.Duration) (*node, record.Run, time.Time, error) {
+	vu, err := lead.validUntil()
+	for try := 0; errors.Is(err, errNotLeading) && try < 3; try++ {
+		if _, _, err := c.waitEnd(ctx, cur.Pid, 2*ttl+10*time.Second); err != nil {
+			return nil, cur, time.Time{}, err
+		}
+		if lead, cur, err = c.waitLeading(ctx, 2*ttl+10*time.Second); err != nil {
+			return nil, cur, time.Time{}, err
+		}
+		vu, err = lead.validUntil()
+	}
+	return lead, cur, vu, err
 }
 
 // waitLeading waits until a child runs and returns it and its node.

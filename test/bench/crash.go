@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -79,19 +78,7 @@ func (e *env) crashElectd(ctx context.Context, b *backend, bd build, ttl time.Du
 		defer c.close()
 		defer func() { err = c.describeErr(err) }()
 		return c.runTrials(ctx, n, 3*ttl+5*time.Second, func(lead *node, cur record.Run) error {
-			vu, err := lead.validUntil()
-			for try := 0; errors.Is(err, errNotLeading) && try < 3; try++ {
-				// The term ended on its own (a store too slow to renew
-				// against) while its child was being stopped: the trial
-				// is the next leader's.
-				if _, _, err := c.waitEnd(ctx, cur.Pid, 2*ttl+10*time.Second); err != nil {
-					return err
-				}
-				if lead, cur, err = c.waitLeading(ctx, 2*ttl+10*time.Second); err != nil {
-					return err
-				}
-				vu, err = lead.validUntil()
-			}
+			lead, cur, vu, err := c.validLeader(ctx, lead, cur, ttl)
 			if err != nil {
 				return err
 			}

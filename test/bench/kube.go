@@ -184,6 +184,56 @@ func (kb *kubeEnv) startGo(name, id string, lease time.Duration, release bool, c
 	return g, nil
 }
 
+// goElection is one election of client-go programs in a trial group:
+// each follower is a new program (client-go's Run is one-shot), p1, p2, …
+type goElection struct {
+	kb      *kubeEnv
+	name    string
+	lease   time.Duration
+	release bool
+	all     []*goCand
+}
+
+// spawn starts the election's next program.
+func (ge *goElection) spawn() (*goCand, error) {
+	c, err := ge.kb.startGo(ge.name, fmt.Sprintf("p%d", len(ge.all)+1), ge.lease, ge.release, "")
+	if err == nil {
+		ge.all = append(ge.all, c)
+	}
+	return c, err
+}
+
+// leader spawns the first program and waits until it leads.
+func (ge *goElection) leader(ctx context.Context) (*goCand, error) {
+	lead, err := ge.spawn()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := lead.wait(ctx, "started", 2*ge.lease+10*time.Second); err != nil {
+		return nil, err
+	}
+	return lead, nil
+}
+
+// follower spawns the next program and waits until it polls the Lease.
+func (ge *goElection) follower(ctx context.Context) (*goCand, error) {
+	next, err := ge.spawn()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := next.wait(ctx, "acquiring", 10*time.Second); err != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+// close kills every program the election started.
+func (ge *goElection) close() {
+	for _, c := range ge.all {
+		c.kill()
+	}
+}
+
 // times returns the times of one event, in order.
 func (g *goCand) times(ev string) []time.Time {
 	f, err := os.Open(g.events)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
@@ -164,35 +163,16 @@ func (e *env) kubeHandoverElectd(ctx context.Context, b *backend, mode string) (
 func (e *env) kubeHandoverGo(ctx context.Context, kb *kubeEnv, release bool, trials, ngroups int, col *collector) error {
 	key := fmt.Sprint(release)
 	return trialGroups(trials, ngroups, func(g, n int) error {
-		name := fmt.Sprintf("cg-handover-%s-%d", map[bool]string{true: "release", false: "norelease"}[release], g)
-		var all []*goCand
-		defer func() {
-			for _, c := range all {
-				c.kill()
-			}
-		}()
-		seq := 0
-		spawn := func() (*goCand, error) {
-			seq++
-			c, err := kb.startGo(name, fmt.Sprintf("p%d", seq), kubeLongTTL, release, "")
-			if err == nil {
-				all = append(all, c)
-			}
-			return c, err
-		}
-		lead, err := spawn()
+		ge := &goElection{kb: kb, name: fmt.Sprintf("cg-handover-%s-%d", map[bool]string{true: "release", false: "norelease"}[release], g),
+			lease: kubeLongTTL, release: release}
+		defer ge.close()
+		lead, err := ge.leader(ctx)
 		if err != nil {
 			return err
 		}
-		if _, err := lead.wait(ctx, "started", 2*kubeLongTTL+10*time.Second); err != nil {
-			return err
-		}
 		for range n {
-			next, err := spawn()
+			next, err := ge.follower(ctx)
 			if err != nil {
-				return err
-			}
-			if _, err := next.wait(ctx, "acquiring", 10*time.Second); err != nil {
 				return err
 			}
 			// At a random moment of the follower's polling cycle
@@ -279,16 +259,7 @@ func (e *env) kubeCrashElectd(ctx context.Context, b *backend, ttl time.Duration
 		defer func() { err = c.describeErr(err) }()
 		return c.runTrials(ctx, n, 3*ttl+20*time.Second, func(lead *node, cur record.Run) error {
 			sleepCtx(ctx, kubeSettle())
-			vu, err := lead.validUntil()
-			for try := 0; errors.Is(err, errNotLeading) && try < 3; try++ {
-				if _, _, err := c.waitEnd(ctx, cur.Pid, 2*ttl+10*time.Second); err != nil {
-					return err
-				}
-				if lead, cur, err = c.waitLeading(ctx, 2*ttl+10*time.Second); err != nil {
-					return err
-				}
-				vu, err = lead.validUntil()
-			}
+			lead, cur, vu, err := c.validLeader(ctx, lead, cur, ttl)
 			if err != nil {
 				return err
 			}
@@ -342,35 +313,15 @@ func (e *env) kubeCrashElectd(ctx context.Context, b *backend, ttl time.Duration
 // follower.
 func (e *env) kubeCrashGo(ctx context.Context, kb *kubeEnv, ttl time.Duration, trials, ngroups int, col *collector) error {
 	return trialGroups(trials, ngroups, func(g, n int) error {
-		name := fmt.Sprintf("cg-crash-%s-%d", ttl, g)
-		var all []*goCand
-		defer func() {
-			for _, c := range all {
-				c.kill()
-			}
-		}()
-		seq := 0
-		spawn := func() (*goCand, error) {
-			seq++
-			c, err := kb.startGo(name, fmt.Sprintf("p%d", seq), ttl, false, "")
-			if err == nil {
-				all = append(all, c)
-			}
-			return c, err
-		}
-		lead, err := spawn()
+		ge := &goElection{kb: kb, name: fmt.Sprintf("cg-crash-%s-%d", ttl, g), lease: ttl}
+		defer ge.close()
+		lead, err := ge.leader(ctx)
 		if err != nil {
 			return err
 		}
-		if _, err := lead.wait(ctx, "started", 2*ttl+10*time.Second); err != nil {
-			return err
-		}
 		for range n {
-			next, err := spawn()
+			next, err := ge.follower(ctx)
 			if err != nil {
-				return err
-			}
-			if _, err := next.wait(ctx, "acquiring", 10*time.Second); err != nil {
 				return err
 			}
 			sleepCtx(ctx, kubeSettle())
@@ -379,7 +330,7 @@ func (e *env) kubeCrashGo(ctx context.Context, kb *kubeEnv, ttl time.Duration, t
 				return err
 			}
 			lead.p.Wait(5 * time.Second)
-			last := kb.renewTime(ctx, name)
+			last := kb.renewTime(ctx, ge.name)
 			won, err := next.wait(ctx, "started", 3*ttl+10*time.Second)
 			if err != nil {
 				return err
