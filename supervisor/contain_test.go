@@ -256,9 +256,15 @@ func TestNamespaceStopReachesWholeTree(t *testing.T) {
 
 func testStopReachesWholeTree(t *testing.T, mode Containment) {
 	needMode(t, mode)
+	// The main process sets its trap before it starts the daemon, so that
+	// "daemon" on the output means both traps are set: with the trap after
+	// the "&", a stop could reach the main process first, end it by
+	// SIGTERM, and with it the namespace, before the daemon wrote
+	// "daemon-term" (1 run in 300).
 	c, out := runSh(t,
-		"setsid sh -c 'trap \"echo daemon-term; exit 0\" TERM; echo daemon; while :; do sleep 0.01; done' & "+
-			"trap 'wait; exit 0' TERM; while :; do sleep 0.01; done",
+		"trap 'wait; exit 0' TERM; "+
+			"setsid sh -c 'trap \"echo daemon-term; exit 0\" TERM; echo daemon; while :; do sleep 0.01; done' & "+
+			"while :; do sleep 0.01; done",
 		ChildSpec{StopTimeout: 5 * time.Second, Containment: mode})
 	out.waitFor(t, "daemon")
 	st, err := c.Stop(context.Background())
