@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -186,15 +185,14 @@ type Child struct {
 	// suspended is spec.Clock's Suspended reading before the fork, against
 	// which grace measures a suspension.
 	suspended time.Duration
-	// startBy is spec.StartBy on CLOCK_MONOTONIC (clock.Monotonic); 0: none.
-	startBy time.Duration
 
 	// pidns and userns only: the init's control pipe (write end) and status pipe (read
 	// end); see nsinit.go.
 	ctl       *os.File
 	status    *bufio.Reader
 	statR     *os.File
-	initSeen  chan struct{} // closed once StartChild has read the first status line
+	initSeen  chan struct{} // closed once Begin has read the status line of the start (or the init was dropped)
+	begun     bool          // Begin told the init to start the command; set before initSeen is closed
 	pipesOnce sync.Once
 
 	done chan struct{} // closed once the child is reaped and exit is set
@@ -217,6 +215,7 @@ type Child struct {
 // namespace (ContainPidns; ContainUserns: one owned by a new user
 // namespace) and returns once it runs; Done tells when the
 // child has exited. log may be nil; records go under the group "child".
+// Under pidns and userns it is PrepareChild and then Begin.
 //
 // The child (under pidns: the namespace init) gets Pdeathsig = SIGKILL, so it dies when electd dies, even by
 // kill -9. The kernel delivers the parent-death signal when the *thread*
@@ -231,12 +230,55 @@ type Child struct {
 // electd inherited as ignored (see defaultDispositions), and with stdin on
 // /dev/null.
 func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
+	if spec.mode() != ContainPgroup {
+		c, err := PrepareChild(spec, log, spec.KillBy)
+		if errors.Is(err, errInitSlow) {
+			err = fmt.Errorf("%w: %w", errStartLate, err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("start child: %w", err)
+		}
+		if err := c.Begin(spec); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	c, fa, err := newChild(spec, log)
+	if err != nil {
+		return nil, fmt.Errorf("start child: %w", err)
+	}
+	env := spec.Env
+	if env == nil {
+		env = []string{}
+	}
+	fa.attr.Env = env
+	clk := clock.OrReal(spec.Clock)
+	c.suspended = clk.Suspended()
+	if err := c.fork(fa, monotonicBy(clk, spec.StartBy)); err != nil {
+		c.closeOutputs()
+		return nil, fmt.Errorf("start child: %w", err)
+	}
+	c.marker = treeMarker(env)
+	return c.running(clk)
+}
+
+// forkArgs is what fork starts.
+type forkArgs struct {
+	path            string
+	argv            []string
+	attr            *os.ProcAttr
+	closeAfterStart []*os.File // the parent's copies of what only the child keeps
+}
+
+// newChild is a Child for spec, not started, and what fork needs to start
+// its command (attr without an environment).
+func newChild(spec ChildSpec, log *slog.Logger) (*Child, forkArgs, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	path, argv, err := spec.command()
 	if err != nil {
-		return nil, fmt.Errorf("start child: %w", err)
+		return nil, forkArgs{}, err
 	}
 	c := &Child{
 		spec:     spec,
@@ -247,78 +289,49 @@ func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
 	}
 	files, closeAfterStart, err := c.childFiles()
 	if err != nil {
-		return nil, fmt.Errorf("start child: %w", err)
+		return nil, forkArgs{}, err
 	}
-	env := spec.Env
-	if env == nil {
-		env = []string{}
+	return c, forkArgs{
+		path: path,
+		argv: argv,
+		attr: &os.ProcAttr{
+			Dir:   spec.Dir,
+			Files: files,
+			Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+		},
+		closeAfterStart: closeAfterStart,
+	}, nil
+}
+
+// monotonicBy is the moment by on clk as a reading of CLOCK_MONOTONIC
+// (clock.Monotonic), which every process of the host shares; 0 for none.
+func monotonicBy(clk clock.Clock, by time.Time) time.Duration {
+	if by.IsZero() {
+		return 0
 	}
-	attr := &os.ProcAttr{
-		Dir:   spec.Dir,
-		Env:   env,
-		Files: files,
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
-	}
-	fail := func(err error) (*Child, error) {
-		for _, o := range c.outputs {
-			o.r.Close()
-		}
-		c.closeInitPipes()
-		return nil, fmt.Errorf("start child: %w", err)
-	}
-	execPath, execArgv := path, argv
-	if c.namespaced() {
-		if closeAfterStart, err = c.initPipes(attr, closeAfterStart); err != nil {
-			for _, f := range closeAfterStart {
-				f.Close()
-			}
-			return fail(err)
-		}
-	}
-	clk := clock.OrReal(spec.Clock)
-	if !spec.StartBy.IsZero() {
-		c.startBy = max(1, clock.Monotonic()+spec.StartBy.Sub(clk.Now()))
-	}
-	if c.namespaced() {
-		nsAttr(attr.Sys, c.mode())
-		execPath = selfExe
-		execArgv = append([]string{c.initArg0(), strconv.FormatInt(int64(c.startBy), 10), path}, argv...)
-	}
+	return max(1, clock.Monotonic()+by.Sub(clk.Now()))
+}
+
+// fork starts fa on run's goroutine, not after startBy (on
+// CLOCK_MONOTONIC; 0: any time), and returns once it was started or not.
+func (c *Child) fork(fa forkArgs, startBy time.Duration) error {
 	nsinit.DefaultDispositions()
-	c.suspended = clk.Suspended()
 	started := make(chan error, 1)
-	go c.run(execPath, execArgv, attr, started)
-	err = <-started
-	for _, f := range closeAfterStart {
+	go c.run(fa.path, fa.argv, fa.attr, startBy, started)
+	err := <-started
+	for _, f := range fa.closeAfterStart {
 		f.Close()
 	}
-	if err == nil && c.mode() == ContainUserns {
-		if err = c.mapIDs(); err != nil {
-			c.killGroup(syscall.SIGKILL)
-			close(c.initSeen)
-			<-c.done
-		}
-	}
-	if err == nil && c.status != nil {
-		killed, stopWatch := c.killPendingAt(clk, spec.KillBy)
-		err = c.awaitInit()
-		close(stopWatch)
-		if killed.Load() {
-			err = fmt.Errorf("%w: still starting at ValidUntil − StopMargin; killed", errStartLate)
-		}
-		close(c.initSeen) // the waiter may read the rest of the status pipe now
-		if err != nil {
-			<-c.done
-		}
-	}
-	if err != nil {
-		return fail(err)
-	}
+	return err
+}
+
+// running finishes a start: the command runs. Its output is fed on, and
+// if it started only after KillBy its whole tree is killed and reaped.
+func (c *Child) running(clk clock.Clock) (*Child, error) {
 	for _, o := range c.outputs {
 		go o.run()
 	}
-	c.marker = treeMarker(env)
-	if !spec.KillBy.IsZero() && !clk.Now().Before(spec.KillBy) {
+	if !c.spec.KillBy.IsZero() && !clk.Now().Before(c.spec.KillBy) {
 		// Too late to run at all: the whole tree (it may have forked
 		// already) is killed and reaped, as by a Stop whose time is up.
 		now, cancel := context.WithCancel(context.Background())
@@ -326,122 +339,38 @@ func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
 		_, serr := c.Stop(now)
 		return nil, fmt.Errorf("start child: %w: started only after ValidUntil − StopMargin; killed", errors.Join(errStartLate, serr))
 	}
+	path, argv, _ := c.spec.command()
 	c.log.Info("started", "pid", c.pid, "path", path, "args", argv[1:], "containment", c.mode())
 	return c, nil
 }
 
-func (c *Child) mode() Containment {
-	switch c.spec.Containment {
+// closeOutputs closes the read ends of output pipes whose copiers never
+// ran (a start that failed).
+func (c *Child) closeOutputs() {
+	for _, o := range c.outputs {
+		o.r.Close()
+	}
+}
+
+func (s ChildSpec) mode() Containment {
+	switch s.Containment {
 	case ContainPidns, ContainUserns:
-		return c.spec.Containment
+		return s.Containment
 	}
 	return ContainPgroup
 }
+
+func (c *Child) mode() Containment { return c.spec.mode() }
 
 // namespaced reports whether the child runs under the namespace init
 // (pidns, userns).
 func (c *Child) namespaced() bool { return c.mode() != ContainPgroup }
 
-// initArg0 is the namespace init's argv[0], which tells it its mode.
-func (c *Child) initArg0() string {
-	if c.mode() == ContainUserns {
-		return initArg0Userns
-	}
-	return initArg0
-}
-
-// mapIDs writes the id maps of the init's user namespace and then lets the
-// init go on (see initArg0Userns).
-func (c *Child) mapIDs() error {
-	if err := writeIDMaps(c.pid); err != nil {
-		return err
-	}
-	if _, err := c.ctl.Write([]byte{0}); err != nil {
-		return fmt.Errorf("let the namespace init go on: %w", err)
-	}
-	return nil
-}
-
-// initPipes adds the namespace init's control and status pipes to attr as
-// fds 3 and 4; the returned list adds the ends only the init keeps.
-func (c *Child) initPipes(attr *os.ProcAttr, closeAfterStart []*os.File) ([]*os.File, error) {
-	ctlR, ctlW, err := os.Pipe()
-	if err != nil {
-		return closeAfterStart, err
-	}
-	statR, statW, err := os.Pipe()
-	if err != nil {
-		ctlR.Close()
-		ctlW.Close()
-		return closeAfterStart, err
-	}
-	c.ctl, c.statR, c.status = ctlW, statR, bufio.NewReader(statR)
-	c.initSeen = make(chan struct{})
-	attr.Files = append(attr.Files, ctlR, statW)
-	return append(closeAfterStart, ctlR, statW), nil
-}
-
-// closeInitPipes closes electd's ends of the init's pipes, once; without
-// a namespace init there are none.
-func (c *Child) closeInitPipes() {
-	c.pipesOnce.Do(func() {
-		if c.ctl != nil {
-			c.ctl.Close()
-			c.statR.Close()
-		}
-	})
-}
-
-// killPendingAt SIGKILLs the namespace init (and so its namespace) if it
-// is still starting the command at killBy on clk; killed reports that it
-// did. Closing stop disarms it. A zero killBy arms nothing.
-func (c *Child) killPendingAt(clk clock.Clock, killBy time.Time) (killed *atomic.Bool, stop chan struct{}) {
-	killed, stop = new(atomic.Bool), make(chan struct{})
-	if killBy.IsZero() {
-		return killed, stop
-	}
-	t := clk.NewBootTimer(max(0, killBy.Sub(clk.Now())))
-	go func() {
-		defer t.Stop()
-		select {
-		case <-t.C():
-		case <-stop:
-			return
-		}
-		select {
-		case <-stop:
-		case <-c.done:
-		default:
-			killed.Store(true)
-			c.log.Warn("the namespace init is still starting the command at ValidUntil − StopMargin; killing it", "pid", c.pid)
-			c.killGroup(syscall.SIGKILL)
-		}
-	}()
-	return killed, stop
-}
-
-// awaitInit reads the init's first status line: the command runs, or why
-// it could not be started (then the init has exited, and is reaped).
-func (c *Child) awaitInit() error {
-	var st initStatus
-	err := readInitStatus(c.status, &st, false)
-	switch {
-	case st.started:
-		return nil
-	case st.late:
-		return fmt.Errorf("%w (the namespace init: %s)", errStartLate, st.failed)
-	case st.failed != "":
-		return errors.New(st.failed)
-	default:
-		return fmt.Errorf("namespace init ended before starting the command: %w", err)
-	}
-}
-
 // run forks the child on a locked OS thread (see StartChild), reports the
 // result on started, then waits for the child on that same thread.
-func (c *Child) run(path string, argv []string, attr *os.ProcAttr, started chan<- error) {
+func (c *Child) run(path string, argv []string, attr *os.ProcAttr, startBy time.Duration, started chan<- error) {
 	runtime.LockOSThread()
-	if c.startBy > 0 && clock.Monotonic() >= c.startBy {
+	if startBy > 0 && clock.Monotonic() >= startBy {
 		runtime.UnlockOSThread()
 		started <- errStartLate
 		return
@@ -453,7 +382,9 @@ func (c *Child) run(path string, argv []string, attr *os.ProcAttr, started chan<
 		return
 	}
 	c.pid = proc.Pid
-	c.started = time.Now()
+	if c.status == nil {
+		c.started = time.Now() // under an init, Begin sets it
+	}
 	// Read before the wait below: until it, the child is ours and cannot be
 	// reaped (by anyone), so its /proc entry is there even if it has exited.
 	// Read after, it could be 0, which would leave its orphans unmatched.
@@ -466,6 +397,9 @@ func (c *Child) run(path string, argv []string, attr *os.ProcAttr, started chan<
 	// The child is reaped: the forking thread may now go back to the pool.
 	runtime.UnlockOSThread()
 
+	if c.status != nil {
+		<-c.initSeen // Begin has set started and begun, or never will
+	}
 	st := ExitStatus{Code: -1, Started: c.started, Exited: exited}
 	if err != nil {
 		c.log.Error("wait failed; exit status unknown", "pid", c.pid, "err", err)
@@ -481,7 +415,6 @@ func (c *Child) run(path string, argv []string, attr *os.ProcAttr, started chan<
 		// The init's exit code folds a signal into 128+N: its status line
 		// has the command's exact status. No line: the init itself was
 		// killed (our SIGKILL, or electd's death), and with it the tree.
-		<-c.initSeen
 		var is initStatus
 		_ = readInitStatus(c.status, &is, true)
 		c.closeInitPipes() // the init is gone; nothing reads or writes them
@@ -491,6 +424,11 @@ func (c *Child) run(path string, argv []string, attr *os.ProcAttr, started chan<
 	}
 	st.Killed = st.Signal == syscall.SIGKILL && c.escalated.Load()
 	c.exit = st
+	if c.status != nil && !c.begun {
+		c.log.Debug("prepared namespace init ended unused", "pid", c.pid)
+		close(c.done)
+		return
+	}
 	attrs := []any{"pid", c.pid, "code", st.ExitCode(), "outcome", st.Outcome(), "runtime", exited.Sub(c.started)}
 	if st.Signal != 0 {
 		attrs = append(attrs, "signal", signalName(st.Signal))

@@ -40,6 +40,9 @@ type Supervisor struct {
 	coolUntil time.Time
 	// hurry: skip the stop signal's grace, SIGKILL the tree (Hurry).
 	hurry bool
+	// prepared is the namespace init of the next term's child, started
+	// ahead of the term (PrepareChild), or nil.
+	prepared *Child
 }
 
 // New validates cfg.
@@ -190,7 +193,9 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 	defer s.setStopped(&err)
 	b := s.Backoff()
 	s.cfg.Events.ChildBackoff(b.Failures, b.CoolDown)
+	defer s.ReleasePrepared()
 	for {
+		s.PrepareChild()
 		start := s.cfg.Clock.Now()
 		term, err := s.cfg.Elector.Campaign(ctx)
 		if err != nil {
@@ -253,6 +258,14 @@ func (s *Supervisor) give(ctx context.Context, term *elector.Term, reason string
 	}
 }
 
+// childSpec is the part of every term's ChildSpec that PrepareChild uses.
+func (s *Supervisor) childSpec() ChildSpec {
+	return ChildSpec{
+		Path: s.cfg.Command[0], Args: s.cfg.Command[1:], Shell: s.cfg.Shell,
+		Stdout: s.cfg.Stdout, Stderr: s.cfg.Stderr, Containment: s.cfg.Containment,
+	}
+}
+
 func (s *Supervisor) startChild(term *elector.Term) (*Child, error) {
 	env := append([]string(nil), s.cfg.Env...)
 	env = append(env,
@@ -261,17 +274,14 @@ func (s *Supervisor) startChild(term *elector.Term) (*Child, error) {
 		"ELECTD_FENCING_TOKEN="+strconv.FormatUint(term.Token, 10),
 		"ELECTD_LEADER_SINCE="+term.Leader.Since.UTC().Format(time.RFC3339Nano),
 	)
-	spec := ChildSpec{
-		Path: s.cfg.Command[0], Args: s.cfg.Command[1:], Shell: s.cfg.Shell, Env: env,
-		Stdout: s.cfg.Stdout, Stderr: s.cfg.Stderr,
-		StopSignal: s.cfg.StopSignal, StopTimeout: s.cfg.StopTimeout, Containment: s.cfg.Containment,
-		// Nothing execs the command after the term's stop-by moment, and a
-		// start still pending at ValidUntil − StopMargin is killed.
-		StartBy: StopBy(term.ValidUntil(), s.cfg.StopTimeout),
-		KillBy:  term.ValidUntil().Add(-StopMargin),
-		Clock:   s.cfg.Clock,
-	}
-	c, err := StartChild(spec, s.cfg.Logger)
+	spec := s.childSpec()
+	spec.Env = env
+	spec.StopSignal, spec.StopTimeout, spec.Clock = s.cfg.StopSignal, s.cfg.StopTimeout, s.cfg.Clock
+	// Nothing execs the command after the term's stop-by moment, and a
+	// start still pending at ValidUntil − StopMargin is killed.
+	spec.StartBy = StopBy(term.ValidUntil(), s.cfg.StopTimeout)
+	spec.KillBy = term.ValidUntil().Add(-StopMargin)
+	c, err := s.start(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -281,6 +291,70 @@ func (s *Supervisor) startChild(term *elector.Term) (*Child, error) {
 	s.cfg.Events.ChildStarted()
 	s.log.Info("child started", "pid", c.Pid(), "token", term.Token)
 	return c, nil
+}
+
+// start starts spec with the prepared init, if there is one, or else (or
+// if that init was gone) with a new one.
+func (s *Supervisor) start(spec ChildSpec) (*Child, error) {
+	s.mu.Lock()
+	c := s.prepared
+	s.prepared = nil
+	s.mu.Unlock()
+	if c != nil {
+		err := c.Begin(spec)
+		if !errors.Is(err, errInitGone) {
+			if err != nil {
+				return nil, err
+			}
+			return c, nil
+		}
+		s.log.Warn("the prepared namespace init was gone; starting the child with a new one", "err", err)
+	}
+	return StartChild(spec, s.cfg.Logger)
+}
+
+// PrepareChild starts the namespace init of the next term's child (under
+// pidns and userns, with a command), unless one is ready: the candidate
+// calls it before it campaigns, so that the term's start costs only the
+// command's fork and exec. The init runs nothing until the term begins
+// (see Child.Begin) and dies with electd. A failure is logged, and the
+// term then starts its init itself. Run calls it; a caller of RunOnce may,
+// and then calls ReleasePrepared once it is done.
+func (s *Supervisor) PrepareChild() {
+	if len(s.cfg.Command) == 0 || s.childSpec().mode() == ContainPgroup {
+		return
+	}
+	s.mu.Lock()
+	ready := s.prepared != nil
+	s.mu.Unlock()
+	if ready {
+		return
+	}
+	// Bounded on the real clock: a stuck init must not keep the candidate
+	// from campaigning.
+	c, err := PrepareChild(s.childSpec(), s.cfg.Logger, time.Now().Add(prepareTimeout))
+	if err != nil {
+		s.log.Warn("could not start the child's namespace init ahead of the term; the term will start one", "err", err)
+		return
+	}
+	s.mu.Lock()
+	s.prepared = c
+	s.mu.Unlock()
+}
+
+// prepareTimeout bounds PrepareChild's wait for the init to be ready.
+const prepareTimeout = 10 * time.Second
+
+// ReleasePrepared ends the prepared init, if any, and waits until it is
+// reaped.
+func (s *Supervisor) ReleasePrepared() {
+	s.mu.Lock()
+	c := s.prepared
+	s.prepared = nil
+	s.mu.Unlock()
+	if c != nil {
+		c.Release()
+	}
 }
 
 func (s *Supervisor) childGone(c *Child, st ExitStatus) {

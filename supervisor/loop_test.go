@@ -16,9 +16,16 @@ import (
 // are about (the backends' conformance suite runs on real stores).
 type fakeElector struct {
 	terms chan *elector.Term
+	// campaigning, if not nil, gets a value (if it has room) as Campaign
+	// begins: the candidate waits, its child's init prepared.
+	campaigning chan struct{}
 }
 
 func (f *fakeElector) Campaign(ctx context.Context) (*elector.Term, error) {
+	select {
+	case f.campaigning <- struct{}{}:
+	default:
+	}
 	select {
 	case t := <-f.terms:
 		return t, nil

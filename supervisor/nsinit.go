@@ -21,6 +21,7 @@ const (
 
 // initStatus is what the init reported on its status pipe.
 type initStatus struct {
+	ready   bool // waiting for the go message
 	started bool
 	failed  string // why the command did not start
 	late    bool   // not started: the start-by moment had passed
@@ -29,14 +30,16 @@ type initStatus struct {
 	signal  syscall.Signal
 }
 
-// readInitStatus reads status lines until the first one that settles the
-// start (started or failed), or, with untilEnd, until the pipe's end.
+// readInitStatus reads status lines until the first one that settles a
+// step (ready, started or failed), or, with untilEnd, until the pipe's end.
 func readInitStatus(r *bufio.Reader, st *initStatus, untilEnd bool) error {
 	for {
 		line, err := r.ReadString('\n')
 		if line != "" {
 			word, rest, _ := strings.Cut(strings.TrimSpace(line), " ")
 			switch word {
+			case "ready":
+				st.ready = true
 			case "started":
 				st.started = true
 			case "failed":
@@ -53,7 +56,7 @@ func readInitStatus(r *bufio.Reader, st *initStatus, untilEnd bool) error {
 					}
 				}
 			}
-			if !untilEnd && (st.started || st.failed != "") {
+			if !untilEnd && (st.ready || st.started || st.failed != "") {
 				return nil
 			}
 		}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
 )
@@ -30,8 +32,8 @@ func stopNewInit(t *testing.T, seen map[int]bool, marker string) (pid int, ok bo
 				continue
 			}
 			b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
-			if !strings.HasPrefix(string(b), initArg0+"\x00") {
-				continue
+			if !strings.HasPrefix(string(b), initArg0+"\x00") || len(b) == len(initArg0)+1 {
+				continue // not an init, or a probe (no command)
 			}
 			if err := syscall.Kill(p, syscall.SIGSTOP); err != nil {
 				continue
@@ -55,6 +57,20 @@ func stopNewInit(t *testing.T, seen map[int]bool, marker string) (pid int, ok bo
 	}
 	t.Fatal("no namespace init appeared")
 	return 0, false
+}
+
+// queuedIn is how many bytes wait in the pipe that is fd of process pid.
+func queuedIn(pid, fd int) int {
+	f, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/fd/"+strconv.Itoa(fd), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	n, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCINQ) // FIONREAD
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // initsNow is the set of our children that are namespace inits now.
@@ -93,20 +109,26 @@ func TestNoExecAfterStopBy(t *testing.T) {
 				if attempt == 5 {
 					t.Skip("SKIP: the init was never caught before it started the command")
 				}
+				// The init that the candidate prepares while it waits is
+				// caught, ready, before the term comes: a loaded host
+				// holds it until the go message is late.
+				seen := initsNow()
+				campaigning := make(chan struct{}, 1)
 				h := newHarness(t, func(c *Config) {
 					c.Command = []string{"/bin/sh", "-c", "echo ran > " + marker + "; exec sleep 1000"}
 					c.Containment, c.Logger = ContainPidns, testLogger(t)
+					c.Elector.(*fakeElector).campaigning = campaigning
 				})
+				<-campaigning
 				const stopTimeout = time.Second // newHarness's
 				// ValidUntil − StopTimeout − StopMargin = now + left.
 				sent := h.clk.Now().Add(-h.timing.Window() + stopTimeout + StopMargin + tt.left)
 				dl := elector.NewDeadline(h.clk, h.timing, sent)
 				term := elector.NewTerm(elector.Leader{ID: "me", Token: 80, Since: h.clk.Now()}, dl,
 					func(context.Context) error { h.resigns <- struct{}{}; return nil })
-				seen := initsNow()
+				pid, ok := stopNewInit(t, seen, marker)
 				started := time.Now()
 				h.el.terms <- term
-				pid, ok := stopNewInit(t, seen, marker)
 				if !ok {
 					t.Logf("attempt %d: the command ran before the init was caught; again", attempt)
 					h.cancel()
@@ -121,6 +143,9 @@ func TestNoExecAfterStopBy(t *testing.T) {
 					<-time.After(tt.left - time.Since(started) + 100*time.Millisecond)
 					_ = syscall.Kill(pid, syscall.SIGCONT)
 				} else {
+					// Once the term's go message waits in the held init's
+					// control pipe, its start is pending.
+					waitFor(t, "the go message sent", func() bool { return queuedIn(pid, 3) > 0 })
 					h.clk.Advance(tt.left + stopTimeout + time.Millisecond)
 				}
 				waitFor(t, "the term given up, or the child started", func() bool {

@@ -10,16 +10,24 @@
 // electd's dependencies' init functions before it can start the command
 // (the probe, from exec to exit: 3.0–3.7 ms median here, against
 // 12.0–12.7 ms when the init ran in package supervisor, at a load of 4).
-// Its argv[1] is the moment after which the command must not be exec'd, on
-// CLOCK_MONOTONIC in nanoseconds (0: none). The init:
+// Its argv[1] is the resolved path of the command and the rest its argv.
+// The init is started ahead of the term (a candidate prepares it while it
+// waits, see supervisor.Supervisor.PrepareChild), so that a term's start
+// costs the command's fork and exec and nothing more. The init:
 //
+//   - reports "ready" and waits for the go message on the control pipe:
+//     the moment after which the command must not be exec'd, on
+//     CLOCK_MONOTONIC in nanoseconds (0: none), and the command's whole
+//     environment (which holds the term's fencing token); the end of the
+//     pipe instead (electd gone, or the prepared init dropped) ends it
+//     without starting anything;
 //   - reads CLOCK_MONOTONIC just before it starts the command and, if that
 //     moment has passed (or the clock cannot be read), does not start it:
 //     it reports "late" and exits;
 //   - starts the command in a process group of its own (a process of the
 //     namespace like any other, not PID 1; the init's own threads take the
-//     first pids), with the
-//     environment and stdin/stdout/stderr it was given, untouched, and every
+//     first pids), with the environment of the go message and the
+//     stdin/stdout/stderr it was given, untouched, and every
 //     signal at its default action (as PID 1 it would ignore SIGTERM; the
 //     child is not PID 1, so its behaviour is that of any process);
 //   - forwards every signal it gets to that process group (electd signals
@@ -35,20 +43,26 @@
 //   - exits, and so kills the tree, when the control pipe reports electd gone
 //     (end of file), as Pdeathsig would; it sets its own Pdeathsig (an exec
 //     that raises privilege clears the one of electd's fork) and looks at
-//     the pipe before it starts the command, which it does not start once
-//     electd is gone.
+//     the pipe once it has the go message, before it starts the command,
+//     which it does not start once electd is gone.
 //
-// Status lines on fd 4: "started", then "exited CODE SIGNAL"; or
+// The go message is 8 bytes of the start-by moment and 4 bytes of the
+// environment's length L (both little-endian), then L bytes: each entry of
+// the environment followed by a NUL (see Go).
+//
+// Status lines on fd 4: "ready", "started", then "exited CODE SIGNAL"; or
 // "failed MESSAGE" when the command could not be started, or "late
 // MESSAGE" when it was not started because the moment had passed.
 package nsinit
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 	"unsafe"
@@ -82,11 +96,11 @@ func init() {
 	}
 }
 
-// Main is the namespace init: args are the start-by moment (see above),
-// the resolved path of the command and then its argv. With no args it is
-// a probe that checks it is PID 1 and exits.
+// Main is the namespace init: args are the resolved path of the command
+// and then its argv. With fewer it is a probe that checks it is PID 1 and
+// exits.
 func Main(args []string) int {
-	if len(args) < 3 {
+	if len(args) < 2 {
 		if os.Getpid() != 1 {
 			return 1
 		}
@@ -104,14 +118,7 @@ func Main(args []string) int {
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, append(ForwardedSignals(), syscall.SIGTERM, syscall.SIGINT)...)
 	DefaultDispositions()
-
-	env := os.Environ()
-	startBy, err := strconv.ParseInt(args[0], 10, 64)
-	if err != nil {
-		report("failed start-by moment %q: %v", args[0], err)
-		return 127
-	}
-	path, argv := args[1], args[2:]
+	path, argv := args[0], args[1:]
 
 	// The init dies with electd from here on, before it starts anything.
 	// The Pdeathsig of electd's fork is not enough: the kernel clears it
@@ -119,25 +126,36 @@ func Main(args []string) int {
 	// capability, as setcap cap_sys_admin+ep gives a non-root electd), and
 	// if electd died between the clone and the child's prctl, Go's check
 	// (getppid, 0 in a new PID namespace; a SIGKILL to itself, PID 1
-	// there, which the kernel drops) misses it. So the init sets its own,
-	// then looks at the control pipe: electd gone (its end closed) means
-	// no start; and from now on control watches it.
+	// there, which the kernel drops) misses it. So the init sets its own;
+	// then, once it has the go message, it looks at the control pipe:
+	// electd gone (its end closed) means no start; and from then on
+	// control watches it.
 	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0); e != 0 {
 		report("failed %s: set the parent-death signal: %v", path, e)
 		return 127
+	}
+	report("ready")
+	startBy, env, err := readGo()
+	if err != nil {
+		return 137 // electd is gone, or dropped this init unused
 	}
 	if electdGone() {
 		return 137
 	}
 	go control()
+	// A signal that came while the init waited was not meant for a command
+	// that did not exist yet.
+	for len(sigs) > 0 {
+		<-sigs
+	}
 	if startBy > 0 {
 		now, err := monotonic()
 		if err != nil {
 			report("late: %s not started: read CLOCK_MONOTONIC: %v", path, err)
 			return 127
 		}
-		if now >= time.Duration(startBy) {
-			report("late by %s: %s not started", now-time.Duration(startBy), path)
+		if now >= startBy {
+			report("late by %s: %s not started", now-startBy, path)
 			return 127
 		}
 	}
@@ -185,23 +203,76 @@ func Main(args []string) int {
 	}
 }
 
+// Go encodes the go message (see the package doc): the command may be
+// exec'd until startBy on CLOCK_MONOTONIC (0: any time), with env as its
+// whole environment. An entry of env must not hold a NUL.
+func Go(startBy time.Duration, env []string) []byte {
+	n := 0
+	for _, kv := range env {
+		n += len(kv) + 1
+	}
+	msg := make([]byte, 12, 12+n)
+	binary.LittleEndian.PutUint64(msg[0:], uint64(startBy))
+	binary.LittleEndian.PutUint32(msg[8:], uint32(n))
+	for _, kv := range env {
+		msg = append(append(msg, kv...), 0)
+	}
+	return msg
+}
+
+// maxEnv bounds the environment of a go message (the kernel's own limit
+// on an exec's arguments and environment is far lower).
+const maxEnv = 64 << 20
+
+// readGo reads the go message from the control pipe; an error means
+// electd's end closed (or the message was malformed) before it came.
+func readGo() (startBy time.Duration, env []string, err error) {
+	var head [12]byte
+	if err := readFull(head[:]); err != nil {
+		return 0, nil, err
+	}
+	startBy = time.Duration(binary.LittleEndian.Uint64(head[0:]))
+	n := binary.LittleEndian.Uint32(head[8:])
+	if n > maxEnv {
+		return 0, nil, fmt.Errorf("go message: environment of %d bytes", n)
+	}
+	buf := make([]byte, n)
+	if err := readFull(buf); err != nil {
+		return 0, nil, err
+	}
+	env = []string{}
+	for len(buf) > 0 {
+		kv, rest, ok := bytes.Cut(buf, []byte{0})
+		if !ok {
+			return 0, nil, errors.New("go message: environment entry without its NUL")
+		}
+		env, buf = append(env, string(kv)), rest
+	}
+	return startBy, env, nil
+}
+
+// readFull fills buf from the control pipe with raw reads: an *os.File
+// for the pipe would close it when collected, and control reads it later.
+func readFull(buf []byte) error {
+	for len(buf) > 0 {
+		n, err := syscall.Read(initCtl, buf)
+		switch {
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case err != nil:
+			return err
+		case n == 0:
+			return io.EOF
+		}
+		buf = buf[n:]
+	}
+	return nil
+}
+
 // awaitIDMaps waits until electd has written the id maps of the init's user
 // namespace: a byte on the control pipe; its end means electd is gone.
 func awaitIDMaps() bool {
-	// A raw read: an *os.File for the pipe would close it when collected,
-	// and control reads it later.
-	buf := make([]byte, 1)
-	for {
-		n, err := syscall.Read(initCtl, buf)
-		switch {
-		case n == 1:
-			return true
-		case errors.Is(err, syscall.EINTR):
-			continue
-		default:
-			return false
-		}
-	}
+	return readFull(make([]byte, 1)) == nil
 }
 
 // electdGone reports whether electd's end of the control pipe is closed
