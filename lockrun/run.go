@@ -54,8 +54,10 @@ func (l *Lock) Run(ctx context.Context) error {
 	}
 	// The command's namespace init starts while we wait, so that the
 	// lock's start costs only the command's fork and exec.
-	l.Sup.PrepareChild()
-	defer l.Sup.ReleasePrepared()
+	if l.Sup != nil {
+		l.Sup.PrepareChild()
+		defer l.Sup.ReleasePrepared()
+	}
 	log.Debug("waiting for the lock", "id", l.Candidate.ID, "store", l.Store.Redacted(), "wait", waitText(l.Wait),
 		"slots", l.Candidate.Slots, "timing", l.Candidate.Timing.String(), "stop_timeout", l.StopTimeout)
 	start := time.Now()
