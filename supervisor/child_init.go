@@ -32,10 +32,16 @@ var (
 	// errInitSlow: a prepared init was not ready by its deadline, and was
 	// killed.
 	errInitSlow = errors.New("the namespace init was not ready in time; killed")
-	// errInitGone: the init ended before it reported the command started
-	// or why not (killed, or dead of its own); the namespace, and anything
-	// in it, is gone and reaped.
+	// errInitGone: the init ended before it had the go message (killed,
+	// or dead of its own), so the command never ran; the namespace is
+	// gone and reaped.
 	errInitGone = errors.New("the namespace init ended before starting the command")
+	// errInitLost: the init ended after it was sent the go message and
+	// before it reported the command started or why not. The namespace,
+	// and anything in it, is gone and reaped, but the command may have run
+	// (with the term's token): a new init must not start it again for the
+	// same term.
+	errInitLost = errors.New("the namespace init ended before it reported the command started; the command may have run")
 )
 
 // PrepareChild forks the namespace init for spec's command (spec's mode
@@ -100,9 +106,12 @@ func PrepareChild(spec ChildSpec, log *slog.Logger, killBy time.Time) (*Child, e
 // Begin tells a prepared init to start the command, with spec's Env, and
 // under spec's StartBy, KillBy, StopSignal, StopTimeout and Clock (the rest
 // of spec is PrepareChild's), and returns once it runs, as StartChild. A
-// Child is begun at most once. If the init had ended before it could start
-// the command, the error is errInitGone, and a start with a new init is
-// safe: nothing of this one is left.
+// Child is begun at most once. If the init had ended before it could be
+// sent the go message, the error is errInitGone, and a start with a new
+// init is safe: nothing of this one is left, and its command never ran.
+// An init that ends once it was sent the go message may have exec'd the
+// command first (it reports it started only after the exec): that error
+// is errInitLost.
 func (c *Child) Begin(spec ChildSpec) error {
 	c.spec.Env, c.spec.StartBy, c.spec.KillBy = spec.Env, spec.StartBy, spec.KillBy
 	c.spec.StopSignal, c.spec.StopTimeout, c.spec.Clock = spec.StopSignal, spec.StopTimeout, spec.Clock
@@ -238,6 +247,6 @@ func (c *Child) awaitInit() error {
 	case st.failed != "":
 		return errors.New(st.failed)
 	default:
-		return fmt.Errorf("%w: %w", errInitGone, err)
+		return fmt.Errorf("%w: %w", errInitLost, err)
 	}
 }

@@ -20,7 +20,9 @@
 //     CLOCK_MONOTONIC in nanoseconds (0: none), and the command's whole
 //     environment (which holds the term's fencing token); the end of the
 //     pipe instead (electd gone, or the prepared init dropped) ends it
-//     without starting anything;
+//     without starting anything; the signals it forwards are ignored
+//     until the go message (the kernel drops them: they were not meant
+//     for a command that did not exist yet);
 //   - reads CLOCK_MONOTONIC just before it starts the command and, if that
 //     moment has passed (or the clock cannot be read), does not start it:
 //     it reports "late" and exits;
@@ -115,9 +117,15 @@ func Main(args []string) int {
 		_, _ = fmt.Fprintf(status, format+"\n", args...)
 	}
 
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, append(ForwardedSignals(), syscall.SIGTERM, syscall.SIGINT)...)
+	// Until the go message the signals that the init will forward are
+	// ignored, so the kernel drops them as they are sent: they were not
+	// meant for a command that did not exist yet. Caught and then drained
+	// instead, one that came just before the go message could still be on
+	// its way through the runtime (which hands a caught signal to the
+	// channel from a goroutine of its own, later) and reach the command.
+	forwarded := append(ForwardedSignals(), syscall.SIGTERM, syscall.SIGINT)
 	DefaultDispositions()
+	signal.Ignore(forwarded...)
 	path, argv := args[0], args[1:]
 
 	// The init dies with electd from here on, before it starts anything.
@@ -143,11 +151,9 @@ func Main(args []string) int {
 		return 137
 	}
 	go control()
-	// A signal that came while the init waited was not meant for a command
-	// that did not exist yet.
-	for len(sigs) > 0 {
-		<-sigs
-	}
+	// From here a signal is the command's: it is forwarded once it runs.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, forwarded...)
 	if startBy > 0 {
 		now, err := monotonic()
 		if err != nil {
