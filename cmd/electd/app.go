@@ -27,7 +27,6 @@ func commands() []*cli.Command {
 			Description: demoHelp, Flags: demoFlags(), Action: demoAction},
 		{Name: "dev", Usage: "run an embedded single-member etcd for local experiments", Flags: devFlags(), Action: devAction},
 		{Name: "version", Usage: "print the version", Action: versionAction},
-		{Name: "demo-job", Hidden: true, Usage: "the job run by `electd demo` (reports start and stop)", Action: demoJobAction},
 	}
 }
 

@@ -6,6 +6,10 @@ package main
 import (
 	"context"
 	"os"
+
+	// `electd demo-job`, the demo's job, runs from this package's init
+	// function, before electd's dependencies start (see its doc).
+	_ "github.com/electd/electd/internal/demo/job"
 )
 
 func main() {
