@@ -54,7 +54,10 @@ func (l *Lock) Run(ctx context.Context) error {
 	}
 	// The command's namespace init starts while we wait, so that the
 	// lock's start costs only the command's fork and exec.
-	l.Sup.PrepareChild()
+	// Not past --wait, nor past a signal.
+	pctx, pcancel := WithDeadline(ctx, l.Deadline)
+	l.Sup.PrepareChild(pctx)
+	pcancel()
 	defer l.Sup.ReleasePrepared()
 	log.Debug("waiting for the lock", "id", l.Candidate.ID, "store", l.Store.Redacted(), "wait", waitText(l.Wait),
 		"slots", l.Candidate.Slots, "timing", l.Candidate.Timing.String(), "stop_timeout", l.StopTimeout)

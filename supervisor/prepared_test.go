@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -130,4 +131,58 @@ func TestPrepareChildReleaseSparesTheInitsPid(t *testing.T) {
 		}
 		return
 	}
+}
+
+// TestRunReturnsWhilePreparing: electd is told to stop (Run's ctx ends)
+// while the candidate prepares its child's init, and the init is slow to
+// be ready (held stopped here, as by a loaded host or a slow disk). Run
+// must return at once, as it does while it campaigns; it waited for the
+// init's prepareTimeout (10 s), and a second Ctrl-C (Hurry) did not cut
+// that short. lock's --wait is spent the same way.
+func TestRunReturnsWhilePreparing(t *testing.T) {
+	needMode(t, ContainPidns)
+	for attempt := 0; ; attempt++ {
+		if attempt == 10 {
+			t.Skip("SKIP: the init was never caught before it was ready")
+		}
+		seen := initsNow()
+		h := newHarness(t, func(c *Config) {
+			c.Command = []string{"sleep", "1000"}
+			c.Containment, c.Logger = ContainPidns, testLogger(t)
+		})
+		pid, _ := stopNewInit(t, seen, "/nonexistent")
+		if n := writesOf(pid); n != 0 {
+			// It has written its "ready" (its only write).
+			t.Logf("attempt %d: init %d was caught once ready (%d writes); again", attempt, pid, n)
+			h.cancel()
+			err := <-h.done
+			h.done <- err
+			continue
+		}
+		h.cancel()
+		h.sup.Hurry() // and a second Ctrl-C
+		select {
+		case err := <-h.done:
+			h.done <- err
+			return
+		case <-time.After(prepareTimeout / 2):
+			t.Fatalf("Run did not return within %v of its ctx's end: it waits for the init %d it prepares", prepareTimeout/2, pid)
+		}
+	}
+}
+
+// writesOf is how many write system calls process pid has made (syscw in
+// /proc/PID/io), or -1.
+func writesOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "syscw: "); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return -1
 }
