@@ -128,6 +128,10 @@ func TestWaitNotSpentPreparing(t *testing.T) {
 			if took := time.Since(start); took > limit {
 				t.Fatalf("--wait %v took %v (more than %v)", wait, took.Round(time.Millisecond), limit)
 			}
+			// Run releases what it prepared: the init is reaped.
+			if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the prepared init %d is still there after Run returned", pid)
+			}
 		case <-time.After(limit - time.Since(start)):
 			t.Fatalf("--wait %v: Run had not returned after %v: it waits for the init %d it prepares", wait, limit, pid)
 		}
