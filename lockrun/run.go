@@ -52,10 +52,14 @@ func (l *Lock) Run(ctx context.Context) error {
 			log.Warn("cannot read the run record yet; will look again once the lock is held", "err", err)
 		}
 	}
-	// The command's namespace init starts while we wait, so that the
-	// lock's start costs only the command's fork and exec.
+	// The command's namespace init starts while we wait (not past --wait,
+	// nor past a signal), so that the lock's start costs only the
+	// command's fork and exec. (A Lock that is only to wait, as in
+	// TestNotAcquired, has no Sup.)
 	if l.Sup != nil {
-		l.Sup.PrepareChild()
+		pctx, pcancel := WithDeadline(ctx, l.Deadline)
+		l.Sup.PrepareChild(pctx)
+		pcancel()
 		defer l.Sup.ReleasePrepared()
 	}
 	log.Debug("waiting for the lock", "id", l.Candidate.ID, "store", l.Store.Redacted(), "wait", waitText(l.Wait),

@@ -176,9 +176,12 @@ func (e ExitStatus) Outcome() string {
 // whose id is its pid; under ContainPidns its pid is that of the namespace
 // init, which leads a group of its own and runs the command.
 type Child struct {
-	spec    ChildSpec
-	log     *slog.Logger
-	pid     int
+	spec ChildSpec
+	log  *slog.Logger
+	pid  int
+	// proc is the forked process (its pidfd): under pidns and userns the
+	// init is signalled through it, see killGroup.
+	proc    *os.Process
 	ticks   uint64 // start time in clock ticks after boot, for treeMembers; set before the waiter can reap
 	marker  string // the environment entry that marks the tree's processes
 	started time.Time
@@ -381,7 +384,7 @@ func (c *Child) run(path string, argv []string, attr *os.ProcAttr, startBy time.
 		started <- err
 		return
 	}
-	c.pid = proc.Pid
+	c.pid, c.proc = proc.Pid, proc
 	if c.status == nil {
 		c.started = time.Now() // under an init, Begin sets it
 	}

@@ -51,6 +51,16 @@ var (
 // only the command (Path, Args, Shell), Dir, Stdout, Stderr and
 // Containment; Begin gives the rest.
 func PrepareChild(spec ChildSpec, log *slog.Logger, killBy time.Time) (*Child, error) {
+	return prepareChild(spec, log, killBy, nil)
+}
+
+// errPrepareCancelled: the preparation was given up (cancel was closed)
+// before the init was ready, and the init was killed.
+var errPrepareCancelled = errors.New("the namespace init's preparation was given up; killed")
+
+// prepareChild is PrepareChild, given up (the init killed) once cancel is
+// closed.
+func prepareChild(spec ChildSpec, log *slog.Logger, killBy time.Time, cancel <-chan struct{}) (*Child, error) {
 	if spec.mode() == ContainPgroup {
 		return nil, errors.New("prepare child: only the pidns and userns modes have a namespace init")
 	}
@@ -87,11 +97,13 @@ func PrepareChild(spec ChildSpec, log *slog.Logger, killBy time.Time) (*Child, e
 			return fail(err)
 		}
 	}
-	killed, stopWatch := c.killPendingAt(clock.OrReal(spec.Clock), killBy, "is not ready")
+	killed, stopWatch := c.killPendingAt(clock.OrReal(spec.Clock), killBy, "is not ready", cancel)
 	var st initStatus
 	err = readInitStatus(c.status, &st, false)
 	close(stopWatch)
 	switch {
+	case killed.Load() && isClosed(cancel):
+		return fail(errPrepareCancelled)
 	case killed.Load():
 		return fail(errInitSlow)
 	case st.ready:
@@ -123,7 +135,7 @@ func (c *Child) Begin(spec ChildSpec) error {
 	c.suspended = clk.Suspended()
 	c.marker = treeMarker(env)
 	c.started = time.Now()
-	killed, stopWatch := c.killPendingAt(clk, spec.KillBy, "is still starting the command at ValidUntil − StopMargin")
+	killed, stopWatch := c.killPendingAt(clk, spec.KillBy, "is still starting the command at ValidUntil − StopMargin", nil)
 	_, err := c.ctl.Write(nsinit.Go(monotonicBy(clk, spec.StartBy), env))
 	if err != nil {
 		err = fmt.Errorf("%w: send the go message: %w", errInitGone, err)
@@ -207,18 +219,29 @@ func (c *Child) closeInitPipes() {
 }
 
 // killPendingAt SIGKILLs the namespace init (and so its namespace) if it
-// is still pending (what: how) at killBy on clk; killed reports that it
-// did. Closing stop disarms it. A zero killBy arms nothing.
-func (c *Child) killPendingAt(clk clock.Clock, killBy time.Time, what string) (killed *atomic.Bool, stop chan struct{}) {
+// is still pending (what: how) at killBy on clk, or once cancel (if not
+// nil) is closed; killed reports that it did. Closing stop disarms it. A
+// zero killBy arms no timer.
+func (c *Child) killPendingAt(clk clock.Clock, killBy time.Time, what string, cancel <-chan struct{}) (killed *atomic.Bool, stop chan struct{}) {
 	killed, stop = new(atomic.Bool), make(chan struct{})
-	if killBy.IsZero() {
+	if killBy.IsZero() && cancel == nil {
 		return killed, stop
 	}
-	t := clk.NewBootTimer(max(0, killBy.Sub(clk.Now())))
+	var (
+		t    clock.Timer
+		fire <-chan time.Time
+	)
+	if !killBy.IsZero() {
+		t = clk.NewBootTimer(max(0, killBy.Sub(clk.Now())))
+		fire = t.C()
+	}
 	go func() {
-		defer t.Stop()
+		if t != nil {
+			defer t.Stop()
+		}
 		select {
-		case <-t.C():
+		case <-fire:
+		case <-cancel:
 		case <-stop:
 			return
 		}
@@ -227,7 +250,11 @@ func (c *Child) killPendingAt(clk clock.Clock, killBy time.Time, what string) (k
 		case <-c.done:
 		default:
 			killed.Store(true)
-			c.log.Warn("the namespace init "+what+"; killing it", "pid", c.pid)
+			if isClosed(cancel) {
+				c.log.Debug("the namespace init is not ready as its preparation is given up; killing it", "pid", c.pid)
+			} else {
+				c.log.Warn("the namespace init "+what+"; killing it", "pid", c.pid)
+			}
 			c.killGroup(syscall.SIGKILL)
 		}
 	}()
@@ -248,5 +275,15 @@ func (c *Child) awaitInit() error {
 		return errors.New(st.failed)
 	default:
 		return fmt.Errorf("%w: %w", errInitLost, err)
+	}
+}
+
+// isClosed reports whether ch (nil: never) is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }

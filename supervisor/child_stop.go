@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"syscall"
 	"time"
 
@@ -205,6 +206,17 @@ func (c *Child) grace(ctx context.Context, timeout time.Duration) bool {
 // killGroup sends sig to the child's process group; a group that is already
 // empty is not an error.
 func (c *Child) killGroup(sig syscall.Signal) {
+	if c.namespaced() {
+		// The init's group holds only the init (the command leads a group
+		// of its own, and the init's death takes the whole namespace), so
+		// it is signalled itself, through its pidfd: its waiter may have
+		// reaped it already (a prepared init reaped long before its
+		// Release), and then its pid, the group's id, may be a stranger's.
+		if err := c.proc.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			c.log.Warn("signal the namespace init failed", "pid", c.pid, "signal", signalName(sig), "err", err)
+		}
+		return
+	}
 	if c.groupGone.Load() {
 		return // its id may be a stranger's by now
 	}

@@ -195,7 +195,7 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 	s.cfg.Events.ChildBackoff(b.Failures, b.CoolDown)
 	defer s.ReleasePrepared()
 	for {
-		s.PrepareChild()
+		s.PrepareChild(ctx)
 		start := s.cfg.Clock.Now()
 		term, err := s.cfg.Elector.Campaign(ctx)
 		if err != nil {
@@ -319,9 +319,10 @@ func (s *Supervisor) start(spec ChildSpec) (*Child, error) {
 // command's fork and exec. The init runs nothing until the term begins
 // (see Child.Begin) and dies with electd. A failure is logged, and the
 // term then starts its init itself. Run calls it; a caller of RunOnce may,
-// and then calls ReleasePrepared once it is done.
-func (s *Supervisor) PrepareChild() {
-	if len(s.cfg.Command) == 0 || s.childSpec().mode() == ContainPgroup {
+// and then calls ReleasePrepared once it is done. Once ctx ends, an init
+// not yet ready is killed and PrepareChild returns.
+func (s *Supervisor) PrepareChild(ctx context.Context) {
+	if len(s.cfg.Command) == 0 || s.childSpec().mode() == ContainPgroup || ctx.Err() != nil {
 		return
 	}
 	s.mu.Lock()
@@ -332,7 +333,11 @@ func (s *Supervisor) PrepareChild() {
 	}
 	// Bounded on the real clock: a stuck init must not keep the candidate
 	// from campaigning.
-	c, err := PrepareChild(s.childSpec(), s.cfg.Logger, time.Now().Add(prepareTimeout))
+	c, err := prepareChild(s.childSpec(), s.cfg.Logger, time.Now().Add(prepareTimeout), ctx.Done())
+	if errors.Is(err, errPrepareCancelled) {
+		s.log.Debug("gave up preparing the child's namespace init", "err", err)
+		return
+	}
 	if err != nil {
 		s.log.Warn("could not start the child's namespace init ahead of the term; the term will start one", "err", err)
 		return
