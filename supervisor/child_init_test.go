@@ -94,7 +94,10 @@ func TestPreparedInitGoneStartsAnother(t *testing.T) {
 	if err := syscall.Kill(inits[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the prepared init dead", func() bool { return procDead(inits[0]) })
+	// Gone (reaped by its waiter), not only dead: a thread group leader
+	// shows as a zombie while its other threads, which hold the control
+	// pipe open, are still exiting.
+	waitFor(t, "the prepared init reaped", func() bool { return procGone(inits[0]) })
 	h.grant(9)
 	waitFor(t, "the child started", func() bool { return h.ev.has("child_started") })
 	waitFor(t, "the command's token", func() bool {
