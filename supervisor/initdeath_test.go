@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,77 +72,18 @@ func TestNoExecAfterElectdDied(t *testing.T) {
 		{name: "nobody with a file capability", nobody: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := worldDir(t)
-			self, err := os.Executable()
-			if err != nil {
-				t.Fatal(err)
-			}
-			bin := self
-			var argv []string
-			if tt.nobody {
-				setpriv, err := exec.LookPath("setpriv")
-				if err != nil {
-					if os.Getenv("CI") != "" {
-						t.Fatalf("setpriv is needed to run electd as nobody: %v", err)
-					}
-					t.Skipf("SKIP: no setpriv (util-linux) to run electd as nobody: %v", err)
-				}
-				bin = filepath.Join(dir, "electd.test")
-				copyFile(t, self, bin, 0o755)
-				if err := unix.Setxattr(bin, "security.capability", sysAdminCap(), 0); err != nil {
-					t.Skipf("SKIP: cannot set a file capability: %v", err)
-				}
-				argv = []string{setpriv, "--reuid=" + strconv.Itoa(nobody), "--regid=" + strconv.Itoa(nobody), "--clear-groups", "--"}
-			}
-			argv = append(argv, bin, "-test.run=^TestInitDeathHelper$")
-			sleep, err := exec.LookPath("sleep")
-			if err != nil {
-				t.Fatal(err)
-			}
-			command := filepath.Join(dir, "sleep")
-			copyFile(t, sleep, command, 0o755)
-
+			si := newStandIn(t, tt.nobody, "TestInitDeathHelper")
 			for attempt := 0; ; attempt++ {
 				if attempt == 10 {
 					t.Skip("SKIP: the init was never caught before it started the command")
 				}
-				ino, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := unix.InotifyAddWatch(ino, command, unix.IN_OPEN); err != nil {
-					t.Fatal(err)
-				}
-				execd := func() bool {
-					buf := make([]byte, 4096)
-					n, _ := unix.Read(ino, buf)
-					return n > 0
-				}
-
-				helper := exec.Command(argv[0], argv[1:]...)
-				helper.Dir = dir
-				helper.Env = append(os.Environ(), envInitDeathCmd+"="+command)
-				helper.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-				out, err := helper.StdoutPipe()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := helper.Start(); err != nil {
-					t.Fatal(err)
-				}
-				lines := make(chan string, 16)
-				go func() {
-					s := bufio.NewScanner(out)
-					for s.Scan() {
-						lines <- s.Text()
-					}
-					close(lines)
-				}()
+				execd, unwatch := watchExec(t, si.command)
+				helper, _, lines := si.start(t, envInitDeathCmd)
 				initPid, caught := catchInit(t, helper.Process.Pid, execd)
 				if initPid == 0 {
 					_ = helper.Process.Kill()
 					_ = helper.Wait()
-					unix.Close(ino)
+					unwatch()
 					t.Fatalf("no namespace init appeared; helper said %v", drain(lines))
 				}
 				if !caught {
@@ -149,7 +91,7 @@ func TestNoExecAfterElectdDied(t *testing.T) {
 					_ = syscall.Kill(initPid, syscall.SIGCONT)
 					_ = helper.Process.Kill()
 					_ = helper.Wait()
-					unix.Close(ino)
+					unwatch()
 					continue
 				}
 				// electd dies, by kill -9, while its init is starting.
@@ -158,11 +100,9 @@ func TestNoExecAfterElectdDied(t *testing.T) {
 				}
 				_ = helper.Wait()
 				_ = syscall.Kill(initPid, syscall.SIGCONT)
-				waitUntil(t, 5*time.Second, func() bool { return procDead(initPid) }, "init %d to die", initPid)
-				var ws unix.WaitStatus
-				_, _ = unix.Wait4(initPid, &ws, 0, nil) // an orphan of ours (a subreaper)
+				ws := awaitInitDeath(t, initPid)
 				ran := execd()
-				unix.Close(ino)
+				unwatch()
 				if ran {
 					t.Fatalf("the command was exec'd after electd was killed with SIGKILL (the init's status: %v)", ws)
 				}
@@ -170,6 +110,114 @@ func TestNoExecAfterElectdDied(t *testing.T) {
 			}
 		})
 	}
+}
+
+// electdStandIn runs this test binary, one helper test of it, in place of
+// electd: as root, or as nobody from a copy of the binary that carries
+// cap_sys_admin+ep (a way to give a non-root electd the CAP_SYS_ADMIN
+// that pidns needs, and one that makes the kernel clear the Pdeathsig of
+// electd's fork at the init's exec).
+type electdStandIn struct {
+	dir     string   // world-readable; the copies live here
+	argv    []string // how to run the stand-in
+	command string   // a private copy of sleep, for watchExec
+}
+
+// newStandIn prepares a stand-in that runs the helper test run; it skips
+// where the set-up is impossible here (with CI set, a missing setpriv
+// fails).
+func newStandIn(t *testing.T, asNobody bool, run string) electdStandIn {
+	t.Helper()
+	si := electdStandIn{dir: worldDir(t)}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := self
+	if asNobody {
+		setpriv, err := exec.LookPath("setpriv")
+		if err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("setpriv is needed to run electd as nobody: %v", err)
+			}
+			t.Skipf("SKIP: no setpriv (util-linux) to run electd as nobody: %v", err)
+		}
+		bin = filepath.Join(si.dir, "electd.test")
+		copyFile(t, self, bin, 0o755)
+		if err := unix.Setxattr(bin, "security.capability", sysAdminCap(), 0); err != nil {
+			t.Skipf("SKIP: cannot set a file capability: %v", err)
+		}
+		si.argv = []string{setpriv, "--reuid=" + strconv.Itoa(nobody), "--regid=" + strconv.Itoa(nobody), "--clear-groups", "--"}
+	}
+	si.argv = append(si.argv, bin, "-test.run=^"+run+"$")
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	si.command = filepath.Join(si.dir, "sleep")
+	copyFile(t, sleep, si.command, 0o755)
+	return si
+}
+
+// start starts the stand-in with envName=command added to its
+// environment, in a process group of its own, dying with the test; lines
+// carries the lines of its stdout, and in is its stdin.
+func (si electdStandIn) start(t *testing.T, envName string) (helper *exec.Cmd, in io.WriteCloser, lines <-chan string) {
+	t.Helper()
+	helper = exec.Command(si.argv[0], si.argv[1:]...)
+	helper.Dir = si.dir
+	helper.Env = append(os.Environ(), envName+"="+si.command)
+	helper.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	out, err := helper.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, err = helper.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan string, 16)
+	go func() {
+		s := bufio.NewScanner(out)
+		for s.Scan() {
+			ch <- s.Text()
+		}
+		close(ch)
+	}()
+	return helper, in, ch
+}
+
+// watchExec watches command with inotify: an exec opens the file
+// (IN_OPEN) before it returns, so execd reports whether it was exec'd
+// since the last call. unwatch ends the watch.
+func watchExec(t *testing.T, command string) (execd func() bool, unwatch func()) {
+	t.Helper()
+	ino, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.InotifyAddWatch(ino, command, unix.IN_OPEN); err != nil {
+		unix.Close(ino)
+		t.Fatal(err)
+	}
+	execd = func() bool {
+		buf := make([]byte, 4096)
+		n, _ := unix.Read(ino, buf) // EAGAIN: nothing happened
+		return n > 0
+	}
+	return execd, func() { unix.Close(ino) }
+}
+
+// awaitInitDeath waits until the init pid of a dead stand-in is dead, and
+// reaps it (an orphan of ours: the test binary is a subreaper).
+func awaitInitDeath(t *testing.T, initPid int) unix.WaitStatus {
+	t.Helper()
+	waitUntil(t, testDeadline, func() bool { return procDead(initPid) }, "init %d to die with electd", initPid)
+	var ws unix.WaitStatus
+	_, _ = unix.Wait4(initPid, &ws, 0, nil) // ECHILD: reaped already
+	return ws
 }
 
 // catchInit finds the namespace init that helper forks and SIGSTOPs it;

@@ -4,15 +4,11 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // envPreparedCmd names the command that TestPreparedDeathHelper prepares.
@@ -61,75 +57,26 @@ func TestPreparedInitDiesWithElectd(t *testing.T) {
 	for _, asNobody := range []bool{false, true} {
 		for _, phase := range []string{"idle", "go sent", "before ready"} {
 			t.Run(fmt.Sprintf("%s nobody=%v", phase, asNobody), func(t *testing.T) {
-				dir := worldDir(t)
-				self, err := os.Executable()
-				if err != nil {
-					t.Fatal(err)
-				}
-				bin := self
-				var argv []string
-				if asNobody {
-					setpriv, err := exec.LookPath("setpriv")
-					if err != nil {
-						t.Skip("SKIP: no setpriv")
-					}
-					bin = filepath.Join(dir, "electd.test")
-					copyFile(t, self, bin, 0o755)
-					if err := unix.Setxattr(bin, "security.capability", sysAdminCap(), 0); err != nil {
-						t.Skipf("SKIP: cannot set a file capability: %v", err)
-					}
-					argv = []string{setpriv, "--reuid=" + strconv.Itoa(nobody), "--regid=" + strconv.Itoa(nobody), "--clear-groups", "--"}
-				}
-				argv = append(argv, bin, "-test.run=^TestPreparedDeathHelper$")
-				sleep, _ := exec.LookPath("sleep")
-				command := filepath.Join(dir, "sleep")
-				copyFile(t, sleep, command, 0o755)
+				si := newStandIn(t, asNobody, "TestPreparedDeathHelper")
 				for attempt := 0; ; attempt++ {
 					if attempt == 10 {
 						t.Skip("SKIP: the init was never caught before it was ready")
 					}
-					ino, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if _, err := unix.InotifyAddWatch(ino, command, unix.IN_OPEN); err != nil {
-						t.Fatal(err)
-					}
-					execd := func() bool {
-						buf := make([]byte, 4096)
-						n, _ := unix.Read(ino, buf)
-						return n > 0
-					}
-					helper := exec.Command(argv[0], argv[1:]...)
-					helper.Dir = dir
-					helper.Env = append(os.Environ(), envPreparedCmd+"="+command)
-					helper.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-					out, _ := helper.StdoutPipe()
-					in, _ := helper.StdinPipe()
-					if err := helper.Start(); err != nil {
-						t.Fatal(err)
-					}
-					lines := make(chan string, 16)
-					go func() {
-						s := bufio.NewScanner(out)
-						for s.Scan() {
-							lines <- s.Text()
-						}
-						close(lines)
-					}()
+					execd, unwatch := watchExec(t, si.command)
+					helper, in, lines := si.start(t, envPreparedCmd)
 					var initPid int
 					if phase == "before ready" {
-						// catch the init as soon as it exists
+						// Caught as soon as it exists.
 						initPid, _ = catchInit(t, helper.Process.Pid, execd)
 						if initPid == 0 {
-							t.Fatal("no init")
+							t.Fatal("no namespace init appeared")
 						}
 						if writesOf(initPid) != 0 { // its "ready" is written
 							t.Logf("attempt %d: init %d caught once ready; again", attempt, initPid)
 							_ = helper.Process.Kill()
 							_ = helper.Wait()
 							_ = syscall.Kill(initPid, syscall.SIGCONT)
-							unix.Close(ino)
+							unwatch()
 							continue
 						}
 					} else {
@@ -143,28 +90,30 @@ func TestPreparedInitDiesWithElectd(t *testing.T) {
 						if len(f) != 2 || f[0] != "prepared" {
 							t.Fatalf("helper: %q", line)
 						}
-						initPid, _ = strconv.Atoi(f[1])
+						var err error
+						if initPid, err = strconv.Atoi(f[1]); err != nil {
+							t.Fatalf("helper: %q: %v", line, err)
+						}
 					}
 					if phase == "go sent" {
 						if err := syscall.Kill(initPid, syscall.SIGSTOP); err != nil {
 							t.Fatal(err)
 						}
-						waitUntil(t, testDeadline, func() bool { st, err := readStat(initPid); return err != nil || st.state == 'T' }, "stopped")
-						fmt.Fprintln(in, "go")
-						waitUntil(t, testDeadline, func() bool { return queuedIn(initPid, 3) > 0 }, "go message queued")
+						waitUntil(t, testDeadline, func() bool { st, err := readStat(initPid); return err != nil || st.state == 'T' }, "init %d stopped", initPid)
+						if _, err := fmt.Fprintln(in, "go"); err != nil {
+							t.Fatal(err)
+						}
+						waitUntil(t, testDeadline, func() bool { return queuedIn(initPid, 3) > 0 }, "the go message queued")
 					}
 					_ = helper.Process.Kill()
 					_ = helper.Wait()
 					_ = syscall.Kill(initPid, syscall.SIGCONT)
-					waitUntil(t, testDeadline, func() bool { return procDead(initPid) }, "init %d to die with electd", initPid)
-					var ws unix.WaitStatus
-					_, _ = unix.Wait4(initPid, &ws, 0, nil)
+					ws := awaitInitDeath(t, initPid)
 					ran := execd()
-					unix.Close(ino)
+					unwatch()
 					if ran {
 						t.Fatalf("the command was exec'd after electd died (init status %v)", ws)
 					}
-					t.Logf("init status %v", ws)
 					return
 				}
 			})
