@@ -144,6 +144,16 @@ func collectRun(t *testing.T, env, storeArgs []string, collect func(what, s stri
 	collect("GET /leader/watch", firstEvent(t, "http://"+main+"/leader/watch"))
 
 	child := childOf(t, cmd.Process.Pid)
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", child)); err == nil && strings.HasPrefix(string(b), "electd-init") {
+		// Under pidns and userns electd's child is the namespace init,
+		// whose environment is empty; the command is the init's child.
+		initEnv, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", child))
+		if err != nil {
+			t.Fatalf("the namespace init's environment: %v", err)
+		}
+		collect("namespace init environ", strings.ReplaceAll(string(initEnv), "\x00", "\n"))
+		child = childOf(t, child)
+	}
 	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", child))
 	if err != nil {
 		t.Fatalf("child's environment: %v", err)
