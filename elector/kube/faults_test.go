@@ -8,6 +8,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/electd/electd/elector"
@@ -48,14 +49,23 @@ func TestStoreFaults(t *testing.T) {
 			}
 		}},
 		{name: "holder changed by hand", lost: elector.ErrLeadershipLost, fault: func(t *testing.T, el string) {
-			l, err := leases.Get(context.Background(), el, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			who := "intruder"
-			l.Spec.HolderIdentity = &who
-			if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
-				t.Fatalf("change the holder: %v", err)
+			// As kubectl edit does: read, change, update; a renewal that
+			// landed in between makes the update conflict, and it is
+			// made again on the Lease as it is now.
+			for attempt := 1; ; attempt++ {
+				l, err := leases.Get(context.Background(), el, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				who := "intruder"
+				l.Spec.HolderIdentity = &who
+				_, err = leases.Update(context.Background(), l, metav1.UpdateOptions{})
+				if err == nil {
+					return
+				}
+				if !apierrors.IsConflict(err) || attempt == 10 {
+					t.Fatalf("change the holder (attempt %d): %v", attempt, err)
+				}
 			}
 		}},
 		{name: "api server killed and restarted", fault: func(t *testing.T, _ string) { k.Kill(t); k.Start(t) }},
