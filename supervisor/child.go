@@ -178,6 +178,10 @@ func (e ExitStatus) Outcome() string {
 type Child struct {
 	spec ChildSpec
 	log  *slog.Logger
+	// path and argv are the command as resolved when the Child was made
+	// (the program found in PATH), for the log.
+	path string
+	argv []string
 	pid  int
 	// proc is the forked process (its pidfd): under pidns and userns the
 	// init is signalled through it, see killGroup.
@@ -286,6 +290,8 @@ func newChild(spec ChildSpec, log *slog.Logger) (*Child, forkArgs, error) {
 	c := &Child{
 		spec:     spec,
 		log:      log.WithGroup("child"),
+		path:     path,
+		argv:     argv,
 		done:     make(chan struct{}),
 		stopDone: make(chan struct{}),
 		killNow:  make(chan struct{}),
@@ -342,8 +348,7 @@ func (c *Child) running(clk clock.Clock) (*Child, error) {
 		_, serr := c.Stop(now)
 		return nil, fmt.Errorf("start child: %w: started only after ValidUntil − StopMargin; killed", errors.Join(errStartLate, serr))
 	}
-	path, argv, _ := c.spec.command()
-	c.log.Info("started", "pid", c.pid, "path", path, "args", argv[1:], "containment", c.mode())
+	c.log.Info("started", "pid", c.pid, "path", c.path, "args", c.argv[1:], "containment", c.mode())
 	return c, nil
 }
 

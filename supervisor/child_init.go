@@ -85,11 +85,7 @@ func prepareChild(spec ChildSpec, log *slog.Logger, killBy time.Time, cancel <-c
 		return nil, fmt.Errorf("prepare child: %w", err)
 	}
 	fail := func(err error) (*Child, error) {
-		c.killGroup(syscall.SIGKILL)
-		close(c.initSeen)
-		<-c.done
-		c.closeOutputs()
-		c.closeInitPipes()
+		c.Release()
 		return nil, fmt.Errorf("prepare child: %w", err)
 	}
 	if c.mode() == ContainUserns {
@@ -149,9 +145,7 @@ func (c *Child) Begin(spec ChildSpec) error {
 	c.begun = true
 	close(c.initSeen) // the waiter may read the rest of the status pipe now
 	if err != nil {
-		<-c.done
-		c.closeOutputs()
-		c.closeInitPipes()
+		c.reaped()
 		return fmt.Errorf("start child: %w", err)
 	}
 	_, err = c.running(clk)
@@ -163,6 +157,13 @@ func (c *Child) Begin(spec ChildSpec) error {
 func (c *Child) Release() {
 	c.killGroup(syscall.SIGKILL)
 	close(c.initSeen)
+	c.reaped()
+}
+
+// reaped waits until the init of a start that did not happen is reaped
+// (its waiter may go on: initSeen is closed), then closes electd's ends of
+// its output and init pipes.
+func (c *Child) reaped() {
 	<-c.done
 	c.closeOutputs()
 	c.closeInitPipes()
@@ -261,8 +262,9 @@ func (c *Child) killPendingAt(clk clock.Clock, killBy time.Time, what string, ca
 	return killed, stop
 }
 
-// awaitInit reads the init's first status line: the command runs, or why
-// it could not be started (then the init has exited, and is reaped).
+// awaitInit reads the init's status line after the go message: the
+// command runs, or why it could not be started (then the init has exited,
+// and is reaped).
 func (c *Child) awaitInit() error {
 	var st initStatus
 	err := readInitStatus(c.status, &st, false)

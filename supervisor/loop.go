@@ -322,7 +322,11 @@ func (s *Supervisor) start(spec ChildSpec) (*Child, error) {
 // and then calls ReleasePrepared once it is done. Once ctx ends, an init
 // not yet ready is killed and PrepareChild returns.
 func (s *Supervisor) PrepareChild(ctx context.Context) {
-	if len(s.cfg.Command) == 0 || s.childSpec().mode() == ContainPgroup || ctx.Err() != nil {
+	if len(s.cfg.Command) == 0 || ctx.Err() != nil {
+		return
+	}
+	spec := s.childSpec()
+	if spec.mode() == ContainPgroup {
 		return
 	}
 	s.mu.Lock()
@@ -333,7 +337,7 @@ func (s *Supervisor) PrepareChild(ctx context.Context) {
 	}
 	// Bounded on the real clock: a stuck init must not keep the candidate
 	// from campaigning.
-	c, err := prepareChild(s.childSpec(), s.cfg.Logger, time.Now().Add(prepareTimeout), ctx.Done())
+	c, err := prepareChild(spec, s.cfg.Logger, time.Now().Add(prepareTimeout), ctx.Done())
 	if errors.Is(err, errPrepareCancelled) {
 		s.log.Debug("gave up preparing the child's namespace init", "err", err)
 		return
