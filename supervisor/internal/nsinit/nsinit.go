@@ -20,9 +20,9 @@
 //     CLOCK_MONOTONIC in nanoseconds (0: none), and the command's whole
 //     environment (which holds the term's fencing token); the end of the
 //     pipe instead (electd gone, or the prepared init dropped) ends it
-//     without starting anything; the signals it gets until the go message
-//     are dropped (they were not meant for a command that did not exist
-//     yet);
+//     without starting anything; the signals it forwards are ignored
+//     until the go message (the kernel drops them: they were not meant
+//     for a command that did not exist yet);
 //   - reads CLOCK_MONOTONIC just before it starts the command and, if that
 //     moment has passed (or the clock cannot be read), does not start it:
 //     it reports "late" and exits;
@@ -117,19 +117,18 @@ func Main(args []string) int {
 		_, _ = fmt.Fprintf(status, format+"\n", args...)
 	}
 
-	// The signals the init forwards are caught from the start, before the
-	// go message: installing a handler costs a round trip with the
-	// runtime's signal thread per signal (about 3 ms for all of them
-	// here), which must not be on the term's path. idle holds them
-	// installed while sigs is emptied of those that came while the init
-	// waited (see dropIdleSignals). An ignored signal would also be
-	// inherited, ignored, by the command.
+	// Until the go message the signals that the init will forward are
+	// ignored, so the kernel drops them as they are sent (and discards
+	// one pending): they were not meant for a command that did not exist
+	// yet. Caught and then drained instead, one that came just before the
+	// go message could still be on its way (pending, or in the runtime,
+	// which hands a caught signal to the channel later, from a goroutine
+	// of its own) and reach the command. This costs the term's path a
+	// round trip with the runtime's signal thread per signal when they are
+	// caught again after the go message: about 3 ms here.
 	forwarded := append(ForwardedSignals(), syscall.SIGTERM, syscall.SIGINT)
 	DefaultDispositions()
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, forwarded...)
-	idle := make(chan os.Signal, 1)
-	signal.Notify(idle, forwarded...)
+	signal.Ignore(forwarded...)
 	path, argv := args[0], args[1:]
 
 	// The init dies with electd from here on, before it starts anything.
@@ -155,7 +154,9 @@ func Main(args []string) int {
 		return 137
 	}
 	go control()
-	dropIdleSignals(idle, sigs)
+	// From here a signal is the command's: it is forwarded once it runs.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, forwarded...)
 	if startBy > 0 {
 		now, err := monotonic()
 		if err != nil {
@@ -208,23 +209,6 @@ func Main(args []string) int {
 			return 128 + sig
 		}
 		return code
-	}
-}
-
-// dropIdleSignals empties sigs of the signals that came while the init
-// waited for the go message: they were not meant for a command that did
-// not exist yet; from here a signal is the command's, forwarded once it
-// runs. signal.Stop returns once the runtime has handed every signal it
-// caught so far to the channels (a caught signal reaches them later, from
-// a goroutine of the runtime's): so none of the idle ones can reach sigs
-// after the drain. Stopping idle leaves the handlers installed (sigs
-// still wants every signal), so it costs no round trip. A signal still
-// pending in the kernel is delivered to the reading thread as its read of
-// the go message returns, before this runs.
-func dropIdleSignals(idle, sigs chan os.Signal) {
-	signal.Stop(idle)
-	for len(sigs) > 0 {
-		<-sigs
 	}
 }
 
