@@ -14,8 +14,8 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/internal/testenv"
-	"github.com/electd/electd/store"
 	"github.com/electd/electd/supervisor"
+	"github.com/electd/electd/test/proc"
 )
 
 // newInit is a namespace init, child of this process, not in seen.
@@ -37,21 +37,6 @@ func newInit(seen map[int]bool) int {
 	return 0
 }
 
-// writesOf is how many write system calls process pid has made, or -1.
-func writesOf(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
-	if err != nil {
-		return -1
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "syscw: "); ok {
-			n, _ := strconv.Atoi(v)
-			return n
-		}
-	}
-	return -1
-}
-
 // TestWaitNotSpentPreparing: `electd lock --wait 2s` on a busy lock, under
 // pidns, while the command's namespace init is slow to be ready (held
 // stopped before it reported ready, as by a loaded host): the lock must
@@ -65,20 +50,7 @@ func TestWaitNotSpentPreparing(t *testing.T) {
 	timing := elector.Timing{TTL: 2 * time.Second}.WithDefaults()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	st, err := store.Open(ctx, store.Options{URL: "redis://" + testenv.StartRedis(t).Addr()}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	cand := func(id string) (elector.Candidate, elector.Locker) {
-		c := elector.Candidate{Election: "job", ID: id, Timing: timing, Slots: 1}
-		el, err := st.NewElector(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = el.Close() })
-		return c, el
-	}
+	st, cand := openJobStore(ctx, t, "redis://"+testenv.StartRedis(t).Addr(), timing)
 	_, holder := cand("holder")
 	if _, err := holder.Campaign(ctx); err != nil {
 		t.Fatal(err)
@@ -112,7 +84,7 @@ func TestWaitNotSpentPreparing(t *testing.T) {
 		}
 		_ = syscall.Kill(pid, syscall.SIGSTOP)
 		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL); _ = syscall.Kill(pid, syscall.SIGCONT) })
-		if writesOf(pid) != 0 {
+		if proc.Writes(pid) != 0 {
 			t.Logf("attempt %d: init %d was caught once ready; again", attempt, pid)
 			_ = syscall.Kill(pid, syscall.SIGCONT)
 			<-done

@@ -46,20 +46,7 @@ func TestNotAcquired(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			url := tc.url(t)
-			st, err := store.Open(ctx, store.Options{URL: url}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = st.Close() })
-			cand := func(id string) (elector.Candidate, elector.Locker) {
-				c := elector.Candidate{Election: "job", ID: id, Timing: timing, Slots: 1}
-				el, err := st.NewElector(c)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = el.Close() })
-				return c, el
-			}
+			st, cand := openJobStore(ctx, t, url, timing)
 			if tc.held {
 				_, holder := cand("holder")
 				if _, err := holder.Campaign(ctx); err != nil {
@@ -70,7 +57,7 @@ func TestNotAcquired(t *testing.T) {
 			start := time.Now()
 			l := &Lock{Config: Config{Candidate: c, Wait: wait, Deadline: start.Add(wait)},
 				Log: slog.New(slog.DiscardHandler), Store: st, El: el}
-			err = l.Run(ctx)
+			err := l.Run(ctx)
 			took := time.Since(start)
 			t.Logf("after %v: %v", took.Round(time.Millisecond), err)
 			var (
@@ -91,6 +78,27 @@ func TestNotAcquired(t *testing.T) {
 }
 
 // TestErrorText: what electd prints for a lock not acquired or lost.
+// openJobStore opens the store at url and returns it, with a maker of
+// candidates for the election "job" on it (one slot, timing); each is
+// closed with the test, as is the store.
+func openJobStore(ctx context.Context, t *testing.T, url string, timing elector.Timing) (*store.Store, func(id string) (elector.Candidate, elector.Locker)) {
+	t.Helper()
+	st, err := store.Open(ctx, store.Options{URL: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st, func(id string) (elector.Candidate, elector.Locker) {
+		c := elector.Candidate{Election: "job", ID: id, Timing: timing, Slots: 1}
+		el, err := st.NewElector(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = el.Close() })
+		return c, el
+	}
+}
+
 func TestErrorText(t *testing.T) {
 	tests := []struct {
 		err  error

@@ -108,15 +108,9 @@ func TestPreparedInitGoneStartsAnother(t *testing.T) {
 		t.Fatalf("inits %v while leading, want one new one (the killed one was %d)", now, inits[0])
 	}
 	h.cancel()
-	select {
-	case err := <-h.done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(testDeadline):
-		t.Fatal("Run did not return")
+	if err := h.runReturned(t, testDeadline, "Run did not return"); err != nil {
+		t.Fatalf("Run: %v", err)
 	}
-	h.done <- nil // for the harness's cleanup
 	if left := preparedInits(); len(left) > 0 {
 		t.Fatalf("inits %v left after Run returned", left)
 	}
@@ -138,15 +132,9 @@ func TestRunReleasesPreparedInit(t *testing.T) {
 		t.Fatalf("a waiting candidate has inits %v, want one prepared", inits)
 	}
 	h.cancel()
-	select {
-	case err := <-h.done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(testDeadline):
-		t.Fatal("Run did not return")
+	if err := h.runReturned(t, testDeadline, "Run did not return"); err != nil {
+		t.Fatalf("Run: %v", err)
 	}
-	h.done <- nil // for the harness's cleanup
 	if !procGone(inits[0]) {
 		t.Fatalf("the prepared init %d still exists after Run returned", inits[0])
 	}

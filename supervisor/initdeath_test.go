@@ -17,23 +17,36 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// envInitDeathCmd names the command that TestInitDeathHelper starts.
-const envInitDeathCmd = "ELECTD_TEST_INIT_DEATH_CMD"
+const (
+	// envInitDeathCmd names the command that TestInitDeathHelper starts.
+	envInitDeathCmd = "ELECTD_TEST_INIT_DEATH_CMD"
+	// envInitDeathOnGo, set, makes it begin the command only on a line
+	// "go" on its stdin.
+	envInitDeathOnGo = "ELECTD_TEST_INIT_DEATH_ON_GO"
+)
 
-// TestInitDeathHelper plays electd for TestNoExecAfterElectdDied: it
-// starts the command named by envInitDeathCmd under pidns, prints
-// "started", and waits to be killed.
+// TestInitDeathHelper plays electd for TestNoExecAfterElectdDied and
+// TestPreparedInitDiesWithElectd: it prepares the command named by
+// envInitDeathCmd under pidns and prints "prepared PID"; then it begins
+// it, at once (StartChild's two steps) or, with envInitDeathOnGo set, on
+// a line "go" on its stdin, and prints "begun ERR"; it waits to be killed.
 func TestInitDeathHelper(t *testing.T) {
 	cmd := os.Getenv(envInitDeathCmd)
 	if cmd == "" {
-		t.Skip("SKIP: a helper of TestNoExecAfterElectdDied")
+		t.Skip("SKIP: a helper of TestNoExecAfterElectdDied and TestPreparedInitDiesWithElectd")
 	}
-	c, err := StartChild(ChildSpec{Path: cmd, Args: []string{"1000"}, Containment: ContainPidns}, nil)
+	spec := ChildSpec{Path: cmd, Args: []string{"1000"}, Containment: ContainPidns}
+	c, err := PrepareChild(spec, nil, time.Time{})
 	if err != nil {
-		fmt.Println("StartChild:", err)
+		fmt.Println("PrepareChild:", err)
 		os.Exit(3)
 	}
-	fmt.Println("started", c.Pid())
+	fmt.Println("prepared", c.Pid())
+	if os.Getenv(envInitDeathOnGo) != "" {
+		for s := bufio.NewScanner(os.Stdin); s.Scan() && s.Text() != "go"; {
+		}
+	}
+	fmt.Println("begun", c.Begin(spec))
 	time.Sleep(time.Hour)
 }
 
@@ -78,7 +91,7 @@ func TestNoExecAfterElectdDied(t *testing.T) {
 					t.Skip("SKIP: the init was never caught before it started the command")
 				}
 				execd, unwatch := watchExec(t, si.command)
-				helper, _, lines := si.start(t, envInitDeathCmd)
+				helper, _, lines := si.start(t)
 				initPid, caught := catchInit(t, helper.Process.Pid, execd)
 				if initPid == 0 {
 					_ = helper.Process.Kill()
@@ -95,17 +108,7 @@ func TestNoExecAfterElectdDied(t *testing.T) {
 					continue
 				}
 				// electd dies, by kill -9, while its init is starting.
-				if err := helper.Process.Kill(); err != nil {
-					t.Fatal(err)
-				}
-				_ = helper.Wait()
-				_ = syscall.Kill(initPid, syscall.SIGCONT)
-				ws := awaitInitDeath(t, initPid)
-				ran := execd()
-				unwatch()
-				if ran {
-					t.Fatalf("the command was exec'd after electd was killed with SIGKILL (the init's status: %v)", ws)
-				}
+				killStandIn(t, helper, initPid, execd, unwatch)
 				return
 			}
 		})
@@ -159,14 +162,15 @@ func newStandIn(t *testing.T, asNobody bool, run string) electdStandIn {
 	return si
 }
 
-// start starts the stand-in with envName=command added to its
-// environment, in a process group of its own, dying with the test; lines
-// carries the lines of its stdout, and in is its stdin.
-func (si electdStandIn) start(t *testing.T, envName string) (helper *exec.Cmd, in io.WriteCloser, lines <-chan string) {
+// start starts the stand-in with envInitDeathCmd (naming its command)
+// and env added to its environment, in a process group of its own, dying
+// with the test; lines carries the lines of its stdout, and in is its
+// stdin.
+func (si electdStandIn) start(t *testing.T, env ...string) (helper *exec.Cmd, in io.WriteCloser, lines <-chan string) {
 	t.Helper()
 	helper = exec.Command(si.argv[0], si.argv[1:]...)
 	helper.Dir = si.dir
-	helper.Env = append(os.Environ(), envName+"="+si.command)
+	helper.Env = append(append(os.Environ(), envInitDeathCmd+"="+si.command), env...)
 	helper.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	out, err := helper.StdoutPipe()
 	if err != nil {
@@ -210,14 +214,25 @@ func watchExec(t *testing.T, command string) (execd func() bool, unwatch func())
 	return execd, func() { unix.Close(ino) }
 }
 
-// awaitInitDeath waits until the init pid of a dead stand-in is dead, and
-// reaps it (an orphan of ours: the test binary is a subreaper).
-func awaitInitDeath(t *testing.T, initPid int) unix.WaitStatus {
+// killStandIn kills the stand-in electd with SIGKILL, lets its init
+// (held stopped) go on, waits until the init is dead and reaps it (an
+// orphan of ours: the test binary is a subreaper), and fails the test if
+// the command was exec'd (execd, whose watch unwatch then ends).
+func killStandIn(t *testing.T, helper *exec.Cmd, initPid int, execd func() bool, unwatch func()) {
 	t.Helper()
+	if err := helper.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = helper.Wait() // killed: its error says so
+	_ = syscall.Kill(initPid, syscall.SIGCONT)
 	waitUntil(t, testDeadline, func() bool { return procDead(initPid) }, "init %d to die with electd", initPid)
 	var ws unix.WaitStatus
 	_, _ = unix.Wait4(initPid, &ws, 0, nil) // ECHILD: reaped already
-	return ws
+	ran := execd()
+	unwatch()
+	if ran {
+		t.Fatalf("the command was exec'd after electd was killed with SIGKILL (the init's status: %v)", ws)
+	}
 }
 
 // catchInit finds the namespace init that helper forks and SIGSTOPs it;

@@ -117,6 +117,21 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	return h
 }
 
+// runReturned waits up to within for Run to return (its ctx ended), fails
+// the test with the message format and args if it has not, and hands
+// Run's error back for the harness's cleanup as it returns it.
+func (h *harness) runReturned(t *testing.T, within time.Duration, format string, args ...any) error {
+	t.Helper()
+	select {
+	case err := <-h.done:
+		h.done <- err
+		return err
+	case <-time.After(within):
+		t.Fatalf(format, args...)
+		return nil
+	}
+}
+
 // grant hands the supervisor a term whose lease was renewed now.
 func (h *harness) grant(token uint64) (*elector.Term, *elector.Deadline) {
 	dl := elector.NewDeadline(h.clk, h.timing, h.clk.Now())

@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"strconv"
@@ -9,36 +8,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/electd/electd/test/proc"
 )
-
-// envPreparedCmd names the command that TestPreparedDeathHelper prepares.
-const envPreparedCmd = "ELECTD_TEST_PREPARED_CMD"
-
-// TestPreparedDeathHelper plays a candidate electd for
-// TestPreparedInitDiesWithElectd: it prepares the command named by
-// envPreparedCmd under pidns, prints "prepared PID", and then, on a line
-// "go" on stdin, begins it; it waits to be killed.
-func TestPreparedDeathHelper(t *testing.T) {
-	cmd := os.Getenv(envPreparedCmd)
-	if cmd == "" {
-		t.Skip("SKIP: a helper of TestPreparedInitDiesWithElectd")
-	}
-	spec := ChildSpec{Path: cmd, Args: []string{"1000"}, Containment: ContainPidns}
-	c, err := PrepareChild(spec, nil, time.Time{})
-	if err != nil {
-		fmt.Println("PrepareChild:", err)
-		os.Exit(3)
-	}
-	fmt.Println("prepared", c.Pid())
-	s := bufio.NewScanner(os.Stdin)
-	for s.Scan() {
-		if s.Text() == "go" {
-			err := c.Begin(spec)
-			fmt.Println("begun", err)
-		}
-	}
-	time.Sleep(time.Hour)
-}
 
 // TestPreparedInitDiesWithElectd: electd is killed with SIGKILL while its
 // init is prepared (idle, ready), or after it sent the go message to an
@@ -47,7 +19,7 @@ func TestPreparedDeathHelper(t *testing.T) {
 // cap_sys_admin+ep, where the kernel clears the Pdeathsig of electd's
 // fork.
 func TestPreparedInitDiesWithElectd(t *testing.T) {
-	if os.Getenv(envPreparedCmd) != "" || os.Getenv(envAsNobody) != "" {
+	if os.Getenv(envInitDeathCmd) != "" || os.Getenv(envAsNobody) != "" {
 		t.Skip("SKIP: in a helper")
 	}
 	needMode(t, ContainPidns)
@@ -57,13 +29,13 @@ func TestPreparedInitDiesWithElectd(t *testing.T) {
 	for _, asNobody := range []bool{false, true} {
 		for _, phase := range []string{"idle", "go sent", "before ready"} {
 			t.Run(fmt.Sprintf("%s nobody=%v", phase, asNobody), func(t *testing.T) {
-				si := newStandIn(t, asNobody, "TestPreparedDeathHelper")
+				si := newStandIn(t, asNobody, "TestInitDeathHelper")
 				for attempt := 0; ; attempt++ {
 					if attempt == 10 {
 						t.Skip("SKIP: the init was never caught before it was ready")
 					}
 					execd, unwatch := watchExec(t, si.command)
-					helper, in, lines := si.start(t, envPreparedCmd)
+					helper, in, lines := si.start(t, envInitDeathOnGo+"=1")
 					var initPid int
 					if phase == "before ready" {
 						// Caught as soon as it exists.
@@ -71,7 +43,7 @@ func TestPreparedInitDiesWithElectd(t *testing.T) {
 						if initPid == 0 {
 							t.Fatal("no namespace init appeared")
 						}
-						if writesOf(initPid) != 0 { // its "ready" is written
+						if proc.Writes(initPid) != 0 { // its "ready" is written
 							t.Logf("attempt %d: init %d caught once ready; again", attempt, initPid)
 							_ = helper.Process.Kill()
 							_ = helper.Wait()
@@ -105,15 +77,7 @@ func TestPreparedInitDiesWithElectd(t *testing.T) {
 						}
 						waitUntil(t, testDeadline, func() bool { return queuedIn(initPid, 3) > 0 }, "the go message queued")
 					}
-					_ = helper.Process.Kill()
-					_ = helper.Wait()
-					_ = syscall.Kill(initPid, syscall.SIGCONT)
-					ws := awaitInitDeath(t, initPid)
-					ran := execd()
-					unwatch()
-					if ran {
-						t.Fatalf("the command was exec'd after electd died (init status %v)", ws)
-					}
+					killStandIn(t, helper, initPid, execd, unwatch)
 					return
 				}
 			})

@@ -119,8 +119,7 @@ func TestPreparedInitGoneAfterExecNoSecondRun(t *testing.T) {
 			// saw that run; this proves nothing.
 			t.Logf("attempt %d: the start was reported before the init was killed; again", attempt)
 			h.cancel()
-			<-h.done
-			h.done <- nil // for the cleanup
+			h.runReturned(t, testDeadline, "Run did not return")
 			continue
 		}
 		if runs != 1 {

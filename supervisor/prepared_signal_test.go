@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -89,23 +88,7 @@ func TestPreparedInitSignalNotForwarded(t *testing.T) {
 // ignores while it waits are not ignored in the command it starts.
 func TestPreparedInitCommandSignalDefaults(t *testing.T) {
 	needMode(t, ContainPidns)
-	out := newSyncBuf()
-	c := runChild(t, ChildSpec{Path: "grep", Args: []string{"^SigIgn:", "/proc/self/status"}, Stdout: out, Containment: ContainPidns})
-	waitDone(t, c)
-	got := strings.Fields(out.String())
-	if len(got) != 2 || got[0] != "SigIgn:" {
-		t.Fatalf("command's SigIgn line: %q", got)
-	}
-	mask, err := strconv.ParseUint(got[1], 16, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// What electd leaves alone may stay ignored if its own parent ignored
-	// it: the runtime's signals 32-34 and job control.
-	for _, s := range []syscall.Signal{32, 33, 34, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGCONT} {
-		mask &^= 1 << (uint(s) - 1)
-	}
-	if mask != 0 {
-		t.Fatalf("the command starts with signals ignored: SigIgn %s", got[1])
+	if sigIgn, mask := childIgnores(t, ChildSpec{Containment: ContainPidns}); mask != 0 {
+		t.Fatalf("the command starts with signals ignored: SigIgn %s", sigIgn)
 	}
 }

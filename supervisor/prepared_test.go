@@ -4,10 +4,11 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/electd/electd/test/proc"
 )
 
 // takePid starts a process that leads a process group of its own and has
@@ -78,14 +79,11 @@ func TestReleaseSparesTheInitsPid(t *testing.T) {
 		if stranger == nil {
 			t.Logf("attempt %d: pid %d was taken by another process; again", attempt, pid)
 			h.cancel()
-			err := <-h.done
-			h.done <- err
+			h.runReturned(t, testDeadline, "Run did not return")
 			continue
 		}
 		h.cancel() // electd shuts down: Run returns, and releases the init
-		err := <-h.done
-		h.done <- err // for the harness's cleanup
-		if err != nil {
+		if err := h.runReturned(t, testDeadline, "Run did not return"); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 		survived, werr := strangerSurvived(t, stranger)
@@ -151,38 +149,16 @@ func TestRunReturnsWhilePreparing(t *testing.T) {
 			c.Containment, c.Logger = ContainPidns, testLogger(t)
 		})
 		pid, _ := stopNewInit(t, seen, "/nonexistent")
-		if n := writesOf(pid); n != 0 {
+		if n := proc.Writes(pid); n != 0 {
 			// It has written its "ready" (its only write).
 			t.Logf("attempt %d: init %d was caught once ready (%d writes); again", attempt, pid, n)
 			h.cancel()
-			err := <-h.done
-			h.done <- err
+			h.runReturned(t, testDeadline, "Run did not return")
 			continue
 		}
 		h.cancel()
 		h.sup.Hurry() // and a second Ctrl-C
-		select {
-		case err := <-h.done:
-			h.done <- err
-			return
-		case <-time.After(prepareTimeout / 2):
-			t.Fatalf("Run did not return within %v of its ctx's end: it waits for the init %d it prepares", prepareTimeout/2, pid)
-		}
+		h.runReturned(t, prepareTimeout/2, "Run did not return within %v of its ctx's end: it waits for the init %d it prepares", prepareTimeout/2, pid)
+		return
 	}
-}
-
-// writesOf is how many write system calls process pid has made (syscw in
-// /proc/PID/io), or -1.
-func writesOf(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
-	if err != nil {
-		return -1
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "syscw: "); ok {
-			n, _ := strconv.Atoi(v)
-			return n
-		}
-	}
-	return -1
 }

@@ -13,6 +13,24 @@ import (
 	"time"
 )
 
+// Writes is how many write system calls process pid has made (syscw in
+// /proc/PID/io; reading it needs the rights of ptrace), or -1 if it cannot
+// be read.
+func Writes(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "syscw: "); ok {
+			if n, err := strconv.Atoi(v); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
 // Alive reports whether pid exists and is not a zombie.
 func Alive(pid int) bool { return deathsig.Alive(pid) }
 
