@@ -142,32 +142,110 @@ func (p *pin) saw(h *etcdserverpb.ResponseHeader) mark {
 	return m
 }
 
-// keepAlive sends one renewal of lease and waits for its answer, whose
-// mark it returns; "lease not found" is rpctypes.ErrLeaseNotFound, as from
-// clientv3. Unlike clientv3's KeepAliveOnce it does not retry: a member
-// that is down fails the attempt at once, and the caller asks the next.
+// keepAlive sends one renewal of lease on a stream of its own and waits
+// for its answer; see keeper.keepAlive.
 func (p *pin) keepAlive(ctx context.Context, lease clientv3.LeaseID) (mark, error) {
-	ctx, cancel := context.WithCancel(ctx) // ends the stream
-	defer cancel()
-	stream, err := p.lease.LeaseKeepAlive(ctx)
-	if err != nil {
-		return mark{}, toErr(ctx, err)
+	k := keeper{parent: ctx}
+	defer k.close()
+	return k.keepAlive(ctx, p, lease)
+}
+
+// keeper is a LeaseKeepAlive stream kept open from one renewal to the next
+// by the one goroutine that renews a lease (a session's renewLoop), on the
+// connection of the member the renewals go through.
+//
+// Why one stream, not one per renewal: clientv3's stream interceptor logs
+// in again before it opens any stream when the client has a user name
+// (Client.getToken, for watches that outlive their token), and a login is
+// a bcrypt check and a raft write on the server: with auth on, a stream
+// per renewal cost every renewal a login (130–400 ms on a busy host, and
+// terms lost to it). A unary request carries the token the client holds.
+//
+// The stream carries one renewal at a time, so the next answer on it is
+// the answer to the renewal just sent. Any failure closes it (a renewal
+// that timed out may still be answered later), and so does a renewal
+// through another member; the next renewal opens another.
+type keeper struct {
+	parent context.Context // the stream's life: the session's
+
+	p      *pin                                    // whose connection the stream is on
+	stream etcdserverpb.Lease_LeaseKeepAliveClient // nil: none open
+	sctx   context.Context
+	cancel context.CancelFunc
+}
+
+// keepAlive sends one renewal of lease through p and waits for its answer,
+// whose mark it returns; "lease not found" is rpctypes.ErrLeaseNotFound, as
+// from clientv3. ctx bounds the renewal, the stream's opening included.
+// Unlike clientv3's KeepAliveOnce it does not retry: a member that is down
+// fails the attempt at once, and the caller asks the next.
+func (k *keeper) keepAlive(ctx context.Context, p *pin, lease clientv3.LeaseID) (mark, error) {
+	kept := k.p == p && k.stream != nil
+	m, err := k.attempt(ctx, p, lease)
+	if kept && err != nil && ctx.Err() == nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) && !errors.Is(err, rpctypes.ErrNoLeader) {
+		// The kept stream may have ended since the last renewal (its
+		// connection broke and came back, the member restarted): once
+		// more on a new stream, within the same bound. Only the answer
+		// that comes back counts, and its send is later than the
+		// caller's send time, so that time stays conservative.
+		return k.attempt(ctx, p, lease)
 	}
-	err = stream.Send(&etcdserverpb.LeaseKeepAliveRequest{ID: int64(lease)})
+	return m, err
+}
+
+// attempt is one renewal on the kept stream (opened if need be).
+func (k *keeper) attempt(ctx context.Context, p *pin, lease clientv3.LeaseID) (mark, error) {
+	if k.p != p {
+		k.close()
+		k.p = p
+	}
+	if k.stream == nil {
+		k.sctx, k.cancel = context.WithCancel(k.parent)
+	}
+	stop := context.AfterFunc(ctx, k.cancel) // ends the stream if ctx ends first
+	m, err := k.roundTrip(ctx, lease)
+	if !stop() || err != nil {
+		k.close()
+	}
+	return m, err
+}
+
+// roundTrip opens the stream if need be, sends the renewal and reads its
+// answer.
+func (k *keeper) roundTrip(ctx context.Context, lease clientv3.LeaseID) (mark, error) {
+	if k.stream == nil {
+		stream, err := k.p.lease.LeaseKeepAlive(k.sctx)
+		if err != nil {
+			return mark{}, toErr(ctx, err)
+		}
+		k.stream = stream
+	}
+	err := k.stream.Send(&etcdserverpb.LeaseKeepAliveRequest{ID: int64(lease)})
 	if err != nil && !errors.Is(err, io.EOF) {
 		return mark{}, toErr(ctx, err)
 	}
 	// After io.EOF from Send (the member ended the stream: with "no
 	// leader", say), Recv returns the stream's real status.
-	resp, err := stream.Recv()
+	resp, err := k.stream.Recv()
 	if err != nil {
 		return mark{}, toErr(ctx, err)
 	}
-	m := p.saw(resp.Header)
+	m := k.p.saw(resp.Header)
+	if resp.ID != int64(lease) {
+		return m, fmt.Errorf("etcd answered the renewal of lease %x for lease %x", int64(lease), resp.ID)
+	}
 	if resp.TTL <= 0 {
 		return m, rpctypes.ErrLeaseNotFound
 	}
 	return m, nil
+}
+
+// close ends the stream, if any.
+func (k *keeper) close() {
+	if k.cancel != nil {
+		k.cancel()
+	}
+	k.p, k.stream, k.sctx, k.cancel = nil, nil, nil, nil
 }
 
 // timeToLive asks for lease's remaining time.

@@ -175,7 +175,7 @@ func (s *session) renew(p *pin, timeout time.Duration) (time.Time, error) {
 		return time.Time{}, err
 	}
 	sent := s.e.clk.Now()
-	got, err := p.keepAlive(ctx, s.lease)
+	got, err := s.ka.keepAlive(ctx, p, s.lease)
 	if err != nil {
 		return sent, err
 	}

@@ -124,3 +124,45 @@ func TestPinnedRenewalRefusedAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestKeptStreamRenewsAfterRestart: the renewals' stream is kept from one
+// renewal to the next (keeper); when it ended meanwhile (here, the member
+// restarted), the next renewal goes out on a new stream at once instead of
+// failing once and waiting for a retry.
+func TestKeptStreamRenewsAfterRestart(t *testing.T) {
+	srv := testenv.StartEtcd(t)
+	cli := srv.Client(t)
+	ps := newPins(cli)
+	t.Cleanup(func() { _ = ps.close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lease, err := cli.Grant(ctx, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ps.at(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := keeper{parent: ctx}
+	defer k.close()
+	if _, err := k.keepAlive(ctx, p, clientv3.LeaseID(lease.ID)); err != nil {
+		t.Fatalf("first renewal: %v", err)
+	}
+	kept := k.stream
+	srv.Restart(t)
+	electortest.Eventually(t, 10*time.Second, "the member to answer again", func() bool {
+		rctx, rcancel := context.WithTimeout(ctx, time.Second)
+		defer rcancel()
+		_, err := p.get(rctx, "/electd/test", false)
+		return err == nil
+	})
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer rcancel()
+	if _, err := k.keepAlive(rctx, p, clientv3.LeaseID(lease.ID)); err != nil {
+		t.Fatalf("renewal after the restart: %v; want it renewed on a new stream", err)
+	}
+	if k.stream == kept {
+		t.Fatal("the renewal after the restart went on the stream kept from before it")
+	}
+}

@@ -34,8 +34,9 @@ type session struct {
 	// then proved with a raft entry, a waiter's with a read (renewal.go).
 	leading atomic.Bool
 	// at is the member the first renewal goes through (pins); the renewal
-	// loop owns it from then on.
+	// loop owns it from then on, and ka, its renewals' stream (pin.go).
 	at int
+	ka keeper
 
 	// origin is when the grant was sent: renewals are sent on the grid
 	// origin + k·RenewInterval (see renewals), which the candidate
@@ -67,9 +68,10 @@ func (e *Elector) newSession(ctx context.Context) (*session, error) {
 		// etcd never grants less than asked, but if it did, rely on less.
 		timing.TTL = granted
 	}
-	s := &session{e: e, lease: resp.ID, dl: elector.NewDeadline(e.clk, timing, sent), origin: sent}
+	s := &session{e: e, lease: resp.ID, dl: elector.NewDeadline(e.clk, timing, sent).ReportTo(e.ins), origin: sent}
 	s.ctx, s.stop = context.WithCancel(e.ctx)
 	s.dl.OnEnd(s.stop)
+	s.ka = keeper{parent: s.ctx}
 
 	e.mu.Lock()
 	if e.closed {
@@ -106,6 +108,7 @@ func (s *session) renewLoop() {
 		delete(e.sessions, s)
 		e.mu.Unlock()
 	}()
+	defer s.ka.close()
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), e.opTimeout())
 		defer cancel()

@@ -3,6 +3,8 @@ package testenv
 import (
 	"context"
 	"crypto/tls"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,4 +112,30 @@ func (e *Etcd) adminSteps(t testing.TB, suffix string, steps []adminStep) {
 			t.Fatalf("testenv: etcd %s%s: %v", s.what, suffix, err)
 		}
 	}
+}
+
+// GRPCCount reads, from the server's /metrics, the gRPC server counter
+// metric (grpc_server_started_total, grpc_server_msg_received_total…) of
+// method (Authenticate, LeaseKeepAlive…): how many times the server has
+// seen it since it started.
+func (e *Etcd) GRPCCount(t testing.TB, metric, method string) int {
+	t.Helper()
+	body, err := httpDo(e.probeTLS(), "GET", e.scheme()+"://"+e.Endpoint()+"/metrics", "")
+	if err != nil {
+		t.Fatalf("testenv: etcd metrics: %v", err)
+	}
+	prefix := metric + `{grpc_method="` + method + `",`
+	for line := range strings.Lines(body) {
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		f := strings.Fields(line)
+		n, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("testenv: etcd metrics: %q: %v", line, err)
+		}
+		return int(n)
+	}
+	t.Fatalf("testenv: etcd metrics: no %s for %s", metric, method)
+	return 0
 }
