@@ -179,6 +179,7 @@ var errStore = errors.New("connection refused")
 
 // countingInstrument records what a StoreLog tells its Instrument.
 type countingInstrument struct {
+	elector.NopInstrument
 	errors   []string // "op class"
 	answered []string
 }

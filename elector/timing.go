@@ -106,6 +106,7 @@ type Deadline struct {
 	err   error
 	done  chan struct{}
 	hooks []func()
+	ins   Instrument // told of every renewal that counts; nil: nobody
 }
 
 // NewDeadline starts tracking a lease whose grant (or first renewal) was
@@ -115,6 +116,15 @@ func NewDeadline(clk clock.Clock, t Timing, sent time.Time) *Deadline {
 	d.suspended0 = d.clk.Suspended()
 	d.until = t.DeadlineAfter(sent)
 	d.arm()
+	return d
+}
+
+// ReportTo has d report every renewal that counts from now on to in
+// (Instrument.Renewed, with the time from its send), and returns d.
+func (d *Deadline) ReportTo(in Instrument) *Deadline {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.ins = in
 	return d
 }
 
@@ -158,12 +168,16 @@ func (d *Deadline) Renewed(sent time.Time) (time.Time, bool) {
 	if d.err != nil {
 		return d.until, false
 	}
-	if !d.clk.Now().Before(d.until) {
+	now := d.clk.Now()
+	if !now.Before(d.until) {
 		// The deadline has passed even if the timer has not run yet.
 		return d.until, false
 	}
 	if next := d.timing.DeadlineAfter(sent); next.After(d.until) {
 		d.until = next
+	}
+	if d.ins != nil {
+		d.ins.Renewed(now.Sub(sent))
 	}
 	return d.until, true
 }

@@ -2,6 +2,7 @@ package elector_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,11 +140,29 @@ func TestDeadline(t *testing.T) {
 	})
 	t.Run("a late ack does not revive it", func(t *testing.T) {
 		clk := clock.NewFake(start)
-		d := elector.NewDeadline(clk, tm, start)
+		var rep reported
+		d := elector.NewDeadline(clk, tm, start).ReportTo(&rep)
 		sent := start.Add(time.Second)
 		clk.Advance(window + time.Second)
 		if _, ok := d.Renewed(sent); ok {
 			t.Fatal("a renewal acknowledged after the deadline revived it")
+		}
+		if len(rep.took) != 0 {
+			t.Fatalf("a renewal that did not count was reported: %v", rep.took)
+		}
+	})
+	t.Run("renewals that count are reported with their time from the send", func(t *testing.T) {
+		clk := clock.NewFake(start)
+		var rep reported
+		d := elector.NewDeadline(clk, tm, start).ReportTo(&rep)
+		clk.Advance(2 * time.Second)
+		sent := clk.Now()
+		clk.Advance(30 * time.Millisecond)
+		d.Renewed(sent)
+		d.Renewed(start) // counts (the deadline is ahead), moves nothing
+		want := []time.Duration{30 * time.Millisecond, 2030 * time.Millisecond}
+		if !slices.Equal(rep.took, want) {
+			t.Fatalf("reported %v, want %v", rep.took, want)
 		}
 	})
 	t.Run("end caps the deadline and runs hooks once", func(t *testing.T) {
@@ -191,3 +210,11 @@ func TestLossReason(t *testing.T) {
 		})
 	}
 }
+
+// reported keeps what Renewed reports (one goroutine: no lock).
+type reported struct {
+	elector.NopInstrument
+	took []time.Duration
+}
+
+func (r *reported) Renewed(took time.Duration) { r.took = append(r.took, took) }

@@ -109,7 +109,7 @@
 //
 // All names have the prefix electd_ and the constant label election:
 // is_leader, fencing_token, leader_changes_total, acquisitions_total{result},
-// campaign_wait_seconds, leadership_lost_total{reason},
+// campaign_wait_seconds, renewal_seconds, leadership_lost_total{reason},
 // lease_remaining_seconds, child_running, child_starts_total,
 // child_exits_total{outcome}, store_errors_total{op,class,server}; plus the Go and
 // process collectors. Known label values start at 0.

@@ -27,6 +27,13 @@ var campaignWaitBuckets = []float64{
 	1, 2.5, 5, 10, 15, 30, 60, 120, 300,
 }
 
+// renewalBuckets cover 0.5 ms (a renewal on loopback) to 10 s (a renewal
+// that took most of a long window).
+var renewalBuckets = []float64{
+	0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+	1, 2.5, 5, 10,
+}
+
 // Metrics holds electd's Prometheus collectors for one election. Every name
 // has the prefix electd_ and the constant label election. The event methods
 // are safe for concurrent use, never block, and do nothing on a nil *Metrics.
@@ -36,6 +43,7 @@ type Metrics struct {
 	leaderChanges  prometheus.Counter
 	acquisitions   *prometheus.CounterVec
 	campaignWait   prometheus.Histogram
+	renewal        prometheus.Histogram
 	lost           *prometheus.CounterVec
 	leaseRemaining prometheus.GaugeFunc
 	childRunning   prometheus.Gauge
@@ -99,6 +107,11 @@ func NewMetrics(reg prometheus.Registerer, election string, leaseRemaining func(
 			Help:    "Time from the start of a campaign to winning it.",
 			Buckets: campaignWaitBuckets,
 		}),
+		renewal: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Name: "renewal_seconds", ConstLabels: cl,
+			Help:    "Time from a lease renewal's send to the moment it counted (its answer, and its proof where the store needs one: etcd's raft entry, a Redlock quorum's last answer); the deadline is counted from the send, so this is what a renewal costs of the window. Renewals that failed are in store_errors_total{op=\"renew\"}.",
+			Buckets: renewalBuckets,
+		}),
 		lost: counterVec("leadership_lost_total", "Terms of this copy that ended, by reason (deadline, suspended, lease_lost, key_lost, resigned, closed, other).",
 			"reason", lossReasons),
 		leaseRemaining: prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("lease_remaining_seconds",
@@ -121,7 +134,7 @@ func NewMetrics(reg prometheus.Registerer, election string, leaseRemaining func(
 	}
 
 	own := []prometheus.Collector{
-		m.isLeader, m.fencingToken, m.leaderChanges, m.acquisitions, m.campaignWait,
+		m.isLeader, m.fencingToken, m.leaderChanges, m.acquisitions, m.campaignWait, m.renewal,
 		m.lost, m.leaseRemaining, m.childRunning, m.childStarts, m.childExits,
 		m.childFailures, m.coolDown, m.storeErrors, m.containment,
 	}
@@ -252,6 +265,14 @@ func (m *Metrics) StoreAnswered(op string) {
 		return
 	}
 	m.failing.answered(op)
+}
+
+// Renewed records a renewal that counted: renewal_seconds.
+func (m *Metrics) Renewed(took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.renewal.Observe(took.Seconds())
 }
 
 // StoreFailures returns the store operations that fail now (failed, and not

@@ -113,7 +113,7 @@ func TestMetricsInitialScrape(t *testing.T) {
 	fams := scrape(t, s)
 	wants := []metricWant{
 		{name: "electd_is_leader"}, {name: "electd_fencing_token"}, {name: "electd_leader_changes_total"},
-		{name: "electd_campaign_wait_seconds"}, {name: "electd_lease_remaining_seconds"},
+		{name: "electd_campaign_wait_seconds"}, {name: "electd_renewal_seconds"}, {name: "electd_lease_remaining_seconds"},
 		{name: "electd_child_running"}, {name: "electd_child_starts_total"},
 	}
 	for _, r := range acquisitionResults {
@@ -147,6 +147,8 @@ func TestMetricsEvents(t *testing.T) {
 	m.StoreError("renew", elector.Classify("MISCONF", errors.New("MISCONF cannot persist")))
 	m.StoreError("renew", elector.Classify("MISCONF", errors.New("MISCONF cannot persist")))
 	m.StoreError("custom_op", errors.New("boom"))
+	m.Renewed(3 * time.Millisecond)
+	m.Renewed(40 * time.Millisecond)
 	m.StoreError("renew", elector.WithServer("10.0.0.2:6379", elector.Classify("conn", errors.New("connection refused"))))
 	fams := scrape(t, s)
 	checkMetrics(t, fams, []metricWant{
@@ -163,6 +165,13 @@ func TestMetricsEvents(t *testing.T) {
 		{name: "electd_store_errors_total", labels: map[string]string{"op": "grant", "class": "other", "server": ""}, value: 0},
 		{name: "electd_store_errors_total", labels: map[string]string{"op": "renew", "class": "conn", "server": "10.0.0.2:6379"}, value: 1},
 	})
+	r := fams["electd_renewal_seconds"].GetMetric()[0].GetHistogram()
+	if got := r.GetSampleSum(); r.GetSampleCount() != 2 || got < 0.0429 || got > 0.0431 {
+		t.Errorf("renewal_seconds count %d sum %v, want 2 and 0.043", r.GetSampleCount(), got)
+	}
+	if b := r.GetBucket(); len(b) < 3 || b[0].GetUpperBound() != 0.0005 || b[len(b)-2].GetUpperBound() != 10 {
+		t.Errorf("renewal_seconds buckets do not span 0.5 ms .. 10 s: %v", b)
+	}
 	h := fams["electd_campaign_wait_seconds"].GetMetric()[0].GetHistogram()
 	if got := h.GetSampleSum(); got != 0.25 {
 		t.Errorf("campaign_wait_seconds sum = %v, want 0.25", got)

@@ -35,6 +35,9 @@ func (r *Reachability) StoreError(op string, err error) {
 	r.notify()
 }
 
+// Renewed does nothing: a reader holds no lease.
+func (r *Reachability) Renewed(time.Duration) {}
+
 // StoreAnswered records that op does not fail now.
 func (r *Reachability) StoreAnswered(op string) {
 	r.mu.Lock()

@@ -23,6 +23,7 @@ func (failingConn) Close() error               { return nil }
 
 // recorder is an Instrument that keeps the errors it is given.
 type recorder struct {
+	elector.NopInstrument
 	mu   sync.Mutex
 	errs []error
 }

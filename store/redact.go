@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/backend/hosts"
@@ -192,3 +193,4 @@ type scrubbedInstrument struct {
 
 func (i scrubbedInstrument) StoreError(op string, err error) { i.in.StoreError(op, i.ss.err(err)) }
 func (i scrubbedInstrument) StoreAnswered(op string)         { i.in.StoreAnswered(op) }
+func (i scrubbedInstrument) Renewed(took time.Duration)      { i.in.Renewed(took) }

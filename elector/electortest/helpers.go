@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,4 +92,23 @@ func Logger() *slog.Logger {
 		return nil
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// renewalTimes is an elector.Instrument that keeps what Renewed reports.
+type renewalTimes struct {
+	elector.NopInstrument
+	mu   sync.Mutex
+	took []time.Duration
+}
+
+func (r *renewalTimes) Renewed(took time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.took = append(r.took, took)
+}
+
+func (r *renewalTimes) all() []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.took)
 }

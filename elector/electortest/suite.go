@@ -29,7 +29,9 @@ func Run(t *testing.T, h Harness) {
 
 func testLoneCandidate(t *testing.T, h Harness) {
 	el := uniqueElection(t)
-	a := candidate(t, h, el, "a", 2*time.Second)
+	var renewals renewalTimes
+	a := h.New(t, Candidate{StoreAddr: h.Addr(), Candidate: elector.Candidate{
+		Election: el, ID: "a", Address: "http://a.test:4040", Timing: timing(2 * time.Second), Instrument: &renewals}})
 	r := MustLead(t, Campaign(context.Background(), a), 10*time.Second, "a")
 	term := r.Term
 	if term.Token == 0 || term.Leader.ID != "a" || term.Leader.Token != term.Token {
@@ -55,6 +57,10 @@ func testLoneCandidate(t *testing.T, h Harness) {
 	})
 	if err := term.Err(); err != nil {
 		t.Fatalf("term ended while renewing: %v", err)
+	}
+	// Each renewal that counted was reported, with the time it took.
+	if took := renewals.all(); len(took) == 0 || slices.ContainsFunc(took, func(d time.Duration) bool { return d < 0 || d >= 2*time.Second }) {
+		t.Fatalf("renewals reported: %v; want at least one, each between 0 and the TTL", took)
 	}
 	Resign(t, term)
 	Eventually(t, 5*time.Second, "no leader after resign", func() bool {

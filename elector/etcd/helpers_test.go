@@ -18,6 +18,7 @@ func clientv3WithPrefixCount() []clientv3.OpOption {
 
 // storeErrors counts one candidate's retried store errors by "op class".
 type storeErrors struct {
+	elector.NopInstrument
 	mu sync.Mutex
 	by map[string]int
 }

@@ -383,7 +383,7 @@ func (e *Elector) begin(self elector.Leader, send time.Time, got *coordinationv1
 		return nil, &permanentError{err}
 	}
 	e.sawToken(self.Token)
-	dl := elector.NewDeadline(e.cfg.Clock, e.cfg.Timing, send)
+	dl := elector.NewDeadline(e.cfg.Clock, e.cfg.Timing, send).ReportTo(e.inst)
 	h := &held{lease: got, record: goRecord(got), since: send}
 	e.log.Info("leading", "fencing_token", self.Token, "valid_until", dl.ValidUntil())
 	if !e.life.Lead(dl, func() { e.hold(dl, h, self) }) {

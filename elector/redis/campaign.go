@@ -144,7 +144,7 @@ func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, 
 			return nil, "", &elector.StoreError{Op: "campaign", Err: explain(err), Permanent: true}
 		}
 		if dl == nil {
-			dl = elector.NewDeadline(clk, timing, send)
+			dl = elector.NewDeadline(clk, timing, send).ReportTo(e.inst)
 			dlDone = dl.Done()
 			if !clk.Now().Before(dl.ValidUntil()) {
 				dl.End(elector.ErrLeaseExpired)

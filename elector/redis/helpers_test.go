@@ -35,6 +35,7 @@ func newClient(t testing.TB, addr string) *redis.Client {
 
 // countingInstrument counts store errors, in all and by "op class".
 type countingInstrument struct {
+	elector.NopInstrument
 	n atomic.Int64
 
 	mu       sync.Mutex

@@ -56,6 +56,12 @@ func (ti teeInstrument) StoreAnswered(op string) {
 	}
 }
 
+func (ti teeInstrument) Renewed(took time.Duration) {
+	for _, i := range ti {
+		i.Renewed(took)
+	}
+}
+
 // sentinelURL is redis+sentinel://S1,S2,S3/MASTER of s, or of those of
 // its sentinels given.
 func sentinelURL(s *testenv.Sentinel, sentinels ...string) string {

@@ -317,7 +317,7 @@ func (e *Elector) grant(ctx context.Context, entry, ord string, joined []result,
 		e.round(ctx, nil, "withdraw", "withdraw", entry, ord, token, time.Time{}, false)
 		return nil, nil
 	}
-	dl := elector.NewDeadline(e.cfg.Clock, e.cfg.Timing, q)
+	dl := elector.NewDeadline(e.cfg.Clock, e.cfg.Timing, q).ReportTo(e.inst)
 	if !e.cfg.Clock.Now().Before(dl.ValidUntil()) {
 		dl.End(elector.ErrLeaseExpired)
 	}

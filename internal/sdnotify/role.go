@@ -96,6 +96,9 @@ func (r *Role) StoreAnswered(op string) {
 	r.set(func() { delete(r.failing, op) })
 }
 
+// Renewed is elector.Instrument.
+func (r *Role) Renewed(took time.Duration) { r.next.Renewed(took) }
+
 // Campaigner returns c, telling r when its campaigns begin.
 func (r *Role) Campaigner(c supervisor.Campaigner) supervisor.Campaigner {
 	return campaigner{c, r}
