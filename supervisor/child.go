@@ -200,6 +200,7 @@ type Child struct {
 	statR     *os.File
 	initSeen  chan struct{} // closed once Begin has read the status line of the start (or the init was dropped)
 	begun     bool          // Begin told the init to start the command; set before initSeen is closed
+	goSent    atomic.Bool   // the go message is written: the control pipe may carry forwarded signals
 	pipesOnce sync.Once
 
 	done chan struct{} // closed once the child is reaped and exit is set
@@ -463,14 +464,30 @@ func (c *Child) Exit() ExitStatus {
 	}
 }
 
-// Signal sends sig to the child's whole process group. Once the child has
-// been reaped it returns an error wrapping os.ErrProcessDone and sends
-// nothing (the group id might be recycled); Stop still cleans up the group.
+// Signal sends sig to the command's process group: under pidns and userns
+// through the namespace init's control pipe (the init forwards no signal
+// sent to it; see nsinit), and only once Begin has sent the go message;
+// else with kill(2). Once the child has been reaped it returns an error
+// wrapping os.ErrProcessDone and sends nothing (the group id might be
+// recycled); Stop still cleans up the group.
 func (c *Child) Signal(sig syscall.Signal) error {
 	select {
 	case <-c.done:
 		return fmt.Errorf("signal child %d: %w", c.pid, os.ErrProcessDone)
 	default:
+	}
+	if c.namespaced() {
+		if !c.goSent.Load() {
+			return fmt.Errorf("signal child %d: the command was not started", c.pid)
+		}
+		if sig < 1 || sig > 64 {
+			return fmt.Errorf("signal child %d: no signal %d", c.pid, sig)
+		}
+		if _, err := c.ctl.Write([]byte{nsinit.Forward(sig)}); err != nil {
+			return fmt.Errorf("signal child %d: %w (the namespace init is gone: %w)", c.pid, os.ErrProcessDone, err)
+		}
+		c.log.Debug("signaled", "pid", c.pid, "signal", signalName(sig), "through", "the namespace init")
+		return nil
 	}
 	if err := syscall.Kill(-c.pid, sig); err != nil {
 		if errors.Is(err, syscall.ESRCH) {

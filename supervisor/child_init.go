@@ -136,6 +136,7 @@ func (c *Child) Begin(spec ChildSpec) error {
 	if err != nil {
 		err = fmt.Errorf("%w: send the go message: %w", errInitGone, err)
 	} else {
+		c.goSent.Store(true)
 		err = c.awaitInit()
 	}
 	close(stopWatch)

@@ -20,9 +20,7 @@
 //     CLOCK_MONOTONIC in nanoseconds (0: none), and the command's whole
 //     environment (which holds the term's fencing token); the end of the
 //     pipe instead (electd gone, or the prepared init dropped) ends it
-//     without starting anything; the signals it forwards are ignored
-//     until the go message (the kernel drops them: they were not meant
-//     for a command that did not exist yet);
+//     without starting anything;
 //   - reads CLOCK_MONOTONIC just before it starts the command and, if that
 //     moment has passed (or the clock cannot be read), does not start it:
 //     it reports "late" and exits;
@@ -32,9 +30,17 @@
 //     stdin/stdout/stderr it was given, untouched, and every
 //     signal at its default action (as PID 1 it would ignore SIGTERM; the
 //     child is not PID 1, so its behaviour is that of any process);
-//   - forwards every signal it gets to that process group (electd signals
-//     the init's own group, which holds only the init);
-//   - on a byte N from electd on fd 3 (the control pipe), sends signal N and
+//   - on a byte Forward(N) from electd on fd 3 (the control pipe) after the
+//     go message, sends signal N to that process group: that is how electd
+//     forwards the signals it gets (supervisor.ForwardSignals). The signals
+//     the init itself gets are caught and dropped, all its life: a signal
+//     sent to an idle init was not meant for a command that did not exist
+//     yet, and one sent to the init by kill(2) cannot be told apart from
+//     it (the kernel may hand a process's pending signal to any of its
+//     threads, at any time: no barrier in the init orders it before or
+//     after the go message). Caught, not ignored, so that the command
+//     starts with each at its default action;
+//   - on a byte N ≤ 64 from electd on the control pipe, sends signal N and
 //     then SIGCONT to every process of the namespace (kill(-1)): that is how
 //     electd's stop signal reaches the whole tree, setsid'd daemons included;
 //   - reaps every process of the namespace (they all reparent to it);
@@ -117,18 +123,13 @@ func Main(args []string) int {
 		_, _ = fmt.Fprintf(status, format+"\n", args...)
 	}
 
-	// Until the go message the signals that the init will forward are
-	// ignored, so the kernel drops them as they are sent (and discards
-	// one pending): they were not meant for a command that did not exist
-	// yet. Caught and then drained instead, one that came just before the
-	// go message could still be on its way (pending, or in the runtime,
-	// which hands a caught signal to the channel later, from a goroutine
-	// of its own) and reach the command. This costs the term's path a
-	// round trip with the runtime's signal thread per signal when they are
-	// caught again after the go message: about 3 ms here.
-	forwarded := append(ForwardedSignals(), syscall.SIGTERM, syscall.SIGINT)
+	// Every signal the init gets is caught and dropped (see the package
+	// doc): electd forwards its signals over the control pipe, after the
+	// go message. Done now, while the init is prepared, not on the term's
+	// path (a round trip with the runtime's signal thread per signal:
+	// about 3 ms here).
 	DefaultDispositions()
-	signal.Ignore(forwarded...)
+	signal.Notify(dropped, append(ForwardedSignals(), syscall.SIGTERM, syscall.SIGINT)...)
 	path, argv := args[0], args[1:]
 
 	// The init dies with electd from here on, before it starts anything.
@@ -153,10 +154,8 @@ func Main(args []string) int {
 	if electdGone() {
 		return 137
 	}
-	go control()
-	// From here a signal is the command's: it is forwarded once it runs.
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, forwarded...)
+	fwd := make(chan syscall.Signal, 64)
+	go control(fwd)
 	if startBy > 0 {
 		now, err := monotonic()
 		if err != nil {
@@ -180,10 +179,8 @@ func Main(args []string) int {
 	report("started")
 
 	go func() {
-		for s := range sigs {
-			if sig, ok := s.(syscall.Signal); ok {
-				_ = syscall.Kill(-pid, sig)
-			}
+		for sig := range fwd {
+			_ = syscall.Kill(-pid, sig)
 		}
 	}()
 
@@ -308,9 +305,23 @@ const (
 	pollNval = 0x20
 )
 
+// dropped is where the init's own signals go: nobody reads it, so the
+// runtime drops them (see Main).
+var dropped = make(chan os.Signal, 1)
+
+// forwardBit marks a byte of the control pipe as a signal to forward to
+// the command's process group, not a stop signal for the namespace.
+const forwardBit = 0x80
+
+// Forward is the control pipe's byte that has the init forward sig to the
+// command's process group; electd sends it only after the go message.
+func Forward(sig syscall.Signal) byte { return forwardBit | byte(sig) }
+
 // control applies the stop signals electd sends on the control pipe to the
-// whole namespace, and ends the init when electd is gone.
-func control() {
+// whole namespace, hands the signals to forward to fwd (dropping one when
+// 64 wait: standard signals coalesce in the kernel too), and ends the init
+// when electd is gone.
+func control(fwd chan<- syscall.Signal) {
 	ctl := os.NewFile(initCtl, "control")
 	buf := make([]byte, 1)
 	for {
@@ -318,6 +329,13 @@ func control() {
 			// electd is gone (or broke the pipe): the tree goes with it.
 			_ = syscall.Kill(-1, syscall.SIGKILL)
 			os.Exit(137)
+		}
+		if buf[0]&forwardBit != 0 {
+			select {
+			case fwd <- syscall.Signal(buf[0] &^ forwardBit):
+			default:
+			}
+			continue
 		}
 		sig := syscall.Signal(buf[0])
 		_ = syscall.Kill(-1, sig)
