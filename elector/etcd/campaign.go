@@ -143,7 +143,7 @@ func (e *Elector) join(cctx, ctx context.Context, s *session, key string) (int64
 		tctx, cancel := context.WithTimeout(cctx, e.opTimeout())
 		resp, err := e.client.Txn(tctx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, e.value(), clientv3.WithLease(s.lease))).
+			Then(clientv3.OpPut(key, e.waiterValue(s), clientv3.WithLease(s.lease))).
 			Else(clientv3.OpGet(key)).
 			Commit()
 		cancel()
@@ -231,7 +231,7 @@ func (e *Elector) claim(cctx, ctx context.Context, s *session, try bool) (*elect
 		}
 		lw := e.watchAhead(cctx)
 		lw.offer(ahead[0])
-		err = e.waitDelete(cctx, string(ahead[0].Key), resp.Header.Revision+1, lw.offer)
+		deleted, err := e.waitDelete(cctx, string(ahead[0].Key), resp.Header.Revision+1, lw.offer)
 		lw.stop()
 		if err != nil {
 			if cctx.Err() != nil {
@@ -245,6 +245,14 @@ func (e *Elector) claim(cctx, ctx context.Context, s *session, try bool) (*elect
 			continue
 		}
 		e.wakeups.Add(1)
+		if since, ok := e.handedOver(cctx, s, deleted); ok {
+			if err := s.dl.Err(); err != nil {
+				return nil, err
+			}
+			e.handovers.Add(1)
+			self := elector.Leader{ID: e.id, Address: e.addr, Token: uint64(s.rev), Since: since}
+			return e.elected(s, self, deleted+1), nil
+		}
 	}
 }
 
@@ -300,28 +308,28 @@ func (e *Elector) sessionErr(s *session, ctx context.Context, op string, err err
 	}
 }
 
-// waitDelete returns nil once key is deleted at or after rev; put, if not
-// nil, is given every other change of key meanwhile.
-func (e *Elector) waitDelete(ctx context.Context, key string, rev int64, put func(*mvccpb.KeyValue)) error {
+// waitDelete returns the revision at which key is deleted, at or after
+// rev; put, if not nil, is given every other change of key meanwhile.
+func (e *Elector) waitDelete(ctx context.Context, key string, rev int64, put func(*mvccpb.KeyValue)) (int64, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	for wr := range e.client.Watch(wctx, key, clientv3.WithRev(rev)) {
 		if err := wr.Err(); err != nil {
-			return err
+			return 0, err
 		}
 		for _, ev := range wr.Events {
 			switch {
 			case ev.Type == mvccpb.DELETE:
-				return nil
+				return ev.Kv.ModRevision, nil
 			case put != nil:
 				put(ev.Kv)
 			}
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return 0, err
 	}
-	return errors.New("watch closed")
+	return 0, errors.New("watch closed")
 }
 
 // watchOwnKey ends the term as soon as the store shows our key deleted or

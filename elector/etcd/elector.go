@@ -35,10 +35,13 @@ type Elector struct {
 	wg     sync.WaitGroup // every goroutine the Elector starts
 
 	wakeups atomic.Uint64
-	expired atomic.Uint64 // leaders' leases this candidate proved expired and revoked
-	slots   int
-	runKey  string
-	name    string // the election
+	// handovers counts the terms this candidate began on a hand-over
+	// (handover.go), without a write of its own.
+	handovers atomic.Uint64
+	expired   atomic.Uint64 // leaders' leases this candidate proved expired and revoked
+	slots     int
+	runKey    string
+	name      string // the election
 
 	mu       sync.Mutex
 	closed   bool
@@ -129,9 +132,9 @@ type value struct {
 	// Since is set by the candidate once it leads (its own clock), so that
 	// every copy reports the same start of the term.
 	Since time.Time `json:"since,omitzero"`
-	// RenewAt and RenewEvery (a Go duration), set with Since, are the leader's renewal
-	// grid: it sends its renewals at RenewAt + k·RenewEvery (its wall
-	// clock). The head waiter looks at the leader's lease just after each
+	// RenewAt and RenewEvery (a Go duration), set when the candidate
+	// queues, are its renewal grid: it sends its renewals at RenewAt +
+	// k·RenewEvery (its wall clock). The head waiter looks at the leader's lease just after each
 	// renewal should have made it to the store (expire.go). A hint only:
 	// nothing safety-relevant depends on it being right.
 	RenewAt    time.Time `json:"renew_at,omitzero"`
@@ -147,8 +150,11 @@ func (v value) grid() (at time.Time, every time.Duration, ok bool) {
 	return v.RenewAt, every, err == nil && !v.RenewAt.IsZero() && every > 0
 }
 
-// value is a waiting candidate's.
-func (e *Elector) value() string { return e.encode(value{}) }
+// waiterValue is a waiting candidate's: with s's renewal grid, which a
+// hand-over copies into the term it starts (handover.go).
+func (e *Elector) waiterValue(s *session) string {
+	return e.encode(value{RenewAt: s.origin.UTC().Round(0), RenewEvery: e.timing.RenewInterval.String()})
+}
 
 // leaderValue is a leading candidate's: since its term began, renewing on
 // s's grid.
@@ -165,6 +171,10 @@ func (e *Elector) encode(v value) string {
 	if n := e.Slots(); n > 1 {
 		v.Slots = n
 	}
+	return encodeValue(v)
+}
+
+func encodeValue(v value) string {
 	b, err := json.Marshal(v)
 	if err != nil { // cannot happen for strings, ints and times
 		panic(fmt.Sprintf("marshal candidate value: %v", err))
@@ -173,12 +183,19 @@ func (e *Elector) encode(v value) string {
 }
 
 func decodeValue(b []byte) value {
-	var v value
-	if err := json.Unmarshal(b, &v); err != nil || v.ID == "" {
+	v, ok := ourValue(b)
+	if !ok {
 		// A key written by another tool (e.g. etcdctl elect): show its value.
 		v.ID = string(b)
 	}
 	return v
+}
+
+// ourValue decodes b if it is an electd candidate's value.
+func ourValue(b []byte) (value, bool) {
+	var v value
+	err := json.Unmarshal(b, &v)
+	return v, err == nil && v.ID != ""
 }
 
 // opTimeout bounds one store request outside the renewal loop.

@@ -67,7 +67,10 @@ func (e *Elector) waitAnyDelete(ctx context.Context, keys []string, rev int64) e
 	defer cancel()
 	errc := make(chan error, len(keys))
 	for _, k := range keys {
-		go func() { errc <- e.waitDelete(wctx, k, rev, nil) }()
+		go func() {
+			_, err := e.waitDelete(wctx, k, rev, nil)
+			errc <- err
+		}()
 	}
 	err := <-errc
 	cancel()
