@@ -76,6 +76,7 @@ type config struct {
 	electTrials    int           // etcdctl elect crash failover (60 s session)
 	sentinelTrials int           // Redis Sentinel failovers at --ttl 2s (a third of them at 15s)
 	idleWindow     time.Duration // store cost and footprint window
+	authWindow     time.Duration // auth phase: leaders with and without etcd auth on a busy host
 	loadRun        time.Duration // one GET /leader load run
 	groups         int           // elections run in parallel for slow figures
 	// redlock phase: acquire trials, the idle-waiter window (its baseline
@@ -120,13 +121,13 @@ func mainErr() int {
 	var (
 		mdPath  = flag.String("md", "", "also write the results as Markdown to this file")
 		quick   = flag.Bool("quick", false, "few trials and short windows (a smoke test, not a benchmark)")
-		only    = flag.String("only", "", "comma-separated phases to run: long,idle,lost,scale,handover,crash,etcd-cluster,stepdown,sentinel,redlock,k8s,load (binary sizes always)")
-		timeout = flag.Duration("timeout", 25*time.Minute, "give up after this long")
+		only    = flag.String("only", "", "comma-separated phases to run: long,idle,lost,scale,handover,crash,etcd-cluster,stepdown,sentinel,redlock,k8s,load,auth (binary sizes always)")
+		timeout = flag.Duration("timeout", 40*time.Minute, "give up after this long")
 		keep    = flag.Bool("keep", false, "keep the temporary directory (logs) after the run")
 		kfigs   = flag.String("k8s-figures", "", "comma-separated figures of the k8s phase to measure (1 handover, 2 crash, 3 cut-off, 4 idle, 5 per change); default all")
 		base    = flag.String("baseline", "", "git revision: the etcd-cluster phase also measures electd built at it (as the tree's: go build -tags noembed), side by side")
 	)
-	cfg := config{trials: 30, longTrials: 30, electTrials: 10, sentinelTrials: 10, idleWindow: time.Minute, loadRun: 3 * time.Second, groups: 6,
+	cfg := config{trials: 30, longTrials: 30, electTrials: 10, sentinelTrials: 10, idleWindow: time.Minute, authWindow: 10 * time.Minute, loadRun: 3 * time.Second, groups: 6,
 		redlockTrials: 50, redlockWindow: 16 * time.Second, redlockCutTrials: 5}
 	flag.IntVar(&cfg.trials, "trials", cfg.trials, "trials per figure at short TTLs")
 	flag.IntVar(&cfg.longTrials, "long-trials", cfg.longTrials, "crash-failover trials at the default TTL (15s)")
@@ -134,12 +135,16 @@ func mainErr() int {
 	flag.IntVar(&cfg.sentinelTrials, "sentinel-trials", cfg.sentinelTrials, "Redis Sentinel master kills at --ttl 2s (a third as many, at least 1, at 15s)")
 	flag.IntVar(&cfg.redlockTrials, "redlock-trials", cfg.redlockTrials, "redlock phase: acquire trials per tool (release → next holder uses -trials)")
 	flag.DurationVar(&cfg.idleWindow, "idle-window", cfg.idleWindow, "window for idle store cost and footprint")
+	flag.DurationVar(&cfg.authWindow, "auth-window", cfg.authWindow, "auth phase: how long the leaders with and without etcd auth run on a busy host")
 	flag.Parse()
 	cfg.keep = *keep
 	cfg.baseline = *base
 	if *quick {
 		cfg.trials, cfg.longTrials, cfg.electTrials, cfg.idleWindow, cfg.loadRun, cfg.groups = 5, 4, 2, 15*time.Second, time.Second, 2
 		cfg.sentinelTrials = 3
+		if !flagSet("auth-window") {
+			cfg.authWindow = 20 * time.Second
+		}
 		cfg.redlockTrials, cfg.redlockWindow, cfg.redlockCutTrials = 10, 6400*time.Millisecond, 2 // whole renewal intervals (1.6 s)
 	}
 	if *only != "" {
@@ -250,6 +255,7 @@ func (e *env) run(ctx context.Context) error {
 		{"k8s", e.kubePhase},
 		{"scale", e.scale},
 		{"load", e.leaderLoad},
+		{"auth", e.authRenewals},
 	} {
 		if ctx.Err() != nil {
 			break
@@ -417,4 +423,11 @@ func loadavg() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
