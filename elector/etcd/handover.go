@@ -16,8 +16,9 @@ import (
 // under the successor's lease, if the queue is still what it read: its own
 // key still there with its create revision, and the successor's key
 // unchanged since the read (its mod revision). No other key can be ahead of
-// the successor then: the read (one revision) found none created before it
-// but the leader's, and a key created later has a later revision. It then
+// the successor then: the read (of one revision, even a stale one) found
+// none created before it but the leader's, and a key created later has a
+// later revision. It then
 // revokes its lease, off the successor's path.
 //
 // The successor, which watches the key ahead of it, sees it deleted at
@@ -31,10 +32,11 @@ import (
 // after a claim. Otherwise (a leader that revoked, crashed or expired, or
 // one of an older electd; the read failed) it claims as before.
 //
-// On the critical path a hand-over costs one write and two reads (the
-// leader's read of the queue, the successor's read at R) where it cost two
-// writes (the revocation, the successor's claim): on etcd a write waits
-// for a quorum's WAL fsync, a read for a heartbeat round.
+// On the critical path a hand-over costs one write and two serializable
+// reads (the leader's read of the queue, the successor's read at R), where
+// it cost two writes (the revocation, the successor's claim): on etcd a
+// write waits for a quorum's WAL fsync, a serializable read for the member
+// alone.
 //
 // Semaphores (Slots > 1) do not hand over: a released slot goes to whoever
 // claims it.
@@ -53,7 +55,10 @@ func (s *session) handOver(ctx context.Context) bool {
 	if e.Slots() != 1 || !s.leading.Load() || s.key == "" {
 		return false
 	}
-	g, err := e.client.Get(ctx, e.pfx, clientv3.WithPrefix(),
+	// Serializable: the member's own copy, without a raft round. A stale
+	// copy can only miss a successor that joined since (then the key is
+	// revoked as before); the transaction's compares hold the rest.
+	g, err := e.client.Get(ctx, e.pfx, clientv3.WithPrefix(), clientv3.WithSerializable(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(2))
 	if err != nil {
 		e.log.Debug("hand-over: the queue could not be read; revoking", "err", err)
@@ -95,8 +100,15 @@ func (e *Elector) handedOver(ctx context.Context, s *session, rev int64) (time.T
 		return time.Time{}, false
 	}
 	gctx, cancel := context.WithTimeout(ctx, e.opTimeout())
-	g, err := e.client.Get(gctx, s.key, clientv3.WithRev(rev))
-	cancel()
+	defer cancel()
+	// Serializable: a member that has applied rev answers from its own copy
+	// (a revision is history: every member's copy of it is the same); one
+	// that has not yet refuses it as a future revision, and the read is
+	// asked again linearizably.
+	g, err := e.client.Get(gctx, s.key, clientv3.WithRev(rev), clientv3.WithSerializable())
+	if err != nil {
+		g, err = e.client.Get(gctx, s.key, clientv3.WithRev(rev))
+	}
 	if err != nil || len(g.Kvs) != 1 {
 		return time.Time{}, false
 	}
