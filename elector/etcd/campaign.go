@@ -143,7 +143,7 @@ func (e *Elector) join(cctx, ctx context.Context, s *session, key string) (int64
 		tctx, cancel := context.WithTimeout(cctx, e.opTimeout())
 		resp, err := e.client.Txn(tctx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, e.waiterValue(s), clientv3.WithLease(s.lease))).
+			Then(clientv3.OpPut(key, e.value(), clientv3.WithLease(s.lease))).
 			Else(clientv3.OpGet(key)).
 			Commit()
 		cancel()
@@ -245,15 +245,45 @@ func (e *Elector) claim(cctx, ctx context.Context, s *session, try bool) (*elect
 			continue
 		}
 		e.wakeups.Add(1)
-		if since, ok := e.handedOver(cctx, s, deleted); ok {
+		if e.firstAt(cctx, s, deleted) {
 			if err := s.dl.Err(); err != nil {
 				return nil, err
 			}
-			e.handovers.Add(1)
-			self := elector.Leader{ID: e.id, Address: e.addr, Token: uint64(s.rev), Since: since}
+			e.unclaimed.Add(1)
+			self := elector.Leader{ID: e.id, Address: e.addr, Token: uint64(s.rev), Since: e.clk.Now()}
+			e.wg.Add(1)
+			go func() {
+				defer e.wg.Done()
+				_ = e.proclaimSince(s.ctx, s, self.Since) // a key gone is watchOwnKey's to see
+			}()
 			return e.elected(s, self, deleted+1), nil
 		}
 	}
+}
+
+// firstAt reports whether s's key was the first of the election at
+// revision rev (the deletion of the key ahead of it): the conditions of
+// the claim's transaction, read from the store's history instead of
+// checked by a write. A revision is history: from rev on s's key stays the
+// first while it exists (a key created later has a later revision), and
+// watchOwnKey watches it from rev+1; so the term may begin at rev, and
+// the one write between two terms is the predecessor's deletion, as with
+// `etcdctl lock`. The read is serializable (the member's own copy: every
+// member's copy of a revision is the same); a member that has not applied
+// rev yet refuses it, and it is asked again linearizably. A failed read
+// returns false: the claim decides.
+func (e *Elector) firstAt(ctx context.Context, s *session, rev int64) bool {
+	if e.Slots() != 1 {
+		return false
+	}
+	gctx, cancel := context.WithTimeout(ctx, e.opTimeout())
+	defer cancel()
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithMaxCreateRev(s.rev)}
+	g, err := e.client.Get(gctx, e.pfx, append(opts, clientv3.WithSerializable())...)
+	if err != nil {
+		g, err = e.client.Get(gctx, e.pfx, opts...)
+	}
+	return err == nil && holds(g.Kvs, s.key, s.rev) && len(g.Kvs) == 1 && clientv3.LeaseID(g.Kvs[0].Lease) == s.lease
 }
 
 // elected starts watching our key from rev and returns the term.

@@ -35,9 +35,10 @@ type Elector struct {
 	wg     sync.WaitGroup // every goroutine the Elector starts
 
 	wakeups atomic.Uint64
-	// handovers counts the terms this candidate began on a hand-over
-	// (handover.go), without a write of its own.
-	handovers atomic.Uint64
+	// unclaimed counts the terms this candidate began on its
+	// predecessor's deletion, read at that revision (firstAt), without a
+	// claim of its own.
+	unclaimed atomic.Uint64
 	expired   atomic.Uint64 // leaders' leases this candidate proved expired and revoked
 	slots     int
 	runKey    string
@@ -132,9 +133,9 @@ type value struct {
 	// Since is set by the candidate once it leads (its own clock), so that
 	// every copy reports the same start of the term.
 	Since time.Time `json:"since,omitzero"`
-	// RenewAt and RenewEvery (a Go duration), set when the candidate
-	// queues, are its renewal grid: it sends its renewals at RenewAt +
-	// k·RenewEvery (its wall clock). The head waiter looks at the leader's lease just after each
+	// RenewAt and RenewEvery (a Go duration), set with Since, are the leader's renewal
+	// grid: it sends its renewals at RenewAt + k·RenewEvery (its wall
+	// clock). The head waiter looks at the leader's lease just after each
 	// renewal should have made it to the store (expire.go). A hint only:
 	// nothing safety-relevant depends on it being right.
 	RenewAt    time.Time `json:"renew_at,omitzero"`
@@ -150,11 +151,8 @@ func (v value) grid() (at time.Time, every time.Duration, ok bool) {
 	return v.RenewAt, every, err == nil && !v.RenewAt.IsZero() && every > 0
 }
 
-// waiterValue is a waiting candidate's: with s's renewal grid, which a
-// hand-over copies into the term it starts (handover.go).
-func (e *Elector) waiterValue(s *session) string {
-	return e.encode(value{RenewAt: s.origin.UTC().Round(0), RenewEvery: e.timing.RenewInterval.String()})
-}
+// value is a waiting candidate's.
+func (e *Elector) value() string { return e.encode(value{}) }
 
 // leaderValue is a leading candidate's: since its term began, renewing on
 // s's grid.
@@ -171,10 +169,6 @@ func (e *Elector) encode(v value) string {
 	if n := e.Slots(); n > 1 {
 		v.Slots = n
 	}
-	return encodeValue(v)
-}
-
-func encodeValue(v value) string {
 	b, err := json.Marshal(v)
 	if err != nil { // cannot happen for strings, ints and times
 		panic(fmt.Sprintf("marshal candidate value: %v", err))
@@ -183,19 +177,12 @@ func encodeValue(v value) string {
 }
 
 func decodeValue(b []byte) value {
-	v, ok := ourValue(b)
-	if !ok {
+	var v value
+	if err := json.Unmarshal(b, &v); err != nil || v.ID == "" {
 		// A key written by another tool (e.g. etcdctl elect): show its value.
 		v.ID = string(b)
 	}
 	return v
-}
-
-// ourValue decodes b if it is an electd candidate's value.
-func ourValue(b []byte) (value, bool) {
-	var v value
-	err := json.Unmarshal(b, &v)
-	return v, err == nil && v.ID != ""
 }
 
 // opTimeout bounds one store request outside the renewal loop.

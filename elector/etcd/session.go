@@ -188,7 +188,6 @@ func gridAfter(origin time.Time, every time.Duration, now time.Time) time.Time {
 func (s *session) release(ctx context.Context) error {
 	s.relOnce.Do(func() {
 		s.dl.End(errAbandoned) // no-op if already ended for another reason
-		s.handOver(ctx)        // the key's deletion, with the successor's term
 		_, err := s.e.client.Revoke(ctx, s.lease)
 		switch {
 		case err == nil, errors.Is(err, rpctypes.ErrLeaseNotFound):

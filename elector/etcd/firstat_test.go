@@ -1,0 +1,129 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/electortest"
+	"github.com/electd/electd/internal/testenv"
+)
+
+// handoverPair is a leader a and a waiter b queued behind it on srv.
+func handoverPair(t *testing.T, srv *testenv.Etcd, election string) (a, b *Elector, ta *elector.Term, tb <-chan *elector.Term) {
+	t.Helper()
+	cand := func(id string) *Elector {
+		return electortest.Dial(t, Backend, electortest.Candidate{StoreAddr: srv.Endpoint(), Candidate: elector.Candidate{
+			Election: election, ID: id, Timing: elector.Timing{TTL: 5 * time.Second}}}).(*Elector)
+	}
+	a, b = cand("a"), cand("b")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	ta, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatalf("a campaign: %v", err)
+	}
+	won := make(chan *elector.Term, 1)
+	go func() {
+		term, err := b.Campaign(ctx)
+		if err != nil {
+			t.Errorf("b campaign: %v", err)
+			close(won)
+			return
+		}
+		won <- term
+	}()
+	cli := srv.Client(t)
+	electortest.Eventually(t, 10*time.Second, "b queued", func() bool {
+		g, err := cli.Get(ctx, DefaultPrefix+election+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err == nil && g.Count == 2
+	})
+	return a, b, ta, won
+}
+
+// TestSuccessorLeadsOnTheDeletion: a successor woken by its leader's
+// resignation leads on the deletion's revision, read from the store's
+// history, without a claim of its own: the resignation is the one write
+// between the two terms. Its token is larger.
+func TestSuccessorLeadsOnTheDeletion(t *testing.T) {
+	srv := testenv.StartEtcd(t)
+	_, b, ta, won := handoverPair(t, srv, "deletion")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ta.Resign(ctx); err != nil {
+		t.Fatalf("a resign: %v", err)
+	}
+	tb, ok := <-won
+	if !ok {
+		t.FailNow()
+	}
+	if tb.Token <= ta.Token {
+		t.Fatalf("b's term %+v after a's %+v: want a larger token", tb.Leader, ta.Leader)
+	}
+	if n := b.unclaimed.Load(); n != 1 {
+		t.Fatalf("b began %d terms without a claim, want 1", n)
+	}
+	// Observers get the term's start from b's key, written after the term began.
+	electortest.Eventually(t, 5*time.Second, "b's start of term on its key", func() bool {
+		g, err := srv.Client(t).Get(ctx, DefaultPrefix+"deletion/", clientv3.WithPrefix())
+		return err == nil && len(g.Kvs) == 1 && g.Kvs[0].CreateRevision == int64(tb.Token) &&
+			decodeValue(g.Kvs[0].Value).Since.Equal(tb.Leader.Since.UTC().Round(0))
+	})
+}
+
+// TestFirstAt: the rule a successor leads by, read against a real etcd. A
+// leader a, and waiters x and b queued behind it; b's key is the first at
+// the revision of a's deletion, not at the revision of x's (a still
+// holds), nor at a revision before it was created.
+func TestFirstAt(t *testing.T) {
+	srv := testenv.StartEtcd(t)
+	e := electortest.Dial(t, Backend, electortest.Candidate{StoreAddr: srv.Endpoint(), Candidate: elector.Candidate{
+		Election: "first-at", ID: "b", Timing: elector.Timing{TTL: 5 * time.Second}}}).(*Elector)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	queue := func(id string) *session {
+		s, err := e.newSession(ctx)
+		if err != nil {
+			t.Fatalf("%s's session: %v", id, err)
+		}
+		key := fmt.Sprintf("%s%x", e.pfx, int64(s.lease))
+		rev, err := e.join(ctx, ctx, s, key)
+		if err != nil {
+			t.Fatalf("%s joins: %v", id, err)
+		}
+		s.key, s.rev = key, rev
+		return s
+	}
+	a, x, b := queue("a"), queue("x"), queue("b")
+	cli := srv.Client(t)
+	revoke := func(s *session) int64 {
+		resp, err := cli.Revoke(ctx, s.lease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Revision // the revision of its key's deletion
+	}
+	xGone := revoke(x)
+	aGone := revoke(a)
+	for _, tc := range []struct {
+		name string
+		rev  int64
+		want bool
+	}{
+		{"before b's key", b.rev - 1, false},
+		{"b queued behind a and x", b.rev, false},
+		{"x gone, a still first", xGone, false},
+		{"a gone", aGone, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := e.firstAt(ctx, b, tc.rev); got != tc.want {
+				t.Fatalf("firstAt(b, %d) = %v, want %v (a %d, x %d, b %d created; x gone at %d, a at %d)",
+					tc.rev, got, tc.want, a.rev, x.rev, b.rev, xGone, aGone)
+			}
+		})
+	}
+}
