@@ -231,7 +231,7 @@ func (e *Elector) claim(cctx, ctx context.Context, s *session, try bool) (*elect
 		}
 		lw := e.watchAhead(cctx)
 		lw.offer(ahead[0])
-		deleted, err := e.waitDelete(cctx, string(ahead[0].Key), resp.Header.Revision+1, lw.offer)
+		err = e.waitDelete(cctx, string(ahead[0].Key), resp.Header.Revision+1, lw.offer)
 		lw.stop()
 		if err != nil {
 			if cctx.Err() != nil {
@@ -245,7 +245,7 @@ func (e *Elector) claim(cctx, ctx context.Context, s *session, try bool) (*elect
 			continue
 		}
 		e.wakeups.Add(1)
-		if e.firstAt(cctx, s, deleted) {
+		if rev, ok := e.firstNow(cctx, s); ok {
 			if err := s.dl.Err(); err != nil {
 				return nil, err
 			}
@@ -256,34 +256,35 @@ func (e *Elector) claim(cctx, ctx context.Context, s *session, try bool) (*elect
 				defer e.wg.Done()
 				_ = e.proclaimSince(s.ctx, s, self.Since) // a key gone is watchOwnKey's to see
 			}()
-			return e.elected(s, self, deleted+1), nil
+			return e.elected(s, self, rev+1), nil
 		}
 	}
 }
 
-// firstAt reports whether s's key was the first of the election at
-// revision rev (the deletion of the key ahead of it): the conditions of
-// the claim's transaction, read from the store's history instead of
-// checked by a write. A revision is history: from rev on s's key stays the
-// first while it exists (a key created later has a later revision), and
-// watchOwnKey watches it from rev+1; so the term may begin at rev, and
-// the one write between two terms is the predecessor's deletion, as with
-// `etcdctl lock`. The read is serializable (the member's own copy: every
-// member's copy of a revision is the same); a member that has not applied
-// rev yet refuses it, and it is asked again linearizably. A failed read
-// returns false: the claim decides.
-func (e *Elector) firstAt(ctx context.Context, s *session, rev int64) bool {
+// firstNow reports whether s's key is the first of the election, and the
+// revision it read: the conditions of the claim's transaction, checked by
+// a linearizable read instead of a write (the only key created at or
+// before s's own is s's, with its lease). From that revision on s's key
+// stays the first while it exists (a key created later has a later
+// revision), and watchOwnKey watches it from the next; so the term may
+// begin there, and the one write between two terms is the predecessor's
+// deletion, as with etcdctl lock. It must be the store's present, not the
+// deletion's revision: a successor whose host slept through its
+// predecessor's resignation and its own lease's expiry sees that deletion
+// late, and its key was the first then, but is gone now
+// (TestSuspendedSuccessorWhoseKeyIsGone); and not a member's own copy,
+// which may lag. A failed read returns false: the claim decides.
+func (e *Elector) firstNow(ctx context.Context, s *session) (int64, bool) {
 	if e.Slots() != 1 {
-		return false
+		return 0, false
 	}
 	gctx, cancel := context.WithTimeout(ctx, e.opTimeout())
 	defer cancel()
-	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithMaxCreateRev(s.rev)}
-	g, err := e.client.Get(gctx, e.pfx, append(opts, clientv3.WithSerializable())...)
-	if err != nil {
-		g, err = e.client.Get(gctx, e.pfx, opts...)
+	g, err := e.client.Get(gctx, e.pfx, clientv3.WithPrefix(), clientv3.WithMaxCreateRev(s.rev))
+	if err != nil || len(g.Kvs) != 1 || !holds(g.Kvs, s.key, s.rev) || clientv3.LeaseID(g.Kvs[0].Lease) != s.lease {
+		return 0, false
 	}
-	return err == nil && holds(g.Kvs, s.key, s.rev) && len(g.Kvs) == 1 && clientv3.LeaseID(g.Kvs[0].Lease) == s.lease
+	return g.Header.Revision, true
 }
 
 // elected starts watching our key from rev and returns the term.
@@ -338,28 +339,28 @@ func (e *Elector) sessionErr(s *session, ctx context.Context, op string, err err
 	}
 }
 
-// waitDelete returns the revision at which key is deleted, at or after
-// rev; put, if not nil, is given every other change of key meanwhile.
-func (e *Elector) waitDelete(ctx context.Context, key string, rev int64, put func(*mvccpb.KeyValue)) (int64, error) {
+// waitDelete returns nil once key is deleted at or after rev; put, if not
+// nil, is given every other change of key meanwhile.
+func (e *Elector) waitDelete(ctx context.Context, key string, rev int64, put func(*mvccpb.KeyValue)) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	for wr := range e.client.Watch(wctx, key, clientv3.WithRev(rev)) {
 		if err := wr.Err(); err != nil {
-			return 0, err
+			return err
 		}
 		for _, ev := range wr.Events {
 			switch {
 			case ev.Type == mvccpb.DELETE:
-				return ev.Kv.ModRevision, nil
+				return nil
 			case put != nil:
 				put(ev.Kv)
 			}
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return err
 	}
-	return 0, errors.New("watch closed")
+	return errors.New("watch closed")
 }
 
 // watchOwnKey ends the term as soon as the store shows our key deleted or

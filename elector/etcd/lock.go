@@ -67,10 +67,7 @@ func (e *Elector) waitAnyDelete(ctx context.Context, keys []string, rev int64) e
 	defer cancel()
 	errc := make(chan error, len(keys))
 	for _, k := range keys {
-		go func() {
-			_, err := e.waitDelete(wctx, k, rev, nil)
-			errc <- err
-		}()
+		go func() { errc <- e.waitDelete(wctx, k, rev, nil) }()
 	}
 	err := <-errc
 	cancel()

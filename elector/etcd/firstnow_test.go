@@ -75,14 +75,14 @@ func TestSuccessorLeadsOnTheDeletion(t *testing.T) {
 	})
 }
 
-// TestFirstAt: the rule a successor leads by, read against a real etcd. A
-// leader a, and waiters x and b queued behind it; b's key is the first at
-// the revision of a's deletion, not at the revision of x's (a still
-// holds), nor at a revision before it was created.
-func TestFirstAt(t *testing.T) {
+// TestFirstNow: the rule a woken successor leads by without a claim, read
+// against a real etcd. A leader a, and waiters x and b queued behind it:
+// b is not the first while a's key or x's is there; it is once both are
+// gone; and it is not once its own key is gone too.
+func TestFirstNow(t *testing.T) {
 	srv := testenv.StartEtcd(t)
 	e := electortest.Dial(t, Backend, electortest.Candidate{StoreAddr: srv.Endpoint(), Candidate: elector.Candidate{
-		Election: "first-at", ID: "b", Timing: elector.Timing{TTL: 5 * time.Second}}}).(*Elector)
+		Election: "first-now", ID: "b", Timing: elector.Timing{TTL: 5 * time.Second}}}).(*Elector)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	queue := func(id string) *session {
@@ -100,29 +100,25 @@ func TestFirstAt(t *testing.T) {
 	}
 	a, x, b := queue("a"), queue("x"), queue("b")
 	cli := srv.Client(t)
-	revoke := func(s *session) int64 {
-		resp, err := cli.Revoke(ctx, s.lease)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.Header.Revision // the revision of its key's deletion
-	}
-	xGone := revoke(x)
-	aGone := revoke(a)
 	for _, tc := range []struct {
-		name string
-		rev  int64
-		want bool
+		name   string
+		revoke *session // before the check
+		want   bool
 	}{
-		{"before b's key", b.rev - 1, false},
-		{"b queued behind a and x", b.rev, false},
-		{"x gone, a still first", xGone, false},
-		{"a gone", aGone, true},
+		{"behind a and x", nil, false},
+		{"x gone, a still first", x, false},
+		{"a gone too", a, true},
+		{"its own key gone", b, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := e.firstAt(ctx, b, tc.rev); got != tc.want {
-				t.Fatalf("firstAt(b, %d) = %v, want %v (a %d, x %d, b %d created; x gone at %d, a at %d)",
-					tc.rev, got, tc.want, a.rev, x.rev, b.rev, xGone, aGone)
+			if tc.revoke != nil {
+				if _, err := cli.Revoke(ctx, tc.revoke.lease); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rev, got := e.firstNow(ctx, b)
+			if got != tc.want {
+				t.Fatalf("firstNow(b) = %v at %d, want %v (a %d, x %d, b %d created)", got, rev, tc.want, a.rev, x.rev, b.rev)
 			}
 		})
 	}
