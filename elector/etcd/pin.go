@@ -182,12 +182,14 @@ type keeper struct {
 func (k *keeper) keepAlive(ctx context.Context, p *pin, lease clientv3.LeaseID) (mark, error) {
 	kept := k.p == p && k.stream != nil
 	m, err := k.attempt(ctx, p, lease)
-	if kept && err != nil && ctx.Err() == nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) && !errors.Is(err, rpctypes.ErrNoLeader) {
+	if kept && err != nil && ctx.Err() == nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		// The kept stream may have ended since the last renewal (its
-		// connection broke and came back, the member restarted): once
-		// more on a new stream, within the same bound. Only the answer
-		// that comes back counts, and its send is later than the
-		// caller's send time, so that time stays conservative.
+		// connection broke and came back, the member restarted, or it
+		// lost its raft leader for a while and ended its streams with
+		// "no leader" though it has one again): once more on a new
+		// stream, within the same bound. Only the answer that comes back
+		// counts, and its send is later than the caller's send time, so
+		// that time stays conservative.
 		return k.attempt(ctx, p, lease)
 	}
 	return m, err

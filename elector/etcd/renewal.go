@@ -165,10 +165,18 @@ func (p *pin) confirmByEntry(ctx context.Context, key string, before mark) ([]*m
 // renew sends one renewal through member p and proves it, within timeout;
 // it returns when the renewal was sent. An error means the renewal earns
 // nothing: it failed, or was answered but not proved (errUnproved, or the
-// proof's read failed).
-func (s *session) renew(p *pin, timeout time.Duration) (time.Time, error) {
+// proof's read failed). After an error the renewals' stream is not kept:
+// it may be on another member than p's connection now reaches (a member
+// that drains its streams after a GOAWAY answers on them while new
+// requests go elsewhere), and the next renewal opens a new one.
+func (s *session) renew(p *pin, timeout time.Duration) (_ time.Time, err error) {
 	ctx, cancel := context.WithTimeout(s.ctx, timeout)
 	defer cancel()
+	defer func() {
+		if err != nil {
+			s.ka.close()
+		}
+	}()
 	key := s.e.pfx // any key: only the read's header matters
 	before, err := p.markBefore(ctx, key)
 	if err != nil {
