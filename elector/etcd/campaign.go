@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/internal/backoff"
 )
 
 // Campaign queues this candidate and blocks until it leads, ctx ends, the
@@ -126,8 +127,8 @@ func (e *Elector) campaignOnce(ctx context.Context, try bool) (_ *elector.Term, 
 	}
 
 	self := elector.Leader{ID: e.id, Address: e.addr, Token: uint64(s.rev), Since: e.clk.Now()}
-	if err := e.proclaimSince(cctx, s, self.Since); err != nil {
-		return nil, err
+	if err := e.proclaimSince(cctx, s, self.Since); errors.Is(err, errNotHead) {
+		return nil, err // else a store error: observers use their own clocks
 	}
 	return e.elected(s, self, g.Header.Revision+1), nil
 }
@@ -254,7 +255,7 @@ func (e *Elector) claim(cctx, ctx context.Context, s *session, try bool) (*elect
 			e.wg.Add(1)
 			go func() {
 				defer e.wg.Done()
-				_ = e.proclaimSince(s.ctx, s, self.Since) // a key gone is watchOwnKey's to see
+				e.proclaimUntil(s, self.Since)
 			}()
 			return e.elected(s, self, rev+1), nil
 		}
@@ -298,8 +299,8 @@ func (e *Elector) elected(s *session, self elector.Leader, rev int64) *elector.T
 
 // proclaimSince writes the term's start into our key, so that observers
 // report the leader's own timestamp rather than when they noticed. A store
-// error is not fatal (observers then use their own reading); a key that is
-// gone is.
+// error is returned as such (observers then use their own reading); a key
+// that is gone is errNotHead.
 func (e *Elector) proclaimSince(ctx context.Context, s *session, since time.Time) error {
 	pctx, cancel := context.WithTimeout(ctx, e.opTimeout())
 	defer cancel()
@@ -311,11 +312,30 @@ func (e *Elector) proclaimSince(ctx context.Context, s *session, since time.Time
 	case err != nil:
 		e.ins.StoreError("campaign", err)
 		e.log.Warn("could not record when the term began; observers will use their own clocks", "err", err)
-		return nil
+		return err
 	case !resp.Succeeded:
 		return errNotHead
 	}
 	return nil
+}
+
+// proclaimUntil writes the start of a term that began without a claim into
+// s's key, retrying a failed write until it lands or the term ends (a key
+// gone is watchOwnKey's to see). Until it lands, observers hold the new
+// leader back (followView) and the head waiter does not watch its lease
+// (aheadWatch.offer): a leader lost before it lands, a round trip after
+// its term began, is left to etcd's lessor, up to 500 ms after its lease.
+func (e *Elector) proclaimUntil(s *session, since time.Time) {
+	b := backoff.Waiting(e.timing.RenewInterval)
+	for {
+		err := e.proclaimSince(s.ctx, s, since)
+		if err == nil || errors.Is(err, errNotHead) || s.ctx.Err() != nil {
+			return
+		}
+		if e.wait(s.ctx, b.Next()) != nil {
+			return
+		}
+	}
 }
 
 // sessionErr explains why a campaign step failed: the caller's context, the

@@ -285,6 +285,14 @@ func TestHeadWaiterRevokesCutOffLeader(t *testing.T) {
 				trial, step.next, term.Leader.Since.Sub(prev.ValidUntil()).Round(time.Millisecond), step.w.expired.Load())
 			revoked[step.next] += step.w.expired.Load()
 			prev = term
+			// A leader whose term began without a claim writes its start
+			// of term just after; the head waiter watches its lease from
+			// then on (proclaimUntil). Cut it only once it has.
+			electortest.Eventually(t, 5*time.Second, step.next+"'s start of term on its key", func() bool {
+				g, err := srv.Client(t).Get(ctx, DefaultPrefix+election+"/", clientv3.WithFirstCreate()...)
+				return err == nil && len(g.Kvs) == 1 && g.Kvs[0].CreateRevision == int64(term.Token) &&
+					!decodeValue(g.Kvs[0].Value).Since.IsZero()
+			})
 		}
 		t.Logf("trial %d: b asked %d times in %s of an idle leader", trial, asked, idle)
 		if err := prev.Resign(ctx); err != nil {
