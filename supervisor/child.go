@@ -483,7 +483,10 @@ func (c *Child) Signal(sig syscall.Signal) error {
 		if sig < 1 || sig > 64 {
 			return fmt.Errorf("signal child %d: no signal %d", c.pid, sig)
 		}
-		if _, err := c.ctl.Write([]byte{nsinit.Forward(sig)}); err != nil {
+		switch err := c.tryCtl(nsinit.Forward(sig)); {
+		case errors.Is(err, syscall.EAGAIN):
+			return fmt.Errorf("signal child %d: the namespace init does not read its control pipe (stopped?); %s dropped", c.pid, signalName(sig))
+		case err != nil:
 			return fmt.Errorf("signal child %d: %w (the namespace init is gone: %w)", c.pid, os.ErrProcessDone, err)
 		}
 		c.log.Debug("signaled", "pid", c.pid, "signal", signalName(sig), "through", "the namespace init")

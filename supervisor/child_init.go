@@ -170,6 +170,28 @@ func (c *Child) reaped() {
 	c.closeInitPipes()
 }
 
+// tryCtl writes b on the init's control pipe without waiting: a pipe that
+// is full (an init that does not read it: stopped, or hung) is EAGAIN, so
+// that neither a stop nor a forwarded signal ever blocks electd.
+func (c *Child) tryCtl(b byte) error {
+	rc, err := c.ctl.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var werr error
+	if err := rc.Write(func(fd uintptr) bool {
+		for {
+			_, werr = syscall.Write(int(fd), []byte{b})
+			if !errors.Is(werr, syscall.EINTR) {
+				return true // done, or an error of its own: never wait
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	return werr
+}
+
 // initArg0 is the namespace init's argv[0], which tells it its mode.
 func (c *Child) initArg0() string {
 	if c.mode() == ContainUserns {

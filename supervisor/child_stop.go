@@ -119,7 +119,7 @@ func (c *Child) signalTree(sig syscall.Signal) {
 			c.killGroup(sig)
 			return
 		}
-		if _, err := c.ctl.Write([]byte{byte(sig)}); err != nil {
+		if err := c.tryCtl(byte(sig)); err != nil {
 			c.log.Warn("send stop signal to the namespace init failed; killing it", "pid", c.pid, "err", err)
 			c.killGroup(syscall.SIGKILL)
 		}

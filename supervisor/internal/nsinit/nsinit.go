@@ -38,11 +38,16 @@
 //     yet, and one sent to the init by kill(2) cannot be told apart from
 //     it (the kernel may hand a process's pending signal to any of its
 //     threads, at any time: no barrier in the init orders it before or
-//     after the go message). Caught, not ignored, so that the command
-//     starts with each at its default action;
+//     after the go message). Every signal, the fault signals too (the
+//     runtime would take those for the init's own crash). Caught, not
+//     ignored, so that the command starts with each at its default action;
 //   - on a byte N ≤ 64 from electd on the control pipe, sends signal N and
 //     then SIGCONT to every process of the namespace (kill(-1)): that is how
-//     electd's stop signal reaches the whole tree, setsid'd daemons included;
+//     electd's stop signal reaches the whole tree, setsid'd daemons included.
+//     The bytes are applied in the order electd sent them, and a byte that
+//     came before the command was forked waits for the fork; electd never
+//     waits on the pipe (a full one, of an init that does not read it,
+//     turns a stop into a SIGKILL of the init, and drops a forward);
 //   - reaps every process of the namespace (they all reparent to it);
 //   - when the main process exits, writes its status on fd 4 and exits with
 //     its code (128+N for signal N). The kernel then SIGKILLs what is left of
@@ -128,8 +133,9 @@ func Main(args []string) int {
 	// go message. Done now, while the init is prepared, not on the term's
 	// path (a round trip with the runtime's signal thread per signal:
 	// about 3 ms here).
-	DefaultDispositions()
-	signal.Notify(dropped, append(ForwardedSignals(), syscall.SIGTERM, syscall.SIGINT)...)
+	// Every signal: the fault signals too, which the runtime would
+	// otherwise take as the init's own crash.
+	signal.Notify(dropped)
 	path, argv := args[0], args[1:]
 
 	// The init dies with electd from here on, before it starts anything.
@@ -154,8 +160,8 @@ func Main(args []string) int {
 	if electdGone() {
 		return 137
 	}
-	fwd := make(chan syscall.Signal, 64)
-	go control(fwd)
+	started := make(chan int, 1)
+	go control(started)
 	if startBy > 0 {
 		now, err := monotonic()
 		if err != nil {
@@ -176,13 +182,8 @@ func Main(args []string) int {
 		report("failed %s: %v", path, err)
 		return 127
 	}
+	started <- pid
 	report("started")
-
-	go func() {
-		for sig := range fwd {
-			_ = syscall.Kill(-pid, sig)
-		}
-	}()
 
 	for {
 		var ws syscall.WaitStatus
@@ -317,24 +318,27 @@ const forwardBit = 0x80
 // command's process group; electd sends it only after the go message.
 func Forward(sig syscall.Signal) byte { return forwardBit | byte(sig) }
 
-// control applies the stop signals electd sends on the control pipe to the
-// whole namespace, hands the signals to forward to fwd (dropping one when
-// 64 wait: standard signals coalesce in the kernel too), and ends the init
-// when electd is gone.
-func control(fwd chan<- syscall.Signal) {
+// control applies electd's bytes on the control pipe in the order they
+// were sent, each once the command has been forked (started gives its
+// pid; a byte that came before waits for it, so that a stop or a forwarded
+// signal sent while the command was being started reaches it): a stop
+// signal to the whole namespace, a forwarded one to the command's process
+// group. It ends the init, and so the tree, when electd is gone.
+func control(started <-chan int) {
 	ctl := os.NewFile(initCtl, "control")
 	buf := make([]byte, 1)
+	pid := 0
 	for {
 		if _, err := ctl.Read(buf); err != nil {
 			// electd is gone (or broke the pipe): the tree goes with it.
 			_ = syscall.Kill(-1, syscall.SIGKILL)
 			os.Exit(137)
 		}
+		if pid == 0 {
+			pid = <-started // the init exits instead if it starts nothing
+		}
 		if buf[0]&forwardBit != 0 {
-			select {
-			case fwd <- syscall.Signal(buf[0] &^ forwardBit):
-			default:
-			}
+			_ = syscall.Kill(-pid, syscall.Signal(buf[0]&^forwardBit))
 			continue
 		}
 		sig := syscall.Signal(buf[0])

@@ -1,0 +1,180 @@
+package supervisor
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// allThreadsStopped reports whether every thread of pid is stopped (or
+// pid is gone): a SIGSTOPped process's threads stop one by one.
+func allThreadsStopped(pid int) bool {
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return true
+	}
+	for _, tk := range tasks {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + tk.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || i+2 >= len(s) || s[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
+}
+
+// within polls cond until it holds (true) or d has passed (false).
+func within(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			return false
+		}
+	}
+	return true
+}
+
+// stopInit SIGSTOPs the namespace init pid (a loaded host) and waits until
+// all its threads are stopped.
+func stopInit(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP the init: %v", err)
+	}
+	waitUntil(t, testDeadline, func() bool { return allThreadsStopped(pid) }, "the init %d stopped", pid)
+}
+
+// TestForwardedSignalNotDroppedBeforeFork: Child.Signal accepts a signal
+// to forward as soon as the go message is written, and returns nil; the
+// signal must reach the command. The init relays forwarded signals from a
+// 64-slot channel that is drained only after the fork, and drops a byte
+// when it is full ("standard signals coalesce in the kernel too" — but
+// only a signal with itself). Here the init is held stopped (a loaded
+// host) while the go message, 64 SIGCONTs (harmless) and one SIGHUP are
+// queued: the SIGHUP is dropped, and the command never gets it.
+func TestForwardedSignalNotDroppedBeforeFork(t *testing.T) {
+	for _, mode := range []Containment{ContainPidns, ContainUserns} {
+		t.Run(string(mode), func(t *testing.T) {
+			needMode(t, mode)
+			out := newSyncBuf()
+			spec := ChildSpec{
+				Path:        "/bin/sh",
+				Args:        []string{"-c", `trap 'echo HUP' HUP; echo up; while :; do sleep 1000 & wait; done`},
+				Stdout:      out,
+				Containment: mode,
+			}
+			c, err := PrepareChild(spec, testLogger(t), spec.KillBy)
+			if err != nil {
+				t.Fatalf("PrepareChild: %v", err)
+			}
+			pid := c.Pid()
+			stopInit(t, pid)
+			spec.Env = []string{"ELECTD_FENCING_TOKEN=9"}
+			begun := make(chan error, 1)
+			go func() { begun <- c.Begin(spec) }()
+			waitUntil(t, testDeadline, func() bool { return c.goSent.Load() }, "the go message written")
+			for range 64 {
+				if err := c.Signal(syscall.SIGCONT); err != nil {
+					t.Fatalf("Signal(SIGCONT): %v", err)
+				}
+			}
+			if err := c.Signal(syscall.SIGHUP); err != nil {
+				t.Fatalf("Signal(SIGHUP): %v", err)
+			}
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Fatalf("SIGCONT the init: %v", err)
+			}
+			if err := <-begun; err != nil {
+				t.Fatalf("Begin: %v", err)
+			}
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+				defer cancel()
+				_, _ = c.Stop(ctx)
+			})
+			// Trapped (echo HUP) or, if it came before the trap was set, the
+			// command's death by SIGHUP: either way it arrived.
+			arrived := func() bool {
+				select {
+				case <-c.Done():
+					return true
+				default:
+				}
+				return strings.Contains(out.String(), "HUP")
+			}
+			ok := within(testDeadline, arrived)
+			if st := c.Exit(); !ok || (!strings.Contains(out.String(), "HUP") && st.Signal != syscall.SIGHUP) {
+				t.Fatalf("Signal(SIGHUP) returned nil after 64 SIGCONT, but the command never got it (waited %s): output %q, exit %+v",
+					testDeadline, out.String(), st)
+			}
+		})
+	}
+}
+
+// TestForwardFloodAfterStart: the same drop with the command running, as
+// electd's ForwardSignals would do it: while the init is held stopped
+// electd forwards a burst of SIGWINCH (a terminal being resized) and then
+// one SIGHUP (reload). Once the init runs again, its control goroutine
+// reads the bytes faster than the relay kills, the 64-slot channel fills,
+// and the SIGHUP is dropped although Signal returned nil. Racy: lost in
+// about a third to a half of the attempts here; up to 20 attempts.
+func TestForwardFloodAfterStart(t *testing.T) {
+	needMode(t, ContainPidns)
+	const attempts, burst = 20, 5000
+	for attempt := 1; attempt <= attempts; attempt++ {
+		out := newSyncBuf()
+		spec := ChildSpec{
+			Path:        "/bin/sh",
+			Args:        []string{"-c", `trap 'echo HUP' HUP; echo up; while :; do sleep 1000 & wait; done`},
+			Stdout:      out,
+			Containment: ContainPidns,
+		}
+		c, err := StartChild(spec, testLogger(t))
+		if err != nil {
+			t.Fatalf("StartChild: %v", err)
+		}
+		stop := func() {
+			ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+			defer cancel()
+			_, _ = c.Stop(ctx)
+		}
+		out.waitFor(t, "up")
+		pid := c.Pid()
+		stopInit(t, pid)
+		for range burst {
+			if err := c.Signal(syscall.SIGWINCH); err != nil {
+				t.Fatalf("Signal(SIGWINCH): %v", err)
+			}
+		}
+		if err := c.Signal(syscall.SIGHUP); err != nil {
+			t.Fatalf("Signal(SIGHUP): %v", err)
+		}
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+			t.Fatalf("SIGCONT the init: %v", err)
+		}
+		// Every byte read by the init (then the channel holds at most 64,
+		// which the relay hands on at once), then a bounded wait for the HUP.
+		waitUntil(t, testDeadline, func() bool { return queuedIn(pid, 3) == 0 }, "the init to read its control pipe")
+		lost := !within(testDeadline/5, func() bool {
+			select {
+			case <-c.Done():
+				return true
+			default:
+			}
+			return strings.Contains(out.String(), "HUP")
+		})
+		got, st := out.String(), c.Exit()
+		stop()
+		if lost || !strings.Contains(got, "HUP") {
+			t.Fatalf("attempt %d: Signal(SIGHUP) returned nil after %d SIGWINCH, but the command never got it: output %q, exit %+v",
+				attempt, burst, got, st)
+		}
+	}
+}
