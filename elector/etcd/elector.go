@@ -36,8 +36,8 @@ type Elector struct {
 
 	wakeups atomic.Uint64
 	// unclaimed counts the terms this candidate began on its
-	// predecessor's deletion, read at that revision (firstAt), without a
-	// claim of its own.
+	// predecessor's deletion, by a read of the election (firstNow),
+	// without a claim of its own.
 	unclaimed atomic.Uint64
 	expired   atomic.Uint64 // leaders' leases this candidate proved expired and revoked
 	slots     int

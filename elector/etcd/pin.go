@@ -142,14 +142,6 @@ func (p *pin) saw(h *etcdserverpb.ResponseHeader) mark {
 	return m
 }
 
-// keepAlive sends one renewal of lease on a stream of its own and waits
-// for its answer; see keeper.keepAlive.
-func (p *pin) keepAlive(ctx context.Context, lease clientv3.LeaseID) (mark, error) {
-	k := keeper{parent: ctx}
-	defer k.close()
-	return k.keepAlive(ctx, p, lease)
-}
-
 // keeper is a LeaseKeepAlive stream kept open from one renewal to the next
 // by the one goroutine that renews a lease (a session's renewLoop), on the
 // connection of the member the renewals go through.
@@ -170,8 +162,7 @@ type keeper struct {
 
 	p      *pin                                    // whose connection the stream is on
 	stream etcdserverpb.Lease_LeaseKeepAliveClient // nil: none open
-	sctx   context.Context
-	cancel context.CancelFunc
+	cancel context.CancelFunc                      // ends the stream
 }
 
 // keepAlive sends one renewal of lease through p and waits for its answer,
@@ -201,22 +192,23 @@ func (k *keeper) attempt(ctx context.Context, p *pin, lease clientv3.LeaseID) (m
 		k.close()
 		k.p = p
 	}
+	var sctx context.Context // the new stream's, if one is opened
 	if k.stream == nil {
-		k.sctx, k.cancel = context.WithCancel(k.parent)
+		sctx, k.cancel = context.WithCancel(k.parent)
 	}
 	stop := context.AfterFunc(ctx, k.cancel) // ends the stream if ctx ends first
-	m, err := k.roundTrip(ctx, lease)
+	m, err := k.roundTrip(ctx, sctx, lease)
 	if !stop() || err != nil {
 		k.close()
 	}
 	return m, err
 }
 
-// roundTrip opens the stream if need be, sends the renewal and reads its
-// answer.
-func (k *keeper) roundTrip(ctx context.Context, lease clientv3.LeaseID) (mark, error) {
+// roundTrip opens the stream on sctx if there is none, sends the renewal
+// and reads its answer.
+func (k *keeper) roundTrip(ctx, sctx context.Context, lease clientv3.LeaseID) (mark, error) {
 	if k.stream == nil {
-		stream, err := k.p.lease.LeaseKeepAlive(k.sctx)
+		stream, err := k.p.lease.LeaseKeepAlive(sctx)
 		if err != nil {
 			return mark{}, toErr(ctx, err)
 		}
@@ -247,7 +239,7 @@ func (k *keeper) close() {
 	if k.cancel != nil {
 		k.cancel()
 	}
-	k.p, k.stream, k.sctx, k.cancel = nil, nil, nil, nil
+	k.p, k.stream, k.cancel = nil, nil, nil
 }
 
 // timeToLive asks for lease's remaining time.

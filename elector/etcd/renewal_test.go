@@ -66,13 +66,13 @@ func TestConfirmNeedsTheSameTerm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := p.keepAlive(ctx, lease.ID); err != nil || got != before {
+	if got, err := keepAliveOnce(ctx, p, lease.ID); err != nil || got != before {
 		t.Fatalf("keep alive: %+v, %v; want no error and the mark %+v", got, err, before)
 	}
 	if _, err := cli.Revoke(ctx, lease.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.keepAlive(ctx, lease.ID); !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+	if _, err := keepAliveOnce(ctx, p, lease.ID); !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		t.Fatalf("keep alive of a revoked lease = %v, want lease not found", err)
 	}
 }
@@ -116,7 +116,7 @@ func TestPinnedRenewalRefusedAtOnce(t *testing.T) {
 	for i := range 3 {
 		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 		start := time.Now()
-		_, err := p.keepAlive(rctx, clientv3.LeaseID(lease.ID))
+		_, err := keepAliveOnce(rctx, p, clientv3.LeaseID(lease.ID))
 		took := time.Since(start)
 		rcancel()
 		if !refusedAtOnce(err) || took > 2*time.Second {
@@ -165,4 +165,12 @@ func TestKeptStreamRenewsAfterRestart(t *testing.T) {
 	if k.stream == kept {
 		t.Fatal("the renewal after the restart went on the stream kept from before it")
 	}
+}
+
+// keepAliveOnce sends one renewal of lease through p on a stream of its
+// own, closed after its answer.
+func keepAliveOnce(ctx context.Context, p *pin, lease clientv3.LeaseID) (mark, error) {
+	k := keeper{parent: ctx}
+	defer k.close()
+	return k.keepAlive(ctx, p, lease)
 }
