@@ -2,8 +2,7 @@ package supervisor
 
 import (
 	"context"
-	"os"
-	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,22 +12,11 @@ import (
 // allThreadsStopped reports whether every thread of pid is stopped (or
 // pid is gone): a SIGSTOPped process's threads stop one by one.
 func allThreadsStopped(pid int) bool {
-	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	states, err := taskStates(pid)
 	if err != nil {
 		return true
 	}
-	for _, tk := range tasks {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + tk.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 || i+2 >= len(s) || s[i+2] != 'T' {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(states, func(st byte) bool { return st != 'T' })
 }
 
 // within polls cond until it holds (true) or d has passed (false).
@@ -53,12 +41,11 @@ func stopInit(t *testing.T, pid int) {
 
 // TestForwardedSignalNotDroppedBeforeFork: Child.Signal accepts a signal
 // to forward as soon as the go message is written, and returns nil; the
-// signal must reach the command. The init relays forwarded signals from a
-// 64-slot channel that is drained only after the fork, and drops a byte
-// when it is full ("standard signals coalesce in the kernel too" — but
-// only a signal with itself). Here the init is held stopped (a loaded
+// signal must reach the command. Here the init is held stopped (a loaded
 // host) while the go message, 64 SIGCONTs (harmless) and one SIGHUP are
-// queued: the SIGHUP is dropped, and the command never gets it.
+// queued. From the adversarial review of c191de3, whose init relayed
+// forwards from a 64-slot channel drained only after the fork and dropped
+// a byte when it was full: the SIGHUP was lost.
 func TestForwardedSignalNotDroppedBeforeFork(t *testing.T) {
 	for _, mode := range []Containment{ContainPidns, ContainUserns} {
 		t.Run(string(mode), func(t *testing.T) {
@@ -118,13 +105,13 @@ func TestForwardedSignalNotDroppedBeforeFork(t *testing.T) {
 	}
 }
 
-// TestForwardFloodAfterStart: the same drop with the command running, as
+// TestForwardFloodAfterStart: the same with the command running, as
 // electd's ForwardSignals would do it: while the init is held stopped
 // electd forwards a burst of SIGWINCH (a terminal being resized) and then
-// one SIGHUP (reload). Once the init runs again, its control goroutine
-// reads the bytes faster than the relay kills, the 64-slot channel fills,
-// and the SIGHUP is dropped although Signal returned nil. Racy: lost in
-// about a third to a half of the attempts here; up to 20 attempts.
+// one SIGHUP (reload); the SIGHUP must reach the command. On c191de3 the
+// init's control goroutine read the bytes faster than its relay killed,
+// the 64-slot channel filled, and the SIGHUP was lost in about a third to
+// a half of the attempts. Up to 20 attempts.
 func TestForwardFloodAfterStart(t *testing.T) {
 	needMode(t, ContainPidns)
 	const attempts, burst = 20, 5000

@@ -10,13 +10,13 @@ import (
 
 // TestForwardThenStopInOrder: a signal electd forwards before it stops the
 // child must reach the command before the stop signal, as it does under
-// pgroup (both are kill(2) calls, in order). Under pidns the init applies a
-// stop byte at once (kill(-1) from the control goroutine) but hands a
-// forward byte to another goroutine that relays it later; so with both
-// queued (the init held stopped: a loaded host), a forwarded SIGTSTP can
-// land after the stop signal and its SIGCONT: the command, which traps
-// SIGTERM to exit cleanly, is left stopped, and Stop SIGKILLs it at the end
-// of the grace. Racy: up to 20 attempts.
+// pgroup (both are kill(2) calls, in order), with both queued while the
+// init is held stopped (a loaded host). On c191de3 the init applied a stop
+// byte at once but handed a forward byte to another goroutine that relayed
+// it later: a forwarded SIGTSTP could land after the stop signal and its
+// SIGCONT, and the command, which traps SIGTERM to exit cleanly, was left
+// stopped until Stop SIGKILLed it at the end of the grace. Up to 20
+// attempts.
 func TestForwardThenStopInOrder(t *testing.T) {
 	needMode(t, ContainPidns)
 	const attempts = 20

@@ -38,13 +38,7 @@ func TestPreparedInitSignalNotForwarded(t *testing.T) {
 			t.Fatalf("PrepareChild: %v", err)
 		}
 		pid := c.Pid()
-		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-			t.Fatalf("SIGSTOP the prepared init: %v", err)
-		}
-		waitUntil(t, testDeadline, func() bool {
-			st, err := readStat(pid)
-			return err != nil || st.state == 'T'
-		}, "the prepared init %d to stop", pid)
+		stopInit(t, pid)
 		// Sent to the idle init: for nobody.
 		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 			t.Fatalf("SIGTERM the prepared init: %v", err)

@@ -9,13 +9,12 @@ import (
 
 // TestStopDuringBeginNotLost: a Stop that overlaps Begin once the go
 // message is written (Stop is safe for concurrent use; Signal is already
-// accepted then) must still stop the command with its stop signal. The
-// init applies a stop byte at once, with kill(-1): read before the fork (the
-// init held stopped while the go message and the stop byte queue: a loaded
-// host) it reaches an empty namespace and is lost, while forward bytes of
-// the same window are kept for after the fork. The command, which would die
-// of SIGTERM, then runs on until Stop SIGKILLs it at the end of the grace.
-// Racy (the init may read the stop byte after the fork): up to 10 attempts.
+// accepted then) must still stop the command with its stop signal, with
+// the go message and the stop byte both queued while the init is held
+// stopped (a loaded host). On c191de3 the init applied a stop byte at once,
+// with kill(-1): read before the fork, it reached an empty namespace and
+// was lost, and the command, which would die of SIGTERM, ran on until Stop
+// SIGKILLed it at the end of the grace. Up to 10 attempts.
 func TestStopDuringBeginNotLost(t *testing.T) {
 	needMode(t, ContainPidns)
 	const attempts = 10

@@ -59,20 +59,37 @@ func running(pid int, p procStat) bool {
 	if p.state != 'Z' && p.state != 'X' {
 		return true
 	}
-	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	states, err := taskStates(pid)
 	if err != nil {
 		return false
 	}
+	for _, st := range states {
+		if st != 'Z' && st != 'X' {
+			return true
+		}
+	}
+	return false
+}
+
+// taskStates reads the state letter of each thread of pid whose stat can
+// be read (a thread that exits meanwhile is left out); an error means
+// pid's thread list could not be read (pid is gone).
+func taskStates(pid int) ([]byte, error) {
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return nil, err
+	}
+	var states []byte
 	for _, t := range tasks {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/stat")
 		if err != nil {
 			continue
 		}
-		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X' {
-			return true
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
+			states = append(states, b[i+2])
 		}
 	}
-	return false
+	return states, nil
 }
 
 // readEnviron reads the environment of pid, or of its first live thread

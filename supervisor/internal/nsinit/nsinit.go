@@ -128,13 +128,12 @@ func Main(args []string) int {
 		_, _ = fmt.Fprintf(status, format+"\n", args...)
 	}
 
-	// Every signal the init gets is caught and dropped (see the package
-	// doc): electd forwards its signals over the control pipe, after the
-	// go message. Done now, while the init is prepared, not on the term's
-	// path (a round trip with the runtime's signal thread per signal:
-	// about 3 ms here).
-	// Every signal: the fault signals too, which the runtime would
-	// otherwise take as the init's own crash.
+	// Every signal the init gets, the fault signals too (which the runtime
+	// would otherwise take for the init's own crash), is caught and dropped
+	// (see the package doc): electd forwards its signals over the control
+	// pipe, after the go message. Done now, while the init is prepared,
+	// not on the term's path (a round trip with the runtime's signal
+	// thread per signal: about 3 ms here).
 	signal.Notify(dropped)
 	path, argv := args[0], args[1:]
 
