@@ -400,6 +400,25 @@ func (c *Child) run(path string, argv []string, attr *os.ProcAttr, startBy time.
 	c.ticks = startTime(c.pid)
 	started <- nil
 
+	// Under an init, its status line of the command's exit may say the
+	// tree is gone before the init itself is reaped ("empty"): statusRead
+	// reads it meanwhile (and the init's status once it is reaped), and
+	// then ends the child at once.
+	var (
+		is         initStatus
+		statusRead chan struct{}
+	)
+	if c.status != nil {
+		statusRead = make(chan struct{})
+		go func() {
+			defer close(statusRead)
+			<-c.initSeen // Begin has set started and begun, or never will
+			_ = readInitStatus(c.status, &is, true)
+			if c.begun && is.empty {
+				c.ended(ExitStatus{Code: is.code, Signal: is.signal, Started: c.started, Exited: time.Now()})
+			}
+		}()
+	}
 	state, err := proc.Wait()
 	exited := time.Now()
 	disown(c.pid)
@@ -407,7 +426,7 @@ func (c *Child) run(path string, argv []string, attr *os.ProcAttr, startBy time.
 	runtime.UnlockOSThread()
 
 	if c.status != nil {
-		<-c.initSeen // Begin has set started and begun, or never will
+		<-statusRead // and so Begin is done: c.started is set
 	}
 	st := ExitStatus{Code: -1, Started: c.started, Exited: exited}
 	if err != nil {
@@ -424,21 +443,28 @@ func (c *Child) run(path string, argv []string, attr *os.ProcAttr, startBy time.
 		// The init's exit code folds a signal into 128+N: its status line
 		// has the command's exact status. No line: the init itself was
 		// killed (our SIGKILL, or electd's death), and with it the tree.
-		var is initStatus
-		_ = readInitStatus(c.status, &is, true)
 		c.closeInitPipes() // the init is gone; nothing reads or writes them
-		if is.exited {
+		switch {
+		case c.begun && is.empty:
+			return // ended when the init reported it
+		case !c.begun:
+			c.exit = st
+			c.log.Debug("prepared namespace init ended unused", "pid", c.pid)
+			close(c.done)
+			return
+		case is.exited:
 			st.Code, st.Signal = is.code, is.signal
 		}
 	}
+	c.ended(st)
+}
+
+// ended records how the child ended, once its whole tree is gone, and
+// closes done.
+func (c *Child) ended(st ExitStatus) {
 	st.Killed = st.Signal == syscall.SIGKILL && c.escalated.Load()
 	c.exit = st
-	if c.status != nil && !c.begun {
-		c.log.Debug("prepared namespace init ended unused", "pid", c.pid)
-		close(c.done)
-		return
-	}
-	attrs := []any{"pid", c.pid, "code", st.ExitCode(), "outcome", st.Outcome(), "runtime", exited.Sub(c.started)}
+	attrs := []any{"pid", c.pid, "code", st.ExitCode(), "outcome", st.Outcome(), "runtime", st.Exited.Sub(c.started)}
 	if st.Signal != 0 {
 		attrs = append(attrs, "signal", signalName(st.Signal))
 	}
@@ -450,7 +476,10 @@ func (c *Child) run(path string, argv []string, attr *os.ProcAttr, startBy time.
 func (c *Child) Pid() int { return c.pid }
 
 // Done is closed when the child has exited and been reaped. Other members of
-// its process group may still run; Stop ends them.
+// its process group may still run under pgroup; Stop ends them. Under pidns
+// and userns the whole tree is gone by then: the init has been reaped (and
+// so its namespace killed), or it reported, as the command exited, that
+// nothing else was left of the namespace, and it is reaped later.
 func (c *Child) Done() <-chan struct{} { return c.done }
 
 // Exit is the child's exit status. It is meaningful only once Done is closed;

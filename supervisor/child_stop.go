@@ -37,7 +37,8 @@ const (
 //  2. wait up to StopTimeout for the child (its main process) to exit,
 //  3. SIGKILL to the tree if it has not,
 //  4. wait until the child is reaped (under pidns and userns the kernel has then killed
-//     and reaped the whole namespace),
+//     and reaped the whole namespace, or the init reported it empty: see
+//     Done),
 //  5. under pgroup, SIGKILL whatever is left of the tree (workers, setsid'd
 //     daemons reparented to electd) and wait, at most 5 s, until none is
 //     left alive, reaping those reparented to electd; zombies whose parent

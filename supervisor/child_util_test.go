@@ -26,6 +26,9 @@ import (
 // as electd makes itself (cmd/electd's hideProcess): the /proc files of
 // what it forks belong to root until they exec.
 func TestMain(m *testing.M) {
+	if pid := os.Getenv(envHoldExit); pid != "" {
+		os.Exit(holdExitMain(pid))
+	}
 	if os.Getenv(envAsNobody) != "" {
 		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 			fmt.Fprintln(os.Stderr, "supervisor tests: PR_SET_DUMPABLE:", err)

@@ -28,11 +28,15 @@ type initStatus struct {
 	exited  bool
 	code    int
 	signal  syscall.Signal
+	// empty: when the command exited, nothing else was left of the
+	// namespace (nsinit's alone), and the init had closed its stdio.
+	empty bool
 }
 
 // readInitStatus reads status lines until the first one that settles a
-// step (ready, started or failed), or, with untilEnd, until the pipe's end.
-func readInitStatus(r *bufio.Reader, st *initStatus, untilEnd bool) error {
+// step (ready, started or failed), or, with toExit, until the command's
+// exit or the pipe's end.
+func readInitStatus(r *bufio.Reader, st *initStatus, toExit bool) error {
 	for {
 		line, err := r.ReadString('\n')
 		if line != "" {
@@ -48,15 +52,16 @@ func readInitStatus(r *bufio.Reader, st *initStatus, untilEnd bool) error {
 				st.failed, st.late = rest, true
 			case "exited":
 				f := strings.Fields(rest)
-				if len(f) == 2 {
+				if len(f) == 2 || len(f) == 3 && f[2] == "empty" {
 					code, err1 := strconv.Atoi(f[0])
 					sig, err2 := strconv.Atoi(f[1])
 					if err1 == nil && err2 == nil {
 						st.exited, st.code, st.signal = true, code, syscall.Signal(sig)
+						st.empty = len(f) == 3
 					}
 				}
 			}
-			if !untilEnd && (st.ready || st.started || st.failed != "") {
+			if toExit && st.exited || !toExit && (st.ready || st.started || st.failed != "") {
 				return nil
 			}
 		}

@@ -1,11 +1,14 @@
 package supervisor
 
 import (
+	"bufio"
 	"context"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -152,4 +155,56 @@ func BenchmarkBeginPrepared(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkExitToDone measures, per containment mode, the end of a term's
+// child as the handover has it: from the command's last write (date prints
+// the wall clock and exits; it is the whole tree) until Done, when electd
+// knows the tree is gone. The init's start is outside the figure (prepared
+// ahead under pidns and userns, as a candidate does). Run:
+//
+//	go test -run '^$' -bench ExitToDone -benchtime 200x ./supervisor/
+func BenchmarkExitToDone(b *testing.B) {
+	for _, mode := range modes {
+		b.Run(string(mode), func(b *testing.B) {
+			if _, _, err := ResolveContainment(mode); err != nil {
+				b.Skipf("SKIP: %v", err)
+			}
+			var gaps []time.Duration
+			for range b.N {
+				gaps = append(gaps, exitToDone(b, mode))
+			}
+			slices.Sort(gaps)
+			b.ReportMetric(ms(gaps[len(gaps)/2]), "ms-median")
+			b.ReportMetric(ms(gaps[len(gaps)*99/100]), "ms-p99")
+		})
+	}
+}
+
+func exitToDone(b *testing.B, mode Containment) time.Duration {
+	b.Helper()
+	pr, pw, err := os.Pipe()
+	must(b, err)
+	defer pr.Close()
+	spec := ChildSpec{Path: "/bin/date", Args: []string{"+%s%N"}, Containment: mode, Stdout: pw}
+	var c *Child
+	if mode == ContainPgroup {
+		c, err = StartChild(spec, nil)
+		must(b, err)
+	} else {
+		c, err = PrepareChild(spec, nil, time.Time{})
+		must(b, err)
+		must(b, c.Begin(spec))
+	}
+	pw.Close()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	must(b, err)
+	<-c.Done()
+	done := time.Now()
+	ns, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+	must(b, err)
+	if _, err := c.Stop(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return done.Sub(time.Unix(0, ns))
 }

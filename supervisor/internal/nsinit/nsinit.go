@@ -52,7 +52,10 @@
 //   - when the main process exits, writes its status on fd 4 and exits with
 //     its code (128+N for signal N). The kernel then SIGKILLs what is left of
 //     the namespace and reaps it before the init's own exit is reported, so
-//     once electd has reaped the init the whole tree is gone;
+//     once electd has reaped the init the whole tree is gone. When nothing
+//     is left by then (the init has no child: see alone), the status line
+//     says so ("empty"), after the init has closed its stdio: the tree is
+//     gone already, and electd need not wait for the init's own exit;
 //   - exits, and so kills the tree, when the control pipe reports electd gone
 //     (end of file), as Pdeathsig would; it sets its own Pdeathsig (an exec
 //     that raises privilege clears the one of electd's fork) and looks at
@@ -63,7 +66,8 @@
 // environment's length L (both little-endian), then L bytes: each entry of
 // the environment followed by a NUL (see Go).
 //
-// Status lines on fd 4: "ready", "started", then "exited CODE SIGNAL"; or
+// Status lines on fd 4: "ready", "started", then "exited CODE SIGNAL" or
+// "exited CODE SIGNAL empty"; or
 // "failed MESSAGE" when the command could not be started, or "late
 // MESSAGE" when it was not started because the moment had passed.
 package nsinit
@@ -201,11 +205,47 @@ func Main(args []string) int {
 		if ws.Signaled() {
 			code, sig = -1, int(ws.Signal())
 		}
-		report("exited %d %d", code, sig)
+		if !alone() {
+			report("exited %d %d", code, sig)
+		} else {
+			// Nothing of the tree is left: electd need not wait for the
+			// init's own exit and reaping to know it. The init's stdio
+			// (the tree's output pipes) closes first, so that what the
+			// tree wrote is all delivered once electd reads the line.
+			for fd := range 3 {
+				_ = syscall.Close(fd)
+			}
+			report("exited %d %d empty", code, sig)
+		}
 		if sig != 0 {
 			return 128 + sig
 		}
 		return code
+	}
+}
+
+// alone reaps the zombies left in the namespace and reports whether the
+// init is now its only process: wait4 has no child left (ECHILD). Every
+// other process of the namespace descends from the init: an orphan is
+// reparented to the init, or to a subreaper that is itself in the
+// namespace, and a process is never reparented out of it. So with no child
+// the tree is gone, and nothing can start in the namespace again (only a
+// process of the host that joins it with setns(2), which is not the
+// tree's, and which the init's exit still kills). A child that is still
+// running, or still exiting, is no answer: false, and the init's exit has
+// the kernel kill it. __WALL counts children of every kind.
+func alone() bool {
+	for {
+		var ws syscall.WaitStatus
+		got, err := syscall.Wait4(-1, &ws, syscall.WNOHANG|syscall.WALL, nil)
+		switch {
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case errors.Is(err, syscall.ECHILD):
+			return true
+		case err != nil || got == 0:
+			return false
+		}
 	}
 }
 
