@@ -403,7 +403,7 @@ func (c *Child) run(path string, argv []string, attr *os.ProcAttr, startBy time.
 	// Under an init, its status line of the command's exit may say the
 	// tree is gone before the init itself is reaped ("empty"): statusRead
 	// reads it meanwhile (and the init's status once it is reaped), and
-	// then ends the child at once.
+	// then ends the child at once, under pidns only (see trustsEmpty).
 	var (
 		is         initStatus
 		statusRead chan struct{}
@@ -413,9 +413,12 @@ func (c *Child) run(path string, argv []string, attr *os.ProcAttr, startBy time.
 		go func() {
 			defer close(statusRead)
 			<-c.initSeen // Begin has set started and begun, or never will
-			_ = readInitStatus(c.status, &is, true)
-			if c.begun && is.empty {
-				c.ended(ExitStatus{Code: is.code, Signal: is.signal, Started: c.started, Exited: time.Now()})
+			for readInitStatus(c.status, &is, true) == nil {
+				if c.begun && is.empty && c.trustsEmpty() {
+					c.ended(ExitStatus{Code: is.code, Signal: is.signal, Started: c.started, Exited: time.Now()})
+					return
+				}
+				is.empty = false // read on: the init's own line may follow
 			}
 		}()
 	}
@@ -445,7 +448,7 @@ func (c *Child) run(path string, argv []string, attr *os.ProcAttr, startBy time.
 		// killed (our SIGKILL, or electd's death), and with it the tree.
 		c.closeInitPipes() // the init is gone; nothing reads or writes them
 		switch {
-		case c.begun && is.empty:
+		case c.begun && is.empty && c.trustsEmpty():
 			return // ended when the init reported it
 		case !c.begun:
 			c.exit = st
@@ -458,6 +461,18 @@ func (c *Child) run(path string, argv []string, attr *os.ProcAttr, startBy time.
 	}
 	c.ended(st)
 }
+
+// trustsEmpty reports whether the init's word that its namespace is empty
+// may end the child before the init is reaped. Its status pipe is its fd 4,
+// which a process that may ptrace the init can open through /proc and write
+// a line of its own into. Under pidns the init is not dumpable (nsinit) and
+// the tree runs with electd's credentials: only a tree that is root on the
+// host (which may as well write electd's own memory through /proc) can, and
+// its honesty is assumed, as everywhere. Under userns the tree is root in
+// the init's user namespace, with CAP_SYS_PTRACE over the init, though it
+// can do nothing to electd: there the word is not taken, and the child
+// ends once the init is reaped (TestForgedEmptyLine).
+func (c *Child) trustsEmpty() bool { return c.mode() == ContainPidns }
 
 // ended records how the child ended, once its whole tree is gone, and
 // closes done.

@@ -133,19 +133,20 @@ func (c *Child) signalTree(sig syscall.Signal) {
 	}
 	for _, s := range sigs {
 		c.killGroup(s)
-		_, _ = c.signalMembers(s) // a failed listing is logged; the next pass lists again
+		_, _, _ = c.signalMembers(s) // a failed listing is logged; the next pass lists again
 	}
 }
 
 // signalMembers sends sig to the processes of the child's tree that
 // treeMembers finds (other than the leader, whose group killGroup signals),
-// and to their process groups, and returns how many processes it found; an
+// and to their process groups, and returns how many live processes it
+// found, and how many zombies of electd's own (treeMembers' lingering); an
 // error (/proc could not be listed) says nothing is known.
-func (c *Child) signalMembers(sig syscall.Signal) (int, error) {
-	pids, groups, err := treeMembers(c.pid, c.ticks, c.marker, c.groupGone.Load())
+func (c *Child) signalMembers(sig syscall.Signal) (alive, lingering int, err error) {
+	pids, groups, lingering, err := treeMembers(c.pid, c.ticks, c.marker, c.groupGone.Load())
 	if err != nil {
 		c.log.Warn("list the processes of the tree failed", "pid", c.pid, "err", err)
-		return 0, err
+		return 0, 0, err
 	}
 	for _, g := range groups {
 		if err := syscall.Kill(-g, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
@@ -157,7 +158,7 @@ func (c *Child) signalMembers(sig syscall.Signal) (int, error) {
 			c.log.Warn("signal tree member failed", "pid", pid, "signal", signalName(sig), "err", err)
 		}
 	}
-	return len(pids), nil
+	return len(pids), lingering, nil
 }
 
 // grace waits up to timeout for the child to exit and reports whether it
@@ -293,6 +294,8 @@ const survivorPoll = time.Second
 // parent exited, before its parent was reaped and so before the scan ended:
 // the next scan reads it as ours, and finds it (an orphan of ours is not
 // reaped while a scan runs, so a chain below it cannot break the same way).
+// A scan that reads a zombie of ours is not empty either: it may have
+// forked a successor after the listing (treeMembers' lingering).
 // Back to back under the every-orphan rule, which reads nothing of a
 // process that an exec changes; under the mark rule an environment reads
 // empty in the middle of an exec, so the second scan waits emptyScanPause,
@@ -337,7 +340,8 @@ func (c *Child) awaitMain() {
 const mainSweep = 100 * time.Millisecond
 
 // drainPass reaps what it may, SIGKILLs every process of the tree it finds
-// and the child's group, and reports whether it found none.
+// and the child's group, and reports whether it found none, not even a
+// zombie of electd's own that it has yet to reap (see treeMembers).
 func (c *Child) drainPass() (empty bool, rest int) {
 	if !c.groupGone.Load() && pidTaken(c.pid) {
 		// The leader is reaped, so a process with its pid is another one:
@@ -353,7 +357,7 @@ func (c *Child) drainPass() (empty bool, rest int) {
 		reapGroup(c.pid, c.log)
 	}
 	reapUnowned(c.log, c.ticks) // tree members reparented to electd
-	rest, err := c.signalMembers(syscall.SIGKILL)
+	rest, lingering, err := c.signalMembers(syscall.SIGKILL)
 	groupEmpty := c.groupGone.Load()
 	if !groupEmpty {
 		if kerr := syscall.Kill(-c.pid, syscall.SIGKILL); errors.Is(kerr, syscall.ESRCH) {
@@ -361,7 +365,7 @@ func (c *Child) drainPass() (empty bool, rest int) {
 			groupEmpty = true
 		}
 	}
-	return err == nil && rest == 0 && groupEmpty, rest
+	return err == nil && rest == 0 && lingering == 0 && groupEmpty, rest
 }
 
 // drainOutput waits, bounded, for the output copiers to deliver what is left

@@ -369,17 +369,25 @@ func usernsBlocker(err error) string {
 // groupGone says that leader's group was seen empty after the leader was
 // reaped: its id may since belong to a stranger, so it pulls in no one.
 //
+// lingering counts the tree's zombies that are electd's own (orphans
+// reparented to it, which it reaps): such a zombie may have forked a
+// successor after the listing, which the scan did not see and which is
+// reparented to electd, in a group of its own if it left the zombie's
+// (a chain that forks, changes group and exits over and over). A scan
+// that finds one proves nothing; the next, once it is reaped, sees what
+// it left.
+//
 // No orphan is reaped while a scan runs (it holds reaperMu): a process that
 // was listed is still there, alive or a zombie, when its stat is read, so a
 // chain of processes that each start a successor and exit cannot slip
 // between the listing and the reading. The error says /proc could not be
 // listed: then nothing is known, and the caller must not take it as empty.
-func treeMembers(leader int, start uint64, marker string, groupGone bool) (pids, groups []int, err error) {
+func treeMembers(leader int, start uint64, marker string, groupGone bool) (pids, groups []int, lingering int, err error) {
 	reaperMu.Lock()
 	defer reaperMu.Unlock()
 	procs, err := listProcs()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	children := map[int][]int{}
 	for pid, p := range procs {
@@ -434,11 +442,15 @@ func treeMembers(leader int, start uint64, marker string, groupGone bool) (pids,
 			seen[p.pgrp] = true
 			groups = append(groups, p.pgrp)
 		}
-		if pid != leader && running(pid, p) {
+		switch {
+		case pid == leader:
+		case running(pid, p):
 			pids = append(pids, pid)
+		case p.ppid == self:
+			lingering++
 		}
 	}
-	return pids, groups, nil
+	return pids, groups, lingering, nil
 }
 
 // orphanRule is how the pgroup sweep tells the child's orphans from

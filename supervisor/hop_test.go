@@ -173,3 +173,128 @@ func TestSweepCatchesForkHopper(t *testing.T) {
 		})
 	}
 }
+
+// groupHopSrc is a child whose main process becomes a chain that keeps
+// leaving its process group: it forks (or, with "clone" in MODE, clones
+// with CLONE_VM) a successor and exits; each successor first moves to a
+// group of its own (setpgid(0, 0); with "setsid" in MODE, a session),
+// waits until its parent is gone, and hops on, until HOP_US µs after the
+// main process started. The last one writes its pid to PIDFILE and sleeps.
+// A scan of /proc lists one process of the chain and reads it as a zombie
+// (reparented to electd), whose successor it did not list, in a group the
+// zombie's group kill does not reach. (From an adversarial review of the
+// sweep's back-to-back scans.)
+const groupHopSrc = `#define _GNU_SOURCE
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+static char stacks[8][65536] __attribute__((aligned(16)));
+static long long end_ns;
+static const char *pidfile;
+static volatile pid_t lastpid;
+static int sessions, clones;
+static long long now(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+static int hop(void *arg);
+static void next(long k) {
+	lastpid = getpid();
+	if (clones) {
+		if (clone(hop, stacks[(k + 1) % 8] + sizeof stacks[0], CLONE_VM | SIGCHLD, (void *)(k + 1)) > 0) _exit(0);
+		return;
+	}
+	pid_t c = fork();
+	if (c > 0) _exit(0);
+	if (c == 0) hop((void *)(k + 1));
+}
+static int hop(void *arg) {
+	long k = (long)arg;
+	pid_t parent = lastpid;
+	if (sessions) setsid(); else setpgid(0, 0);
+	while (getppid() == parent) sched_yield(); /* parent gone: its stack is free */
+	if (now() >= end_ns) {
+		char buf[32];
+		int n = snprintf(buf, sizeof buf, "%d\n", getpid());
+		int fd = open(pidfile, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0) { write(fd, buf, n); close(fd); }
+		for (;;) pause();
+	}
+	next(k);
+	for (;;) pause();
+}
+int main(int argc, char **argv) {
+	pidfile = argv[1];
+	end_ns = now() + atoll(argv[2]) * 1000LL;
+	sessions = strstr(argv[3], "setsid") != 0;
+	clones = strstr(argv[3], "clone") != 0;
+	next(0);
+	return 1;
+}
+`
+
+// TestSweepCatchesGroupHopper: the child's main process turns into a chain
+// that forks, leaves its group and exits, over and over, for a few ms (see
+// groupHopSrc), and then one of it settles. Stop, called as soon as the main
+// process is reaped (as a term's end does), must not return while any
+// process of the chain runs. A scan that reads one as a zombie of electd's
+// must not count as empty: with two back-to-back scans that did, the chain
+// outlived Stop in about half the runs (fork and setpgid, 8 ms), and with
+// them 10 ms apart it still did when it hopped for 20 ms (63 of 100 in the
+// review; 1 of 30 in a run of its test here).
+func TestSweepCatchesGroupHopper(t *testing.T) {
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("SKIP: no C compiler for the hopping child")
+	}
+	dir := t.TempDir()
+	src, bin := filepath.Join(dir, "grouphop.c"), filepath.Join(dir, "grouphop")
+	if err := os.WriteFile(src, []byte(groupHopSrc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cc, "-O2", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("cc: %v\n%s", err, out)
+	}
+	rctx, rcancel := context.WithCancel(context.Background())
+	t.Cleanup(rcancel)
+	go ReapOrphans(rctx, nil) // electd reaps orphans as they come (cmd/electd does)
+	for _, tt := range []struct {
+		name string
+		mode string
+		hop  time.Duration
+		runs int
+	}{
+		{name: "fork, setpgid, 8ms", mode: "fork", hop: 8 * time.Millisecond, runs: 40},
+		{name: "clone, setsid, 20ms", mode: "clone,setsid", hop: 20 * time.Millisecond, runs: 20},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for i := range tt.runs {
+				pidFile := filepath.Join(t.TempDir(), "settled")
+				started := time.Now()
+				c, err := StartChild(ChildSpec{Path: bin, Args: []string{pidFile, strconv.FormatInt(tt.hop.Microseconds(), 10), tt.mode},
+					Containment: ContainPgroup, Env: []string{"ELECTD_FENCING_TOKEN=" + strconv.Itoa(900+i)}}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitDone(t, c)
+				stopOK(t, c, context.Background())
+				// Any process of the chain left settles by tt.hop after the
+				// start and says so; a bounded look for it after that.
+				end := started.Add(tt.hop + 100*time.Millisecond)
+				for time.Now().Before(end) && len(readPids(pidFile)) == 0 {
+					time.Sleep(time.Millisecond)
+				}
+				if alive := aliveOf(readPids(pidFile)); len(alive) > 0 {
+					_ = syscall.Kill(alive[0], syscall.SIGKILL)
+					t.Fatalf("run %d: Stop returned, and process %d of the chain runs on", i, alive[0])
+				}
+			}
+		})
+	}
+}

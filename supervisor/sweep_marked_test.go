@@ -165,7 +165,7 @@ func TestMarkedSweepKillsInTime(t *testing.T) {
 			scanDone := make(chan time.Duration, 1)
 			go func() {
 				t0 := time.Now()
-				_, _, _ = treeMembers(c.pid, c.ticks, c.marker, false)
+				_, _, _, _ = treeMembers(c.pid, c.ticks, c.marker, false)
 				scanDone <- time.Since(t0)
 			}()
 			waitFor(t, "the scan to hold reaperMu", func() bool {

@@ -127,7 +127,7 @@ func treeMembersFindsExecingOrphans(t *testing.T) {
 	scans, missed := 0, map[int]int{}
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); scans++ {
 		found := map[int]bool{}
-		members, _, err := treeMembers(c.pid, c.ticks, c.marker, false)
+		members, _, _, err := treeMembers(c.pid, c.ticks, c.marker, false)
 		if err != nil {
 			t.Fatal(err)
 		}

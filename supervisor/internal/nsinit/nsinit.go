@@ -55,7 +55,9 @@
 //     once electd has reaped the init the whole tree is gone. When nothing
 //     is left by then (the init has no child: see alone), the status line
 //     says so ("empty"), after the init has closed its stdio: the tree is
-//     gone already, and electd need not wait for the init's own exit;
+//     gone already, and electd (under pidns, where the tree cannot write
+//     into the init's pipes unless it is root on the host: the init is not
+//     dumpable) need not wait for the init's own exit;
 //   - exits, and so kills the tree, when the control pipe reports electd gone
 //     (end of file), as Pdeathsig would; it sets its own Pdeathsig (an exec
 //     that raises privilege clears the one of electd's fork) and looks at
@@ -153,6 +155,18 @@ func Main(args []string) int {
 	// control watches it.
 	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0); e != 0 {
 		report("failed %s: set the parent-death signal: %v", path, e)
+		return 127
+	}
+	// Not dumpable: under pidns a process of the tree that is not root on
+	// the host may not open the init's pipes through /proc/PID/fd (and
+	// write a status line of its own), nor ptrace it, though it runs with
+	// the same uid (an electd with a file capability: its init, exec'd
+	// with AT_SECURE, is not dumpable anyway while fs.suid_dumpable is 0).
+	// Under userns the tree is root in the init's user namespace and may
+	// all the same (see supervisor's Child.trustsEmpty). The command, once
+	// exec'd, is dumpable as the kernel's rules say.
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0); e != 0 {
+		report("failed %s: make the init not dumpable: %v", path, e)
 		return 127
 	}
 	report("ready")
