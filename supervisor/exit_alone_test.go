@@ -29,10 +29,7 @@ func TestDoneWhenAloneBeforeInitReaped(t *testing.T) {
 	for _, mode := range nsModes {
 		t.Run(string(mode), func(t *testing.T) {
 			needMode(t, mode)
-			fifo := filepath.Join(t.TempDir(), "go")
-			if err := unix.Mkfifo(fifo, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			fifo := mkfifo(t, t.TempDir())
 			c, out := runSh(t, "echo up; read x < "+fifo+"; echo bye; exit 3", ChildSpec{Containment: mode})
 			out.waitFor(t, "up")
 			held, release := holdAtExit(t, c.Pid())
@@ -86,13 +83,7 @@ func TestForgedEmptyLine(t *testing.T) {
 					t.Skipf("SKIP: no setpriv (util-linux): %v", err)
 				}
 			}
-			fifo := filepath.Join(worldDir(t), "go")
-			if err := unix.Mkfifo(fifo, 0o666); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Chmod(fifo, 0o666); err != nil {
-				t.Fatal(err)
-			}
+			fifo := mkfifo(t, worldDir(t))
 			script := `read me comm st ppid rest < /proc/self/stat; echo "me $me"; read x < ` + fifo + `; ` +
 				`if echo "exited 0 0 empty" > /proc/$ppid/fd/4; then echo forged; else echo refused; fi; exec sleep 1000`
 			// exec: the script's shell is the command, the init's child.
@@ -124,10 +115,7 @@ func TestDoneWaitsForLeftovers(t *testing.T) {
 	for _, mode := range nsModes {
 		t.Run(string(mode), func(t *testing.T) {
 			needMode(t, mode)
-			fifo := filepath.Join(t.TempDir(), "go")
-			if err := unix.Mkfifo(fifo, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			fifo := mkfifo(t, t.TempDir())
 			script := `setsid sh -c 'read p rest < /proc/self/stat; echo "daemon $p"; exec sleep 1000' & read x < ` + fifo + `; exit 0`
 			c, out := runSh(t, script, ChildSpec{Containment: mode})
 			daemon := pidOf(t, out.waitFor(t, "\n"), "daemon")
@@ -167,6 +155,20 @@ func pidOf(t *testing.T, out, word string) int {
 	}
 	t.Fatalf("no %q line in %q", word, out)
 	return 0
+}
+
+// mkfifo makes the fifo "go" in dir, which anyone may open: a command
+// reads it to wait for the test (see letGo).
+func mkfifo(t *testing.T, dir string) string {
+	t.Helper()
+	fifo := filepath.Join(dir, "go")
+	if err := unix.Mkfifo(fifo, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(fifo, 0o666); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	return fifo
 }
 
 // letGo opens the fifo for writing, which lets the command's read end.

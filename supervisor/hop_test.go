@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -73,18 +72,7 @@ int main(int argc, char **argv) {
 // hopperBin compiles hopSrc into dir (skips without a C compiler).
 func hopperBin(t *testing.T, dir string) string {
 	t.Helper()
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		t.Skip("SKIP: no C compiler for the hopping worker")
-	}
-	src, bin := filepath.Join(dir, "hop.c"), filepath.Join(dir, "hop")
-	if err := os.WriteFile(src, []byte(hopSrc), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(cc, "-O2", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("cc: %v\n%s", err, out)
-	}
-	return bin
+	return ccBin(t, dir, "hop", hopSrc)
 }
 
 // hopCount reads the hopper's counter (0 if not there yet).
@@ -249,18 +237,7 @@ int main(int argc, char **argv) {
 // them 10 ms apart it still did when it hopped for 20 ms (63 of 100 in the
 // review; 1 of 30 in a run of its test here).
 func TestSweepCatchesGroupHopper(t *testing.T) {
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		t.Skip("SKIP: no C compiler for the hopping child")
-	}
-	dir := t.TempDir()
-	src, bin := filepath.Join(dir, "grouphop.c"), filepath.Join(dir, "grouphop")
-	if err := os.WriteFile(src, []byte(groupHopSrc), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(cc, "-O2", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("cc: %v\n%s", err, out)
-	}
+	bin := ccBin(t, t.TempDir(), "grouphop", groupHopSrc)
 	rctx, rcancel := context.WithCancel(context.Background())
 	t.Cleanup(rcancel)
 	go ReapOrphans(rctx, nil) // electd reaps orphans as they come (cmd/electd does)
