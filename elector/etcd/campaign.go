@@ -308,12 +308,14 @@ func (e *Elector) proclaimSince(ctx context.Context, s *session, since time.Time
 		If(clientv3.Compare(clientv3.CreateRevision(s.key), "=", s.rev)).
 		Then(clientv3.OpPut(s.key, e.leaderValue(s, since), clientv3.WithLease(s.lease))).
 		Commit()
-	switch {
-	case err != nil:
-		e.ins.StoreError("campaign", err)
-		e.log.Warn("could not record when the term began; observers will use their own clocks", "err", err)
+	if err != nil {
+		// Counted, and logged at most once per class and 30 s: a new leader
+		// retries it at the backoff's pace while the store is away.
+		e.fails.Failed("campaign", err, "what", "record when the term began; until then observers use their own clocks")
 		return err
-	case !resp.Succeeded:
+	}
+	e.fails.Answered("campaign")
+	if !resp.Succeeded {
 		return errNotHead
 	}
 	return nil
