@@ -48,7 +48,7 @@ func TestDoneWhenAloneBeforeInitReaped(t *testing.T) {
 			if st.Code != 3 {
 				t.Fatalf("exit %+v, want code 3", st)
 			}
-			// Its output is all delivered: the init closed its stdio first.
+			// Its output comes to its end: the init closed its stdio too.
 			out.waitFor(t, "bye\n")
 			if mode == ContainPidns && procGone(c.Pid()) {
 				t.Fatalf("the init %d is gone: the test did not hold it", c.Pid())

@@ -224,8 +224,9 @@ func Main(args []string) int {
 		} else {
 			// Nothing of the tree is left: electd need not wait for the
 			// init's own exit and reaping to know it. The init's stdio
-			// (the tree's output pipes) closes first, so that what the
-			// tree wrote is all delivered once electd reads the line.
+			// (the tree's output pipes) closes first, so that electd's
+			// copiers of the tree's output reach its end without waiting
+			// for the init's exit (Stop's drain then delivers the rest).
 			for fd := range 3 {
 				_ = syscall.Close(fd)
 			}
