@@ -203,8 +203,9 @@ type Child struct {
 	goSent    atomic.Bool   // the go message is written: the control pipe may carry forwarded signals
 	pipesOnce sync.Once
 
-	done chan struct{} // closed once the child is reaped and exit is set
-	exit ExitStatus
+	done       chan struct{} // closed once the child is reaped (or its tree is known gone) and exit is set
+	forkReaped chan struct{} // closed once the forked process (under an init: the init) is reaped
+	exit       ExitStatus
 
 	escalated atomic.Bool // Stop sent SIGKILL before the child was reaped
 	// groupGone: the child's process group was seen empty after the child
@@ -289,13 +290,14 @@ func newChild(spec ChildSpec, log *slog.Logger) (*Child, forkArgs, error) {
 		return nil, forkArgs{}, err
 	}
 	c := &Child{
-		spec:     spec,
-		log:      log.WithGroup("child"),
-		path:     path,
-		argv:     argv,
-		done:     make(chan struct{}),
-		stopDone: make(chan struct{}),
-		killNow:  make(chan struct{}),
+		spec:       spec,
+		log:        log.WithGroup("child"),
+		path:       path,
+		argv:       argv,
+		done:       make(chan struct{}),
+		forkReaped: make(chan struct{}),
+		stopDone:   make(chan struct{}),
+		killNow:    make(chan struct{}),
 	}
 	files, closeAfterStart, err := c.childFiles()
 	if err != nil {
@@ -378,6 +380,7 @@ func (c *Child) namespaced() bool { return c.mode() != ContainPgroup }
 // run forks the child on a locked OS thread (see StartChild), reports the
 // result on started, then waits for the child on that same thread.
 func (c *Child) run(path string, argv []string, attr *os.ProcAttr, startBy time.Duration, started chan<- error) {
+	defer close(c.forkReaped)
 	runtime.LockOSThread()
 	if startBy > 0 && clock.Monotonic() >= startBy {
 		runtime.UnlockOSThread()
@@ -493,9 +496,14 @@ func (c *Child) Pid() int { return c.pid }
 // Done is closed when the child has exited and been reaped. Other members of
 // its process group may still run under pgroup; Stop ends them. Under pidns
 // and userns the whole tree is gone by then: the init has been reaped (and
-// so its namespace killed), or it reported, as the command exited, that
-// nothing else was left of the namespace, and it is reaped later.
+// so its namespace killed), or (under pidns) it reported, as the command
+// exited, that nothing else was left of the namespace, and it is reaped
+// later (see Reaped).
 func (c *Child) Done() <-chan struct{} { return c.done }
+
+// Reaped is closed once the process electd forked (under pidns and userns:
+// the namespace init) is reaped, after Done.
+func (c *Child) Reaped() <-chan struct{} { return c.forkReaped }
 
 // Exit is the child's exit status. It is meaningful only once Done is closed;
 // before that it has only Started set and Code -1.

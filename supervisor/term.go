@@ -64,6 +64,7 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 		killNow bool        // the deadline cannot be trusted: no grace
 		// survivor: a child whose tree outlived the term.
 		survivor *Child
+		ran      []*Child // every child the term started
 	)
 	defer func() {
 		if restart != nil {
@@ -90,6 +91,7 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 			return
 		}
 		child, e.ran, e.exited, started = c, true, false, s.cfg.Clock.Now()
+		ran = append(ran, c)
 		// Starting takes time (under pidns and userns the init is electd re-executed):
 		// if the term ended meanwhile, the child stops at once.
 		if e.reason = s.over(ctx, term, stopBy); e.reason != "" {
@@ -182,6 +184,14 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 	s.give(ctx, term, e.reason, survivor == nil) // and answers the Resign callers
 	if survivor != nil {
 		s.awaitSurvivors(ctx, survivor)
+		return e
+	}
+	// Every tree of the term is gone. A namespace init that said so before
+	// its own exit (see Child.Done) is reaped at once, but after the term
+	// was given up: hold waits for it, so that nothing electd started is
+	// left when Run or RunOnce returns.
+	for _, c := range ran {
+		<-c.Reaped()
 	}
 	return e
 }
