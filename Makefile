@@ -96,7 +96,9 @@ torture: deps
 ## lock/elect and a naive Redis lock, and electd's redlock:// backend beside go-redsync/redsync v4 on
 ## three redis-servers (~8 min on 2 shared cores before the redlock phase, which adds about 1.5 min, and
 ## the etcd cluster's renewal windows, about 1 min), and electd's k8s:// backend beside client-go's
-## leaderelection on a real kube-apiserver (phase k8s, about 6.5 min; it needs bin/kube-apiserver);
+## leaderelection on a real kube-apiserver (phase k8s, about 6.5 min; it needs bin/kube-apiserver), and
+## renewals with etcd auth on and off side by side (phase auth, a 10-minute window): 26 min in all on
+## 2 cores on 2026-12-06;
 ## prints a table and writes it as Markdown to bin/bench-results.md (see docs/BENCHMARKS.md).
 ## One phase: make bench BENCHFLAGS='-only redlock' (add -quick for a smoke test). The etcd cluster's
 ## figures before and after a change, in one run: make bench BENCHFLAGS='-baseline REV' (electd built at
