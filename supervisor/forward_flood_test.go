@@ -39,6 +39,66 @@ func stopInit(t *testing.T, pid int) {
 	waitUntil(t, testDeadline, func() bool { return allThreadsStopped(pid) }, "the init %d stopped", pid)
 }
 
+// loopSpec runs the shell script traps, then "echo up" and a loop that
+// waits on sleeps (a command that reacts to its signals at once), under
+// mode, with its output in out.
+func loopSpec(traps string, mode Containment, out *syncBuf) ChildSpec {
+	return ChildSpec{
+		Path:        "/bin/sh",
+		Args:        []string{"-c", traps + `echo up; while :; do sleep 1000 & wait; done`},
+		Stdout:      out,
+		Containment: mode,
+	}
+}
+
+// beginHeld prepares spec's init, holds it stopped (stopInit), and begins
+// the term's command (token 9) on it in a goroutine, whose result comes on
+// begun; the caller lets the init go on (SIGCONT) when it has queued what
+// it means to.
+func beginHeld(t *testing.T, spec ChildSpec) (c *Child, begun <-chan error) {
+	t.Helper()
+	c, err := PrepareChild(spec, testLogger(t), spec.KillBy)
+	if err != nil {
+		t.Fatalf("PrepareChild: %v", err)
+	}
+	stopInit(t, c.Pid())
+	spec.Env = []string{"ELECTD_FENCING_TOKEN=9"}
+	ch := make(chan error, 1)
+	go func() { ch <- c.Begin(spec) }()
+	return c, ch
+}
+
+// stopResult is what Stop returned.
+type stopResult struct {
+	st  ExitStatus
+	err error
+}
+
+// stopAsync runs c.Stop, bounded by testDeadline, in a goroutine.
+func stopAsync(c *Child) <-chan stopResult {
+	ch := make(chan stopResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+		defer cancel()
+		st, err := c.Stop(ctx)
+		ch <- stopResult{st, err}
+	}()
+	return ch
+}
+
+// seenOrDone reports whether out holds s, or c is done (and so nothing
+// more will come).
+func seenOrDone(c *Child, out *syncBuf, s string) func() bool {
+	return func() bool {
+		select {
+		case <-c.Done():
+			return true
+		default:
+		}
+		return strings.Contains(out.String(), s)
+	}
+}
+
 // TestForwardedSignalNotDroppedBeforeFork: Child.Signal accepts a signal
 // to forward as soon as the go message is written, and returns nil; the
 // signal must reach the command. Here the init is held stopped (a loaded
@@ -51,21 +111,8 @@ func TestForwardedSignalNotDroppedBeforeFork(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			needMode(t, mode)
 			out := newSyncBuf()
-			spec := ChildSpec{
-				Path:        "/bin/sh",
-				Args:        []string{"-c", `trap 'echo HUP' HUP; echo up; while :; do sleep 1000 & wait; done`},
-				Stdout:      out,
-				Containment: mode,
-			}
-			c, err := PrepareChild(spec, testLogger(t), spec.KillBy)
-			if err != nil {
-				t.Fatalf("PrepareChild: %v", err)
-			}
+			c, begun := beginHeld(t, loopSpec(`trap 'echo HUP' HUP; `, mode, out))
 			pid := c.Pid()
-			stopInit(t, pid)
-			spec.Env = []string{"ELECTD_FENCING_TOKEN=9"}
-			begun := make(chan error, 1)
-			go func() { begun <- c.Begin(spec) }()
 			waitUntil(t, testDeadline, func() bool { return c.goSent.Load() }, "the go message written")
 			for range 64 {
 				if err := c.Signal(syscall.SIGCONT); err != nil {
@@ -88,15 +135,7 @@ func TestForwardedSignalNotDroppedBeforeFork(t *testing.T) {
 			})
 			// Trapped (echo HUP) or, if it came before the trap was set, the
 			// command's death by SIGHUP: either way it arrived.
-			arrived := func() bool {
-				select {
-				case <-c.Done():
-					return true
-				default:
-				}
-				return strings.Contains(out.String(), "HUP")
-			}
-			ok := within(testDeadline, arrived)
+			ok := within(testDeadline, seenOrDone(c, out, "HUP"))
 			if st := c.Exit(); !ok || (!strings.Contains(out.String(), "HUP") && st.Signal != syscall.SIGHUP) {
 				t.Fatalf("Signal(SIGHUP) returned nil after 64 SIGCONT, but the command never got it (waited %s): output %q, exit %+v",
 					testDeadline, out.String(), st)
@@ -117,13 +156,7 @@ func TestForwardFloodAfterStart(t *testing.T) {
 	const attempts, burst = 20, 5000
 	for attempt := 1; attempt <= attempts; attempt++ {
 		out := newSyncBuf()
-		spec := ChildSpec{
-			Path:        "/bin/sh",
-			Args:        []string{"-c", `trap 'echo HUP' HUP; echo up; while :; do sleep 1000 & wait; done`},
-			Stdout:      out,
-			Containment: ContainPidns,
-		}
-		c, err := StartChild(spec, testLogger(t))
+		c, err := StartChild(loopSpec(`trap 'echo HUP' HUP; `, ContainPidns, out), testLogger(t))
 		if err != nil {
 			t.Fatalf("StartChild: %v", err)
 		}
@@ -149,14 +182,7 @@ func TestForwardFloodAfterStart(t *testing.T) {
 		// Every byte read by the init (then the channel holds at most 64,
 		// which the relay hands on at once), then a bounded wait for the HUP.
 		waitUntil(t, testDeadline, func() bool { return queuedIn(pid, 3) == 0 }, "the init to read its control pipe")
-		lost := !within(testDeadline/5, func() bool {
-			select {
-			case <-c.Done():
-				return true
-			default:
-			}
-			return strings.Contains(out.String(), "HUP")
-		})
+		lost := !within(testDeadline/5, seenOrDone(c, out, "HUP"))
 		got, st := out.String(), c.Exit()
 		stop()
 		if lost || !strings.Contains(got, "HUP") {

@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"context"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,13 +21,8 @@ func TestForwardThenStopInOrder(t *testing.T) {
 	const attempts = 20
 	for attempt := 1; attempt <= attempts; attempt++ {
 		out := newSyncBuf()
-		spec := ChildSpec{
-			Path:        "/bin/sh",
-			Args:        []string{"-c", `trap 'echo TERM; exit 0' TERM; echo up; while :; do sleep 1000 & wait; done`},
-			Stdout:      out,
-			Containment: ContainPidns,
-			StopTimeout: 2 * time.Second,
-		}
+		spec := loopSpec(`trap 'echo TERM; exit 0' TERM; `, ContainPidns, out)
+		spec.StopTimeout = 2 * time.Second
 		c, err := StartChild(spec, testLogger(t))
 		if err != nil {
 			t.Fatalf("StartChild: %v", err)
@@ -39,17 +33,7 @@ func TestForwardThenStopInOrder(t *testing.T) {
 		if err := c.Signal(syscall.SIGTSTP); err != nil {
 			t.Fatalf("Signal(SIGTSTP): %v", err)
 		}
-		type result struct {
-			st  ExitStatus
-			err error
-		}
-		stopped := make(chan result, 1)
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
-			defer cancel()
-			st, err := c.Stop(ctx)
-			stopped <- result{st, err}
-		}()
+		stopped := stopAsync(c)
 		waitUntil(t, testDeadline, func() bool { return queuedIn(pid, 3) >= 2 }, "the forward and the stop byte queued")
 		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 			t.Fatalf("SIGCONT the init: %v", err)

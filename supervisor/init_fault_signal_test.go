@@ -24,14 +24,9 @@ func TestInitDropsFaultSignals(t *testing.T) {
 			for _, sig := range []syscall.Signal{syscall.SIGABRT, syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGFPE,
 				syscall.SIGILL, syscall.SIGTRAP, syscall.SIGSYS, syscall.SIGSTKFLT} {
 				out, errOut := newSyncBuf(), newSyncBuf()
-				spec := ChildSpec{
-					Path:        "/bin/sh",
-					Args:        []string{"-c", `trap 'echo WINCH' WINCH; echo up; while :; do sleep 1000 & wait; done`},
-					Stdout:      out,
-					Stderr:      errOut,
-					Containment: mode,
-					StopTimeout: testDeadline, // the stop signal, not SIGKILL, ends it
-				}
+				spec := loopSpec(`trap 'echo WINCH' WINCH; `, mode, out)
+				spec.Stderr = errOut
+				spec.StopTimeout = testDeadline // the stop signal, not SIGKILL, ends it
 				c, err := StartChild(spec, testLogger(t))
 				if err != nil {
 					t.Fatalf("StartChild: %v", err)

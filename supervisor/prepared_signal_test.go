@@ -27,12 +27,7 @@ func TestPreparedInitSignalNotForwarded(t *testing.T) {
 	const attempts = 20
 	for attempt := 1; attempt <= attempts; attempt++ {
 		out := newSyncBuf()
-		spec := ChildSpec{
-			Path:        "/bin/sh",
-			Args:        []string{"-c", `trap 'echo TERM' TERM; trap 'echo WINCH' WINCH; echo up; while :; do sleep 1000 & wait; done`},
-			Stdout:      out,
-			Containment: ContainPidns,
-		}
+		spec := loopSpec(`trap 'echo TERM' TERM; trap 'echo WINCH' WINCH; `, ContainPidns, out)
 		c, err := PrepareChild(spec, testLogger(t), spec.KillBy)
 		if err != nil {
 			t.Fatalf("PrepareChild: %v", err)
@@ -53,20 +48,10 @@ func TestPreparedInitSignalNotForwarded(t *testing.T) {
 		if err := <-begun; err != nil {
 			t.Fatalf("Begin: %v", err)
 		}
-		seen := func(s string) func() bool {
-			return func() bool {
-				select {
-				case <-c.Done():
-					return true
-				default:
-				}
-				return strings.Contains(out.String(), s)
-			}
-		}
-		waitUntil(t, testDeadline, seen("up"), "the command up (or gone)")
+		waitUntil(t, testDeadline, seenOrDone(c, out, "up"), "the command up (or gone)")
 		_ = syscall.Kill(pid, syscall.SIGTERM) // to the running init: for nobody either
 		_ = c.Signal(syscall.SIGWINCH)         // the init may be gone with the command
-		waitUntil(t, testDeadline, seen("WINCH"), "the marker forwarded (or the command gone)")
+		waitUntil(t, testDeadline, seenOrDone(c, out, "WINCH"), "the marker forwarded (or the command gone)")
 		got, st := out.String(), c.Exit()
 		ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 		_, _ = c.Stop(ctx)

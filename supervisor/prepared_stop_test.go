@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"context"
 	"syscall"
 	"testing"
 	"time"
@@ -20,35 +19,13 @@ func TestStopDuringBeginNotLost(t *testing.T) {
 	const attempts = 10
 	for attempt := 1; attempt <= attempts; attempt++ {
 		out := newSyncBuf()
-		spec := ChildSpec{
-			Path:        "/bin/sh",
-			Args:        []string{"-c", `echo up; while :; do sleep 1000 & wait; done`},
-			Stdout:      out,
-			Containment: ContainPidns,
-			StopTimeout: 3 * time.Second,
-		}
-		c, err := PrepareChild(spec, testLogger(t), spec.KillBy)
-		if err != nil {
-			t.Fatalf("PrepareChild: %v", err)
-		}
+		spec := loopSpec("", ContainPidns, out)
+		spec.StopTimeout = 3 * time.Second
+		c, begun := beginHeld(t, spec)
 		pid := c.Pid()
-		stopInit(t, pid)
-		spec.Env = []string{"ELECTD_FENCING_TOKEN=9"}
-		begun := make(chan error, 1)
-		go func() { begun <- c.Begin(spec) }()
 		waitUntil(t, testDeadline, func() bool { return c.goSent.Load() }, "the go message written")
 		queued := queuedIn(pid, 3)
-		type result struct {
-			st  ExitStatus
-			err error
-		}
-		stopped := make(chan result, 1)
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
-			defer cancel()
-			st, err := c.Stop(ctx)
-			stopped <- result{st, err}
-		}()
+		stopped := stopAsync(c)
 		waitUntil(t, testDeadline, func() bool { return queuedIn(pid, 3) > queued }, "the stop byte queued")
 		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 			t.Fatalf("SIGCONT the init: %v", err)

@@ -42,18 +42,13 @@ func TestKeptStreamStaleNoLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cli.Close() })
-	ps := newPins(cli)
-	t.Cleanup(func() { _ = ps.close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	lease, err := c.Client(t).Grant(ctx, 60)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := ps.at(0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := firstPin(t, cli)
 	k := keeper{parent: ctx}
 	defer k.close()
 	renew := func() error {

@@ -132,18 +132,13 @@ func TestPinnedRenewalRefusedAtOnce(t *testing.T) {
 func TestKeptStreamRenewsAfterRestart(t *testing.T) {
 	srv := testenv.StartEtcd(t)
 	cli := srv.Client(t)
-	ps := newPins(cli)
-	t.Cleanup(func() { _ = ps.close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	lease, err := cli.Grant(ctx, 30)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := ps.at(0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := firstPin(t, cli)
 	k := keeper{parent: ctx}
 	defer k.close()
 	if _, err := k.keepAlive(ctx, p, clientv3.LeaseID(lease.ID)); err != nil {
@@ -165,6 +160,19 @@ func TestKeptStreamRenewsAfterRestart(t *testing.T) {
 	if k.stream == kept {
 		t.Fatal("the renewal after the restart went on the stream kept from before it")
 	}
+}
+
+// firstPin is the pin of cli's first member; cli's pins are closed when
+// the test ends.
+func firstPin(t *testing.T, cli *clientv3.Client) *pin {
+	t.Helper()
+	ps := newPins(cli)
+	t.Cleanup(func() { _ = ps.close() })
+	p, err := ps.at(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // keepAliveOnce sends one renewal of lease through p on a stream of its
