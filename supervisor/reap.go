@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -38,7 +37,13 @@ import (
 //
 // This keeps the ordinary os.Process.Wait (pidfd based) for our children
 // instead of routing every status through one central wait loop, and it
-// survives lost or coalesced SIGCHLDs: every pass looks at all children. The
+// survives coalesced SIGCHLDs: every pass looks at all children, and a
+// SIGCHLD that comes during a pass leaves a token that starts another.
+// None is lost: one is sent for every child that exits, and for every
+// orphan that was already a zombie when it was reparented to electd (the
+// kernel resets a reparented orphan's exit signal to SIGCHLD). So the
+// reaper does not also look on a timer: it would scan /proc (this kernel
+// has no /proc/PID/task/TID/children) every few seconds for nothing. The
 // one limit: children that other code in this process starts by other means
 // (os/exec) are not marked, and an unmarked child that has exited is
 // reaped here; so while ReapOrphans runs, start children only with
@@ -97,16 +102,12 @@ func isSubreaper() (bool, error) {
 	return *v != 0, nil
 }
 
-// reapBackstop is how often ReapOrphans looks even without a SIGCHLD.
-const reapBackstop = 2 * time.Second
-
 // ReapOrphans reaps orphaned descendants that were reparented to electd,
 // until ctx ends. It acts only when electd is PID 1 or a child subreaper
 // (call BecomeSubreaper first); otherwise orphans go to another reaper and
 // it returns at once. It never takes the exit status of a child started by
 // StartChild (see the reaping design above), and it never calls
-// wait4(-1). It looks on every SIGCHLD, and every few seconds in case a
-// signal was missed.
+// wait4(-1). It looks when it starts and on every SIGCHLD.
 func ReapOrphans(ctx context.Context, log *slog.Logger) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -122,15 +123,12 @@ func ReapOrphans(ctx context.Context, log *slog.Logger) {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGCHLD)
 	defer signal.Stop(sigs)
-	tick := time.NewTicker(reapBackstop)
-	defer tick.Stop()
 	for {
 		reapUnowned(log, 0)
 		select {
 		case <-ctx.Done():
 			return
 		case <-sigs:
-		case <-tick.C:
 		}
 	}
 }

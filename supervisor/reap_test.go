@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -90,6 +92,40 @@ func TestReapOrphansKeepsChildStatus(t *testing.T) {
 	}
 	waitUntil(t, testDeadline, func() bool { return len(zombieChildren()) == 0 },
 		"zombies remain: %v", zombieChildren())
+}
+
+// TestReapOrphansAdoptedZombie: an orphan that is already a zombie when it
+// is reparented to electd (its parent never waited for it, then died) is
+// reaped too. Its adoption is the only cue: the parent that dies is not
+// electd's child, so no other SIGCHLD comes, and the reaper does not look
+// on a timer.
+func TestReapOrphansAdoptedZombie(t *testing.T) {
+	runReaper(t)
+	// p forks z, which exits at once, and becomes a sleep that never
+	// waits: z stays its zombie. The child, a sleep too, outlives p (its
+	// own exit would have Stop's sweep reap the group).
+	c, out := runSh(t, "( sh -c 'exit 3' & echo $!; exec sleep 1000 ) & echo $!; exec sleep 1000", ChildSpec{})
+	waitUntil(t, testDeadline, func() bool { return len(strings.Fields(out.String())) >= 2 }, "child printed %q, want two pids", out.String())
+	lines := strings.Fields(out.String())
+	var z, p int
+	for _, l := range lines[:2] {
+		pid, err := strconv.Atoi(l)
+		if err != nil {
+			t.Fatalf("child printed %q, want two pids", out.String())
+		}
+		t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+		if st, err := readStat(pid); err == nil && st.ppid == c.Pid() {
+			p = pid
+		} else {
+			z = pid
+		}
+	}
+	waitUntil(t, testDeadline, func() bool { st, err := readStat(z); return err == nil && st.state == 'Z' && st.ppid == p },
+		"z %d did not become p %d's zombie", z, p)
+	if err := syscall.Kill(p, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, testDeadline, func() bool { return procGone(z) }, "zombie %d adopted by the test process (subreaper) was not reaped", z)
 }
 
 func TestReapOrphansReturnsWhenNotSubreaper(t *testing.T) {
