@@ -34,15 +34,18 @@ package testenv
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago (it
-// listens on port 0 and closes). Another process may take it meanwhile.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago (see
+// freePort). Another process may take it meanwhile.
 func FreePort(t testing.TB) int {
 	t.Helper()
 	port, err := freePort()
@@ -52,16 +55,52 @@ func FreePort(t testing.TB) int {
 	return port
 }
 
+// freePort returns a port that was free a moment ago, chosen at random
+// below the kernel's ephemeral range (net.ipv4.ip_local_port_range). The
+// kernel never gives a port there to an outgoing connection's source or to
+// a listen on port 0, which the tests (and a second run of them on the same
+// host) do all the time: so a server that restarts on its own port, as an
+// etcd member does, finds it free again, unless another test drew the same
+// port meanwhile (one chance in thousands), where a port of the ephemeral
+// range was often taken.
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find free port: %w", err)
+	lo, hi := portPool()
+	for range 100 {
+		port := lo + rand.IntN(hi-lo)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // in use
+		}
+		if err := ln.Close(); err != nil {
+			return 0, fmt.Errorf("find free port: close listener: %w", err)
+		}
+		return port, nil
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	if err := ln.Close(); err != nil {
-		return 0, fmt.Errorf("find free port: close listener: %w", err)
+	return 0, fmt.Errorf("find free port: 100 random ports in [%d, %d) were all in use", lo, hi)
+}
+
+// portPool is the range freePort draws from: the 16384 ports below the
+// ephemeral range, or, where that range starts too low to leave them, the
+// ports above it.
+func portPool() (lo, hi int) {
+	elo, ehi := 32768, 60999 // Linux's default
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			a, err1 := strconv.Atoi(f[0])
+			z, err2 := strconv.Atoi(f[1])
+			if err1 == nil && err2 == nil && a <= z {
+				elo, ehi = a, z
+			}
+		}
 	}
-	return port, nil
+	const size = 16384
+	if elo-size >= 1024 {
+		return elo - size, elo
+	}
+	if ehi+1+size <= 65536 {
+		return ehi + 1, ehi + 1 + size
+	}
+	return 1024, 65536 // no room outside it: anywhere
 }
 
 // freePorts returns n distinct free ports.

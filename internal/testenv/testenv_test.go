@@ -18,6 +18,21 @@ func TestFreePort(t *testing.T) {
 		t.Fatalf("listen on the free port %d: %v", port, err)
 	}
 	_ = ln.Close()
+	// Out of the ephemeral range, where outgoing connections take ports:
+	// a member restarting on its port must find it free.
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		t.Skipf("no ephemeral range to check against: %v", err)
+	}
+	var elo, ehi int
+	if _, err := fmt.Sscan(string(b), &elo, &ehi); err != nil {
+		t.Fatalf("ip_local_port_range %q: %v", b, err)
+	}
+	for range 50 {
+		if p := FreePort(t); p >= elo && p <= ehi {
+			t.Fatalf("FreePort gave %d, in the ephemeral range [%d, %d]", p, elo, ehi)
+		}
+	}
 }
 
 func TestModuleRoot(t *testing.T) {
