@@ -6,7 +6,7 @@ KUBE_APISERVER := $(BIN)/kube-apiserver
 KUBE_APISERVER_MOD := test/servers/kube-apiserver
 GOTESTFLAGS ?=
 
-.PHONY: test deps etcd kube-apiserver redis-server nft build vet fmt demo clean fuzz
+.PHONY: test deps etcd kube-apiserver redis-server nft build release vet fmt demo clean fuzz
 
 ## test: install what the tests need (redis-server, nft, etcd, kube-apiserver), then run every test with -race.
 test: deps
@@ -54,6 +54,14 @@ nft:
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/electd ./cmd/electd
+
+## release: the production build, as the Dockerfile makes it (internal/release
+## says why each flag): static, without the embedded etcd, stripped.
+VERSION ?= dev
+release:
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -tags noembed,grpcnotrace,urfave_cli_no_docs \
+	  -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/electd-release ./cmd/electd
 
 vet:
 	$(GO) vet ./...

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"os"
 	"os/exec"
@@ -10,11 +11,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/electd/electd/internal/release"
 )
 
-// TestProductionBuild builds electd as the Dockerfile does (-tags noembed,
-// without the embedded etcd) and checks that it runs, and that demo and dev
-// refuse with a message saying why, leaving nothing behind.
+// TestProductionBuild builds electd as the Dockerfile does
+// (internal/release: without the embedded etcd, static, stripped) and
+// checks that it runs, and that demo and dev refuse with a message saying
+// why, leaving nothing behind.
 func TestProductionBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a binary")
@@ -27,9 +31,24 @@ func TestProductionBuild(t *testing.T) {
 	exe := filepath.Join(dir, "electd")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	build := exec.CommandContext(ctx, goTool, "build", "-tags", "noembed", "-o", exe, ".")
+	args := release.BuildArgs(exe, ".", "")
+	build := exec.CommandContext(ctx, goTool, args...)
+	build.Env = append(os.Environ(), release.Env...)
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags noembed: %v\n%s", err, out)
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	// Static (CGO_ENABLED=0): no program interpreter, no libc.
+	f, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Errorf("the production build is dynamically linked: build it with %s", strings.Join(release.Env, " "))
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 	tmp := t.TempDir() // demo and dev create their data directories here
 	tests := []struct {

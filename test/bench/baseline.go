@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/electd/electd/internal/release"
 )
 
 // build is one electd binary a phase runs. Every phase runs the tree's
@@ -16,7 +18,7 @@ import (
 // runs REV's, built the same way, beside it (figures "before" and
 // "after" a change, measured in one run on the same machine and load).
 type build struct {
-	bin   string // production build (-tags noembed)
+	bin   string // production build (internal/release)
 	label string // in subjects and notes; "" when only one build is measured
 	key   string // in election names: "" or "base-"
 }
@@ -57,7 +59,8 @@ func (e *env) compared() []build {
 }
 
 // buildBaseline builds cmd/electd at rev as build builds the tree's
-// (go build -tags noembed, the same toolchain and environment), from `git
+// (internal/release's production build, the same toolchain and
+// environment), from `git
 // archive rev` unpacked into the temporary directory and removed once
 // built. An archive rather than `git worktree add`: it leaves the
 // repository's metadata (shared by every worktree of it) untouched, and
@@ -97,13 +100,14 @@ func (e *env) buildBaseline(ctx context.Context, rev string) error {
 		return fmt.Errorf("tar -x of git archive %s: %v: %s", short, err, tarErr.String())
 	}
 	bin := filepath.Join(e.dir, "bin", "electd-baseline")
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", bin, "-tags", "noembed", "./cmd/electd")
+	args := release.BuildArgs(bin, "./cmd/electd", "")
+	cmd := exec.CommandContext(ctx, goTool(), args...)
 	cmd.Dir = src
 	// The archive lies outside the tree: a go.work named by the
 	// environment would build other modules' copies into it.
-	cmd.Env = append(os.Environ(), "GOWORK=off")
+	cmd.Env = append(append(os.Environ(), release.Env...), "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("baseline %s: go build -tags noembed ./cmd/electd: %v\n%s", short, err, out)
+		return fmt.Errorf("baseline %s: go %s: %v\n%s", short, strings.Join(args, " "), err, out)
 	}
 	e.baseline = build{bin: bin, label: baselineLabel + " " + short, key: "base-"}
 	e.treeDesc = treeLabel // with HEAD, for the header; rows say treeLabel

@@ -4,9 +4,9 @@
 //
 //	make bench        # = go run ./test/bench -md bin/bench-results.md
 //
-// It builds electd as production builds it (-tags noembed: without the
-// embedded etcd of demo and dev; plain and stripped) and, for its size, the
-// default build; the recorder child (test/recorder),
+// It builds electd as production builds it (internal/release: static,
+// without the embedded etcd of demo and dev, stripped) and, for its size,
+// the default build; the recorder child (test/recorder),
 // etcd and etcdctl (from the modules pinned in go.mod), starts its own etcd
 // and redis-server processes on loopback (one pair shared by the timing
 // phases, and separate ones where it counts store requests, so that nothing
@@ -67,6 +67,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/electd/electd/internal/release"
 	"github.com/electd/electd/internal/testenv"
 )
 
@@ -100,7 +101,7 @@ type env struct {
 	root string // module root
 	dir  string // temporary: logs, data, binaries
 
-	electd, electdStripped, electdFull, recorder, etcdctl, etcdBin, redisBin, sleepBin string
+	electd, electdFull, recorder, etcdctl, etcdBin, redisBin, sleepBin string
 
 	baseline build  // -baseline REV's electd; zero without
 	treeDesc string // the tree's label beside a baseline
@@ -125,7 +126,7 @@ func mainErr() int {
 		timeout = flag.Duration("timeout", 40*time.Minute, "give up after this long")
 		keep    = flag.Bool("keep", false, "keep the temporary directory (logs) after the run")
 		kfigs   = flag.String("k8s-figures", "", "comma-separated figures of the k8s phase to measure (1 handover, 2 crash, 3 cut-off, 4 idle, 5 per change); default all")
-		base    = flag.String("baseline", "", "git revision: the etcd-cluster phase also measures electd built at it (as the tree's: go build -tags noembed), side by side")
+		base    = flag.String("baseline", "", "git revision: the etcd-cluster phase also measures electd built at it (the production build, as the tree's), side by side")
 	)
 	cfg := config{trials: 30, longTrials: 30, electTrials: 10, sentinelTrials: 10, idleWindow: time.Minute, authWindow: 10 * time.Minute, loadRun: 3 * time.Second, groups: 6,
 		redlockTrials: 50, redlockWindow: 16 * time.Second, redlockCutTrials: 5}
@@ -303,33 +304,29 @@ func (e *env) parallel(ctx context.Context, fs ...func(context.Context)) {
 func (e *env) build(ctx context.Context) error {
 	bin := filepath.Join(e.dir, "bin")
 	e.electd = filepath.Join(bin, "electd")
-	e.electdStripped = filepath.Join(bin, "electd-stripped")
 	e.electdFull = filepath.Join(bin, "electd-full")
 	e.recorder = filepath.Join(bin, "recorder")
 	e.etcdctl = filepath.Join(bin, "etcdctl")
 	e.etcdBin = filepath.Join(bin, "etcd")
-	// Every phase runs the production build (see the Dockerfile): without
-	// the embedded etcd that only demo and dev use.
-	builds := []struct{ out, pkg, ldflags, tags string }{
-		{e.electd, "./cmd/electd", "", "noembed"},
-		{e.electdStripped, "./cmd/electd", "-s -w", "noembed"},
-		{e.electdFull, "./cmd/electd", "", ""},
-		{e.recorder, "./test/recorder", "", ""},
-		{e.etcdctl, "go.etcd.io/etcd/etcdctl/v3", "", ""},
-		{e.etcdBin, "go.etcd.io/etcd/server/v3", "", ""},
+	// Every phase runs the production build (internal/release, as the
+	// Dockerfile makes it).
+	builds := []struct {
+		out  string
+		args []string
+		env  []string
+	}{
+		{e.electd, release.BuildArgs(e.electd, "./cmd/electd", ""), release.Env},
+		{e.electdFull, []string{"build", "-o", e.electdFull, "./cmd/electd"}, nil},
+		{e.recorder, []string{"build", "-o", e.recorder, "./test/recorder"}, nil},
+		{e.etcdctl, []string{"build", "-o", e.etcdctl, "go.etcd.io/etcd/etcdctl/v3"}, nil},
+		{e.etcdBin, []string{"build", "-o", e.etcdBin, "go.etcd.io/etcd/server/v3"}, nil},
 	}
 	for _, b := range builds {
 		start := time.Now()
-		args := []string{"build", "-o", b.out}
-		if b.ldflags != "" {
-			args = append(args, "-ldflags", b.ldflags)
-		}
-		if b.tags != "" {
-			args = append(args, "-tags", b.tags)
-		}
-		args = append(args, b.pkg)
+		args := b.args
 		cmd := exec.CommandContext(ctx, goTool(), args...)
 		cmd.Dir = e.root
+		cmd.Env = append(os.Environ(), b.env...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
@@ -391,7 +388,7 @@ func (e *env) builds() string {
 	if e.baseline.bin == "" {
 		return ""
 	}
-	return fmt.Sprintf("Builds compared in the etcd-cluster phase: %s and %s (git archive of it), both go build -tags noembed.", e.treeDesc, e.baseline.label)
+	return fmt.Sprintf("Builds compared in the etcd-cluster phase: %s and %s (git archive of it), both production builds (%s).", e.treeDesc, e.baseline.label, release.Command("electd", "./cmd/electd"))
 }
 
 // machine describes the host: CPUs, CPU model, kernel, Go, load.
