@@ -396,8 +396,15 @@ func (c *Child) drainOutput() {
 	}
 }
 
-// reapGroup reaps every exited child of ours whose process group is pgid.
+// reapGroup reaps every exited child of ours whose process group is pgid
+// (and has the orphan reaper look again after, see the reaping design).
 func reapGroup(pgid int, log *slog.Logger) {
+	reaped := false
+	defer func() {
+		if reaped {
+			nudgeReaper()
+		}
+	}()
 	for {
 		var ws unix.WaitStatus
 		pid, err := unix.Wait4(-pgid, &ws, unix.WNOHANG, nil)
@@ -407,6 +414,7 @@ func reapGroup(pgid int, log *slog.Logger) {
 		if err != nil || pid <= 0 {
 			return
 		}
+		reaped = true
 		log.Debug("reaped group member", "pid", pid, "code", exitCodeOf(ws))
 	}
 }

@@ -36,15 +36,26 @@ import (
 //     never touched, so the waiters in StartChild always get their own status.
 //
 // This keeps the ordinary os.Process.Wait (pidfd based) for our children
-// instead of routing every status through one central wait loop, and it
-// survives coalesced SIGCHLDs: every pass looks at all children, and a
-// SIGCHLD that comes during a pass leaves a token that starts another.
-// None is lost: one is sent for every child that exits, and for every
-// orphan that was already a zombie when it was reparented to electd (the
-// kernel resets a reparented orphan's exit signal to SIGCHLD). So the
-// reaper does not also look on a timer: it would scan /proc (this kernel
-// has no /proc/PID/task/TID/children) every few seconds for nothing. The
-// one limit: children that other code in this process starts by other means
+// instead of routing every status through one central wait loop. The
+// reaper looks when it starts, on every SIGCHLD, and after every reaping
+// done elsewhere (reapedElsewhere), and on nothing else:
+//
+//   - No SIGCHLD is lost: one comes for every child that exits, and for
+//     every orphan that was already a zombie when it was reparented to
+//     electd (the kernel resets a reparented orphan's exit signal to
+//     SIGCHLD). They coalesce, but one that comes during a pass leaves a
+//     token that starts another, which looks at every child.
+//   - A pass may not see every child, though: the kernel builds
+//     /proc/PID/task/TID/children by index, one read(2) at a time, so a
+//     child that someone else reaps between two reads (a StartChild
+//     waiter, Stop's reapGroup, the containment probe: they do not hold
+//     reaperMu) hides the one after it from that pass. Its SIGCHLD may
+//     have been spent on that very pass. So each of them, once it has
+//     reaped, has the reaper look again (nudgeReaper): the last pass
+//     begins after the last reaping done elsewhere, and a pass that no
+//     such reaping overlaps sees every child.
+//
+// The one limit: children that other code in this process starts by other means
 // (os/exec) are not marked, and an unmarked child that has exited is
 // reaped here; so while ReapOrphans runs, start children only with
 // StartChild. Stop separately reaps the leftovers of a child's own process
@@ -79,6 +90,7 @@ func disown(pid int) {
 	reaperMu.Lock()
 	delete(owned, pid)
 	reaperMu.Unlock()
+	nudgeReaper()
 }
 
 // BecomeSubreaper makes electd a child subreaper (PR_SET_CHILD_SUBREAPER):
@@ -107,7 +119,8 @@ func isSubreaper() (bool, error) {
 // (call BecomeSubreaper first); otherwise orphans go to another reaper and
 // it returns at once. It never takes the exit status of a child started by
 // StartChild (see the reaping design above), and it never calls
-// wait4(-1). It looks when it starts and on every SIGCHLD.
+// wait4(-1). It looks when it starts, on every SIGCHLD, and after each
+// reaping done elsewhere in this package (see the reaping design).
 func ReapOrphans(ctx context.Context, log *slog.Logger) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -129,7 +142,21 @@ func ReapOrphans(ctx context.Context, log *slog.Logger) {
 		case <-ctx.Done():
 			return
 		case <-sigs:
+		case <-reapedElsewhere:
 		}
+	}
+}
+
+// reapedElsewhere holds a token when a child of electd was reaped outside
+// ReapOrphans since its last pass began (see the reaping design).
+var reapedElsewhere = make(chan struct{}, 1)
+
+// nudgeReaper has ReapOrphans look again, after a reaping of its own by
+// code that does not hold reaperMu.
+func nudgeReaper() {
+	select {
+	case reapedElsewhere <- struct{}{}:
+	default: // a pass is due already
 	}
 }
 
