@@ -24,7 +24,7 @@ func TestReapOrphansAfterReapedElsewhere(t *testing.T) {
 		t.Skip("no /proc/PID/task/TID/children: childPids scans /proc, which does not miss children")
 	}
 	bin := ccBin(t, t.TempDir(), "orphans", orphansSrc)
-	const m, k, trials = 3000, 300, 6
+	const m, k, trials = 1500, 200, 8
 	for trial := range trials {
 		g, vg := orphanGroups(t, bin, m, k)
 		victims := groupOf(vg)

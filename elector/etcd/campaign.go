@@ -230,6 +230,7 @@ func (e *Elector) claim(cctx, ctx context.Context, s *session, try bool) (*elect
 		if try {
 			return nil, elector.ErrBusy
 		}
+		e.watching.Add(1)
 		lw := e.watchAhead(cctx)
 		lw.offer(ahead[0])
 		err = e.waitDelete(cctx, string(ahead[0].Key), resp.Header.Revision+1, lw.offer)

@@ -35,6 +35,10 @@ type Elector struct {
 	wg     sync.WaitGroup // every goroutine the Elector starts
 
 	wakeups atomic.Uint64
+	// watching counts the claims that found a candidate ahead and began
+	// to watch it: from then on that candidate's deletion is seen however
+	// soon it comes (the watch starts at the claim's revision).
+	watching atomic.Uint64
 	// unclaimed counts the terms this candidate began on its
 	// predecessor's deletion, by a read of the election (firstNow),
 	// without a claim of its own.

@@ -37,11 +37,9 @@ func handoverPair(t *testing.T, srv *testenv.Etcd, election string) (a, b *Elect
 		}
 		won <- term
 	}()
-	cli := srv.Client(t)
-	electortest.Eventually(t, 10*time.Second, "b queued", func() bool {
-		g, err := cli.Get(ctx, DefaultPrefix+election+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-		return err == nil && g.Count == 2
-	})
+	// Queued, and past its claim: a resignation before b's claim would
+	// have b claim an empty election instead of leading on the deletion.
+	electortest.Eventually(t, 10*time.Second, "b watching a", func() bool { return b.watching.Load() > 0 })
 	return a, b, ta, won
 }
 
