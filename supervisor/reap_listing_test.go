@@ -37,7 +37,7 @@ func TestReapOrphansAfterReapedElsewhere(t *testing.T) {
 		all := append(groupOf(g), victims...)
 		waitUntil(t, testDeadline, func() bool {
 			for _, pid := range all {
-				if !isZombie(pid) && !procGone(pid) {
+				if !procDead(pid) {
 					return false
 				}
 			}
@@ -64,11 +64,6 @@ func TestReapOrphansAfterReapedElsewhere(t *testing.T) {
 		cancel()
 		<-done
 	}
-}
-
-func isZombie(pid int) bool {
-	st, err := readStat(pid)
-	return err == nil && st.state == 'Z'
 }
 
 // kv waits until the child printed key=value and returns value.

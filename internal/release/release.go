@@ -17,7 +17,10 @@
 // pages (1.5 MB of an idle copy's RSS) or its threads' 8 MB stacks.
 package release
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Tags are the production build's tags, comma-separated as go build takes
 // them.
@@ -37,7 +40,14 @@ func BuildArgs(out, pkg, ldflags string) []string {
 }
 
 // Command is the build as a shell line, as README and the Dockerfile
-// show it.
+// show it: BuildArgs after Env, an argument with spaces quoted.
 func Command(out, pkg string) string {
-	return strings.Join(Env, " ") + " go build -trimpath -tags " + Tags + ` -ldflags "` + LDFlags + `" -o ` + out + " " + pkg
+	words := append(slices.Clone(Env), "go")
+	for _, a := range BuildArgs(out, pkg, "") {
+		if strings.Contains(a, " ") {
+			a = `"` + a + `"`
+		}
+		words = append(words, a)
+	}
+	return strings.Join(words, " ")
 }

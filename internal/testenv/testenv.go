@@ -83,15 +83,9 @@ func freePort() (int, error) {
 // ephemeral range, or, where that range starts too low to leave them, the
 // ports above it.
 func portPool() (lo, hi int) {
-	elo, ehi := 32768, 60999 // Linux's default
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			a, err1 := strconv.Atoi(f[0])
-			z, err2 := strconv.Atoi(f[1])
-			if err1 == nil && err2 == nil && a <= z {
-				elo, ehi = a, z
-			}
-		}
+	elo, ehi, err := ephemeralRange()
+	if err != nil {
+		elo, ehi = 32768, 60999 // Linux's default
 	}
 	const size = 16384
 	if elo-size >= 1024 {
@@ -101,6 +95,28 @@ func portPool() (lo, hi int) {
 		return ehi + 1, ehi + 1 + size
 	}
 	return 1024, 65536 // no room outside it: anywhere
+}
+
+// ephemeralRange is the kernel's range of ports for outgoing connections
+// and listens on port 0 (net.ipv4.ip_local_port_range), both ends included.
+func ephemeralRange() (lo, hi int, err error) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0, fmt.Errorf("ephemeral port range: %w", err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, 0, fmt.Errorf("ephemeral port range: %q is not two numbers", b)
+	}
+	lo, err1 := strconv.Atoi(f[0])
+	hi, err2 := strconv.Atoi(f[1])
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, 0, fmt.Errorf("ephemeral port range %q: %w", b, err)
+	}
+	if lo > hi {
+		return 0, 0, fmt.Errorf("ephemeral port range %q: its start is above its end", b)
+	}
+	return lo, hi, nil
 }
 
 // freePorts returns n distinct free ports.

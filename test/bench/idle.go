@@ -275,10 +275,9 @@ func (e *env) idleOn(ctx context.Context, kind string) error {
 	for _, x := range pair {
 		heap, _, err1 := x.n.metric("go_memstats_heap_inuse_bytes")
 		sys, _, err2 := x.n.metric("go_memstats_sys_bytes")
-		anon, file, pss := x.anon, x.file, x.pss
 		if err1 == nil && err2 == nil {
 			e.rep.note(footSec, "%s %s: RSS = %.1f MB anonymous + %.1f MB file-backed (pages of the binary, shared by every electd on the host: PSS %.1f MB with %d electd processes running); Go heap in use %.1f MB, Go runtime total %.1f MB.",
-				kind, x.who, mb(anon), mb(file), mb(pss), countProcs(e.electd), mb(int64(heap)), mb(int64(sys)))
+				kind, x.who, mb(x.anon), mb(x.file), mb(x.pss), countProcs(e.electd), mb(int64(heap)), mb(int64(sys)))
 		}
 	}
 	e.rep.note(footSec, "%s: RSS from /proc/PID/status (VmRSS, VmHWM) of electd itself (not its child, `sleep`), CPU = utime+stime over the %s window (10 ms ticks), --ttl %s.", kind, w.Round(time.Second), idleTTL)

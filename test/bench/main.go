@@ -323,12 +323,11 @@ func (e *env) build(ctx context.Context) error {
 	}
 	for _, b := range builds {
 		start := time.Now()
-		args := b.args
-		cmd := exec.CommandContext(ctx, goTool(), args...)
+		cmd := exec.CommandContext(ctx, goTool(), b.args...)
 		cmd.Dir = e.root
 		cmd.Env = append(os.Environ(), b.env...)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+			return fmt.Errorf("go %s: %v\n%s", strings.Join(b.args, " "), err, out)
 		}
 		logf("built %s (%s)", filepath.Base(b.out), time.Since(start).Round(100*time.Millisecond))
 	}
