@@ -44,16 +44,16 @@ func (p Printer) Print(l elector.Leader) error {
 	if address == "" {
 		address = "-"
 	}
-	_, err := fmt.Fprintf(p.W, "%s: %s token=%d address=%s since=%s\n", p.Election, escapeText(l.ID), l.Token,
-		escapeText(address), l.Since.UTC().Format(time.RFC3339))
+	_, err := fmt.Fprintf(p.W, "%s: %s token=%d address=%s since=%s\n", p.Election, EscapeText(l.ID), l.Token,
+		EscapeText(address), l.Since.UTC().Format(time.RFC3339))
 	return err
 }
 
-// escapeText escapes what a terminal would act on or not show: control
+// EscapeText escapes what a terminal would act on or not show: control
 // characters (ESC, BEL, CR, LF…), invisible format characters (bidi
 // overrides, zero-width spaces) and invalid UTF-8, in Go's notation
 // (\x1b, \r, \u202e).
-func escapeText(s string) string {
+func EscapeText(s string) string {
 	var b strings.Builder
 	for i, r := range s {
 		switch {

@@ -19,8 +19,8 @@ func TestEscapeText(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := escapeText(tc.in); got != tc.want {
-				t.Fatalf("escapeText(%q) = %q, want %q", tc.in, got, tc.want)
+			if got := EscapeText(tc.in); got != tc.want {
+				t.Fatalf("EscapeText(%q) = %q, want %q", tc.in, got, tc.want)
 			}
 		})
 	}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/electortest"
+	"github.com/electd/electd/internal/testenv"
+	"github.com/electd/electd/status"
+	"github.com/electd/electd/store"
+)
+
+// TestStatus: `electd status` shows the line (a holding with its token,
+// b waiting behind it), the term and the --once-per record, as text and
+// JSON; once the store is gone it says so and exits 69.
+func TestStatus(t *testing.T) {
+	tests := []struct {
+		name  string
+		start func(t *testing.T) (url string, kill func())
+	}{
+		{name: "etcd", start: func(t *testing.T) (string, func()) {
+			e := testenv.StartEtcd(t)
+			return "etcd://" + e.Endpoint(), func() { e.Kill(t) }
+		}},
+		{name: "redis", start: func(t *testing.T) (string, func()) {
+			r := testenv.StartRedis(t)
+			return "redis://" + r.Addr(), func() { r.Kill(t) }
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			url, kill := tc.start(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			st, err := store.Open(ctx, store.Options{URL: url}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			cand := func(id string) elector.Locker {
+				el, err := st.NewElector(elector.Candidate{Election: "s", ID: id, Address: "http://" + id + ":80",
+					Timing: elector.Timing{TTL: 2 * time.Second}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = el.Close() })
+				return el
+			}
+			a, b := cand("a"), cand("b")
+			ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 10*time.Second, "a")
+			cb := electortest.Campaign(ctx, b)
+			rec := elector.RunRecord{ID: "a", Token: ra.Term.Token, Started: time.Now(), Finished: time.Now(), Expires: time.Now().Add(time.Hour)}
+			if err := a.RecordRun(ctx, rec, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			var rep status.Report
+			electortest.Eventually(t, 10*time.Second, "status to show a holding and b waiting", func() bool {
+				r := runElectd(t, 30*time.Second, nil, "status", "--store", url, "--election", "s", "-o", "json")
+				if r.code != 0 {
+					t.Fatalf("want exit 0:\n%s", r)
+				}
+				rep = status.Report{}
+				if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+					t.Fatalf("stdout is not a report: %v\n%s", err, r.stdout)
+				}
+				return len(rep.Line) == 2 && rep.Line[1].ID == "b"
+			})
+			l := rep.Line
+			if !rep.Store.Reachable || l[0].ID != "a" || !l[0].Holder || l[0].Token != ra.Term.Token || l[0].Address != "http://a:80" ||
+				l[1].Holder || len(rep.Holders) != 1 || rep.Holders[0].FencingToken != ra.Term.Token ||
+				rep.LastRun == nil || rep.LastRun.ID != "a" || rep.LastRun.ExpiresInSeconds < 3500 {
+				t.Fatalf("report %+v", rep)
+			}
+			r := runElectd(t, 30*time.Second, nil, "status", "--store", url, "--election", "s")
+			for _, want := range []string{"(reachable)", "term      a token=", "  1  a ", "holder", "  2  b ", "waiting", "last run  a token="} {
+				if r.code != 0 || !strings.Contains(r.stdout, want) {
+					t.Fatalf("text output lacks %q:\n%s", want, r)
+				}
+			}
+			t.Logf("electd status:\n%s", r.stdout)
+			electortest.StillWaiting(t, cb, "b")
+			kill()
+			r = runElectd(t, 30*time.Second, nil, "status", "--store", url, "--election", "s", "-o", "json", "--timeout", "3s")
+			if r.code != exitNoStore || !strings.Contains(r.stderr, "cannot be reached") || !strings.Contains(r.stdout, `"reachable":false`) {
+				t.Fatalf("with the store gone: want exit %d, \"cannot be reached\" and a report saying so:\n%s", exitNoStore, r)
+			}
+		})
+	}
+}
