@@ -8,7 +8,9 @@ import (
 // Queuer is an Elector that can show its election's line (`electd status`,
 // GET /status). Every backend implements it and asserts so at compile
 // time. Queue is a read: one request where the store allows, never a
-// write, and it needs no campaign of its own.
+// write, and it needs no campaign of its own. It reports nothing to the
+// candidate's Instrument (a reading on demand would leave a failure in
+// /healthz that nothing clears): its error says it all.
 type Queuer interface {
 	// Queue reads the election's candidates in arrival order, holders
 	// flagged. A store that does not answer is a *StoreError.

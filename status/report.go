@@ -38,7 +38,9 @@ type Report struct {
 type Store struct {
 	URL       string `json:"url"` // redacted
 	Reachable bool   `json:"reachable"`
-	Error     string `json:"error,omitempty"`
+	// Error says why the reading failed: the store did not answer
+	// (Reachable false), or it refused (credentials, permissions).
+	Error string `json:"error,omitempty"`
 }
 
 // Held is one holder's term.
@@ -85,10 +87,14 @@ func (r Reader) Read(ctx context.Context) (Report, error) {
 	if err := r.Ping(ctx); err != nil {
 		return unreachable(err)
 	}
+	refused := func(err error) (Report, error) {
+		rep.Store.Error, rep.At = err.Error(), now()
+		return rep, err
+	}
 	q, err := r.Source.Queue(ctx)
 	if err != nil {
 		if permanent(err) {
-			return rep, err
+			return refused(err)
 		}
 		return unreachable(err)
 	}
@@ -96,7 +102,7 @@ func (r Reader) Read(ctx context.Context) (Report, error) {
 	switch {
 	case errors.Is(err, elector.ErrNoRun):
 	case err != nil && permanent(err):
-		return rep, err
+		return refused(err)
 	case err != nil:
 		return unreachable(err)
 	}

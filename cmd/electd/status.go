@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"time"
@@ -16,11 +13,10 @@ import (
 )
 
 // statusHelp is the description of `electd status`.
-const statusHelp = "Prints the line of --election: every candidate in order of arrival (id, address, arrival time where the\n" +
-	"store records it, fencing token), the holder of every slot with its term's token and age, the --once-per run\n" +
-	"record and when it expires, and whether the store answers. It asks the store and writes nothing.\n" +
-	"Exit status 0 when the store answered, 69 when it did not within --timeout (the report says so), 1 on\n" +
-	"another failure. GET /status on every `electd run` serves the same JSON."
+const statusHelp = "Prints the line of --election in order of arrival (id, address, arrival time where the store records it,\n" +
+	"token), the holder of every slot with its term's token and age, the --once-per run record and its expiry, and\n" +
+	"whether the store answers; it writes nothing. Exit 0; 69 when the store does not answer within --timeout (the\n" +
+	"report says so); 1 on another failure. GET /status on `electd run` serves the same JSON."
 
 // statusFlags are leader's less --watch.
 func statusFlags() []cli.Flag {
@@ -47,31 +43,27 @@ func statusAction(c *cli.Context, log *slog.Logger) error {
 	if _, err := cand.Validate(); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeoutCause(c.Context, c.Duration("timeout"), errStatusTimeout)
+	ctx, cancel := context.WithTimeoutCause(c.Context, c.Duration("timeout"), errLeaderTimeout)
 	defer cancel()
 	st, el, done, err := openCandidate(ctx, c, log, cand)
 	if err != nil {
 		return err
 	}
 	defer done()
-	src, ok := el.(status.Source)
-	if !ok {
-		return fmt.Errorf("the store %s cannot show an election's line", st.Redacted())
-	}
-	rep, rerr := status.Reader{Election: election, Source: src, StoreURL: st.Redacted(), Ping: st.Ping}.Read(ctx)
-	if rep.Line == nil && rep.Store.Reachable {
-		return rerr // neither reachable nor unreachable: a refusal
-	}
-	if format == "json" {
-		err = json.NewEncoder(c.App.Writer).Encode(rep)
-	} else {
-		err = rep.WriteText(c.App.Writer)
-	}
+	reader, err := status.NewReader(election, el, st)
 	if err != nil {
-		return fmt.Errorf("write: %w", err)
+		return err
+	}
+	rep, rerr := reader.Read(ctx)
+	if rep.Line == nil && rep.Store.Reachable {
+		return rerr // the store refused: no report
+	}
+	if err := rep.Write(c.App.Writer, format == "json"); err != nil {
+		return err
 	}
 	return rerr
 }
 
-// errStatusTimeout is the cause of the end of `electd status`'s --timeout.
-var errStatusTimeout = errors.New("--timeout expired")
+// statusEndpoint and holdersEndpoint serve GET /status and /leader's
+// holders of `electd run`.
+var statusEndpoint, holdersEndpoint = status.Endpoint, status.HoldersEndpoint

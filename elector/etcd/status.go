@@ -14,16 +14,18 @@ var _ elector.Queuer = (*Elector)(nil)
 // their creation. The first Slots keys hold (a key's create revision is
 // its fencing token, fixed when it queues, so a waiter's token is known
 // too). etcd records no arrival time, and a lease's deadline would take
-// a request per candidate: both are left zero.
+// a request per candidate: both are left zero. Like every Queue, it
+// reports nothing to the Instrument: a reading on demand must not leave
+// a failure behind in /healthz that no later reading clears.
 func (e *Elector) Queue(ctx context.Context) (elector.Queue, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.opTimeout())
 	defer cancel()
 	resp, err := e.client.Get(ctx, e.pfx, clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
-		return elector.Queue{}, e.storeErr("status", err)
+		err = elector.Classify(errorClass(err), err)
+		return elector.Queue{}, &elector.StoreError{Op: "status", Err: err, Permanent: permanent(err)}
 	}
-	e.ins.StoreAnswered("status")
 	q := elector.Queue{Slots: 1, Candidates: make([]elector.Queued, 0, len(resp.Kvs))}
 	for i, kv := range resp.Kvs {
 		v := decodeValue(kv.Value)

@@ -23,7 +23,6 @@ var _ elector.Queuer = (*Elector)(nil)
 func (e *Elector) Queue(ctx context.Context) (elector.Queue, error) {
 	fail := func(err error) (elector.Queue, error) {
 		err = classify(err)
-		e.inst.StoreError("status", err)
 		return elector.Queue{}, &elector.StoreError{Op: "status", Err: err, Permanent: isPermanent(err)}
 	}
 	rctx, cancel := e.request(ctx)
@@ -39,7 +38,6 @@ func (e *Elector) Queue(ctx context.Context) (elector.Queue, error) {
 	if err != nil {
 		return fail(err)
 	}
-	e.inst.StoreAnswered("status")
 	q := elector.Queue{Slots: 1}
 	h := holderOf(lease)
 	if !h.IsZero() {

@@ -29,10 +29,8 @@ func (e *Elector) Queue(ctx context.Context) (elector.Queue, error) {
 	if err != nil {
 		err = classify(err)
 		e.refreshSlots(err)
-		e.inst.StoreError("status", err)
 		return elector.Queue{}, &elector.StoreError{Op: "status", Err: err, Permanent: isPermanent(err)}
 	}
-	e.inst.StoreAnswered("status")
 	now := e.cfg.Clock.Now()
 	q := elector.Queue{Slots: max(l.Slots, 1), Candidates: make([]elector.Queued, 0, len(l.Entries))}
 	for _, en := range l.Entries {

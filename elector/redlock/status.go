@@ -43,10 +43,8 @@ func (e *Elector) Queue(ctx context.Context) (elector.Queue, error) {
 		lines[i], nows[i] = l, e.cfg.Clock.Now()
 	})
 	if err := e.quorumErr(errs); err != nil {
-		e.inst.StoreError("status", err)
 		return elector.Queue{}, &elector.StoreError{Op: "status", Err: err, Permanent: rediskit.IsPermanent(err)}
 	}
-	e.inst.StoreAnswered("status")
 	type agreed struct {
 		c       elector.Queued
 		expires []time.Time      // per server that lists it live
