@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,5 +92,55 @@ func TestStatus(t *testing.T) {
 				t.Fatalf("with the store gone: want exit %d, \"cannot be reached\" and a report saying so:\n%s", exitNoStore, r)
 			}
 		})
+	}
+}
+
+// TestRunServesStatus: `electd run --slots 2` wires GET /status and the
+// holders of GET /leader: with three copies, every copy's /status shows
+// the line of three, the first two holding, and /leader lists both.
+func TestRunServesStatus(t *testing.T) {
+	url := "etcd://" + testenv.StartEtcd(t).Endpoint()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var listens []string
+	for i, id := range []string{"n1", "n2", "n3"} {
+		listen := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+		listens = append(listens, listen)
+		cmd := electdCmd(ctx, t, nil, "run", "--store", url, "--election", "web", "--id", id, "--slots", "2",
+			"--ttl", "3s", "--listen", listen, "--advertise", "http://"+id)
+		var errb lockedBuffer
+		cmd.Stderr = &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
+			_ = cmd.Wait()
+		})
+		// Each joins after the one before it has queued.
+		electortest.Eventually(t, 30*time.Second, id+" queued", func() bool {
+			code, body := httpGet(t, "http://"+listen+"/status")
+			var rep status.Report
+			return code == http.StatusOK && json.Unmarshal([]byte(body), &rep) == nil && len(rep.Line) == i+1
+		})
+	}
+	var rep status.Report
+	electortest.Eventually(t, 30*time.Second, "n1 and n2 holding, n3 waiting", func() bool {
+		_, body := httpGet(t, "http://"+listens[2]+"/status")
+		rep = status.Report{}
+		if json.Unmarshal([]byte(body), &rep) != nil || len(rep.Line) != 3 {
+			return false
+		}
+		l := rep.Line
+		return rep.Slots == 2 && l[0].ID == "n1" && l[0].Holder && l[1].ID == "n2" && l[1].Holder && l[2].ID == "n3" && !l[2].Holder
+	})
+	code, body := httpGet(t, "http://"+listens[2]+"/leader")
+	var doc struct {
+		Leader  struct{ ID string }   `json:"leader"`
+		Holders []struct{ ID string } `json:"holders"`
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil || code != http.StatusOK || doc.Leader.ID != "n1" ||
+		len(doc.Holders) != 2 || doc.Holders[0].ID != "n1" || doc.Holders[1].ID != "n2" {
+		t.Fatalf("GET /leader = %d %s; want n1 leading, holders n1 and n2", code, body)
 	}
 }
