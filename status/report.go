@@ -22,10 +22,10 @@ type Report struct {
 	Store    Store     `json:"store"`
 	// Slots is how many may hold at once (1: a plain election).
 	Slots int `json:"slots"`
-	// Line is every candidate in arrival order, holders flagged; null
+	// Queue is every candidate in arrival order, holders flagged; null
 	// when the store could not be read.
-	Line []elector.Queued `json:"line"`
-	// Holders are the candidates of Line that hold a term, each with its
+	Queue []elector.Queued `json:"queue"`
+	// Holders are the candidates of Queue that hold a term, each with its
 	// age; empty when nobody holds.
 	Holders []Held `json:"holders"`
 	// Agreement says what a quorum's reading rests on (redlock://).
@@ -107,9 +107,9 @@ func (r Reader) Read(ctx context.Context) (Report, error) {
 		return unreachable(err)
 	}
 	rep.At = now()
-	rep.Slots, rep.Line, rep.Agreement = q.Slots, q.Candidates, q.Agreement
-	if rep.Line == nil {
-		rep.Line = []elector.Queued{}
+	rep.Slots, rep.Queue, rep.Agreement = q.Slots, q.Candidates, q.Agreement
+	if rep.Queue == nil {
+		rep.Queue = []elector.Queued{}
 	}
 	rep.Holders = []Held{}
 	for _, c := range q.Holders() {

@@ -15,7 +15,7 @@ import (
 //
 //	election  nightly   store etcd://h1:2379 (reachable)   slots 1
 //	term      node-1 token=41 since 2026-12-06T23:00:00Z (age 5m3s)
-//	line      3 candidates, in order of arrival
+//	queue     3 candidates, in order of arrival
 //	  #  ID      STATE    TOKEN  ADDRESS         ARRIVED  EXPIRES
 //	  1  node-1  holder   41     http://h1:8080  -        -
 //	  2  node-2  waiting  44     http://h2:8080  -        -
@@ -44,11 +44,11 @@ func (r Report) WriteText(w io.Writer) error {
 				age(h))
 		}
 	}
-	fmt.Fprintf(&b, "line      %d candidate(s), in order of arrival\n", len(r.Line))
-	if len(r.Line) > 0 {
+	fmt.Fprintf(&b, "queue     %d candidate(s), in order of arrival\n", len(r.Queue))
+	if len(r.Queue) > 0 {
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  #\tID\tSTATE\tTOKEN\tADDRESS\tARRIVED\tEXPIRES")
-		for i, c := range r.Line {
+		for i, c := range r.Queue {
 			state, token := "waiting", "-"
 			if c.Holder {
 				state = "holder"

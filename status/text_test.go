@@ -24,15 +24,15 @@ func TestWriteText(t *testing.T) {
 		want    []string
 		notWant []string
 	}{
-		{name: "line", rep: Report{Election: "e", At: at, Slots: 1, Store: Store{URL: "etcd://h:2379", Reachable: true}, Line: line,
+		{name: "line", rep: Report{Election: "e", At: at, Slots: 1, Store: Store{URL: "etcd://h:2379", Reachable: true}, Queue: line,
 			Holders: []Held{{ID: "a", FencingToken: 7, Since: at.Add(-time.Minute), AgeSeconds: 60}}},
 			want: []string{"store etcd://h:2379 (reachable)", "term      a token=7 since 2026-12-06T22:59:00Z (age 1m0s)",
 				"  1  a ", "holder   7", "in 2s", `  2  b\n  3  forged  holder  waiting  -`, "last run  none"},
 			notWant: []string{"\n  3  forged"}},
-		{name: "nobody holds", rep: Report{Election: "e", At: at, Slots: 1, Store: Store{URL: "u", Reachable: true}, Line: line[1:]},
-			want: []string{"term      none: nobody holds", "line      1 candidate(s)"}},
+		{name: "nobody holds", rep: Report{Election: "e", At: at, Slots: 1, Store: Store{URL: "u", Reachable: true}, Queue: line[1:]},
+			want: []string{"term      none: nobody holds", "queue     1 candidate(s)"}},
 		{name: "unreachable", rep: Report{Election: "e", Store: Store{URL: "redis://h:6379", Error: "connection refused"}},
-			want: []string{"store redis://h:6379 (NOT reachable: connection refused)"}, notWant: []string{"term", "line"}},
+			want: []string{"store redis://h:6379 (NOT reachable: connection refused)"}, notWant: []string{"term", "queue"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

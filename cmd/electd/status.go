@@ -55,7 +55,7 @@ func statusAction(c *cli.Context, log *slog.Logger) error {
 		return err
 	}
 	rep, rerr := reader.Read(ctx)
-	if rep.Line == nil && rep.Store.Reachable {
+	if rep.Queue == nil && rep.Store.Reachable {
 		return rerr // the store refused: no report
 	}
 	if err := rep.Write(c.App.Writer, format == "json"); err != nil {

@@ -70,9 +70,9 @@ func TestStatus(t *testing.T) {
 				if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 					t.Fatalf("stdout is not a report: %v\n%s", err, r.stdout)
 				}
-				return len(rep.Line) == 2 && rep.Line[1].ID == "b"
+				return len(rep.Queue) == 2 && rep.Queue[1].ID == "b"
 			})
-			l := rep.Line
+			l := rep.Queue
 			if !rep.Store.Reachable || l[0].ID != "a" || !l[0].Holder || l[0].Token != ra.Term.Token || l[0].Address != "http://a:80" ||
 				l[1].Holder || len(rep.Holders) != 1 || rep.Holders[0].FencingToken != ra.Term.Token ||
 				rep.LastRun == nil || rep.LastRun.ID != "a" || rep.LastRun.ExpiresInSeconds < 3500 {
@@ -121,17 +121,17 @@ func TestRunServesStatus(t *testing.T) {
 		electortest.Eventually(t, 30*time.Second, id+" queued", func() bool {
 			code, body := httpGet(t, "http://"+listen+"/status")
 			var rep status.Report
-			return code == http.StatusOK && json.Unmarshal([]byte(body), &rep) == nil && len(rep.Line) == i+1
+			return code == http.StatusOK && json.Unmarshal([]byte(body), &rep) == nil && len(rep.Queue) == i+1
 		})
 	}
 	var rep status.Report
 	electortest.Eventually(t, 30*time.Second, "n1 and n2 holding, n3 waiting", func() bool {
 		_, body := httpGet(t, "http://"+listens[2]+"/status")
 		rep = status.Report{}
-		if json.Unmarshal([]byte(body), &rep) != nil || len(rep.Line) != 3 {
+		if json.Unmarshal([]byte(body), &rep) != nil || len(rep.Queue) != 3 {
 			return false
 		}
-		l := rep.Line
+		l := rep.Queue
 		return rep.Slots == 2 && l[0].ID == "n1" && l[0].Holder && l[1].ID == "n2" && l[1].Holder && l[2].ID == "n3" && !l[2].Holder
 	})
 	code, body := httpGet(t, "http://"+listens[2]+"/leader")
