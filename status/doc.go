@@ -6,7 +6,10 @@
 // its line (elector.Queuer: every candidate in arrival order, the holder
 // of every slot with its fencing token), the --once-per run record
 // (elector.Locker.LastRun), and whether the store answers (a ping). It
-// writes nothing.
+// writes nothing to the election, and its reading of the queue writes
+// nothing at all; reading the run record does what LastRun does for every
+// reader: Redis deletes a lapsed record, and redlock copies a live one
+// back to the servers that lack it (read repair).
 //
 // Guarantees:
 //   - Text from the store (ids, addresses) is printed escaped

@@ -11,7 +11,7 @@ import (
 )
 
 // NewReader reads election through el, a candidate on st that never
-// campaigns (or one that does: a reading writes nothing).
+// campaigns (or one that does: a reading does not touch the election).
 func NewReader(election string, el elector.Locker, st *store.Store) (Reader, error) {
 	src, ok := el.(Source)
 	if !ok {
