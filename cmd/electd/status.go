@@ -13,10 +13,10 @@ import (
 )
 
 // statusHelp is the description of `electd status`.
-const statusHelp = "Prints the line of --election in order of arrival (id, address, arrival time where the store records it,\n" +
+const statusHelp = "Prints the queue of --election in order of arrival (id, address, arrival time where the store records it,\n" +
 	"token), the holder of every slot with its term's token and age, the --once-per run record and its expiry, and\n" +
-	"whether the store answers; it does not touch the election. Exit 0; 69 when the store does not answer within --timeout (the\n" +
-	"report says so); 1 on another failure. GET /status on `electd run` serves the same JSON."
+	"whether the store answers; it does not touch the election. Exit 0; 69 when the store does not answer within\n" +
+	"--timeout (the report says so); 1 on another failure. GET /status on `electd run` serves the same JSON."
 
 // statusFlags are leader's less --watch.
 func statusFlags() []cli.Flag {

@@ -53,7 +53,10 @@ func (e *Elector) Queue(ctx context.Context) (elector.Queue, error) {
 		if !h.IsZero() && (holder(t) == h.ID || t.Name == lease.Annotations[annHandover]) {
 			continue // the holder's own ticket, about to go
 		}
-		n, _ := rv(t.ResourceVersion)
+		n, err := rv(t.ResourceVersion)
+		if err != nil {
+			return fail(&permanentError{err})
+		}
 		line = append(line, seen{obj: t, rv: n})
 	}
 	sortLine(line)
