@@ -17,9 +17,10 @@ import (
 	"github.com/electd/electd/store"
 )
 
-// TestStatus: `electd status` shows the line (a holding with its token,
+// TestStatus: `electd status` shows the queue (a holding with its token,
 // b waiting behind it), the term and the --once-per record, as text and
-// JSON; once the store is gone it says so and exits 69.
+// JSON; once the store is gone (for redlock, a majority of it) it says so
+// and exits 69.
 func TestStatus(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -32,6 +33,11 @@ func TestStatus(t *testing.T) {
 		{name: "redis", start: func(t *testing.T) (string, func()) {
 			r := testenv.StartRedis(t)
 			return "redis://" + r.Addr(), func() { r.Kill(t) }
+		}},
+		{name: "redlock", start: func(t *testing.T) (string, func()) {
+			rs := []*testenv.Redis{testenv.StartRedis(t), testenv.StartRedis(t), testenv.StartRedis(t)}
+			// Two of three gone: no majority answers.
+			return "redlock://" + rs[0].Addr() + "," + rs[1].Addr() + "," + rs[2].Addr(), func() { rs[0].Kill(t); rs[1].Kill(t) }
 		}},
 	}
 	for _, tc := range tests {
