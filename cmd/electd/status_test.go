@@ -12,6 +12,7 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
+	"github.com/electd/electd/internal/faultproxy"
 	"github.com/electd/electd/internal/testenv"
 	"github.com/electd/electd/status"
 	"github.com/electd/electd/store"
@@ -38,6 +39,13 @@ func TestStatus(t *testing.T) {
 			rs := []*testenv.Redis{testenv.StartRedis(t), testenv.StartRedis(t), testenv.StartRedis(t)}
 			// Two of three gone: no majority answers.
 			return "redlock://" + rs[0].Addr() + "," + rs[1].Addr() + "," + rs[2].Addr(), func() { rs[0].Kill(t); rs[1].Kill(t) }
+		}},
+		{name: "kube", start: func(t *testing.T) (string, func()) {
+			k := testenv.StartKube(t)
+			p := faultproxy.Start(t, strings.TrimPrefix(k.URL(), "https://"))
+			// The copies below and electd status all find it by $KUBECONFIG.
+			t.Setenv("KUBECONFIG", k.KubeconfigVia(t, "https://"+p.Addr(), k.AdminToken(), "default"))
+			return "k8s://", p.Cut
 		}},
 	}
 	for _, tc := range tests {
