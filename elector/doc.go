@@ -1,7 +1,7 @@
 // Package elector defines the backend-neutral leader-election contract of
 // electd: the Elector interface, the Term a winner holds, the Leader record
-// everyone can read, typed errors, and the timing math behind the safety
-// deadline.
+// everyone can read, the queue a Queuer reads (`electd status`), typed
+// errors, and the timing math behind the safety deadline.
 //
 // # Guarantees
 //

@@ -13,11 +13,19 @@
 // another method gets 405 with an Allow header; an unknown path gets 404.
 //
 //   - GET /leader: 200 and
-//     {"election":E,"leader":{"id","address","fencing_token","since"},"self":{"id","leader"}}
+//     {"election":E,"leader":{"id","address","fencing_token","since"},"holders":[…],"self":{"id","leader"}}
 //     where since is RFC 3339 with nanoseconds in UTC and self.leader says
 //     whether this copy holds a term now. When no leader is known (none
 //     leads, or the view has not heard from the store yet) it is 503 with
-//     "leader":null. The answer comes from the View, never from the store.
+//     "leader":null and "holders":[]. The answer comes from the View, never
+//     from the store.
+//     "holders" lists every holder: the leader alone (or none), or with
+//     Config.Holders (a --slots N semaphore) every holder, read from the
+//     store per request (the one exception to "never from the store").
+//   - GET /status: Config.Status's report (`electd status -o json`), 200
+//     when the store answered it, else 503; it asks the store, at most
+//     maxStatus requests at once (then 503 with Retry-After); 501 without
+//     Config.Status.
 //   - GET /leader/watch: Server-Sent Events. Each event is "event: leader"
 //     with "data:" the same JSON as /leader: one at connect, then one per
 //     change, in order (a slow client may skip intermediate leaders but

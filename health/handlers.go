@@ -17,9 +17,10 @@ import (
 
 // leaderDoc is the body of /leader and of each /leader/watch event.
 type leaderDoc struct {
-	Election string      `json:"election"`
-	Leader   *leaderJSON `json:"leader"` // null when no leader is known
-	Self     selfJSON    `json:"self"`
+	Election string       `json:"election"`
+	Leader   *leaderJSON  `json:"leader"`  // null when no leader is known
+	Holders  []leaderJSON `json:"holders"` // every holder (a semaphore's N); [] when none is known
+	Self     selfJSON     `json:"self"`
 }
 
 type leaderJSON struct {
@@ -48,11 +49,13 @@ func (s *Server) doc(l elector.Leader, known bool) leaderDoc {
 			Since:        l.Since.UTC().Format(time.RFC3339Nano),
 		}
 	}
+	d.Holders = holdersOf(d.Leader)
 	return d
 }
 
 func (s *Server) handleLeader(w http.ResponseWriter, r *http.Request) {
 	d := s.doc(s.cfg.View.Current())
+	s.semaphoreHolders(r.Context(), &d)
 	code := http.StatusOK
 	if d.Leader == nil {
 		code = http.StatusServiceUnavailable

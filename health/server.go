@@ -85,6 +85,15 @@ type Config struct {
 	// do not change the status: a failing child is not the store's health
 	// (/readyz says whether this copy runs it). nil: not reported.
 	ChildBackoff func() (failures int, coolDown time.Duration, until time.Time)
+	// Status answers GET /status (what `electd status` prints): a reading
+	// of the election, as JSON, and whether the store answered it (else
+	// 503). It asks the store, at most maxStatus requests at once. nil: 501.
+	Status func(ctx context.Context) (report any, ok bool)
+	// Holders lists every holder of a semaphore (--slots > 1) for the
+	// "holders" of GET /leader, asking the store (one read, under the
+	// /healthz timeout; if it fails, "holders" is the leader alone). nil:
+	// the leader is the only holder, and /leader never asks the store.
+	Holders func(ctx context.Context) ([]elector.Leader, error)
 	// Live answers /livez: is electd's own loop alive. It must not depend on
 	// the store. nil: always live.
 	Live func() error
@@ -235,6 +244,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /readyz", s.handleReady)
 	mux.HandleFunc("GET /livez", s.handleLive)
 	mux.HandleFunc("GET /healthz", s.handleHealth)
+	mux.Handle("GET /status", s.statusHandler())
 	if !s.cfg.SeparateAdmin {
 		s.adminOn(mux)
 	}

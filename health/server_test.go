@@ -114,7 +114,7 @@ func TestLeaderEndpoint(t *testing.T) {
 				t.Errorf("code = %d, want %d", w.Code, tt.code)
 			}
 			m := decode(t, w)
-			if got, want := keys(m), []string{"election", "leader", "self"}; !reflect.DeepEqual(got, want) {
+			if got, want := keys(m), []string{"election", "holders", "leader", "self"}; !reflect.DeepEqual(got, want) {
 				t.Errorf("keys = %v, want %v", got, want)
 			}
 			if m["election"] != "e" {
@@ -123,6 +123,13 @@ func TestLeaderEndpoint(t *testing.T) {
 			wantSelf := map[string]any{"id": "self", "leader": tt.leading}
 			if !reflect.DeepEqual(m["self"], wantSelf) {
 				t.Errorf("self = %v, want %v", m["self"], wantSelf)
+			}
+			wantHolders := []any{}
+			if tt.leader != nil {
+				wantHolders = []any{tt.leader}
+			}
+			if !reflect.DeepEqual(m["holders"], wantHolders) {
+				t.Errorf("holders = %v, want %v", m["holders"], wantHolders)
 			}
 			if tt.leader == nil {
 				if v, ok := m["leader"]; !ok || v != nil {

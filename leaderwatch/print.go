@@ -12,8 +12,9 @@ import (
 	"github.com/electd/electd/elector"
 )
 
-// Printer writes a leader as `electd leader` shows it: one line of text,
-// or one JSON object {"election","leader"} with "leader":null for none.
+// Printer writes a leader as `electd leader` shows it: one line of text
+// per holder, or one JSON object {"election","leader","holders"} with
+// "leader":null and "holders":[] for none.
 type Printer struct {
 	Election string
 	JSON     bool
@@ -21,16 +22,24 @@ type Printer struct {
 }
 
 type printed struct {
-	Election string          `json:"election"`
-	Leader   *elector.Leader `json:"leader"`
+	Election string           `json:"election"`
+	Leader   *elector.Leader  `json:"leader"`
+	Holders  []elector.Leader `json:"holders"`
 }
 
-// Print writes l (the zero Leader: "no leader").
-func (p Printer) Print(l elector.Leader) error {
+// Print writes l (the zero Leader: "no leader") as the only holder.
+func (p Printer) Print(l elector.Leader) error { return p.PrintHolders(l, nil) }
+
+// PrintHolders writes l and every holder of a semaphore, first the leader
+// (nil or empty holders: l is the only one).
+func (p Printer) PrintHolders(l elector.Leader, holders []elector.Leader) error {
+	if len(holders) == 0 && !l.IsZero() {
+		holders = []elector.Leader{l}
+	}
 	if p.JSON {
-		out := printed{Election: p.Election}
+		out := printed{Election: p.Election, Holders: []elector.Leader{}}
 		if !l.IsZero() {
-			out.Leader = &l
+			out.Leader, out.Holders = &l, holders
 		}
 		return json.NewEncoder(p.W).Encode(out)
 	}
@@ -38,22 +47,26 @@ func (p Printer) Print(l elector.Leader) error {
 		_, err := fmt.Fprintf(p.W, "%s: no leader\n", p.Election)
 		return err
 	}
-	// The id and address are text from the store: escaped, they can
-	// neither forge lines nor drive the terminal.
-	address := l.Address
-	if address == "" {
-		address = "-"
+	for _, h := range holders {
+		// The id and address are text from the store: escaped, they can
+		// neither forge lines nor drive the terminal.
+		address := h.Address
+		if address == "" {
+			address = "-"
+		}
+		if _, err := fmt.Fprintf(p.W, "%s: %s token=%d address=%s since=%s\n", p.Election, EscapeText(h.ID), h.Token,
+			EscapeText(address), h.Since.UTC().Format(time.RFC3339)); err != nil {
+			return err
+		}
 	}
-	_, err := fmt.Fprintf(p.W, "%s: %s token=%d address=%s since=%s\n", p.Election, escapeText(l.ID), l.Token,
-		escapeText(address), l.Since.UTC().Format(time.RFC3339))
-	return err
+	return nil
 }
 
-// escapeText escapes what a terminal would act on or not show: control
+// EscapeText escapes what a terminal would act on or not show: control
 // characters (ESC, BEL, CR, LF…), invisible format characters (bidi
 // overrides, zero-width spaces) and invalid UTF-8, in Go's notation
 // (\x1b, \r, \u202e).
-func escapeText(s string) string {
+func EscapeText(s string) string {
 	var b strings.Builder
 	for i, r := range s {
 		switch {

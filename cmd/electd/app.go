@@ -23,6 +23,7 @@ func commands() []*cli.Command {
 			ArgsUsage: "NAME -- COMMAND [ARG...]", Description: lockHelp, Flags: lockFlags(), Action: supervising(lockAction)},
 		{Name: "leader", Usage: "print who leads (asks the store; does not campaign)",
 			Description: leaderHelp, Flags: leaderFlags(), Action: withLogger(leaderAction)},
+		{Name: "status", Usage: "print the election's line, every slot's holder, the term, the --once-per record", Description: statusHelp, Flags: statusFlags(), Action: withLogger(statusAction)},
 		{Name: "demo", Usage: "embedded etcd + three sidecars + failovers, no setup",
 			Description: demoHelp, Flags: demoFlags(), Action: demoAction},
 		{Name: "dev", Usage: "run an embedded single-member etcd for local experiments", Flags: devFlags(), Action: devAction},

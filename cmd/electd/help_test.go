@@ -46,9 +46,11 @@ func TestHelpFlags(t *testing.T) {
 		{name: "leader has no candidate flags", cmd: "leader", has: []string{"--election", "--watch", "--timeout"},
 			hasNot: []string{"--ttl", "--renew-interval", "--id "}},
 		{name: "lock has no --election", cmd: "lock", has: []string{"--wait", "--ttl", "--id "}, hasNot: []string{"--election"}},
+		{name: "status has no candidate flags", cmd: "status", has: []string{"--election", "--output", "--timeout"},
+			hasNot: []string{"--ttl", "--renew-interval", "--id ", "--watch"}},
 		{name: "run has the candidate flags", cmd: "run", has: []string{"--election", "--ttl", "--renew-interval", "--id "}},
 	}
-	for _, cmd := range []string{"run", "lock", "leader"} {
+	for _, cmd := range []string{"run", "lock", "leader", "status"} {
 		var want []string
 		for _, s := range schemes {
 			// A TLS scheme is its plain one with an "s" (etcds, rediss+cluster):

@@ -13,6 +13,7 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/leaderwatch"
+	"github.com/electd/electd/status"
 )
 
 // leaderHelp is the description of `electd leader`.
@@ -114,7 +115,11 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 	case err != nil:
 		return failed(fmt.Errorf("ask %s for the leader: %w", st.Redacted(), err))
 	}
-	return print(l)
+	holders, err := status.Holders(ctx, el)
+	if err != nil {
+		log.Warn("cannot read the election's line: showing the leader alone, not every holder of a semaphore", "err", err)
+	}
+	return leaderwatch.Printer{Election: election, JSON: format == "json", W: c.App.Writer}.PrintHolders(l, holders)
 }
 
 // errLeaderTimeout is the cause of the end of `electd leader`'s --timeout.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +115,59 @@ func TestLeaderWatch(t *testing.T) {
 			}
 			_ = el.Close()
 			_ = st.Close()
+		})
+	}
+}
+
+// TestLeaderHolders: with a semaphore of 2 slots, `electd leader` lists
+// both holders, in text and in JSON ("holders"), and keeps "leader".
+func TestLeaderHolders(t *testing.T) {
+	tests := []struct {
+		name  string
+		start func(t *testing.T) string
+	}{
+		{name: "etcd", start: func(t *testing.T) string { return "etcd://" + testenv.StartEtcd(t).Endpoint() }},
+		{name: "redis", start: func(t *testing.T) string { return "redis://" + testenv.StartRedis(t).Addr() }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			url := tc.start(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			st, err := store.Open(ctx, store.Options{URL: url}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			tokens := map[string]uint64{}
+			for _, id := range []string{"a", "b"} {
+				el, err := st.NewElector(elector.Candidate{Election: "sem", ID: id, Slots: 2, Timing: elector.Timing{TTL: 2 * time.Second}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = el.Close() })
+				term, err := el.Campaign(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tokens[id] = term.Token
+			}
+			r := runElectd(t, 30*time.Second, nil, "leader", "--store", url, "--election", "sem", "-o", "json")
+			var out struct {
+				Leader  *elector.Leader  `json:"leader"`
+				Holders []elector.Leader `json:"holders"`
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || r.code != 0 {
+				t.Fatalf("want exit 0 and JSON (%v):\n%s", err, r)
+			}
+			if out.Leader == nil || out.Leader.ID != "a" || len(out.Holders) != 2 ||
+				out.Holders[0].Token != tokens["a"] || out.Holders[1].ID != "b" || out.Holders[1].Token != tokens["b"] {
+				t.Fatalf("leader %+v, holders %+v; want a, then a and b with tokens %v", out.Leader, out.Holders, tokens)
+			}
+			r = runElectd(t, 30*time.Second, nil, "leader", "--store", url, "--election", "sem")
+			if r.code != 0 || !strings.Contains(r.stdout, "sem: a token=") || !strings.Contains(r.stdout, "\nsem: b token=") {
+				t.Fatalf("text output does not list both holders:\n%s", r)
+			}
 		})
 	}
 }

@@ -132,7 +132,7 @@ func collectRun(t *testing.T, env, storeArgs []string, collect func(what, s stri
 		}
 	}
 	waitReady()
-	for _, p := range []string{"/leader", "/readyz", "/livez", "/healthz", "/metrics"} {
+	for _, p := range []string{"/leader", "/readyz", "/livez", "/healthz", "/status", "/metrics"} {
 		code, body := httpGet(t, "http://"+main+p)
 		collect("GET "+p, fmt.Sprintf("%d %s", code, body))
 	}

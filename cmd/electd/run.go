@@ -185,6 +185,7 @@ func runAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
 		ReadyCode: rc.readyCode, NotReadyCode: rc.notReadyCode,
 		Gatherer: reg, Logger: log, SeparateAdmin: adminLn != nil,
 		AllowedHosts: allowedHosts(c),
+		Status:       statusEndpoint(rc.election, el, st), Holders: holdersEndpoint(el, rc.cand.Slots),
 	})
 	if err != nil {
 		for _, l := range []net.Listener{ln, adminLn} {

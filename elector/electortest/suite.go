@@ -24,6 +24,8 @@ func Run(t *testing.T, h Harness) {
 		{"StoreRestart", testStoreRestart, false},
 		{"CancelLeavesNoKey", testCancel, false},
 		{"CrowdWakesOnlySuccessor", testCrowd, false},
+		{"Status", testStatus, false},
+		{"StatusSemaphore", testStatusSemaphore, true},
 	})
 }
 

@@ -381,12 +381,7 @@ func (st state) handedToNobody() bool {
 // owner stopped renewing it.
 func (st state) head(now time.Time, grace time.Duration) (h *seen, dead []seen, next time.Time) {
 	line := slices.Clone(st.tickets)
-	slices.SortFunc(line, func(a, b seen) int {
-		if c := cmpUint(order(a), order(b)); c != 0 {
-			return c
-		}
-		return cmpString(a.obj.Name, b.obj.Name)
-	})
+	sortLine(line)
 	for i := range line {
 		t := &line[i]
 		until := t.at.Add(duration(t.obj) + grace)
@@ -399,6 +394,16 @@ func (st state) head(now time.Time, grace time.Duration) (h *seen, dead []seen, 
 		dead = append(dead, *t)
 	}
 	return nil, dead, time.Time{}
+}
+
+// sortLine sorts tickets in line: by order, then by name.
+func sortLine(line []seen) {
+	slices.SortFunc(line, func(a, b seen) int {
+		if c := cmpUint(order(a), order(b)); c != 0 {
+			return c
+		}
+		return cmpString(a.obj.Name, b.obj.Name)
+	})
 }
 
 // order is a ticket's place in line: the resourceVersion of its creation,
