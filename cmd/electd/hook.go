@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
-	"github.com/electd/electd/elector"
 	"github.com/electd/electd/internal/hook"
 	"github.com/electd/electd/internal/sdnotify"
 )
@@ -26,18 +23,6 @@ func hookFlags() []cli.Flag {
 	}
 }
 
-// hookCommand reads --on-change ("": none) and --on-change-timeout.
-func hookCommand(c *cli.Context) (cmd string, timeout time.Duration, err error) {
-	cmd, timeout = c.String("on-change"), c.Duration("on-change-timeout")
-	if c.IsSet("on-change") && cmd == "" {
-		return "", 0, elector.Configf("on-change", "is empty; give a command line (run with /bin/sh -c), or leave the flag out")
-	}
-	if timeout <= 0 {
-		return "", 0, elector.Configf("on-change-timeout", "must be positive, got %s; e.g. 30s", timeout)
-	}
-	return cmd, timeout, nil
-}
-
 // newHooks returns the runner of --on-change, told of role's changes, or
 // nil without the flag.
 func newHooks(rc *runConfig, role *sdnotify.Role, reg prometheus.Registerer, log *slog.Logger) (*hook.Runner, error) {
@@ -51,23 +36,4 @@ func newHooks(rc *runConfig, role *sdnotify.Role, reg prometheus.Registerer, log
 	}
 	role.OnChange(hooks.Notify)
 	return hooks, nil
-}
-
-// withHooks adds hooks (nil: none) to the actors of `run`'s group: main
-// becomes sup's loop followed by the stopped hook, and the runner an actor
-// that outlives the group's interruption until main has returned, then
-// runs what is queued (see hook.Runner.Run).
-func withHooks(parent context.Context, hooks *hook.Runner, role *sdnotify.Role, main func(context.Context) error,
-	more []func(context.Context) error) (func(context.Context) error, []func(context.Context) error, context.CancelFunc) {
-	if hooks == nil {
-		return main, more, func() {}
-	}
-	hctx, stopHooks := context.WithCancel(context.WithoutCancel(parent))
-	return func(ctx context.Context) error {
-			defer stopHooks()
-			defer role.Stopped() // the child is stopped and the term given up
-			return main(ctx)
-		}, append(more, func(context.Context) error {
-			return hooks.Run(hctx)
-		}), stopHooks
 }

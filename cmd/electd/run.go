@@ -75,8 +75,7 @@ func parseRunConfig(c *cli.Context) (*runConfig, error) {
 			return nil, elector.Configf("COMMAND", "%q cannot be run: %v", command[0], errors.Unwrap(err))
 		}
 	}
-	onChange, onChangeTimeout, err := hookCommand(c)
-	if err != nil {
+	if err := hook.CheckFlags(c.String("on-change"), c.IsSet("on-change"), c.Duration("on-change-timeout")); err != nil {
 		return nil, err
 	}
 	id := c.String("id")
@@ -109,7 +108,7 @@ func parseRunConfig(c *cli.Context) (*runConfig, error) {
 		election: election, id: id, cand: cand, listen: c.String("listen"),
 		timing: timing, adminToken: adminToken,
 		readyCode: c.Int("ready-code"), notReadyCode: c.Int("not-ready-code"),
-		onChange: onChange, onChangeTimeout: onChangeTimeout,
+		onChange: c.String("on-change"), onChangeTimeout: c.Duration("on-change-timeout"),
 		sup: supervisor.Config{
 			Timing: timing, Election: election, ID: id,
 			Command: command, Shell: c.Bool("shell"), Env: childEnv(os.Environ()),
@@ -227,8 +226,10 @@ func runGroup(parent context.Context, log *slog.Logger, sigs *shutdownSignals, s
 	if adminLn != nil {
 		more = append(more, func(ctx context.Context) error { return srv.ServeAdmin(ctx, adminLn) })
 	}
-	main, more, stopHooks := withHooks(parent, hooks, role, sup.Run, more)
-	defer stopHooks()
+	main, hookActor := hooks.Wrap(parent, sup.Run, role.Stopped) // the stopped hook after the loop
+	if hookActor != nil {
+		more = append(more, hookActor)
+	}
 	_, sig, err := superviseGroup(parent, log, sigs, sup, main, more...)
 	if sig != 0 {
 		log.Info("signal received; child stopped and leadership released")
