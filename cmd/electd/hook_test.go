@@ -236,3 +236,35 @@ func TestOnChangeOutsideTheChildsTree(t *testing.T) {
 	c.signal(syscall.SIGTERM)
 	wantExit(t, c.wait(), 0, c.log)
 }
+
+// TestOnChangeSecondInterrupt: while electd waits at exit for a hook that
+// hangs, a second SIGINT kills the hook's process group at once and
+// electd exits without running the stopped hook.
+func TestOnChangeSecondInterrupt(t *testing.T) {
+	store := "etcd://" + testenv.StartEtcd(t).Endpoint()
+	dir := t.TempDir()
+	events, bgFile := filepath.Join(dir, "events"), filepath.Join(dir, "bg")
+	hook := hookLine(events) + `; if [ "$ELECTD_ROLE" = leading ]; then sleep 1000 & echo $! > ` + bgFile + `.new; mv ` +
+		bgFile + `.new ` + bgFile + `; wait; fi`
+	c := startHookCopy(t, "--store", store, "--election", "hook-hurry", "--id", "hurry", "--containment", "pgroup",
+		"--on-change", hook, "--on-change-timeout", "1m", "--", "sleep", "1000")
+	bg := waitPidFile(t, bgFile, c.log)
+	c.signal(syscall.SIGINT)
+	waitLog(t, c.log, "leadership given up")
+	sent := time.Now()
+	c.signal(syscall.SIGINT)
+	wantExit(t, c.wait(), 0, c.log)
+	if took := time.Since(sent); took > 10*time.Second {
+		t.Errorf("electd exited %s after the second SIGINT", took)
+	}
+	t.Logf("exited %s after the second SIGINT", time.Since(sent).Round(time.Millisecond))
+	if !procDead(bg) {
+		t.Errorf("the hook's background job %d outlived electd", bg)
+	}
+	if ls := waitLines(t, events, `^hook leading`, c.log); index(ls, `^hook stopped`) >= 0 {
+		t.Errorf("the stopped hook ran after the second SIGINT:\n%s", strings.Join(ls, "\n"))
+	}
+	if !strings.Contains(c.log.String(), `msg="hook not run: electd stops at once (a second interrupt)"`) {
+		t.Errorf("electd's log does not say the stopped hook was not run:\n%s", c.log)
+	}
+}

@@ -229,6 +229,7 @@ func runGroup(parent context.Context, log *slog.Logger, sigs *shutdownSignals, s
 	main, hookActor := hooks.Wrap(parent, sup.Run, role.Stopped) // the stopped hook after the loop
 	if hookActor != nil {
 		more = append(more, hookActor)
+		sigs.alsoHurry(hooks.Hurry)
 	}
 	_, sig, err := superviseGroup(parent, log, sigs, sup, main, more...)
 	if sig != 0 {

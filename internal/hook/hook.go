@@ -83,6 +83,8 @@ type Runner struct {
 	pending   *Change // the latest change not yet run
 	coalesced int     // changes replaced in pending since the last run
 	last      *Change // the change of the last run (ELECTD_PREVIOUS_ROLE)
+	running   int     // the pid of the hook that runs (0: none)
+	hurried   bool    // Hurry was called: no hook runs any more
 }
 
 // New returns a Runner for cfg.
@@ -133,6 +135,29 @@ func (r *Runner) Notify(c Change) {
 	case r.wake <- struct{}{}:
 	default:
 	}
+}
+
+// Hurry kills the hook that runs, if one does, with its process group,
+// and has no other hook run: electd was asked to stop at once (a second
+// SIGINT).
+func (r *Runner) Hurry() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hurried = true
+	if r.running != 0 {
+		if err := supervisor.KillAside(r.running); err != nil {
+			r.cfg.Logger.Warn("hook: kill its process group", "pid", r.running, "err", err)
+		}
+	}
+}
+
+// setRunning records pid as the hook that runs (0: none), and reports
+// whether electd hurries (then the caller kills it).
+func (r *Runner) setRunning(pid int) (hurried bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.running = pid
+	return r.hurried
 }
 
 // Run runs a hook for each change until ctx ends, then for the change
@@ -192,6 +217,10 @@ func (r *Runner) run(c Change, prev string, skipped int) {
 	if skipped > 0 {
 		log = log.With("coalesced", skipped)
 	}
+	if r.setRunning(0) {
+		log.Warn("hook not run: electd stops at once (a second interrupt)")
+		return
+	}
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		r.runs.WithLabelValues(resultNoStart).Inc()
@@ -209,7 +238,13 @@ func (r *Runner) run(c Change, prev string, skipped int) {
 		return
 	}
 	log.Debug("hook started", "pid", p.Pid)
+	if r.setRunning(p.Pid) { // Hurry came as it started: kill it as Hurry would have
+		if err := supervisor.KillAside(p.Pid); err != nil {
+			log.Warn("hook: kill its process group", "pid", p.Pid, "err", err)
+		}
+	}
 	res, st, werr := r.wait(p)
+	r.setRunning(0) // before EndAside: Hurry never kills a group that is gone
 	if err := supervisor.EndAside(p.Pid); err != nil {
 		log.Warn("hook: kill what is left of its process group", "err", err)
 	}

@@ -260,3 +260,31 @@ func TestNewRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestRunnerHurry: Hurry (a second SIGINT) kills the hook that runs, with
+// its process group, at once, long before its timeout, and no later hook
+// runs.
+func TestRunnerHurry(t *testing.T) {
+	dir := t.TempDir()
+	out, pidFile := filepath.Join(dir, "out"), filepath.Join(dir, "bg")
+	cmd := `echo "$ELECTD_ROLE" >> ` + out + `; if [ "$ELECTD_ROLE" = leading ]; then sleep 1000 & echo $! > ` + pidFile +
+		`.new; mv ` + pidFile + `.new ` + pidFile + `; wait; fi`
+	r, log, stop := start(t, cmd, time.Hour, nil)
+	r.Notify(Change{Role: Leading, LeaderID: "me", Token: 5})
+	var bg int
+	waitUntil(t, func() bool {
+		b, err := os.ReadFile(pidFile)
+		bg, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	}, "the hook did not start its background job")
+	r.Notify(Change{Role: Stopped})
+	r.Hurry()
+	stop()
+	waitUntil(t, func() bool { return dead(bg) }, "the hook's background job %d outlived Hurry", bg)
+	if got := strings.Join(lines(out), " "); got != "leading" {
+		t.Errorf("hooks told %q after Hurry, want only leading", got)
+	}
+	if !strings.Contains(log.String(), `msg="hook not run: electd stops at once (a second interrupt)" hook=on-change role=stopped`) {
+		t.Errorf("the log does not say the stopped hook was not run:\n%s", log)
+	}
+}
