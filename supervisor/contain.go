@@ -337,10 +337,11 @@ func usernsBlocker(err error) string {
 // (see orphanRule), that is every orphan of the tree, whatever it did to its
 // argv or environment: a subreaper inherits only orphans of its own
 // descendants, electd forks no process but the child (and, before any
-// child, the pidns probe, which is owned), and a process that other code of
+// child, the pidns probe, which is owned; and hooks, see StartAside), and a process that other code of
 // this binary might start without StartChild stays in electd's group, as do
 // its orphans unless they leave it. (A process of the tree that
-// deliberately joins electd's group is spared.)
+// deliberately joins electd's group is spared, as is every process of a
+// group that StartAside made, a hook's.)
 //
 // When strangers can be orphaned to electd (it is PID 1 of a container, or
 // it inherited children at start), it must not kill them (a `kubectl exec`
@@ -415,7 +416,7 @@ func treeMembers(leader int, start uint64, marker string, groupGone bool) (pids,
 		switch {
 		case p.pgrp == leader && !leaderReused && !groupGone:
 			walk(pid, true)
-		case p.ppid == self && p.start >= start && p.pgrp != ownGroup && !ownedLocked(pid):
+		case p.ppid == self && p.start >= start && p.pgrp != ownGroup && !ownedLocked(pid) && !asideLocked(p.pgrp):
 			orphans = append(orphans, pid)
 		}
 	}

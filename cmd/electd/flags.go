@@ -56,7 +56,7 @@ func withoutFlags(flags []cli.Flag, names ...string) []cli.Flag {
 }
 
 func runFlags() []cli.Flag {
-	return append(storeFlags(),
+	flags := append(storeFlags(),
 		&cli.StringFlag{Name: "advertise", EnvVars: env("ADVERTISE"), Usage: "URL published with leadership (e.g. this service's address)"},
 		&cli.StringFlag{Name: "listen", EnvVars: env("LISTEN"), Value: ":4040", Usage: "HTTP address for /leader, /readyz, /metrics…; \"off\" disables"},
 		&cli.StringFlag{Name: "stop-signal", EnvVars: env("STOP_SIGNAL"), Value: "SIGTERM", Usage: "signal that asks the child to stop"},
@@ -86,6 +86,7 @@ func runFlags() []cli.Flag {
 			Usage: "a Host name that requests from loopback may use, besides loopback addresses, localhost and the --listen " +
 				"and --admin-listen hosts (others are refused: DNS rebinding); e.g. the name a sidecar proxy on this host forwards"},
 	)
+	return append(flags, hookFlags()...)
 }
 
 // containmentFlag is --containment, for run and lock.

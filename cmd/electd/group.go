@@ -29,7 +29,12 @@ type shutdownSignals struct {
 	ch       chan os.Signal
 	stopped  chan struct{} // closed by Stop
 	stopOnce sync.Once
+	hurryToo []func() // also called at a second SIGINT (alsoHurry)
 }
+
+// alsoHurry has a second SIGINT call f too (the --on-change runner's
+// Hurry); call it before the group runs.
+func (s *shutdownSignals) alsoHurry(f func()) { s.hurryToo = append(s.hurryToo, f) }
 
 // catchShutdown starts catching SIGTERM and SIGINT; call Stop when the
 // command returns.
@@ -62,6 +67,9 @@ func (s *shutdownSignals) whileStopping(log *slog.Logger, hurry func()) {
 			if sig == syscall.SIGINT {
 				log.Warn("second interrupt while stopping; killing the child's tree now (SIGKILL)", "signal", sig.String())
 				hurry()
+				for _, f := range s.hurryToo {
+					f()
+				}
 				continue
 			}
 			log.Warn("signal received while stopping; already stopping, ignored (the child is stopped with --stop-signal, then SIGKILL after --stop-timeout; SIGINT kills it now)",

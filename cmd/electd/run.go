@@ -17,6 +17,7 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/health"
+	"github.com/electd/electd/internal/hook"
 	"github.com/electd/electd/internal/sdnotify"
 	"github.com/electd/electd/supervisor"
 )
@@ -35,6 +36,8 @@ type runConfig struct {
 	sup                     supervisor.Config
 	adminToken              string
 	readyCode, notReadyCode int
+	onChange                string // --on-change ("": none)
+	onChangeTimeout         time.Duration
 }
 
 func parseRunConfig(c *cli.Context) (*runConfig, error) {
@@ -72,6 +75,9 @@ func parseRunConfig(c *cli.Context) (*runConfig, error) {
 			return nil, elector.Configf("COMMAND", "%q cannot be run: %v", command[0], errors.Unwrap(err))
 		}
 	}
+	if err := hook.CheckFlags(c.String("on-change"), c.IsSet("on-change"), c.Duration("on-change-timeout")); err != nil {
+		return nil, err
+	}
 	id := c.String("id")
 	if id == "" {
 		return nil, elector.Configf("id", "is empty and the hostname is unknown; set --id")
@@ -102,6 +108,7 @@ func parseRunConfig(c *cli.Context) (*runConfig, error) {
 		election: election, id: id, cand: cand, listen: c.String("listen"),
 		timing: timing, adminToken: adminToken,
 		readyCode: c.Int("ready-code"), notReadyCode: c.Int("not-ready-code"),
+		onChange: c.String("on-change"), onChangeTimeout: c.Duration("on-change-timeout"),
 		sup: supervisor.Config{
 			Timing: timing, Election: election, ID: id,
 			Command: command, Shell: c.Bool("shell"), Env: childEnv(os.Environ()),
@@ -140,6 +147,10 @@ func runAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	role := sdnotify.NewRole(sdnotify.FromEnv(), rc.id, metrics, log) // systemd's Type=notify
+	hooks, err := newHooks(rc, role, reg, log)
+	if err != nil {
+		return err
+	}
 	rc.cand.Logger, rc.cand.Instrument = log, role
 	octx, opened := sigs.opening(c.Context)
 	st, el, done, err := openCandidate(octx, c, log, rc.cand)
@@ -202,12 +213,13 @@ func runAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
 	debug.FreeOSMemory()
 	log.Info("starting", "election", rc.election, "id", rc.id, "store", st.Redacted(),
 		"timing", rc.timing.String(), "stop_timeout", rc.sup.StopTimeout, "command", rc.sup.Command)
-	return runGroup(c.Context, log, sigs, sup, view, role, srv, ln, adminLn)
+	return runGroup(c.Context, log, sigs, sup, view, role, hooks, srv, ln, adminLn)
 }
 
 // runGroup runs every part of `electd run` as one actor group (see
 // superviseGroup). A signal stops the child, resigns, and exits 0.
-func runGroup(parent context.Context, log *slog.Logger, sigs *shutdownSignals, sup *supervisor.Supervisor, view *health.View, role *sdnotify.Role, srv *health.Server, ln, adminLn net.Listener) error {
+func runGroup(parent context.Context, log *slog.Logger, sigs *shutdownSignals, sup *supervisor.Supervisor, view *health.View,
+	role *sdnotify.Role, hooks *hook.Runner, srv *health.Server, ln, adminLn net.Listener) error {
 	more := []func(context.Context) error{view.Run, func(ctx context.Context) error { return role.Run(ctx, view.Subscribe(ctx), sup.Live) }}
 	if ln != nil {
 		more = append(more, func(ctx context.Context) error { return srv.Serve(ctx, ln) })
@@ -215,7 +227,12 @@ func runGroup(parent context.Context, log *slog.Logger, sigs *shutdownSignals, s
 	if adminLn != nil {
 		more = append(more, func(ctx context.Context) error { return srv.ServeAdmin(ctx, adminLn) })
 	}
-	_, sig, err := superviseGroup(parent, log, sigs, sup, sup.Run, more...)
+	main, hookActor := hooks.Wrap(parent, sup.Run, role.Stopped) // the stopped hook after the loop
+	if hookActor != nil {
+		more = append(more, hookActor)
+		sigs.alsoHurry(hooks.Hurry)
+	}
+	_, sig, err := superviseGroup(parent, log, sigs, sup, main, more...)
 	if sig != 0 {
 		log.Info("signal received; child stopped and leadership released")
 	}

@@ -1,7 +1,8 @@
 // Package sdnotify tells systemd what electd is doing, for a unit of
 // Type=notify: the sd_notify(3) datagram protocol (notify.go) and the role
 // of a copy of `electd run` as READY=1, STATUS= and STOPPING=1 (role.go).
-// Without $NOTIFY_SOCKET it does nothing.
+// Without $NOTIFY_SOCKET it sends nothing; the same role goes to the
+// --on-change hooks (Role.OnChange).
 package sdnotify
 
 import (

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/internal/hook"
 	"github.com/electd/electd/supervisor"
 )
 
@@ -40,6 +41,12 @@ type Role struct {
 	failing     map[string]bool // store operations that fail now
 
 	warned bool // a send failed and was logged (Run's own)
+
+	// The --on-change hooks' view of the role (see OnChange).
+	changeMu sync.Mutex
+	onChange func(hook.Change)
+	told     hook.Change // the last change told
+	stopped  bool        // Stopped was called: no change follows
 }
 
 // NewRole returns a Role of the copy self that notifies n (nil: nothing
@@ -114,17 +121,38 @@ func (c campaigner) Campaign(ctx context.Context) (*elector.Term, error) {
 	return c.Campaigner.Campaign(ctx)
 }
 
-// Run notifies systemd until ctx ends, then sends STOPPING=1 and returns
-// nil; leaders is the election's leader and its changes (health.View's
-// Subscribe), live the loop's liveness (for the watchdog). Without a
-// Notifier it waits for ctx.
+// OnChange has f told of each change of the role that STATUS= shows
+// (leading, following a leader, waiting), as hook.Change, from Run, and
+// of the stop (Stopped); f must not block. Call it before Run.
+func (r *Role) OnChange(f func(hook.Change)) { r.onChange = f }
+
+// Stopped tells OnChange's f that electd stops, once the child is stopped
+// and the term given up; nothing is told after it.
+func (r *Role) Stopped() { r.change(hook.Change{Role: hook.Stopped}) }
+
+// change tells OnChange's f of c, unless it was told c last or electd
+// has stopped.
+func (r *Role) change(c hook.Change) {
+	r.changeMu.Lock()
+	defer r.changeMu.Unlock()
+	if r.onChange == nil || r.stopped || c == r.told {
+		return
+	}
+	r.told, r.stopped = c, c.Role == hook.Stopped
+	r.onChange(c)
+}
+
+// Run notifies systemd, and OnChange's f, until ctx ends, then sends
+// STOPPING=1 and returns nil; leaders is the election's leader and its
+// changes (health.View's Subscribe), live the loop's liveness (for the
+// watchdog). Without a Notifier nor an OnChange it waits for ctx.
 func (r *Role) Run(ctx context.Context, leaders <-chan elector.Leader, live func() error) error {
-	if r.n == nil {
+	if r.n == nil && r.onChange == nil {
 		<-ctx.Done()
 		return nil
 	}
 	var watchdog <-chan time.Time
-	if d := WatchdogInterval(); d > 0 && live != nil {
+	if d := WatchdogInterval(); d > 0 && live != nil && r.n != nil {
 		t := time.NewTicker(d / 2)
 		defer t.Stop()
 		watchdog = t.C
@@ -153,7 +181,10 @@ func (r *Role) Run(ctx context.Context, leaders <-chan elector.Leader, live func
 			}
 			continue
 		}
-		status, campaigning := r.status(leader, known)
+		status, campaigning, role := r.status(leader, known)
+		if role.Role != "" {
+			r.change(role)
+		}
 		var lines []string
 		if !ready && known && campaigning {
 			ready = true
@@ -167,31 +198,38 @@ func (r *Role) Run(ctx context.Context, leaders <-chan elector.Leader, live func
 	}
 }
 
-// status is the role as STATUS= says it, or "" for no news.
-func (r *Role) status(leader elector.Leader, known bool) (status string, campaigning bool) {
+// status is the role as STATUS= says it, or "" for no news, and as a
+// hook is told it (an empty Role: no news; joining is none either).
+func (r *Role) status(leader elector.Leader, known bool) (status string, campaigning bool, role hook.Change) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
 	case r.leading && len(r.failing) > 0:
 		status = fmt.Sprintf("leading (token %d), store unreachable", r.token)
+		role = hook.Change{Role: hook.Leading, LeaderID: r.self, Token: r.token}
 	case r.leading:
 		status = fmt.Sprintf("leading (token %d)", r.token)
+		role = hook.Change{Role: hook.Leading, LeaderID: r.self, Token: r.token}
 	case len(r.failing) > 0:
 		status = "waiting: store unreachable"
+		role = hook.Change{Role: hook.Waiting}
 	case !known:
 		status = "joining the election"
 	case leader.IsZero():
 		status = "waiting: no leader"
+		role = hook.Change{Role: hook.Waiting}
 	case leader.ID != r.self:
 		status = "following " + leader.ID
+		role = hook.Change{Role: hook.Following, LeaderID: leader.ID, Token: leader.Token}
 	case r.token != 0 && leader.Token == r.token:
 		// The term has ended here (the stop rule, a lost renewal) before
 		// its lease has on the store.
 		status = fmt.Sprintf("waiting: the store still names this copy (token %d) until its lease ends", r.token)
+		role = hook.Change{Role: hook.Waiting}
 	default:
 		// A term won, which the loop has yet to report: no news.
 	}
-	return status, r.campaigning
+	return status, r.campaigning, role
 }
 
 func (r *Role) send(lines ...string) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/internal/hook"
 )
 
 // sink is a Sink that keeps nothing.
@@ -75,5 +76,62 @@ func TestRole(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRoleChanges: without systemd, OnChange is told each change of role
+// as a hook sees it, from the same events as STATUS=: following with the
+// leader's id and token, leading with this copy's token, waiting while the
+// store still names this copy after its term, or cannot be reached; then
+// stopped, after which nothing more.
+func TestRoleChanges(t *testing.T) {
+	changes := make(chan hook.Change, 10)
+	r := NewRole(nil, "me", sink{}, slog.New(slog.DiscardHandler))
+	r.OnChange(func(c hook.Change) { changes <- c })
+	leaders := make(chan elector.Leader)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx, leaders, nil) }()
+	next := func(want hook.Change) {
+		t.Helper()
+		select {
+		case got := <-changes:
+			if got != want {
+				t.Fatalf("got %+v, want %+v", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no change within 10s; want %+v", want)
+		}
+	}
+
+	leaders <- elector.Leader{ID: "other", Token: 4}
+	next(hook.Change{Role: hook.Following, LeaderID: "other", Token: 4})
+	leaders <- elector.Leader{ID: "me", Token: 6} // won: no news until the loop says so
+	r.Acquired(6, 0)
+	next(hook.Change{Role: hook.Leading, LeaderID: "me", Token: 6})
+	r.StoreError("renew", errors.New("connection refused")) // still leading
+	r.StoreAnswered("renew")
+	r.Lost("expired") // the store names this copy until its lease ends
+	next(hook.Change{Role: hook.Waiting})
+	leaders <- elector.Leader{ID: "other", Token: 8}
+	next(hook.Change{Role: hook.Following, LeaderID: "other", Token: 8})
+	r.StoreError("observe", errors.New("connection refused"))
+	next(hook.Change{Role: hook.Waiting})
+	r.StoreAnswered("observe")
+	next(hook.Change{Role: hook.Following, LeaderID: "other", Token: 8})
+
+	// The loop has returned (a failed campaign) while Run still runs.
+	r.Stopped()
+	next(hook.Change{Role: hook.Stopped})
+	leaders <- elector.Leader{ID: "third", Token: 9}
+	r.Stopped()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-changes:
+		t.Fatalf("a change after stopped: %+v", c)
+	default:
 	}
 }
