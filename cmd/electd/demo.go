@@ -11,6 +11,7 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/internal/demo"
+	"github.com/electd/electd/internal/devetcd"
 )
 
 // demoHelp is the description of `electd demo`.
@@ -41,7 +42,7 @@ func demoAction(c *cli.Context) error {
 		return fmt.Errorf("temp dir: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	etcd, err := startEmbeddedEtcd(dir, "127.0.0.1:0", "fatal") // its shutdown noise is not the demo's
+	etcd, err := devetcd.Start(dir, "127.0.0.1:0", "fatal") // its shutdown noise is not the demo's
 	if err != nil {
 		return err
 	}

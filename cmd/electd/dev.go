@@ -6,6 +6,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/electd/electd/internal/devetcd"
 	"github.com/urfave/cli/v2"
 )
 
@@ -26,7 +27,7 @@ func devAction(c *cli.Context) error {
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	m, err := startEmbeddedEtcd(dir, c.String("listen-client"), "warn")
+	m, err := devetcd.Start(dir, c.String("listen-client"), "warn")
 	if err != nil {
 		return err
 	}

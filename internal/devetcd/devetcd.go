@@ -1,6 +1,11 @@
 //go:build !noembed
 
-package main
+// Package devetcd is a single-member etcd inside the electd process, for
+// `electd demo` and `electd dev`. It is not for production: one member, no
+// TLS, its data in a directory the caller removes. Production builds leave
+// it out with -tags noembed (devetcd_off.go): linking the etcd server costs
+// every electd process memory at start even when unused.
+package devetcd
 
 import (
 	"fmt"
@@ -15,18 +20,15 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// embeddedEtcd is a single-member etcd inside this process, for `demo`
-// and `dev`. It is not for production: one member, no TLS. Production
-// builds leave it out with -tags noembed (see embed_off.go): linking the
-// etcd server costs every electd process memory at start even when unused.
-type embeddedEtcd struct {
+// Etcd is a running single-member etcd.
+type Etcd struct {
 	e       *embed.Etcd
 	closing *atomic.Bool // set by Close: the listeners' "server closed" errors are expected then
 }
 
-// startEmbeddedEtcd starts etcd with its data in dir, serving clients on
-// clientAddr (host:port; port 0 picks a free one), logging at logLevel.
-func startEmbeddedEtcd(dir, clientAddr, logLevel string) (*embeddedEtcd, error) {
+// Start starts etcd with its data in dir, serving clients on clientAddr
+// (host:port; port 0 picks a free one), logging at logLevel.
+func Start(dir, clientAddr, logLevel string) (*Etcd, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = "electd-embedded"
 	cfg.Dir = dir
@@ -46,9 +48,9 @@ func startEmbeddedEtcd(dir, clientAddr, logLevel string) (*embeddedEtcd, error) 
 	if err != nil {
 		return nil, fmt.Errorf("client address %q: %w", clientAddr, err)
 	}
-	pu, _ := url.Parse("http://127.0.0.1:0")
+	pu := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
@@ -63,14 +65,14 @@ func startEmbeddedEtcd(dir, clientAddr, logLevel string) (*embeddedEtcd, error) 
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd not ready after 30s")
 	}
-	return &embeddedEtcd{e: e, closing: closing}, nil
+	return &Etcd{e: e, closing: closing}, nil
 }
 
 // Endpoint is the client host:port.
-func (m *embeddedEtcd) Endpoint() string { return m.e.Clients[0].Addr().String() }
+func (m *Etcd) Endpoint() string { return m.e.Clients[0].Addr().String() }
 
 // Close stops etcd; close its clients first (it waits for them otherwise).
-func (m *embeddedEtcd) Close() {
+func (m *Etcd) Close() {
 	m.closing.Store(true)
 	m.e.Close()
 }
