@@ -24,8 +24,9 @@
 //     store per request (the one exception to "never from the store").
 //   - GET /status: Config.Status's report (`electd status -o json`), 200
 //     when the store answered it, else 503; it asks the store, at most
-//     maxStatus requests at once (then 503 with Retry-After); 501 without
-//     Config.Status.
+//     maxStoreReads requests at once, /leader's of a semaphore included
+//     (then 503 with Retry-After, and /leader names the leader alone);
+//     501 without Config.Status.
 //   - GET /leader/watch: Server-Sent Events. Each event is "event: leader"
 //     with "data:" the same JSON as /leader: one at connect, then one per
 //     change, in order (a slow client may skip intermediate leaders but

@@ -87,11 +87,12 @@ type Config struct {
 	ChildBackoff func() (failures int, coolDown time.Duration, until time.Time)
 	// Status answers GET /status (what `electd status` prints): a reading
 	// of the election, as JSON, and whether the store answered it (else
-	// 503). It asks the store, at most maxStatus requests at once. nil: 501.
+	// 503). It asks the store, at most maxStoreReads requests at once. nil: 501.
 	Status func(ctx context.Context) (report any, ok bool)
 	// Holders lists every holder of a semaphore (--slots > 1) for the
 	// "holders" of GET /leader, asking the store (one read, under the
-	// /healthz timeout; if it fails, "holders" is the leader alone). nil:
+	// /healthz timeout, at most maxStoreReads requests at once with GET
+	// /status; if it fails or must wait, "holders" is the leader alone). nil:
 	// the leader is the only holder, and /leader never asks the store.
 	Holders func(ctx context.Context) ([]elector.Leader, error)
 	// Live answers /livez: is electd's own loop alive. It must not depend on
@@ -131,8 +132,9 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	handler http.Handler
-	admin   http.Handler // /resign and /metrics; nil unless SeparateAdmin
-	streams *streamSet   // the open /leader/watch streams
+	admin   http.Handler  // /resign and /metrics; nil unless SeparateAdmin
+	streams *streamSet    // the open /leader/watch streams
+	reads   chan struct{} // the store reads requests may make at once (maxStoreReads)
 
 	// Tunables; tests shorten them.
 	heartbeat       time.Duration
@@ -208,6 +210,7 @@ func NewServer(cfg Config) (*Server, error) {
 		cfg:             cfg,
 		log:             log.WithGroup("http"),
 		streams:         newStreamSet(MaxStreams, MaxStreamsPerClient),
+		reads:           make(chan struct{}, maxStoreReads),
 		heartbeat:       defaultHeartbeat,
 		healthTimeout:   defaultHealthTimeout,
 		resignTimeout:   defaultResignTimeout,

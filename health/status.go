@@ -6,28 +6,39 @@ import (
 	"time"
 )
 
-// maxStatus is how many GET /status requests may ask the store at once;
-// beyond it the answer is 503 with Retry-After: a reading is a store
-// request, and a crowd of readers must not load the store.
-const maxStatus = 4
+// maxStoreReads is how many requests (GET /status, and GET /leader of a
+// semaphore) may ask the store at once: a reading is a store request, and
+// a crowd of readers must not load the store. Beyond it /status answers
+// 503 with Retry-After and /leader names the leader alone.
+const maxStoreReads = 4
+
+// tryRead takes one of the store reads requests may make at once; it
+// reports false when all are taken. The caller calls done when it took one.
+func (s *Server) tryRead() bool {
+	select {
+	case s.reads <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *Server) doneRead() { <-s.reads }
 
 // statusHandler serves GET /status: Config.Status's report, 200 when the
 // store answered, else 503; 501 without Config.Status.
 func (s *Server) statusHandler() http.Handler {
-	slots := make(chan struct{}, maxStatus)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.cfg.Status == nil {
 			writeError(w, http.StatusNotImplemented, "status is not served by this process")
 			return
 		}
-		select {
-		case slots <- struct{}{}:
-			defer func() { <-slots }()
-		default:
+		if !s.tryRead() {
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusServiceUnavailable, "too many status requests at once")
 			return
 		}
+		defer s.doneRead()
 		ctx, cancel := context.WithTimeout(r.Context(), s.healthTimeout)
 		defer cancel()
 		rep, ok := s.cfg.Status(ctx)
@@ -55,6 +66,11 @@ func (s *Server) semaphoreHolders(ctx context.Context, d *leaderDoc) {
 	if s.cfg.Holders == nil || d.Leader == nil {
 		return
 	}
+	if !s.tryRead() {
+		s.log.Debug("too many store reads at once; /leader shows the semaphore's leader alone")
+		return
+	}
+	defer s.doneRead()
 	ctx, cancel := context.WithTimeout(ctx, s.healthTimeout)
 	defer cancel()
 	hs, err := s.cfg.Holders(ctx)

@@ -50,17 +50,25 @@ func TestLeaderHolders(t *testing.T) {
 	tests := []struct {
 		name    string
 		holders func(context.Context) ([]elector.Leader, error)
+		busy    bool // every store read is taken by other requests
 		want    []any
 	}{
 		{name: "every holder", holders: func(context.Context) ([]elector.Leader, error) { return []elector.Leader{a, b}, nil },
 			want: []any{asJSON(a), asJSON(b)}},
 		{name: "store does not answer", holders: func(context.Context) ([]elector.Leader, error) { return nil, errors.New("timeout") },
 			want: []any{asJSON(a)}},
+		{name: "too many reads at once", holders: func(context.Context) ([]elector.Leader, error) { return []elector.Leader{a, b}, nil },
+			busy: true, want: []any{asJSON(a)}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s, o := newTestServer(t, func(c *Config) { c.Holders = tc.holders })
 			o.feed(t, a)
+			for i := 0; tc.busy && i < maxStoreReads; i++ {
+				if !s.tryRead() {
+					t.Fatalf("store read %d of %d refused", i+1, maxStoreReads)
+				}
+			}
 			w := do(t, s, "GET", "/leader", "192.0.2.1:5555", nil)
 			m := decode(t, w)
 			if w.Code != 200 || !reflect.DeepEqual(m["holders"], tc.want) || !reflect.DeepEqual(m["leader"], asJSON(a)) {
