@@ -3,8 +3,10 @@ package supervisor
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -104,5 +106,59 @@ func TestTreeProcessJoiningAHookGroupGetsTheHookKilled(t *testing.T) {
 	stopOK(t, c, context.Background())
 	if procDead(hook.Pid) {
 		t.Fatalf("the child's stop killed the hook %d (a process of the tree had joined its group)", hook.Pid)
+	}
+}
+
+// TestTreeProcessLeavingAHookGroupOutlivesTheHook: the escape of
+// TestTreeProcessJoiningAHookGroupOutlivesTheStop is not bounded by the
+// hook's run: once the child's stop has returned, the process that hid in
+// the hook's group moves to a group of its own (setpgid(0, 0)) before the
+// hook ends; EndAside's kill of the hook's group then misses it, and no
+// later sweep takes it (it started before any later child). A process of
+// a stopped term's tree runs on with no end.
+func TestTreeProcessLeavingAHookGroupOutlivesTheHook(t *testing.T) {
+	if orphanRule.strangers != "" {
+		t.Skipf("the sweep reads environments here (%s)", orphanRule.strangers)
+	}
+	hook, err := StartAside("/bin/sh", []string{"/bin/sh", "-c", "exec sleep 1000"}, &os.ProcAttr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	leave, script := filepath.Join(dir, "leave"), filepath.Join(dir, "escape.pl")
+	perl := `$| = 1; setpgrp(0, ` + strconv.Itoa(hook.Pid) + `) or die "setpgrp: $!\n"; print "joined $$\n"; ` +
+		`select(undef, undef, undef, 0.01) until -e "` + leave + `"; setpgrp(0, 0) or die "setpgrp: $!\n"; open(my $f, ">", "` + leave + `.left") or die; close($f); exec "sleep", "1000"`
+	if err := os.WriteFile(script, []byte(perl), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, out := runSh(t, "echo started; sh -c 'perl "+script+" &'; exec sleep 1000",
+		ChildSpec{Containment: ContainPgroup, StopTimeout: time.Minute})
+	out.waitFor(t, "started")
+	escaped := joinedPid(t, out)
+	t.Cleanup(func() { syscall.Kill(escaped, syscall.SIGKILL) })
+	waitUntil(t, testDeadline, func() bool {
+		st, err := readStat(escaped)
+		return err == nil && st.ppid == os.Getpid() && st.pgrp == hook.Pid
+	}, "the process %d is not an orphan of this process in the hook's group", escaped)
+	stopOK(t, c, context.Background())
+
+	if err := os.WriteFile(leave, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, testDeadline, func() bool { _, err := os.Stat(leave + ".left"); return err == nil }, "the process %d did not leave the hook's group", escaped)
+	// The hook ends as it does in hook.Runner.run: killed or exited, reaped, EndAside.
+	if err := KillAside(hook.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hook.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := EndAside(hook.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if !procDead(escaped) {
+		st, _ := readStat(escaped)
+		t.Fatalf("a process of the stopped child's tree (%d, now in its own group %d) outlived the child's stop and the hook's end",
+			escaped, st.pgrp)
 	}
 }
