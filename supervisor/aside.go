@@ -10,7 +10,7 @@ import (
 // Processes beside the child.
 //
 // electd starts a few processes that are not the child's (the --on-change
-// hooks). Each is in a process group of its own, so that it can be ended
+// hooks). Each is in a session and process group of its own, so that it can be ended
 // with its descendants, and none of them may be taken for the child's
 // tree: under pgroup containment electd is a subreaper, and an orphan
 // reparented to it that started after the child counts as the child's
@@ -21,15 +21,20 @@ import (
 // and drops both marks.
 var aside = map[int]struct{}{} // process groups, under reaperMu
 
-// StartAside starts path with argv and attr in a process group of its own
-// (attr.Sys's Setpgid is set), beside the child's tree: its group is never
+// StartAside starts path with argv and attr in a session and process group
+// of its own (attr.Sys's Setsid is set), beside the child's tree: its group is never
 // signalled, counted or awaited as the child's. The caller waits for the
 // process (p.Wait) and then calls EndAside.
 func StartAside(path string, argv []string, attr *os.ProcAttr) (*os.Process, error) {
 	if attr.Sys == nil {
 		attr.Sys = &syscall.SysProcAttr{}
 	}
-	attr.Sys.Setpgid, attr.Sys.Pgid = true, 0
+	// A session of its own, not only a group: a process may join a group
+	// of its own session only, and under pgroup containment the child's
+	// tree shares electd's session. A tree process that joined a hook's
+	// group would be spared by the tree's sweep and outlive its term, and
+	// the stop would signal the hook's group with the tree's.
+	attr.Sys.Setsid, attr.Sys.Setpgid, attr.Sys.Setctty = true, false, false
 	reaperMu.Lock()
 	defer reaperMu.Unlock()
 	p, err := os.StartProcess(path, argv, attr)

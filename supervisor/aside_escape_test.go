@@ -3,7 +3,6 @@ package supervisor
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"syscall"
@@ -28,137 +27,75 @@ func startHookLike(t *testing.T) *os.Process {
 	return p
 }
 
-// joinedPid waits for "joined PID" in out and returns PID.
-func joinedPid(t *testing.T, out *syncBuf) int {
+// joinAttempt waits for the tree's process to report its attempt to join
+// the hook's group ("joined PID" or "refused PID") and returns its pid and
+// whether it joined.
+func joinAttempt(t *testing.T, out *syncBuf) (pid int, joined bool) {
 	t.Helper()
-	var pid int
-	re := regexp.MustCompile(`joined (\d+)`)
+	re := regexp.MustCompile(`(joined|refused) (\d+)`)
 	waitUntil(t, testDeadline, func() bool {
 		m := re.FindStringSubmatch(out.String())
 		if m == nil {
 			return false
 		}
-		pid, _ = strconv.Atoi(m[1])
+		pid, _ = strconv.Atoi(m[2])
+		joined = m[1] == "joined"
 		return true
-	}, "no process of the tree joined the hook's group; output: %q", out.String())
-	return pid
+	}, "no process of the tree tried to join the hook's group; output: %q", out.String())
+	return pid, joined
 }
 
-// joinScript is a child's script whose process (perl) joins process group
-// hook and then sleeps; orphaned, it is started by a shell that exits at
-// once, so it is reparented to electd (a subreaper).
+// joinScript is a child's script whose process (perl) tries to join
+// process group hook, says whether it could, and sleeps. Orphaned, it is
+// started by a shell that exits at once, so that it is reparented to
+// electd (a subreaper); else the child ignores SIGTERM (as its background
+// perl then does), so that it is alive, with perl its child, when the stop
+// lists the tree.
 func joinScript(hook int, orphaned bool) string {
-	perl := `perl -e '$| = 1; setpgrp(0, ` + strconv.Itoa(hook) + `) or die "setpgrp: $!\n"; print "joined $$\n"; exec "sleep", "1000"'`
 	if orphaned {
-		perl = `sh -c '` + `perl -e "\$| = 1; setpgrp(0, ` + strconv.Itoa(hook) + `) or die qq(setpgrp: \$!\n); print qq(joined \$\$\n); exec qw(sleep 1000)" &` + `'`
-		return "echo started; " + perl + "\nexec sleep 1000"
+		return "echo started; sh -c 'perl -e \"\\$| = 1; print setpgrp(0, " + strconv.Itoa(hook) +
+			") ? qq(joined \\$\\$\\n) : qq(refused \\$\\$ \\$!\\n); exec qw(sleep 1000)\" &'\nexec sleep 1000"
 	}
-	// The child ignores SIGTERM (as its background perl then does), so
-	// that it is alive, with perl its child, when the stop lists the tree.
-	return "trap '' TERM; echo started; " + perl + " &\nwait"
+	return "trap '' TERM; echo started; perl -e '$| = 1; print setpgrp(0, " + strconv.Itoa(hook) +
+		") ? \"joined $$\\n\" : \"refused $$ $!\\n\"; exec \"sleep\", \"1000\"' &\nwait"
 }
 
-// TestTreeProcessJoiningAHookGroupOutlivesTheStop: under pgroup, a process
-// of the child's tree that joins a running hook's process group (setpgid;
-// hooks are in electd's session, so any tree process may) and is orphaned
-// to electd is spared by the sweep (asideLocked), so the child's stop
-// returns with it alive: it outlives the term for as long as the hook runs
-// (up to --on-change-timeout, 30s by default), while another copy may lead.
-// Before hooks, only electd's own group gave this exemption.
-func TestTreeProcessJoiningAHookGroupOutlivesTheStop(t *testing.T) {
-	if orphanRule.strangers != "" {
-		t.Skipf("the sweep reads environments here (%s)", orphanRule.strangers)
+// TestTreeProcessCannotJoinAHookGroup: under pgroup the child's tree
+// shares electd's session, and a process may join any group of its own
+// session. A hook therefore has a session of its own (StartAside): else a
+// process of the tree could join a running hook's group, where the tree's
+// sweep spares it (orphaned: it outlived the stop, and, leaving the group
+// again before the hook ended, ran on with no end) or the stop signals the
+// hook's whole group with the tree's (a descendant: the hook was killed).
+// Found by an adversarial review of the hooks; each case failed so.
+func TestTreeProcessCannotJoinAHookGroup(t *testing.T) {
+	tests := []struct {
+		name     string
+		orphaned bool
+	}{
+		{name: "descendant of the child", orphaned: false},
+		{name: "orphan reparented to electd", orphaned: true},
 	}
-	hook := startHookLike(t)
-	c, out := runSh(t, joinScript(hook.Pid, true), ChildSpec{Containment: ContainPgroup, StopTimeout: time.Minute})
-	out.waitFor(t, "started")
-	escaped := joinedPid(t, out)
-	waitUntil(t, testDeadline, func() bool {
-		st, err := readStat(escaped)
-		return err == nil && st.ppid == os.Getpid()
-	}, "the joined process %d is not reparented to this process", escaped)
-	if st, _ := readStat(escaped); st.pgrp != hook.Pid {
-		t.Fatalf("the joined process is in group %d, not the hook's %d", st.pgrp, hook.Pid)
-	}
-
-	stopOK(t, c, context.Background())
-	if !procDead(escaped) {
-		t.Fatalf("the child's stop returned with a process of its tree (%d, in the hook's group %d) alive: it outlives the term while the hook runs",
-			escaped, hook.Pid)
-	}
-}
-
-// TestTreeProcessJoiningAHookGroupGetsTheHookKilled: under pgroup, a
-// process of the child's tree that joins a running hook's group (still a
-// descendant of the child) has that group listed among the tree's groups
-// (treeMembers excludes electd's own group, not the aside ones), so the
-// child's stop SIGKILLs the hook: OPERATIONS.md says "The child's stop
-// never signals or waits for a hook".
-func TestTreeProcessJoiningAHookGroupGetsTheHookKilled(t *testing.T) {
-	hook := startHookLike(t)
-	c, out := runSh(t, joinScript(hook.Pid, false), ChildSpec{Containment: ContainPgroup, StopTimeout: time.Second})
-	out.waitFor(t, "started")
-	joined := joinedPid(t, out)
-
-	if st, _ := readStat(joined); st.pgrp != hook.Pid || st.ppid != c.Pid() {
-		t.Fatalf("the joined process: group %d (want the hook's %d), parent %d (want the child %d)", st.pgrp, hook.Pid, st.ppid, c.Pid())
-	}
-	stopOK(t, c, context.Background())
-	if procDead(hook.Pid) {
-		t.Fatalf("the child's stop killed the hook %d (a process of the tree had joined its group)", hook.Pid)
-	}
-}
-
-// TestTreeProcessLeavingAHookGroupOutlivesTheHook: the escape of
-// TestTreeProcessJoiningAHookGroupOutlivesTheStop is not bounded by the
-// hook's run: once the child's stop has returned, the process that hid in
-// the hook's group moves to a group of its own (setpgid(0, 0)) before the
-// hook ends; EndAside's kill of the hook's group then misses it, and no
-// later sweep takes it (it started before any later child). A process of
-// a stopped term's tree runs on with no end.
-func TestTreeProcessLeavingAHookGroupOutlivesTheHook(t *testing.T) {
-	if orphanRule.strangers != "" {
-		t.Skipf("the sweep reads environments here (%s)", orphanRule.strangers)
-	}
-	hook, err := StartAside("/bin/sh", []string{"/bin/sh", "-c", "exec sleep 1000"}, &os.ProcAttr{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	leave, script := filepath.Join(dir, "leave"), filepath.Join(dir, "escape.pl")
-	perl := `$| = 1; setpgrp(0, ` + strconv.Itoa(hook.Pid) + `) or die "setpgrp: $!\n"; print "joined $$\n"; ` +
-		`select(undef, undef, undef, 0.01) until -e "` + leave + `"; setpgrp(0, 0) or die "setpgrp: $!\n"; open(my $f, ">", "` + leave + `.left") or die; close($f); exec "sleep", "1000"`
-	if err := os.WriteFile(script, []byte(perl), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, out := runSh(t, "echo started; sh -c 'perl "+script+" &'; exec sleep 1000",
-		ChildSpec{Containment: ContainPgroup, StopTimeout: time.Minute})
-	out.waitFor(t, "started")
-	escaped := joinedPid(t, out)
-	t.Cleanup(func() { syscall.Kill(escaped, syscall.SIGKILL) })
-	waitUntil(t, testDeadline, func() bool {
-		st, err := readStat(escaped)
-		return err == nil && st.ppid == os.Getpid() && st.pgrp == hook.Pid
-	}, "the process %d is not an orphan of this process in the hook's group", escaped)
-	stopOK(t, c, context.Background())
-
-	if err := os.WriteFile(leave, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, testDeadline, func() bool { _, err := os.Stat(leave + ".left"); return err == nil }, "the process %d did not leave the hook's group", escaped)
-	// The hook ends as it does in hook.Runner.run: killed or exited, reaped, EndAside.
-	if err := KillAside(hook.Pid); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := hook.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	if err := EndAside(hook.Pid); err != nil {
-		t.Fatal(err)
-	}
-	if !procDead(escaped) {
-		st, _ := readStat(escaped)
-		t.Fatalf("a process of the stopped child's tree (%d, now in its own group %d) outlived the child's stop and the hook's end",
-			escaped, st.pgrp)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.orphaned && orphanRule.strangers != "" {
+				t.Skipf("the sweep reads environments here (%s)", orphanRule.strangers)
+			}
+			hook := startHookLike(t)
+			c, out := runSh(t, joinScript(hook.Pid, tc.orphaned), ChildSpec{Containment: ContainPgroup, StopTimeout: time.Second})
+			out.waitFor(t, "started")
+			pid, joined := joinAttempt(t, out)
+			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+			if joined {
+				t.Errorf("process %d of the child's tree joined the hook's process group %d", pid, hook.Pid)
+			}
+			stopOK(t, c, context.Background())
+			if !procDead(pid) {
+				t.Errorf("the child's stop returned with process %d of its tree alive", pid)
+			}
+			if procDead(hook.Pid) {
+				t.Errorf("the child's stop killed the hook %d", hook.Pid)
+			}
+		})
 	}
 }

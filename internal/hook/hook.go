@@ -9,7 +9,7 @@
 // them one at a time in the order of the changes; changes that come while
 // a hook runs are coalesced, and the next hook gets the latest, so a hook
 // never sees an older role after a newer one. Each runs under a timeout,
-// in a process group of its own beside the child's tree (see
+// in a session and process group of its own beside the child's tree (see
 // supervisor.StartAside), and what is left of that group when it exits or
 // times out is killed.
 package hook
@@ -172,6 +172,12 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
+			// A change queued since the look above (the last, stopped,
+			// queued as ctx ended) is run all the same: select picks
+			// either ready case.
+			if c, prev, skipped, ok := r.take(); ok {
+				r.run(c, prev, skipped)
+			}
 			return nil
 		case <-r.wake:
 		}
