@@ -41,8 +41,9 @@ func (e *Elector) campaign(ctx context.Context, try bool) (*elector.Term, error)
 
 	start := e.cfg.Clock.Now()
 	stale := ""
+	told := false // whether the epoch's wait was logged
 	for {
-		term, next, err := e.candidacy(ctx, stale, start, try)
+		term, next, err := e.candidacy(ctx, stale, start, try, &told)
 		switch {
 		case term != nil:
 			return term, nil
@@ -61,8 +62,9 @@ var errAbandoned = errors.New("candidacy abandoned")
 
 // candidacy is one entry's life in the queue, until it leads (term), must
 // be replaced by a new entry (err nil; stale is the entry to drop when
-// rejoining), or the campaign ends (err).
-func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, try bool) (term *elector.Term, restale string, err error) {
+// rejoining), or the campaign ends (err). The first wait for the state's
+// epoch is logged, and told set.
+func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, try bool, told *bool) (term *elector.Term, restale string, err error) {
 	clk, timing := e.cfg.Clock, e.cfg.Timing
 	entry := e.newEntry()
 	log := e.log.With("entry", entry)
@@ -161,6 +163,10 @@ func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, 
 		if r.status == "leader" {
 			t, err := e.grant(entry, dl, r, send, start)
 			return t, "", err
+		}
+		if r.young != "" && !*told {
+			*told = true
+			rediskit.LogEpochWait(log, r.young, r.wake, clk.Now())
 		}
 		wakeAt = time.Time{}
 		if r.wake >= 0 {

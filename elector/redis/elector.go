@@ -66,7 +66,7 @@ func New(cfg Config) (*Elector, error) {
 	}
 	e := &Elector{
 		cfg:   cfg,
-		keys:  keysIn(cfg.Election, rediskit.DB(cfg.Client)),
+		keys:  keysOf(cfg.Election, cfg.Client),
 		ttlMS: ttlMillis(cfg.Timing.TTL),
 		log:   cfg.Logger.WithGroup("redis").With("election", cfg.Election, "id", cfg.ID),
 		inst:  cfg.Instrument,
@@ -227,7 +227,7 @@ func (e *Elector) refreshSlots(err error) {
 // errUnconfirmed). Leaving needs neither: an entry that stays behind
 // expires.
 func (e *Elector) runStep(ctx context.Context, replicated bool, args ...any) (any, error) {
-	keys := e.keys.all()
+	keys := e.keys.step()
 	if e.cfg.Replicas == 0 || !replicated {
 		return stepScript.Run(ctx, e.cfg.Client, keys, args...).Result()
 	}
