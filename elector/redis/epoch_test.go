@@ -19,9 +19,6 @@ import (
 	"github.com/electd/electd/internal/testenv"
 )
 
-// epochWaitMsg is the INFO line of a campaign that waits for the epoch.
-const epochWaitMsg = "waiting: the store grants no term until one ttl after the state may have lost writes"
-
 // TestFreshNameGrantedAtOnce: on a server whose run electd has known for
 // longer than a TTL, a name never used before is granted in under 100 ms,
 // whatever the TTL (before, every new name waited one TTL: 15.4 s for
@@ -42,7 +39,7 @@ func TestFreshNameGrantedAtOnce(t *testing.T) {
 	if took := first.At.Sub(start); took < 2*time.Second-50*time.Millisecond {
 		t.Errorf("the server's first election was granted after %s, within its first TTL", took)
 	}
-	if got := logs.Lines(electortest.Line(slog.LevelInfo, epochWaitMsg, "", "")); len(got) != 1 || got[0].Attrs["why"].String() == "" {
+	if got := logs.Lines(electortest.Line(slog.LevelInfo, rediskit.EpochWaitMsg, "", "")); len(got) != 1 || got[0].Attrs["why"].String() == "" {
 		t.Errorf("the first use logged %d epoch lines (%v), want 1 with why", len(got), got)
 	}
 	electortest.Resign(t, first.Term)
@@ -78,7 +75,7 @@ func TestFreshNameGrantedAtOnce(t *testing.T) {
 			if took > 100*time.Millisecond {
 				t.Errorf("a fresh name was granted after %s, want under 100 ms (ttl %s)", took, tt.ttl)
 			}
-			if got := logs.Lines(electortest.Line(slog.LevelInfo, epochWaitMsg, "", "")); len(got) != 0 {
+			if got := logs.Lines(electortest.Line(slog.LevelInfo, rediskit.EpochWaitMsg, "", "")); len(got) != 0 {
 				t.Errorf("a campaign that did not wait logged %v", got)
 			}
 			t.Logf("ttl %s: granted in %s", tt.ttl, took.Round(10*time.Microsecond))
@@ -170,7 +167,7 @@ func TestEpochWhereStateMayBeLost(t *testing.T) {
 				t.Errorf("b was granted %s after the loss, while a's term was valid for %s more",
 					rb.At.Sub(lost).Round(time.Millisecond), validUntil.Sub(rb.At).Round(time.Millisecond))
 			}
-			waits := logs.Lines(electortest.Line(slog.LevelInfo, epochWaitMsg, "", ""))
+			waits := logs.Lines(electortest.Line(slog.LevelInfo, rediskit.EpochWaitMsg, "", ""))
 			if len(waits) != 1 {
 				t.Fatalf("b logged %d epoch waits, want 1", len(waits))
 			}

@@ -56,10 +56,10 @@ type tally struct {
 	answered, held, young, taken int
 	// firstYoung is the first server that answered young (-1: none).
 	firstYoung int
-	refused                      []error // permanent errors
-	floor                        uint64  // the highest token any server knows
-	since                        time.Time
-	wake                         []time.Time // per server: when it may let us hold (zero: unknown)
+	refused    []error // permanent errors
+	floor      uint64  // the highest token any server knows
+	since      time.Time
+	wake       []time.Time // per server: when it may let us hold (zero: unknown)
 	// committed: per token, the servers whose grant to us is committed
 	// with it (a predecessor's handover, or our own earlier commit).
 	committed map[uint64][]int

@@ -125,9 +125,12 @@ func EpochWhy(code string) string {
 	return "the state's epoch began (" + code + ")"
 }
 
+// EpochWaitMsg is the message of LogEpochWait's line.
+const EpochWaitMsg = "waiting: the store grants no term until one ttl after the state may have lost writes"
+
 // LogEpochWait logs, at INFO, that a campaign waits for the epoch: no term
 // is granted until left from now, and why.
 func LogEpochWait(log *slog.Logger, code string, left time.Duration, now time.Time, args ...any) {
 	args = append(args, "why", EpochWhy(code), "until", now.Add(left).UTC().Format(time.RFC3339Nano), "left", left.Round(time.Millisecond))
-	log.Info("waiting: the store grants no term until one ttl after the state may have lost writes", args...)
+	log.Info(EpochWaitMsg, args...)
 }
