@@ -213,6 +213,9 @@ func campaignEnded(ctx context.Context, lastErr error) error {
 // the goroutine that renews it.
 func (e *Elector) grant(entry string, dl *elector.Deadline, r stepReply, sent, start time.Time) (*elector.Term, error) {
 	self := elector.Leader{ID: e.cfg.ID, Address: e.cfg.Address, Token: r.token, Since: r.since}
+	if e.cfg.Replicas > 0 {
+		sent = e.confirmGrant(entry, r.token, dl, sent)
+	}
 	term := elector.NewTerm(self, dl, func(ctx context.Context) error { return e.resign(ctx, entry) })
 	if !e.life.Lead(dl, func() { e.keep(entry, r.token, dl, sent) }) {
 		dl.End(elector.ErrClosed)
@@ -222,6 +225,26 @@ func (e *Elector) grant(entry string, dl *elector.Deadline, r stepReply, sent, s
 	e.log.Info("leadership acquired", "entry", entry, "token", r.token,
 		"waited", e.cfg.Clock.Now().Sub(start).Round(time.Millisecond), "valid_until", dl.ValidUntil())
 	return term, nil
+}
+
+// confirmGrant renews a grant at once, so that it is no longer pending
+// (see stepScript) and the leader view names its holder: a grant whose
+// reply counts only once replicas have it is written before its WAIT, and
+// is no term if that fails. A failed renewal costs nothing here: keep
+// renews it again. It returns the send time of the latest renewal that
+// counted (sent if none).
+func (e *Elector) confirmGrant(entry string, token uint64, dl *elector.Deadline, sent time.Time) time.Time {
+	send := e.cfg.Clock.Now()
+	ctx, cancel := e.request(e.ctx)
+	r, err := e.step(ctx, "hold", entry, token, "")
+	cancel()
+	if err != nil || r.status != "leader" {
+		e.log.Debug("could not confirm the grant at once; the next renewal does", "entry", entry, "status", r.status, "err", err)
+		return sent
+	}
+	e.fails.Answered("renew")
+	dl.Renewed(send)
+	return send
 }
 
 // keep renews a term every RenewInterval until its deadline ends, then

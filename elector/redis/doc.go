@@ -79,7 +79,13 @@
 // through its own queue; a state that lasts less than one round trip
 // (between two messages) may be read past. A resigning leader's script
 // grants the successor in the same step, so a handover shows no "none" in
-// between. A message without the view (from an electd that predates it,
+// between, except under Sentinel: there a grant counts only once a replica
+// has it (WAIT, below), and the script writes it before its WAIT, so a
+// grant is pending (term's pending, a holder's " p") until its holder
+// renews it, which it does at once when the grant counted. The view names
+// no pending holder: a candidate whose grant never reached a replica (no
+// replica left) does not lead, and no copy names it. A handover there
+// shows "none" for the successor's round trip. A message without the view (from an electd that predates it,
 // during a rolling upgrade; the keys are the same) makes the view read the
 // state itself.
 //
@@ -91,13 +97,15 @@
 //	electd:{NAME}:queue   ZSET  entry → arrival sequence
 //	electd:{NAME}:expiry  ZSET  entry → lease deadline (server µs)
 //	electd:{NAME}:cand    HASH  entry → "ID\nADDRESS"
-//	electd:{NAME}:term    HASH  entry, id, address, token, since (server µs)
+//	electd:{NAME}:term    HASH  entry, id, address, token, since (server µs),
+//	                            pending (until the holder's first renewal, under Sentinel)
 //	electd:{NAME}:seq     STRING arrival counter
 //	electd:{NAME}:token   STRING last fencing token
 //	electd:{NAME}:born    HASH  at (server µs), run ("run_id master_replid"),
 //	                            why, last (server µs of the latest step)
 //	electd:{NAME}:slots   HASH  entry → slot count (semaphores only)
-//	electd:{NAME}:holders HASH  entry → "token since" (semaphores only)
+//	electd:{NAME}:holders HASH  entry → "token since", " p" appended while
+//	                            pending (semaphores only)
 //	electd:{NAME}:lastrun STRING once-per-period run record (JSON), no TTL
 //	electd:{NAME}:events  pub/sub channel, in database 0
 //	electd:{NAME}:db<N>:events  pub/sub channel, in database N > 0

@@ -165,8 +165,12 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 	if s := e.stepped.Load(); s != 0 {
 		stepped = fmt.Sprint(s)
 	}
+	pending := ""
+	if e.cfg.Replicas > 0 {
+		pending = "1" // a grant counts once replicas have it: pending until renewed
+	}
 	gen, _ := e.bus.state()
-	v, err := e.runStep(ctx, mode != "leave", mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, tok, stale, slots, seen, stepped)
+	v, err := e.runStep(ctx, mode != "leave", mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, tok, stale, slots, seen, stepped, pending)
 	e.patience.Observe(err)
 	if err != nil {
 		err = classify(err)

@@ -27,7 +27,8 @@ local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 // token (hold), an older entry of this candidate to drop first (may be empty),
 // slots (empty: 1), the highest token the caller has seen (may be empty),
 // the latest server time of a step of the caller's own that was answered
-// (µs, may be empty).
+// (µs, may be empty), "1" if a grant counts only once replicas have it
+// (pending until its holder renews it).
 //
 // Reply: {status, wake ms, token, since µs, head, young, view...} where
 // status is leader|wait|gone|lost|left|busy|slots and wake is how long until
@@ -49,6 +50,11 @@ var stepScript = redis.NewScript(prelude + viewLua + rediskit.EpochLua + `
 local Q, X, C, T, S, K, B, NS, H = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local mode, me, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]) * 1000
 local N = tonumber(ARGV[9]) or 1
+-- A grant whose reply counts only once replicas have it (ARGV[12], under
+-- Sentinel) is pending until its holder's first renewal: the leader view
+-- names no pending holder, which may never learn that it leads.
+local pending = ''
+if ARGV[12] == '1' then pending = ' p' end
 local changed = false
 local granted = {}
 
@@ -108,7 +114,7 @@ local function promoteSlots()
   for _, e in ipairs(redis.call('ZRANGE', Q, 0, N - 1)) do
     if n >= N then break end
     if redis.call('HEXISTS', H, e) == 0 and redis.call('ZSCORE', X, e) then
-      redis.call('HSET', H, e, fmt(nextToken()) .. ' ' .. fmt(now))
+      redis.call('HSET', H, e, fmt(nextToken()) .. ' ' .. fmt(now) .. pending)
       n = n + 1
       changed = true
       if e ~= me then table.insert(granted, e) end
@@ -126,6 +132,7 @@ local function promote()
   local id, addr = string.match(redis.call('HGET', C, h) or '', '^([^\n]*)\n(.*)$')
   local tok = nextToken()
   redis.call('HSET', T, 'entry', h, 'id', id or h, 'address', addr or '', 'token', fmt(tok), 'since', fmt(now))
+  if pending ~= '' then redis.call('HSET', T, 'pending', '1') end
   changed = true
 end
 
@@ -182,14 +189,19 @@ end
 
 if N > 1 then
   if mode == 'hold' then
-    local tok = string.match(redis.call('HGET', H, me) or '', '^(%d+) ')
+    local v = redis.call('HGET', H, me) or ''
+    local tok = string.match(v, '^(%d+) ')
     if tok ~= ARGV[7] then return finish('lost', -1) end
+    if string.find(v, ' p$') then
+      redis.call('HSET', H, me, string.sub(v, 1, -3))
+      changed = true
+    end
     redis.call('ZADD', X, fmt(now + ttl), me)
     return finish('leader', -1, tok)
   end
   redis.call('ZADD', X, fmt(now + ttl), me)
   promote()
-  local tok, since = string.match(redis.call('HGET', H, me) or '', '^(%d+) (%d+)$')
+  local tok, since = string.match(redis.call('HGET', H, me) or '', '^(%d+) (%d+)')
   if tok then return finish('leader', -1, tok, since) end
   -- Waiting. Within the first N entries only the state's first TTL keeps us
   -- back. The first waiter waits for the earliest holder's deadline; the
@@ -220,6 +232,7 @@ end
 if mode == 'hold' then
   local t = redis.call('HMGET', T, 'entry', 'token')
   if t[1] ~= me or t[2] ~= ARGV[7] then return finish('lost', -1) end
+  if redis.call('HDEL', T, 'pending') == 1 then changed = true end
   redis.call('ZADD', X, fmt(now + ttl), me)
   return finish('leader', -1, t[2])
 end
@@ -250,20 +263,23 @@ return finish('wait', math.ceil((deadline - now) / 1000))
 `)
 
 // viewLua defines leaderView(Q, X, T, C, H): the live term holder, read-only;
-// for a semaphore, the holder first in line. It returns {} or {id, address,
+// for a semaphore, the holder first in line. A pending grant (one whose
+// holder has not renewed it yet, under Sentinel: its WAIT may have failed,
+// and then its candidate does not lead) is no holder. It returns {} or {id, address,
 // token, since µs, remaining ms}. Both the view script and every message the
 // step script publishes carry it, so watchers learn a change without a read.
 const viewLua = `
 local function leaderView(Q, X, T, C, H)
-  local t = redis.call('HMGET', T, 'entry', 'id', 'address', 'token', 'since')
+  local t = redis.call('HMGET', T, 'entry', 'id', 'address', 'token', 'since', 'pending')
+  if t[6] then return {} end
   if not t[1] then
     local n = redis.call('HLEN', H)
     if n == 0 then return {} end
     for _, e in ipairs(redis.call('ZRANGE', Q, 0, n - 1)) do
       local v = redis.call('HGET', H, e)
       local d = redis.call('ZSCORE', X, e)
-      if v and d and tonumber(d) > now then
-        local tok, since = string.match(v, '^(%d+) (%d+)$')
+      if v and d and tonumber(d) > now and not string.find(v, ' p$') then
+        local tok, since = string.match(v, '^(%d+) (%d+)')
         local id, addr = string.match(redis.call('HGET', C, e) or '', '^([^\n]*)\n(.*)$')
         return {id or e, addr or '', tok, since, math.ceil((tonumber(d) - now) / 1000)}
       end
