@@ -18,6 +18,19 @@ import (
 // or on the candidate itself, may name it; once a replica is back, the
 // candidate leads and both name it.
 func TestPendingGrantIsNoLeader(t *testing.T) {
+	tests := []struct {
+		name  string
+		slots int
+	}{
+		{name: "a term", slots: 1},
+		{name: "a semaphore's slot", slots: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { testPendingGrant(t, tt.slots) })
+	}
+}
+
+func testPendingGrant(t *testing.T, slots int) {
 	h := sentinelHarness(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -31,9 +44,9 @@ func TestPendingGrantIsNoLeader(t *testing.T) {
 	const election = "pending"
 	inst := &countingInstrument{}
 	a := h.New(t, electortest.Candidate{StoreAddr: h.Addr(), Candidate: elector.Candidate{
-		Election: election, ID: "a", Timing: testTiming(), Instrument: inst}})
+		Election: election, ID: "a", Timing: testTiming(), Slots: slots, Instrument: inst}})
 	w := h.New(t, electortest.Candidate{StoreAddr: h.Addr(), Candidate: elector.Candidate{
-		Election: election, ID: "w", Timing: testTiming()}})
+		Election: election, ID: "w", Timing: testTiming(), Slots: slots}})
 	seen := w.Observe(ctx)
 	ca := electortest.Campaign(ctx, a)
 
@@ -49,6 +62,10 @@ func TestPendingGrantIsNoLeader(t *testing.T) {
 	// The grant comes one TTL after the server's first use (the epoch);
 	// then every step of a's is unreplicated.
 	electortest.Eventually(t, 10*time.Second, "a grant to a on the master", func() bool {
+		if slots > 1 {
+			n, _ := h.cli.HLen(ctx, keysFor(election).holders).Result()
+			return n == 1
+		}
 		entry, _ := h.cli.HGet(ctx, keysFor(election).term, "entry").Result()
 		return strings.HasPrefix(entry, "a#")
 	})
