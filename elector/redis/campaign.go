@@ -41,8 +41,9 @@ func (e *Elector) campaign(ctx context.Context, try bool) (*elector.Term, error)
 
 	start := e.cfg.Clock.Now()
 	stale := ""
+	told := false // whether the epoch's wait was logged
 	for {
-		term, next, err := e.candidacy(ctx, stale, start, try)
+		term, next, err := e.candidacy(ctx, stale, start, try, &told)
 		switch {
 		case term != nil:
 			return term, nil
@@ -61,8 +62,9 @@ var errAbandoned = errors.New("candidacy abandoned")
 
 // candidacy is one entry's life in the queue, until it leads (term), must
 // be replaced by a new entry (err nil; stale is the entry to drop when
-// rejoining), or the campaign ends (err).
-func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, try bool) (term *elector.Term, restale string, err error) {
+// rejoining), or the campaign ends (err). The first wait for the state's
+// epoch is logged, and told set.
+func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, try bool, told *bool) (term *elector.Term, restale string, err error) {
 	clk, timing := e.cfg.Clock, e.cfg.Timing
 	entry := e.newEntry()
 	log := e.log.With("entry", entry)
@@ -162,6 +164,10 @@ func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, 
 			t, err := e.grant(entry, dl, r, send, start)
 			return t, "", err
 		}
+		if r.young != "" && !*told {
+			*told = true
+			rediskit.LogEpochWait(log, r.young, r.wake, clk.Now())
+		}
 		wakeAt = time.Time{}
 		if r.wake >= 0 {
 			wakeAt = clk.Now().Add(r.wake + wakeSlack)
@@ -207,6 +213,9 @@ func campaignEnded(ctx context.Context, lastErr error) error {
 // the goroutine that renews it.
 func (e *Elector) grant(entry string, dl *elector.Deadline, r stepReply, sent, start time.Time) (*elector.Term, error) {
 	self := elector.Leader{ID: e.cfg.ID, Address: e.cfg.Address, Token: r.token, Since: r.since}
+	if e.cfg.Replicas > 0 {
+		sent = e.confirmGrant(entry, r.token, dl, sent)
+	}
 	term := elector.NewTerm(self, dl, func(ctx context.Context) error { return e.resign(ctx, entry) })
 	if !e.life.Lead(dl, func() { e.keep(entry, r.token, dl, sent) }) {
 		dl.End(elector.ErrClosed)
@@ -216,6 +225,26 @@ func (e *Elector) grant(entry string, dl *elector.Deadline, r stepReply, sent, s
 	e.log.Info("leadership acquired", "entry", entry, "token", r.token,
 		"waited", e.cfg.Clock.Now().Sub(start).Round(time.Millisecond), "valid_until", dl.ValidUntil())
 	return term, nil
+}
+
+// confirmGrant renews a grant at once, so that it is no longer pending
+// (see stepScript) and the leader view names its holder: a grant whose
+// reply counts only once replicas have it is written before its WAIT, and
+// is no term if that fails. A failed renewal costs nothing here: keep
+// renews it again. It returns the send time of the latest renewal that
+// counted (sent if none).
+func (e *Elector) confirmGrant(entry string, token uint64, dl *elector.Deadline, sent time.Time) time.Time {
+	send := e.cfg.Clock.Now()
+	ctx, cancel := e.request(e.ctx)
+	r, err := e.step(ctx, "hold", entry, token, "")
+	cancel()
+	if err != nil || r.status != "leader" {
+		e.log.Debug("could not confirm the grant at once; the next renewal does", "entry", entry, "status", r.status, "err", err)
+		return sent
+	}
+	e.fails.Answered("renew")
+	dl.Renewed(send)
+	return send
 }
 
 // keep renews a term every RenewInterval until its deadline ends, then

@@ -71,18 +71,23 @@ type keys struct {
 	term    string // HASH entry, id, address, token, since
 	seq     string // STRING arrival counter
 	token   string // STRING last fencing token
-	born    string // HASH at (server µs), run ("run_id master_replid"): when this state began; last: latest step (server µs)
+	born    string // HASH at (server µs), run ("run_id master_replid"), why: when and why this state's epoch began; last: latest step (server µs)
 	slots   string // HASH entry → slot count, for entries of semaphores (> 1)
 	holders string // HASH entry → "token since", the holders of a semaphore
 	lastRun string // STRING once-per-period run record, lapsing by the server's clock
 	channel string // pub/sub channel (not a key)
+	// server is the server record of the epoch rule (rediskit.EpochLua):
+	// one per database, the election's own under Redis Cluster.
+	server string
 }
 
-// keysIn are the keys of election in database db: the same names in every
-// database, but the channel, which is server-wide, names the database.
-func keysIn(election string, db int) keys {
+// keysOf are the keys of election for client c: the same names in every
+// database, but the channel, which is server-wide, names the database, and
+// the server record is the election's own under Redis Cluster.
+func keysOf(election string, c redis.UniversalClient) keys {
 	k := keysFor(election)
-	k.channel = rediskit.Channel(keyPrefix(election), db)
+	k.channel = rediskit.Channel(keyPrefix(election), rediskit.DB(c))
+	k.server = rediskit.ServerKey(c, keyPrefix(election))
 	return k
 }
 
@@ -101,15 +106,21 @@ func keysFor(election string) keys {
 		holders: p + "holders",
 		lastRun: p + "lastrun",
 		channel: rediskit.Channel(p, 0),
+		server:  rediskit.ServerKey(nil, p),
 	}
 }
 
 func keyPrefix(election string) string { return "electd:{" + election + "}:" }
 
-// all lists the keys in the order the scripts expect them.
+// all lists the election's keys in the order the step script expects
+// them.
 func (k keys) all() []string {
 	return []string{k.queue, k.expiry, k.cand, k.term, k.seq, k.token, k.born, k.slots, k.holders}
 }
+
+// step lists the step script's keys: the election's, then the server
+// record.
+func (k keys) step() []string { return append(k.all(), k.server) }
 
 // ttlMillis is the TTL the server enforces, rounded up to its 1 ms
 // resolution so that the server's lease is never shorter than the local one.

@@ -79,7 +79,13 @@
 // through its own queue; a state that lasts less than one round trip
 // (between two messages) may be read past. A resigning leader's script
 // grants the successor in the same step, so a handover shows no "none" in
-// between. A message without the view (from an electd that predates it,
+// between, except under Sentinel: there a grant counts only once a replica
+// has it (WAIT, below), and the script writes it before its WAIT, so a
+// grant is pending (term's pending, a holder's " p") until its holder
+// renews it, which it does at once when the grant counted. The view names
+// no pending holder: a candidate whose grant never reached a replica (no
+// replica left) does not lead, and no copy names it. A handover there
+// shows "none" for the successor's round trip. A message without the view (from an electd that predates it,
 // during a rolling upgrade; the keys are the same) makes the view read the
 // state itself.
 //
@@ -91,16 +97,22 @@
 //	electd:{NAME}:queue   ZSET  entry → arrival sequence
 //	electd:{NAME}:expiry  ZSET  entry → lease deadline (server µs)
 //	electd:{NAME}:cand    HASH  entry → "ID\nADDRESS"
-//	electd:{NAME}:term    HASH  entry, id, address, token, since (server µs)
+//	electd:{NAME}:term    HASH  entry, id, address, token, since (server µs),
+//	                            pending (until the holder's first renewal, under Sentinel)
 //	electd:{NAME}:seq     STRING arrival counter
 //	electd:{NAME}:token   STRING last fencing token
 //	electd:{NAME}:born    HASH  at (server µs), run ("run_id master_replid"),
-//	                            last (server µs of the latest step)
+//	                            why, last (server µs of the latest step)
 //	electd:{NAME}:slots   HASH  entry → slot count (semaphores only)
-//	electd:{NAME}:holders HASH  entry → "token since" (semaphores only)
+//	electd:{NAME}:holders HASH  entry → "token since", " p" appended while
+//	                            pending (semaphores only)
 //	electd:{NAME}:lastrun STRING once-per-period run record (JSON), no TTL
 //	electd:{NAME}:events  pub/sub channel, in database 0
 //	electd:{NAME}:db<N>:events  pub/sub channel, in database N > 0
+//	electd:server         HASH  run, at (server µs), why, last, and
+//	                            electd:{NAME}:born → server µs for every
+//	                            election with state (one per database;
+//	                            under Cluster, electd:{NAME}:server)
 //
 // Keys live in the client's database, but channels are server-wide: the
 // channel names the database, so that the same election name in two
@@ -109,7 +121,7 @@
 // keeps the name of electd versions before the database was in it.
 //
 // An idle election keeps only seq, token and born (and lastrun, until a
-// read finds it lapsed). The ACL user needs
+// read finds it lapsed), and its field in electd:server. The ACL user needs
 // EVALSHA and EVAL, SUBSCRIBE and PING on the channel, and inside the
 // scripts TIME, INFO, PUBLISH, and string, hash and sorted-set commands on
 // these keys.
@@ -149,36 +161,68 @@
 // format reads a record without a TTL as live until one of this format
 // reads it lapsed and deletes it (after a downgrade, delete the key).
 //
-// # Lost state, and why a first start waits one TTL
+// # Lost state, and when a campaign waits one TTL
 //
 // Redis may lose acknowledged writes: a restart without persistence (or
-// with a snapshot or an fsync-per-second AOF behind the latest writes), or a
-// failover to an asynchronously replicated replica. Then a leader may still
-// hold a valid term locally while the store no longer knows it, and granting
-// the next term at once would give two leaders. So the born key records when
-// the state began and which server run wrote it: the process (INFO run_id)
-// and its replication history (master_replid, new at every promotion, so a
-// master that failed over and back without restarting, and now holds its
-// replica's older copy under its old run_id, is another run too). When it
-// is missing or names another run, the script starts a new epoch and grants
-// no term until one TTL after it. A state restored under the same run (a
-// VM snapshot of the Redis host reverted, a process restored with CRIU, an
-// older RDB loaded by DEBUG RELOAD) names the same run_id and
-// master_replid; it shows through the writes it lost, and a new epoch
-// begins there too. Every step carries the highest token its candidate has
-// seen and the latest server time one of its own steps was answered at,
-// and records the server time it runs at in born's last (the latest of
-// them: last never goes back). A token above the stored one means the
-// state lost a grant; a step time after last means it lost that step,
-// renewals included. Every lease acknowledged before the loss was renewed
-// before it, so every local deadline derived from one has passed by
-// then. A leader whose entry vanished ends its term at its next renewal, or
-// at once when its subscription is re-established (ErrLeaseLost); a waiter
-// whose entry vanished rejoins. A leader whose entry survived (persistence,
-// a replica that was up to date) keeps leading.
+// with a snapshot or an fsync-per-second AOF behind the latest writes), a
+// failover to an asynchronously replicated replica, a flush, a deletion or
+// an eviction. Then a leader may still hold a valid term locally while the
+// store no longer knows it, and granting the next term at once would give
+// two leaders. So a state that may have lost writes starts a new epoch,
+// and no term is granted until one TTL after it began: every lease
+// acknowledged before the loss was renewed before it, so every local
+// deadline derived from one has passed by then. The rule is written once,
+// in rediskit.EpochLua, for this package and Redlock.
 //
-// The cost: the first campaign in a new election, and every campaign after
-// a Redis restart or failover, waits one TTL before any term is granted.
+// Each database keeps a server record, electd:server: the run electd saw
+// there (INFO run_id, the process, and master_replid, its replication
+// history, new at every promotion, so that a master that failed over and
+// back without restarting, and now holds its replica's older copy under
+// its old run_id, is another run too), when electd first saw that run,
+// why, the latest step of any election, and a field for every election
+// that has had state there. Every step writes it, in the same script as
+// the election's own state. Each election keeps its born record (when and
+// why its epoch began, the run, its latest step). A new epoch begins:
+//
+//   - for every election, at the first step where the server record is
+//     missing (a restart without persistence, the database's first use by
+//     electd, FLUSHALL or FLUSHDB, its deletion or eviction) or names
+//     another run (a restart that kept its data, a failover, a failback);
+//   - for one election, where its born record is missing although the
+//     server record names the election (its keys were deleted, flushed or
+//     evicted), or where it lost writes a candidate saw (below).
+//
+// A name that the server record does not know, on a server whose record
+// is older than one TTL, is new: its epoch is the server record's, long
+// over, and its first campaign is granted at once (2 ms measured with a
+// 15 s TTL, against 15.4 s before this rule). A campaign that does wait
+// for an epoch logs one INFO line saying why (the condition) and until
+// when. uptime_in_seconds only names the condition (a restart less than
+// one TTL ago): the server record, not the uptime, dates a run, since a
+// promoted replica may have been up for long.
+//
+// A state restored under the same run (a VM snapshot of the Redis host
+// reverted, a process restored with CRIU, an older RDB loaded by DEBUG
+// RELOAD) names the same run_id and master_replid; it shows through the
+// writes it lost, and a new epoch begins there too. Every step carries the
+// highest token its candidate has seen and the latest server time one of
+// its own steps was answered at, and records the server time it runs at in
+// born's and the server record's last (the latest of them: last never goes
+// back). A token above the stored one means the state lost a grant; a step
+// time after the election's last means it lost that step, renewals
+// included, and one after the server record's last means the whole
+// database was restored: every election starts an epoch. A leader whose
+// entry vanished ends its term at its next renewal, or at once when its
+// subscription is re-established (ErrLeaseLost); a waiter whose entry
+// vanished rejoins. A leader whose entry survived (persistence, a replica
+// that was up to date) keeps leading.
+//
+// The cost: the first campaign on a database electd has not used yet, and
+// every campaign after a Redis restart, failover, flush or lost server
+// record, waits one TTL before any term is granted. Under Redis Cluster a
+// script may touch only its election's slot, so the server record is the
+// election's own (electd:{NAME}:server): there every new name still waits
+// one TTL.
 //
 // # Sentinel and Cluster
 //
@@ -262,11 +306,13 @@
 //     tokens as long as the token key survives (if it is lost too, tokens
 //     keep growing only if the clock has not gone back past the last one);
 //   - every candidate of an election uses the same TTL;
-//   - no one else writes the electd:{NAME}:* keys, and Redis does not evict
-//     them: use noeviction or a volatile-* policy (no key of electd's has a
-//     TTL, the run record included, except one written by an electd before
-//     its current format); allkeys-* may evict any of them, and electd warns
-//     at start.
+//   - no one else writes the electd:{NAME}:* keys or electd:server, and
+//     Redis does not evict them: use noeviction or a volatile-* policy (no
+//     key of electd's has a TTL, the run record included, except one
+//     written by an electd before its current format); allkeys-* may evict
+//     any of them, and electd warns at start. The epoch rule sees a born
+//     record or a server record evicted (a new epoch), but not a term or
+//     an entry evicted alone.
 //
 // # Non-guarantees
 //
@@ -301,8 +347,23 @@
 //     the snapshot and saw no later token (one that just started, one cut
 //     off from Redis since, or a watcher that then campaigns) may grant at
 //     once, while the leader's ValidUntil runs, if the restored deadlines
-//     have passed. Candidates renew every RenewInterval, so a snapshot
-//     older than that is seen by any candidate that kept running.
+//     have passed (or, for an election the snapshot predates, at once).
+//     Candidates renew every RenewInterval, so a snapshot older than that
+//     is seen by any candidate that kept running, of any election on the
+//     database (the server record's last).
+//   - The server record dates a run from electd's first step on it. Under
+//     Sentinel every counted step was sent before any promotion (see
+//     above), so one TTL after that first step every lease the lost state
+//     granted has lapsed. A replica promoted by hand, that candidates
+//     reach by other means than the sentinels while the old master still
+//     takes steps, is not covered (it was not before: the epoch then began
+//     at each election's first step on it, which may also precede a
+//     renewal on the old master).
+//   - An electd before the server record, running beside this one in a
+//     rolling upgrade, does not record its elections in it: an election
+//     whose keys vanish during the upgrade may look new. The server
+//     record's first step (after the upgrade) starts one epoch for every
+//     election of the database.
 //   - Tokens rest on the new server's clock after a state loss only when no
 //     candidate that saw the last token makes a step (joins, waits or
 //     holds) on the new state before the next grant: electd keeps the

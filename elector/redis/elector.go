@@ -66,7 +66,7 @@ func New(cfg Config) (*Elector, error) {
 	}
 	e := &Elector{
 		cfg:   cfg,
-		keys:  keysIn(cfg.Election, rediskit.DB(cfg.Client)),
+		keys:  keysOf(cfg.Election, cfg.Client),
 		ttlMS: ttlMillis(cfg.Timing.TTL),
 		log:   cfg.Logger.WithGroup("redis").With("election", cfg.Election, "id", cfg.ID),
 		inst:  cfg.Instrument,
@@ -165,8 +165,12 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 	if s := e.stepped.Load(); s != 0 {
 		stepped = fmt.Sprint(s)
 	}
+	pending := ""
+	if e.cfg.Replicas > 0 {
+		pending = "1" // a grant counts once replicas have it: pending until renewed
+	}
 	gen, _ := e.bus.state()
-	v, err := e.runStep(ctx, mode != "leave", mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, tok, stale, slots, seen, stepped)
+	v, err := e.runStep(ctx, mode != "leave", mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, tok, stale, slots, seen, stepped, pending)
 	e.patience.Observe(err)
 	if err != nil {
 		err = classify(err)
@@ -227,7 +231,7 @@ func (e *Elector) refreshSlots(err error) {
 // errUnconfirmed). Leaving needs neither: an entry that stays behind
 // expires.
 func (e *Elector) runStep(ctx context.Context, replicated bool, args ...any) (any, error) {
-	keys := e.keys.all()
+	keys := e.keys.step()
 	if e.cfg.Replicas == 0 || !replicated {
 		return stepScript.Run(ctx, e.cfg.Client, keys, args...).Result()
 	}

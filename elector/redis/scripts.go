@@ -22,17 +22,19 @@ local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 
 // stepScript joins, renews, grants, leaves and prunes.
 //
-// KEYS: queue expiry cand term seq token born slots holders
+// KEYS: queue expiry cand term seq token born slots holders server
 // ARGV: mode (join|try|wait|hold|leave), entry, ttl ms, id, address, channel,
 // token (hold), an older entry of this candidate to drop first (may be empty),
 // slots (empty: 1), the highest token the caller has seen (may be empty),
 // the latest server time of a step of the caller's own that was answered
-// (µs, may be empty).
+// (µs, may be empty), "1" if a grant counts only once replicas have it
+// (pending until its holder renews it).
 //
-// Reply: {status, wake ms, token, since µs, head, view...} where status is
-// leader|wait|gone|lost|left|busy|slots and wake is how long until whatever
-// keeps this waiter from leading may lapse by the server's clock (-1: nothing
-// to wait for). "try" is "join" that leaves again at once (busy) unless the
+// Reply: {status, wake ms, token, since µs, head, young, view...} where
+// status is leader|wait|gone|lost|left|busy|slots and wake is how long until
+// whatever keeps this waiter from leading may lapse by the server's clock
+// (-1: nothing to wait for); young is why the state's epoch began when
+// only the epoch keeps this waiter back (wake is then its end), else "". "try" is "join" that leaves again at once (busy) unless the
 // entry can hold, or is kept waiting only by the state's first TTL. "slots"
 // refuses a join whose slot count differs from the queue's (returned in the
 // token field).
@@ -44,10 +46,15 @@ local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 // "grant <entry>", which wakes that entry alone. view... is the leader view
 // after the step (see viewScript's reply), so every renewal also keeps the
 // Elector's view current without a read of its own.
-var stepScript = redis.NewScript(prelude + viewLua + `
+var stepScript = redis.NewScript(prelude + viewLua + rediskit.EpochLua + `
 local Q, X, C, T, S, K, B, NS, H = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local mode, me, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]) * 1000
 local N = tonumber(ARGV[9]) or 1
+-- A grant whose reply counts only once replicas have it (ARGV[12], under
+-- Sentinel) is pending until its holder's first renewal: the leader view
+-- names no pending holder, which may never learn that it leads.
+local pending = ''
+if ARGV[12] == '1' then pending = ' p' end
 local changed = false
 local granted = {}
 
@@ -59,28 +66,15 @@ local seen = tonumber(ARGV[10])
 local lost = seen and seen > (tonumber(redis.call('GET', KEYS[6]) or '0') or 0)
 if lost then redis.call('SET', KEYS[6], fmt(seen)) end
 
--- The state's epoch: a missing record, another server run (restart,
--- failover) or lost writes (above) mean whatever this state says may be
--- incomplete, so no term is granted until one TTL after it began. A run is
--- the process (run_id) and its replication history (master_replid, new at
--- every promotion): a master that failed over and back without restarting
--- has its old run_id, but holds its replica's copy of the state, which may
--- lack its last writes. A state restored under the same run (a VM snapshot
--- reverted, a process restored) shows only through lost writes: a token
--- (above), or a step. Every step records the latest server time a step
--- ran at (last, which never goes back); a caller whose own step was
--- answered later than that lost the step's writes with it, renewals
--- included.
-local run = (string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or '') .. ' ' ..
-  (string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)') or '')
-local b = redis.call('HMGET', B, 'at', 'run', 'last')
-local born, last, stepped = tonumber(b[1]), tonumber(b[3]) or 0, tonumber(ARGV[11]) or 0
-if stepped > last then lost = true end
-if not born or b[2] ~= run or lost then
-  born = now
-  redis.call('HSET', B, 'at', fmt(now), 'run', run)
-end
-redis.call('HSET', B, 'last', fmt(math.max(last, now, stepped)))
+-- The state's epoch (rediskit.EpochLua): a server run younger than one
+-- TTL (a restart, or a promotion: master_replid), a record that vanished
+-- or lost writes (above, or a step of the caller's answered later than the
+-- state records) mean whatever this state says may be incomplete, so no
+-- term is granted until one TTL after it began. A name new to the server
+-- begins with the server's record of its run. young is why, when the
+-- reply waits for the epoch alone.
+local born, bornWhy = epoch(KEYS[10], B, ttl, lost, tonumber(ARGV[11]) or 0)
+local young = ''
 
 local function drop(e)
   if redis.call('ZREM', Q, e) == 1 then changed = true end
@@ -120,7 +114,7 @@ local function promoteSlots()
   for _, e in ipairs(redis.call('ZRANGE', Q, 0, N - 1)) do
     if n >= N then break end
     if redis.call('HEXISTS', H, e) == 0 and redis.call('ZSCORE', X, e) then
-      redis.call('HSET', H, e, fmt(nextToken()) .. ' ' .. fmt(now))
+      redis.call('HSET', H, e, fmt(nextToken()) .. ' ' .. fmt(now) .. pending)
       n = n + 1
       changed = true
       if e ~= me then table.insert(granted, e) end
@@ -138,6 +132,7 @@ local function promote()
   local id, addr = string.match(redis.call('HGET', C, h) or '', '^([^\n]*)\n(.*)$')
   local tok = nextToken()
   redis.call('HSET', T, 'entry', h, 'id', id or h, 'address', addr or '', 'token', fmt(tok), 'since', fmt(now))
+  if pending ~= '' then redis.call('HSET', T, 'pending', '1') end
   changed = true
 end
 
@@ -149,7 +144,7 @@ local function finish(status, wake, tok, since)
     redis.call('PUBLISH', ARGV[6], mode .. ' ' .. h .. '\n' .. table.concat(v, '\n'))
   end
   for _, e in ipairs(granted) do redis.call('PUBLISH', ARGV[6], 'grant ' .. e) end
-  local reply = {status, wake, tok or '', since or '', h}
+  local reply = {status, wake, tok or '', since or '', h, young}
   for _, f in ipairs(v) do table.insert(reply, f) end
   return reply
 end
@@ -194,21 +189,29 @@ end
 
 if N > 1 then
   if mode == 'hold' then
-    local tok = string.match(redis.call('HGET', H, me) or '', '^(%d+) ')
+    local v = redis.call('HGET', H, me) or ''
+    local tok = string.match(v, '^(%d+) ')
     if tok ~= ARGV[7] then return finish('lost', -1) end
+    if string.find(v, ' p$') then
+      redis.call('HSET', H, me, string.sub(v, 1, -3))
+      changed = true
+    end
     redis.call('ZADD', X, fmt(now + ttl), me)
     return finish('leader', -1, tok)
   end
   redis.call('ZADD', X, fmt(now + ttl), me)
   promote()
-  local tok, since = string.match(redis.call('HGET', H, me) or '', '^(%d+) (%d+)$')
+  local tok, since = string.match(redis.call('HGET', H, me) or '', '^(%d+) (%d+)')
   if tok then return finish('leader', -1, tok, since) end
   -- Waiting. Within the first N entries only the state's first TTL keeps us
   -- back. The first waiter waits for the earliest holder's deadline; the
   -- others for that of the entry just ahead (which, if it lapses, makes
   -- them first waiter), so a crash wakes one waiter.
   local r = redis.call('ZRANK', Q, me)
-  if r < N then return finish('wait', math.ceil((born + ttl - now) / 1000)) end
+  if r < N then
+    young = bornWhy
+    return finish('wait', math.ceil((born + ttl - now) / 1000))
+  end
   if mode == 'try' then
     drop(me)
     return finish('busy', -1)
@@ -229,6 +232,7 @@ end
 if mode == 'hold' then
   local t = redis.call('HMGET', T, 'entry', 'token')
   if t[1] ~= me or t[2] ~= ARGV[7] then return finish('lost', -1) end
+  if redis.call('HDEL', T, 'pending') == 1 then changed = true end
   redis.call('ZADD', X, fmt(now + ttl), me)
   return finish('leader', -1, t[2])
 end
@@ -252,25 +256,30 @@ if h ~= me then
   deadline = tonumber(redis.call('ZSCORE', X, ahead) or fmt(now + ttl))
 elseif t[1] then
   deadline = tonumber(redis.call('ZSCORE', X, t[1]) or fmt(now + ttl))
+else
+  young = bornWhy
 end
 return finish('wait', math.ceil((deadline - now) / 1000))
 `)
 
 // viewLua defines leaderView(Q, X, T, C, H): the live term holder, read-only;
-// for a semaphore, the holder first in line. It returns {} or {id, address,
+// for a semaphore, the holder first in line. A pending grant (one whose
+// holder has not renewed it yet, under Sentinel: its WAIT may have failed,
+// and then its candidate does not lead) is no holder. It returns {} or {id, address,
 // token, since µs, remaining ms}. Both the view script and every message the
 // step script publishes carry it, so watchers learn a change without a read.
 const viewLua = `
 local function leaderView(Q, X, T, C, H)
-  local t = redis.call('HMGET', T, 'entry', 'id', 'address', 'token', 'since')
+  local t = redis.call('HMGET', T, 'entry', 'id', 'address', 'token', 'since', 'pending')
+  if t[6] then return {} end
   if not t[1] then
     local n = redis.call('HLEN', H)
     if n == 0 then return {} end
     for _, e in ipairs(redis.call('ZRANGE', Q, 0, n - 1)) do
       local v = redis.call('HGET', H, e)
       local d = redis.call('ZSCORE', X, e)
-      if v and d and tonumber(d) > now then
-        local tok, since = string.match(v, '^(%d+) (%d+)$')
+      if v and d and tonumber(d) > now and not string.find(v, ' p$') then
+        local tok, since = string.match(v, '^(%d+) (%d+)')
         local id, addr = string.match(redis.call('HGET', C, e) or '', '^([^\n]*)\n(.*)$')
         return {id or e, addr or '', tok, since, math.ceil((tonumber(d) - now) / 1000)}
       end
@@ -303,6 +312,9 @@ type stepReply struct {
 	head   string
 	// theirSlots is the queue's slot count, for status "slots".
 	theirSlots int
+	// young is why the state's epoch began (rediskit.EpochWhy), when only
+	// the epoch keeps this waiter back until wake; "" otherwise.
+	young string
 	// view is the leader view after the step; viewErr says why it could
 	// not be read (the step itself stands: the view only informs).
 	view    rediskit.View
@@ -311,12 +323,13 @@ type stepReply struct {
 
 func parseStep(v any) (stepReply, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) < 6 {
+	if !ok || len(a) < 7 {
 		return stepReply{}, fmt.Errorf("unexpected script reply %#v", v)
 	}
 	var r stepReply
 	var err error
-	r.view, r.viewErr = rediskit.ParseView(a[5:])
+	r.view, r.viewErr = rediskit.ParseView(a[6:])
+	r.young, _ = a[5].(string)
 	r.status, _ = a[0].(string)
 	w, ok := a[1].(int64)
 	if r.status == "" || !ok {

@@ -33,6 +33,7 @@ type topologyHarness struct {
 	sentinels func(dial dialer) *Sentinels
 	restart   func(t testing.TB)
 	cli       redis.UniversalClient // for Queued
+	sentinel  *testenv.Sentinel     // the Sentinel set-up (nil for a Cluster)
 }
 
 type dialer func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -56,8 +57,9 @@ func sentinelHarness(t *testing.T) *topologyHarness {
 			}
 			return NewSentinels(s.MasterName(), opts)
 		},
-		restart: func(t testing.TB) { s.Kill(t); s.Start(t) },
-		cli:     s.Client(t),
+		restart:  func(t testing.TB) { s.Kill(t); s.Start(t) },
+		cli:      s.Client(t),
+		sentinel: s,
 	}
 }
 

@@ -54,10 +54,12 @@ func (e *Elector) campaign(ctx context.Context, try bool) (*elector.Term, error)
 // tally counts one round's answers.
 type tally struct {
 	answered, held, young, taken int
-	refused                      []error // permanent errors
-	floor                        uint64  // the highest token any server knows
-	since                        time.Time
-	wake                         []time.Time // per server: when it may let us hold (zero: unknown)
+	// firstYoung is the first server that answered young (-1: none).
+	firstYoung int
+	refused    []error // permanent errors
+	floor      uint64  // the highest token any server knows
+	since      time.Time
+	wake       []time.Time // per server: when it may let us hold (zero: unknown)
 	// committed: per token, the servers whose grant to us is committed
 	// with it (a predecessor's handover, or our own earlier commit).
 	committed map[uint64][]int
@@ -66,7 +68,7 @@ type tally struct {
 }
 
 func (e *Elector) count(res []result, now time.Time) tally {
-	t := tally{wake: make([]time.Time, len(res)), committed: map[uint64][]int{}, views: make([]serverView, len(res)), mine: make([]uint64, len(res))}
+	t := tally{firstYoung: -1, wake: make([]time.Time, len(res)), committed: map[uint64][]int{}, views: make([]serverView, len(res)), mine: make([]uint64, len(res))}
 	for i, r := range res {
 		switch {
 		case r.err != nil && rediskit.IsPermanent(r.err):
@@ -90,6 +92,9 @@ func (e *Elector) count(res []result, now time.Time) tally {
 				t.since = r.r.at
 			}
 		case "young":
+			if t.young == 0 {
+				t.firstYoung = i
+			}
 			t.young++
 		case "taken":
 			t.taken++
@@ -123,6 +128,7 @@ func (e *Elector) candidacy(ctx context.Context, try bool) (*elector.Term, error
 	// spent are the tokens this candidacy committed or withdrew (see spent).
 	spent := newSpent()
 	var lastErr error
+	told := false // whether a server's epoch was logged
 	for {
 		send := clk.Now()
 		res := e.round(ctx, nil, "join", "join", entry, ord, 0, time.Time{}, claim)
@@ -131,6 +137,10 @@ func (e *Elector) candidacy(ctx context.Context, try bool) (*elector.Term, error
 			return nil, campaignEnded(ctx, lastErr)
 		}
 		t := e.count(res, clk.Now())
+		if i := t.firstYoung; i >= 0 && t.held < e.m && !told {
+			told = true
+			rediskit.LogEpochWait(log, res[i].r.young, res[i].r.wake, clk.Now(), "server", e.cfg.Servers[i].Addr, "young", t.young)
+		}
 		claimed := claim
 		claim = t.answered >= e.m
 		if len(t.refused) > len(res)-e.m {

@@ -70,12 +70,13 @@ type keys struct {
 	cand    string // HASH entry → "id\naddress"
 	term    string // HASH entry, token ("" until committed), since
 	token   string // STRING highest token
-	born    string // HASH at (server µs), run: when this state began
+	born    string // HASH at (server µs), run, why: when and why this state's epoch began; last: latest step
 	commit  string // STRING highest token committed (or handed over) here
 	claims  string // ZSET entry → order, of the entries that claim
 	left    string // ZSET entry → µs: entries that left, refused until then
 	lastRun string // STRING once-per-period run record, lapsing by the server's clock
 	channel string // pub/sub channel (not a key)
+	server  string // the server record of the epoch rule (rediskit.EpochLua)
 }
 
 // keysIn are the keys of election in database db (the same on every
@@ -102,15 +103,20 @@ func keysFor(election string) keys {
 		left:    p + "left",
 		lastRun: p + "lastrun",
 		channel: rediskit.Channel(p, 0),
+		server:  rediskit.ServerKey(nil, p),
 	}
 }
 
 func keyPrefix(election string) string { return "electd:{" + election + "}:rl:" }
 
-// all lists the keys in the order the scripts expect them.
+// all lists the election's keys in the order the scripts expect them.
 func (k keys) all() []string {
 	return []string{k.queue, k.expiry, k.cand, k.term, k.token, k.born, k.commit, k.claims, k.left}
 }
+
+// step lists the step script's keys: the election's, then the server
+// record.
+func (k keys) step() []string { return append(k.all(), k.server) }
 
 // ttlMillis is the TTL the servers enforce, rounded up to their 1 ms
 // resolution so that a server's lease is never shorter than the local one.

@@ -133,11 +133,21 @@
 //
 // # Lost state
 //
-// Each server records when its state began and which server run wrote it
-// (born: INFO run_id and master_replid). When the record is missing or
-// names another run, the server starts a new epoch and grants nothing until
-// one TTL after it: every lease it acknowledged before the loss was
-// renewed before it, so every local deadline derived from one has passed.
+// Each server keeps the epoch rule of the redis package, written once in
+// rediskit.EpochLua: a record of its run (electd:server: INFO run_id and
+// master_replid, when electd first saw that run, and every election that
+// has had state there) and each election's born record. Where the state
+// may have lost writes (the server restarted or is another run than its
+// record says; the record of the run is missing, as after a flush, its
+// deletion or eviction, or a restart without persistence; or the
+// election's born record is missing although the server record names the
+// election), the server starts a new epoch and grants nothing until one
+// TTL after it: every lease it acknowledged before the loss was renewed
+// before it, so every local deadline derived from one has passed. A name
+// the server record does not know is new: its epoch is the server
+// record's, so a fresh election on servers electd has known for a TTL is
+// granted in its first round. A campaign that a server keeps back for its
+// epoch logs, once, why and until when.
 // A leader's entry is taken back by the restarted server at its next
 // renewal, and granted to it again (committed with its token) once the
 // epoch is over, if it is first in line ("extend or lock").
@@ -191,12 +201,16 @@
 //	electd:{NAME}:rl:term      HASH  entry, token ("" until committed), since
 //	electd:{NAME}:rl:token     STRING highest token known here
 //	electd:{NAME}:rl:committed STRING highest token committed here
-//	electd:{NAME}:rl:born      HASH  at (server µs), run
+//	electd:{NAME}:rl:born      HASH  at (server µs), run, why, last (server µs)
 //	electd:{NAME}:rl:left      ZSET  entry → µs: left, refused for two TTLs
 //	electd:{NAME}:rl:lastrun   STRING once-per-period run record (JSON), no TTL:
 //	                           it lapses by the server's clock (see the redis package)
 //	electd:{NAME}:rl:events    pub/sub channel, in database 0
 //	electd:{NAME}:rl:db<N>:events  pub/sub channel, in database N > 0
+//
+// and, once per database, electd:server (HASH: run, at, why, last, and a
+// field per election that has had state there, named after its born key),
+// which it shares with the redis package's elections on the same server.
 //
 // They are apart from the single-server backend's keys: every copy of an
 // election must use the same store URL.
@@ -214,9 +228,10 @@
 //   - for tokens across a state loss: the servers' wall clocks agree
 //     within one TTL;
 //   - every candidate uses the same TTL and the same servers, and nothing
-//     else writes the electd:{NAME}:rl:* keys or evicts them (use a
-//     noeviction policy: the epoch rule does not see a key evicted
-//     without a restart).
+//     else writes the electd:{NAME}:rl:* keys or electd:server, or evicts
+//     some of them (use a noeviction policy: the epoch rule sees a born
+//     record or a server record that vanished, but not the term or an
+//     entry evicted alone).
 //
 // # Non-guarantees
 //

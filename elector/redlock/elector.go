@@ -150,7 +150,7 @@ func (e *Elector) step(ctx context.Context, i int, mode, entry, ord string, comm
 		seen = fmt.Sprint(s)
 	}
 	gen := e.bus.gen(i)
-	v, err := stepScript.Run(ctx, e.cfg.Servers[i].Client, e.keys.all(),
+	v, err := stepScript.Run(ctx, e.cfg.Servers[i].Client, e.keys.step(),
 		mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, ord, seen, tok, sinceArg, claims).Result()
 	e.patience[i].Observe(err)
 	if err != nil {

@@ -183,12 +183,7 @@ func TestSplitVote(t *testing.T) {
 			h := newHarness(t, 3)
 			el := faultElection(t)
 			ctx := context.Background()
-			// Past the servers' first TTL, so that a first round grants.
-			for _, c := range h.clis {
-				if err := c.HSet(ctx, keysFor(el).born, "at", "0", "run", runOf(t, c)).Err(); err != nil {
-					t.Fatal(err)
-				}
-			}
+			h.grantAtOnce(t, el) // past the servers' first TTL, so that a first round grants
 			var cands []elector.Elector
 			var proxies [][]*faultproxy.Proxy
 			for i, id := range []string{"a", "b", "c"} {
@@ -257,11 +252,7 @@ func TestBlackHoledServer(t *testing.T) {
 	h := newHarness(t, 3)
 	el := faultElection(t)
 	ctx := context.Background()
-	for _, c := range h.clis { // past the servers' first TTL
-		if err := c.HSet(ctx, keysFor(el).born, "at", "0", "run", runOf(t, c)).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	h.grantAtOnce(t, el) // past the servers' first TTL
 	a, pa := h.proxied(t, el, "a")
 	b, pb := h.proxied(t, el, "b")
 	pa[2].Cut()

@@ -168,12 +168,18 @@ func TestLateWithdrawOfRecomputedToken(t *testing.T) {
 	finish(t, "a", rA, "b", chB, after)
 }
 
-// grantAtOnce dates every server's state one TTL back or more, so that
-// the servers grant from the first round.
+// grantAtOnce dates every server's state, and its record of its run
+// (rediskit.EpochLua), one TTL back or more, so that the servers grant
+// from the first round.
 func (h *harness) grantAtOnce(t *testing.T, election string) {
 	t.Helper()
+	k := keysFor(election)
 	for _, c := range h.clis {
-		if err := c.HSet(context.Background(), keysFor(election).born, "at", "0", "run", runOf(t, c)).Err(); err != nil {
+		run := runOf(t, c)
+		if err := c.HSet(context.Background(), k.server, "at", "0", "run", run).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.HSet(context.Background(), k.born, "at", "0", "run", run).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 
 // stepScript is everything one server does for a candidate, atomically.
 //
-// KEYS: queue expiry cand term token born committed claims left
+// KEYS: queue expiry cand term token born committed claims left server
 // ARGV: mode (join|hold|withdraw|leave), entry, ttl ms, id, address,
 // channel, order, the highest token the caller has seen (may be empty),
 // commit token (hold; withdraw: the failed commit's; leave: the handover
@@ -40,17 +40,18 @@ import (
 // the server back, when its lease here lapsed, before any other. "withdraw" drops the caller's uncommitted grant (or one
 // committed with the commit token given), keeping its place.
 //
-// Reply: {status, wake ms, floor, now µs, head, mine, view...}: status is held
+// Reply: {status, wake ms, floor, now µs, head, mine, why, view...}: status is held
 // (the caller holds the term here, committed with the commit token if one
 // was given), young (free and the caller is first, but the state is
 // younger than one TTL), taken (another candidate holds an uncommitted
 // grant here: a split vote), wait, or left; wake is how long until what keeps
 // the caller from holding here may lapse (-1: nothing); mine is the token
-// the caller's grant here is committed with ("" if none); floor is the
+// the caller's grant here is committed with ("" if none); why is why the
+// state's epoch began, with status young (rediskit.EpochWhy); floor is the
 // highest token this server knows, floored by its clock in µs; view... is
 // the committed holder here (see viewLua). A change of the term or of the
 // head publishes "<mode> <head>\n<view>" on the channel.
-var stepScript = redis.NewScript(prelude + viewLua + `
+var stepScript = redis.NewScript(prelude + viewLua + rediskit.EpochLua + `
 local Q, X, C, T, K, B, M, L, D = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local mode, me, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]) * 1000
 local changed = false
@@ -75,17 +76,12 @@ local function commitToken(tok, who)
   end
 end
 
--- The epoch: a missing record or another server run (a restart, or a
--- replica promoted in its place) means this state may have lost writes, so
--- nothing is granted until one TTL after it began.
-local run = (string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or '') .. ' ' ..
-  (string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)') or '')
-local b = redis.call('HMGET', B, 'at', 'run')
-local born = tonumber(b[1])
-if not born or b[2] ~= run then
-  born = now
-  redis.call('HSET', B, 'at', fmt(now), 'run', run)
-end
+-- The epoch (rediskit.EpochLua): a server run younger than one TTL (a
+-- restart, or a replica promoted in its place) or a record that vanished
+-- means this state may have lost writes, so nothing is granted until one
+-- TTL after it began. A name new to the server begins with the server's
+-- record of its run.
+local born, bornWhy = epoch(KEYS[10], B, ttl, false, 0)
 
 local function drop(e)
   if redis.call('ZREM', Q, e) == 1 then changed = true end
@@ -108,7 +104,7 @@ local function head()
   end
 end
 
-local function finish(status, wake)
+local function finish(status, wake, young)
   local h = head()
   local mine = ''
   local t = redis.call('HMGET', T, 'entry', 'token')
@@ -120,7 +116,7 @@ local function finish(status, wake)
   end
   local floor = stored
   if now > floor then floor = now end
-  local reply = {status, wake, fmt(floor), fmt(now), h, mine}
+  local reply = {status, wake, fmt(floor), fmt(now), h, mine, young or ''}
   for _, f in ipairs(v) do table.insert(reply, f) end
   return reply
 end
@@ -241,7 +237,7 @@ elseif h ~= me then
   local ahead = redis.call('ZRANGE', L, r - 1, r - 1)[1]
   deadline = tonumber(redis.call('ZSCORE', X, ahead) or fmt(now + ttl))
 else
-  return finish('young', math.ceil((born + ttl - now) / 1000))
+  return finish('young', math.ceil((born + ttl - now) / 1000), bornWhy)
 end
 return finish('wait', math.ceil((deadline - now) / 1000))
 `)
@@ -285,12 +281,13 @@ type stepReply struct {
 	at     time.Time // the server's time
 	head   string
 	mine   uint64 // the token our grant here is committed with; 0: none
+	young  string // with status young: why the state's epoch began
 	view   rediskit.View
 }
 
 func parseStep(v any) (stepReply, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) < 7 {
+	if !ok || len(a) < 8 {
 		return stepReply{}, fmt.Errorf("unexpected script reply %#v", v)
 	}
 	var r stepReply
@@ -315,7 +312,8 @@ func parseStep(v any) (stepReply, error) {
 			return r, fmt.Errorf("bad committed token in script reply: %w", err)
 		}
 	}
-	if r.view, err = rediskit.ParseView(a[6:]); err != nil {
+	r.young, _ = a[6].(string)
+	if r.view, err = rediskit.ParseView(a[7:]); err != nil {
 		return r, err
 	}
 	return r, nil
