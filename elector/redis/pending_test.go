@@ -77,6 +77,15 @@ func testPendingGrant(t *testing.T, slots int) {
 			t.Errorf("Leader names %s (token %d), whose campaign has no term", l.ID, l.Token)
 		}
 	}
+	if q, err := a.(elector.Queuer).Queue(ctx); err != nil {
+		t.Errorf("Queue: %v", err)
+	} else {
+		for _, c := range q.Candidates {
+			if c.Holder {
+				t.Errorf("Queue (electd status) shows %s holding (token %d), whose campaign has no term", c.ID, c.Token)
+			}
+		}
+	}
 	for drained := false; !drained; {
 		select {
 		case l := <-seen:

@@ -18,7 +18,8 @@ import (
 // entry → "id\naddress", term: entry, token, since); a semaphore (the
 // single-server backend) adds holders (entry → "token since") and slots
 // (entry → N). A term whose token is "" is not committed (Redlock) and
-// does not hold.
+// does not hold, nor does a pending grant (under Sentinel, until its
+// holder's first renewal: term's pending field, a holder's " p" suffix).
 //
 // KEYS: queue expiry cand term [holders slots]
 // Reply: {now µs, the head's slot count or "", then for each live entry:
@@ -28,7 +29,7 @@ local function fmt(n) return string.format('%.0f', n) end
 local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 local Q, X, C, T, H, NS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local t = redis.call('HMGET', T, 'entry', 'token', 'since')
+local t = redis.call('HMGET', T, 'entry', 'token', 'since', 'pending')
 local out = {fmt(now), ''}
 local q = redis.call('ZRANGE', Q, 0, -1, 'WITHSCORES')
 for i = 1, #q, 2 do
@@ -39,7 +40,7 @@ for i = 1, #q, 2 do
     local id, addr = string.match(redis.call('HGET', C, e) or '', '^([^\n]*)\n(.*)$')
     local tok, since
     if H then tok, since = string.match(redis.call('HGET', H, e) or '', '^(%d+) (%d+)$') end
-    if not tok and t[1] == e and t[2] and t[2] ~= '' then tok, since = t[2], t[3] end
+    if not tok and t[1] == e and t[2] and t[2] ~= '' and not t[4] then tok, since = t[2], t[3] end
     for _, f in ipairs({e, fmt(tonumber(q[i + 1])), id or e, addr or '', fmt(d), tok or '', since or ''}) do
       table.insert(out, f)
     end
