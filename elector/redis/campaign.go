@@ -207,7 +207,8 @@ func campaignEnded(ctx context.Context, lastErr error) error {
 // the goroutine that renews it.
 func (e *Elector) grant(entry string, dl *elector.Deadline, r stepReply, sent, start time.Time) (*elector.Term, error) {
 	self := elector.Leader{ID: e.cfg.ID, Address: e.cfg.Address, Token: r.token, Since: r.since}
-	term := elector.NewTerm(self, dl, func(ctx context.Context) error { return e.resign(ctx, entry) })
+	term := elector.NewTerm(self, dl, func(ctx context.Context) error { return e.resign(ctx, entry) }).
+		WithSwitchover(e, func(ctx context.Context, id string) error { return e.handTo(ctx, entry, id) })
 	if !e.life.Lead(dl, func() { e.keep(entry, r.token, dl, sent) }) {
 		dl.End(elector.ErrClosed)
 		e.cleanup(entry, "")

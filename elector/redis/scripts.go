@@ -23,14 +23,15 @@ local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 // stepScript joins, renews, grants, leaves and prunes.
 //
 // KEYS: queue expiry cand term seq token born slots holders
-// ARGV: mode (join|try|wait|hold|leave), entry, ttl ms, id, address, channel,
+// ARGV: mode (join|try|wait|hold|leave|handto), entry, ttl ms, id, address, channel,
 // token (hold), an older entry of this candidate to drop first (may be empty),
 // slots (empty: 1), the highest token the caller has seen (may be empty),
 // the latest server time of a step of the caller's own that was answered
-// (µs, may be empty).
+// (µs, may be empty), and for handto the ID of the candidate to hand the
+// term to.
 //
 // Reply: {status, wake ms, token, since µs, head, view...} where status is
-// leader|wait|gone|lost|left|busy|slots and wake is how long until whatever
+// leader|wait|gone|lost|left|notqueued|busy|slots and wake is how long until whatever
 // keeps this waiter from leading may lapse by the server's clock (-1: nothing
 // to wait for). "try" is "join" that leaves again at once (busy) unless the
 // entry can hold, or is kept waiting only by the state's first TTL. "slots"
@@ -170,6 +171,28 @@ if ARGV[8] ~= '' then drop(ARGV[8]) end
 if mode == 'leave' then
   drop(me)
   promote()
+  return finish('left', -1)
+end
+
+-- A switchover (switchover.go): the holder leaves, and the first live
+-- entry of candidate ARGV[12] takes the holder's place at the head before
+-- the grant, so the entries it passes keep their order, behind it. Without
+-- such an entry (or a term of ours) it is a plain leave, 'notqueued'.
+if mode == 'handto' then
+  local target
+  if N == 1 and redis.call('HGET', T, 'entry') == me then
+    for _, e in ipairs(redis.call('ZRANGE', Q, 0, -1)) do
+      local id = string.match(redis.call('HGET', C, e) or '', '^([^\n]*)\n')
+      if e ~= me and id == ARGV[12] and redis.call('ZSCORE', X, e) then
+        target = e
+        break
+      end
+    end
+  end
+  if target then redis.call('ZADD', Q, redis.call('ZSCORE', Q, me), target) end
+  drop(me)
+  promote()
+  if not target then return finish('notqueued', -1) end
   return finish('left', -1)
 end
 
