@@ -10,6 +10,12 @@ import (
 // its backend does not implement Switcher.
 var ErrNoSwitchover = errors.New("switchover is not supported by this store")
 
+// ErrNotLeading: the copy asked to resign or hand over does not lead.
+var ErrNotLeading = errors.New("not the leader")
+
+// ErrSwitchoverToSelf refuses a switchover to the candidate that leads.
+var ErrSwitchoverToSelf = errors.New("the named candidate is the one that already leads")
+
 // NotQueuedError refuses a switchover to a candidate that does not wait in
 // the election's queue behind the leader.
 type NotQueuedError struct{ ID string }

@@ -23,6 +23,8 @@ func commands() []*cli.Command {
 			ArgsUsage: "NAME -- COMMAND [ARG...]", Description: lockHelp, Flags: lockFlags(), Action: supervising(lockAction)},
 		{Name: "leader", Usage: "print who leads (asks the store; does not campaign)",
 			Description: leaderHelp, Flags: leaderFlags(), Action: withLogger(leaderAction)},
+		{Name: "switchover", Usage: "hand the leader's term to a named queued candidate (like patronictl switchover)",
+			Description: switchoverHelp, Flags: switchoverFlags(), Action: switchoverAction},
 		{Name: "demo", Usage: "embedded etcd + three sidecars + failovers, no setup",
 			Description: demoHelp, Flags: demoFlags(), Action: demoAction},
 		{Name: "dev", Usage: "run an embedded single-member etcd for local experiments", Flags: devFlags(), Action: devAction},
