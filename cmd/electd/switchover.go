@@ -24,7 +24,7 @@ token; the candidates queued ahead of it stay queued, after it.
 
 It is refused, and nothing changes, when the copy at --url does not lead
 (the answer names the leader: run it there), when no candidate with that
---id is queued, or when the store cannot do it (redlock://, k8s://: use
+--id is queued, or when the store cannot do it (redlock://: use
 POST /resign). From loopback no token is needed unless that electd runs
 with --admin-token-required; from elsewhere give its admin token.
 

@@ -23,8 +23,8 @@ import (
 // leads next with a greater token, and n2, queued ahead of n3, did not
 // lead in between and leads after n3. Refusals change nothing: a
 // candidate that is not queued, and a copy that does not lead (its answer
-// names the leader). A store whose backend cannot hand over (redlock,
-// Kubernetes) refuses, naming its scheme, and the term stays.
+// names the leader). A store whose backend cannot hand over (redlock)
+// refuses, naming its scheme, and the term stays.
 func testSwitchover(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
 	w := h.watchTrees()
@@ -45,7 +45,7 @@ func testSwitchover(t *testing.T, s *kit.Store) {
 		{name: "not the leader", url: n2.HTTP, to: "n3", says: []string{"409", "not_leader", "n1 leads"}},
 		{name: "the leader itself", url: n1.HTTP, to: "n1", says: []string{"409", "self"}},
 	}
-	if !strings.HasPrefix(s.Name, "etcd") && !strings.HasPrefix(s.Name, "redis") {
+	if strings.HasPrefix(s.Name, "redlock") {
 		scheme, _, _ := strings.Cut(s.Direct().URL, "://")
 		refusals = []struct {
 			name, url, to string
