@@ -20,8 +20,8 @@ const switchoverHelp = `Asks the leader's electd (POST /resign?to=ID at --url) t
 tree and then hand its term to the queued candidate --to names, in one store
 operation, with a greater token; the candidates ahead of it stay queued.
 Refused, changing nothing, when that copy does not lead (the answer names the
-leader), no such candidate is queued, or the store cannot (redlock://: use
-POST /resign). Exit 0 handed over, 1 refused or failed, 2 bad usage.`
+leader) or no such candidate is queued. Exit 0 handed over, 1 refused or
+failed, 2 bad usage.`
 
 func switchoverFlags() []cli.Flag {
 	return []cli.Flag{
