@@ -60,6 +60,9 @@ type Term struct {
 
 	dl     *Deadline
 	resign func(ctx context.Context) error
+	// sw and handTo hand the term to a named candidate (switchover.go).
+	sw     Switcher
+	handTo func(ctx context.Context, id string) error
 	once   sync.Once
 	rerr   error
 }

@@ -165,6 +165,10 @@ func (s *Server) handleResign(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, msg)
 		return
 	}
+	if q := r.URL.Query(); q.Has("to") {
+		s.handleResignTo(w, r, q.Get("to"))
+		return
+	}
 	if !s.cfg.Leading() {
 		writeError(w, http.StatusConflict, "this copy does not lead")
 		return

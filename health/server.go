@@ -100,6 +100,10 @@ type Config struct {
 	Live func() error
 	// Resign hands leadership over (POST /resign). nil: 501.
 	Resign func(ctx context.Context) error
+	// ResignTo hands leadership to the named candidate (POST
+	// /resign?to=ID, with Resign's access rules); supervisor.ResignTo fits.
+	// nil: 501.
+	ResignTo func(ctx context.Context, id string) error
 	// AdminToken, when not empty, lets POST /resign in from any address
 	// with "Authorization: Bearer <AdminToken>".
 	AdminToken string

@@ -13,7 +13,7 @@ import (
 )
 
 // ErrNotLeader is returned by Resign when this copy does not lead.
-var ErrNotLeader = errors.New("not the leader")
+var ErrNotLeader = elector.ErrNotLeading
 
 // Supervisor runs the leadership loop: campaign, start the child, watch
 // the term, the stop-by deadline and the child, stop the child, resign,
@@ -31,7 +31,7 @@ type Supervisor struct {
 	// resigners are the Resign callers waiting for the current term to be
 	// given up; give answers them, under mu, as it ends the term, so a
 	// request belongs to the term it was made in and never ends a later one.
-	resigners []chan error
+	resigners []resignReq
 	running   bool // Run is active
 	lastErr   error
 	// cool is the cool-down after the child's failures, coolUntil the end
@@ -120,14 +120,18 @@ func (s *Supervisor) Child() *Child {
 
 // Resign asks the loop to stop the child and hand leadership over now. It
 // returns once the term has been given up, or ErrNotLeader.
-func (s *Supervisor) Resign(ctx context.Context) error {
+func (s *Supervisor) Resign(ctx context.Context) error { return s.resign(ctx, nil, "") }
+
+// resign asks the loop to give the current term up (only if it is term,
+// when term is not nil), handing it to candidate to if not empty.
+func (s *Supervisor) resign(ctx context.Context, term *elector.Term, to string) error {
 	reply := make(chan error, 1)
 	s.mu.Lock()
-	if s.term == nil {
+	if s.term == nil || term != nil && s.term != term {
 		s.mu.Unlock()
 		return ErrNotLeader
 	}
-	s.resigners = append(s.resigners, reply)
+	s.resigners = append(s.resigners, resignReq{reply: reply, to: to})
 	s.mu.Unlock()
 	select {
 	case s.resignNudge <- struct{}{}:
@@ -243,9 +247,7 @@ func (s *Supervisor) give(ctx context.Context, term *elector.Term, reason string
 	if resign {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timing.RenewInterval+time.Second)
 		defer cancel()
-		if err = term.Resign(rctx); err != nil {
-			s.log.Warn("resign failed; the lease will expire on the store", "err", err)
-		}
+		err = s.giveUp(rctx, term, resigners)
 	}
 	if ended {
 		// The term ended by itself (expiry, loss, close): that is the reason.
@@ -254,7 +256,7 @@ func (s *Supervisor) give(ctx context.Context, term *elector.Term, reason string
 	s.cfg.Events.Lost(reason)
 	s.log.Info("leadership given up", "reason", reason, "token", term.Token)
 	for _, r := range resigners {
-		r <- err
+		r.reply <- err
 	}
 }
 

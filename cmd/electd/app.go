@@ -24,6 +24,8 @@ func commands() []*cli.Command {
 		{Name: "leader", Usage: "print who leads (asks the store; does not campaign)",
 			Description: leaderHelp, Flags: leaderFlags(), Action: withLogger(leaderAction)},
 		{Name: "status", Usage: "print the election's line, every slot's holder, the term, the --once-per record", Description: statusHelp, Flags: statusFlags(), Action: withLogger(statusAction)},
+		{Name: "switchover", Usage: "hand the leader's term to a named queued candidate (like patronictl switchover)",
+			Description: switchoverHelp, Flags: switchoverFlags(), Action: switchoverAction},
 		{Name: "demo", Usage: "embedded etcd + three sidecars + failovers, no setup",
 			Description: demoHelp, Flags: demoFlags(), Action: demoAction},
 		{Name: "dev", Usage: "run an embedded single-member etcd for local experiments", Flags: devFlags(), Action: devAction},

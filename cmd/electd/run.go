@@ -189,7 +189,7 @@ func runAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
 	}
 	srv, err := health.NewServer(health.Config{
 		Election: rc.election, SelfID: rc.id, View: view,
-		Leading: sup.Leading, Ready: sup.Ready, Live: sup.Live, Resign: sup.Resign,
+		Leading: sup.Leading, Ready: sup.Ready, Live: sup.Live, Resign: sup.Resign, ResignTo: switchoverOn(sup, st),
 		ChildBackoff: func() (int, time.Duration, time.Time) { b := sup.Backoff(); return b.Failures, b.CoolDown, b.Until },
 		Healthy:      st.Ping, StoreMembers: st.Members, StoreFailures: metrics.StoreFailures, Containment: string(mode),
 		AdminToken: rc.adminToken, RequireToken: c.Bool("admin-token-required"),

@@ -1,7 +1,8 @@
 // Package electortest is the conformance suite every elector backend must
 // pass, against a real store: one call to Run exercises ordering, handover,
 // fencing tokens, observation, a leader cut off from the store, a store
-// restart, cancellation and a crowd of candidates. RunLock exercises the
+// restart, cancellation, a crowd of candidates, and a switchover to a named
+// candidate (skipped for a backend that is no elector.Switcher). RunLock exercises the
 // lock features of elector.Locker, which every backend offers (TryCampaign,
 // semaphores by Candidate.Slots, RecordRun and LastRun): trying once,
 // semaphores, slot-count mismatches and run records.

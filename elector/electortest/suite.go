@@ -18,6 +18,7 @@ func Run(t *testing.T, h Harness) {
 		{"LoneCandidateLeads", testLoneCandidate, false},
 		{"ArrivalOrder", testArrivalOrder, false},
 		{"ResignHandsOver", testResignHandsOver, false},
+		{"Switchover", testSwitchover, false},
 		{"TokensIncrease", testTokensIncrease, false},
 		{"ObserveEveryChange", testObserve, false},
 		{"CutOffLeaderStepsDownFirst", testCutOff, false},

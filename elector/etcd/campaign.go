@@ -54,6 +54,10 @@ func (e *Elector) campaign(ctx context.Context, try bool) (*elector.Term, error)
 		if me := (*elector.SlotsError)(nil); errors.As(err, &me) {
 			return nil, err
 		}
+		if errors.Is(err, errSteppedAside) {
+			e.log.Info("stepped aside for a switchover to a candidate behind us; queueing again")
+			continue
+		}
 		e.fails.Retrying("campaign", err, "backoff", backoff) // counted where it failed
 		if err := e.wait(ctx, backoff); err != nil {
 			return nil, err
@@ -217,6 +221,9 @@ func (e *Elector) claim(cctx, ctx context.Context, s *session, try bool) (*elect
 			return e.elected(s, self, resp.Header.Revision+1), nil
 		}
 		own := resp.Responses[0].GetResponseRange().Kvs
+		if len(own) == 0 && s.dl.Err() == nil {
+			return nil, e.sessionErr(s, ctx, "campaign", errSteppedAside)
+		}
 		if !holds(own, s.key, s.rev) {
 			return nil, e.sessionErr(s, ctx, "campaign", errNotHead)
 		}
@@ -295,7 +302,8 @@ func (e *Elector) elected(s *session, self elector.Leader, rev int64) *elector.T
 	e.wg.Add(1)
 	go e.watchOwnKey(s, rev)
 	e.log.Info("elected", "token", self.Token, "valid_until", s.dl.ValidUntil())
-	return elector.NewTerm(self, s.dl, s.release)
+	return elector.NewTerm(self, s.dl, s.release).
+		WithSwitchover(e, func(ctx context.Context, id string) error { return e.handTo(ctx, s, id) })
 }
 
 // proclaimSince writes the term's start into our key, so that observers

@@ -110,6 +110,12 @@ func (s *session) renewLoop() {
 	}()
 	defer s.ka.close()
 	defer func() {
+		if errors.Is(s.dl.Err(), elector.ErrResigned) {
+			// The term's resign function releases: a switchover must
+			// delete the key in its own transaction, not by a revoke
+			// that would hand the term to the next in line.
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), e.opTimeout())
 		defer cancel()
 		_ = s.release(ctx) // logged and counted inside

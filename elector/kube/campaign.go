@@ -389,7 +389,8 @@ func (e *Elector) begin(self elector.Leader, send time.Time, got *coordinationv1
 	if !e.life.Lead(dl, func() { e.hold(dl, h, self) }) {
 		dl.End(elector.ErrClosed)
 	}
-	return elector.NewTerm(self, dl, func(ctx context.Context) error { return e.release(ctx, h, self) }), nil
+	return elector.NewTerm(self, dl, func(ctx context.Context) error { return e.release(ctx, h, self) }).
+		WithSwitchover(e, func(ctx context.Context, id string) error { return e.releaseTo(ctx, h, self, id) }), nil
 }
 
 // ticket is a candidate's place in line: a Lease of its own, labelled

@@ -186,17 +186,27 @@ func (e *Elector) renewOnce(ctx context.Context, dl *elector.Deadline, h *held, 
 // before. Transient errors are retried until ctx ends; a Lease that names
 // another term, or none, needs nothing.
 func (e *Elector) release(ctx context.Context, h *held, self elector.Leader) error {
+	return e.releaseTo(ctx, h, self, "")
+}
+
+// releaseTo is release that hands the Lease to the first live ticket of
+// candidate to, if not empty (switchover.go); without one, it hands it to
+// the first in line and returns a *elector.NotQueuedError.
+func (e *Elector) releaseTo(ctx context.Context, h *held, self elector.Leader, to string) error {
 	b := e.newBackoff()
 	for {
 		obj := h.get()
-		e.handOverOrRelease(obj, self)
+		named := e.handOverOrRelease(obj, self, to)
 		cctx, cancel := e.request(ctx)
 		_, err := e.leases().Update(cctx, obj, metav1.UpdateOptions{})
 		cancel()
 		switch {
 		case err == nil:
 			e.fails.Answered("resign")
-			e.log.Info("handed the Lease over", "fencing_token", self.Token)
+			e.log.Info("handed the Lease over", "fencing_token", self.Token, "to", holder(obj))
+			if to != "" && !named {
+				return &elector.NotQueuedError{ID: to}
+			}
 			return nil
 		case apierrors.IsNotFound(err):
 			return nil
@@ -227,19 +237,28 @@ func (e *Elector) release(ctx context.Context, h *held, self elector.Leader) err
 }
 
 // handOverOrRelease makes obj the Lease handed to the first live ticket
-// in line other than this candidate's own, or released. The successor's
-// token is one more than the highest version or token seen, as in take.
-func (e *Elector) handOverOrRelease(obj *coordinationv1.Lease, self elector.Leader) {
+// in line other than this candidate's own (of candidate to, if not empty
+// and it has one: then named), or released. The successor's token is one
+// more than the highest version or token seen, as in take.
+func (e *Elector) handOverOrRelease(obj *coordinationv1.Lease, self elector.Leader, to string) (named bool) {
 	now := e.cfg.Clock.Now()
 	st, _ := e.view.snapshot()
 	st.tickets = slices.DeleteFunc(st.tickets, func(t seen) bool { return holder(t.obj) == self.ID })
 	next, _, _ := st.head(now, e.cfg.Timing.RenewInterval)
+	if to != "" {
+		theirs := st
+		theirs.tickets = slices.DeleteFunc(slices.Clone(st.tickets), func(t seen) bool { return holder(t.obj) != to })
+		if t, _, _ := theirs.head(now, e.cfg.Timing.RenewInterval); t != nil {
+			next, named = t, true
+		}
+	}
 	if next == nil {
 		release(obj, now)
-		return
+		return named
 	}
 	cur, _ := rv(obj.ResourceVersion)
 	handOver(obj, next.obj, max(st.maxRV, cur, e.seen.Load())+1, e.cfg.Timing.TTL, now)
+	return named
 }
 
 // nextRenewal is when the renewal after one made at now is due: one

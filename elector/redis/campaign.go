@@ -216,7 +216,8 @@ func (e *Elector) grant(entry string, dl *elector.Deadline, r stepReply, sent, s
 	if e.cfg.Replicas > 0 {
 		sent = e.confirmGrant(entry, r.token, dl, sent)
 	}
-	term := elector.NewTerm(self, dl, func(ctx context.Context) error { return e.resign(ctx, entry) })
+	term := elector.NewTerm(self, dl, func(ctx context.Context) error { return e.resign(ctx, entry) }).
+		WithSwitchover(e, func(ctx context.Context, id string) error { return e.handTo(ctx, entry, id) })
 	if !e.life.Lead(dl, func() { e.keep(entry, r.token, dl, sent) }) {
 		dl.End(elector.ErrClosed)
 		e.cleanup(entry, "")

@@ -147,8 +147,9 @@ func (e *Elector) sawToken(tok uint64) {
 // Slots is the number of candidates that may hold at once.
 func (e *Elector) Slots() int { return e.cfg.Slots }
 
-// step runs stepScript once. stale is an entry of ours to drop first.
-func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, stale string) (stepReply, error) {
+// step runs stepScript once. stale is an entry of ours to drop first;
+// extra are the arguments after the fixed ones (handto's target).
+func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, stale string, extra ...any) (stepReply, error) {
 	tok := ""
 	if token != 0 {
 		tok = fmt.Sprint(token)
@@ -170,7 +171,8 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 		pending = "1" // a grant counts once replicas have it: pending until renewed
 	}
 	gen, _ := e.bus.state()
-	v, err := e.runStep(ctx, mode != "leave", mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, tok, stale, slots, seen, stepped, pending)
+	args := append([]any{mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, tok, stale, slots, seen, stepped, pending}, extra...)
+	v, err := e.runStep(ctx, mode != "leave" && mode != "handto", args...)
 	e.patience.Observe(err)
 	if err != nil {
 		err = classify(err)
@@ -315,23 +317,30 @@ func (e *Elector) replicated(wait *redis.Cmd) error {
 // leave removes entry, and stale if not empty, with their term; it retries
 // transient errors until ctx ends.
 func (e *Elector) leave(ctx context.Context, op, entry, stale string) error {
+	_, err := e.leaveBy(ctx, op, "leave", entry, stale)
+	return err
+}
+
+// leaveBy runs a step of mode (leave or handto) that removes entry, until
+// it is answered or ctx ends, and returns its reply.
+func (e *Elector) leaveBy(ctx context.Context, op, mode, entry, stale string, extra ...any) (stepReply, error) {
 	b := e.newBackoff()
 	for {
 		cctx, cancel := e.request(ctx)
-		_, err := e.step(cctx, "leave", entry, 0, stale)
+		r, err := e.step(cctx, mode, entry, 0, stale, extra...)
 		cancel()
 		if err == nil {
 			e.fails.Answered(op)
-			return nil
+			return r, nil
 		}
 		e.fails.Failed(op, err, "entry", entry)
 		if isPermanent(err) || ctx.Err() != nil {
 			e.fails.GaveUp(op)
-			return &elector.StoreError{Op: op, Err: fmt.Errorf("remove candidate %s: %w", entry, err), Permanent: isPermanent(err)}
+			return r, &elector.StoreError{Op: op, Err: fmt.Errorf("remove candidate %s: %w", entry, err), Permanent: isPermanent(err)}
 		}
 		if !e.sleep(ctx, b.Next()) {
 			e.fails.GaveUp(op)
-			return &elector.StoreError{Op: op, Err: fmt.Errorf("remove candidate %s: %w", entry, err)}
+			return r, &elector.StoreError{Op: op, Err: fmt.Errorf("remove candidate %s: %w", entry, err)}
 		}
 	}
 }

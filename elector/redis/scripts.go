@@ -23,18 +23,20 @@ local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 // stepScript joins, renews, grants, leaves and prunes.
 //
 // KEYS: queue expiry cand term seq token born slots holders server
-// ARGV: mode (join|try|wait|hold|leave), entry, ttl ms, id, address, channel,
-// token (hold), an older entry of this candidate to drop first (may be empty),
-// slots (empty: 1), the highest token the caller has seen (may be empty),
-// the latest server time of a step of the caller's own that was answered
-// (µs, may be empty), "1" if a grant counts only once replicas have it
-// (pending until its holder renews it).
+// ARGV: mode (join|try|wait|hold|leave|handto), entry, ttl ms, id, address,
+// channel, token (hold), an older entry of this candidate to drop first (may
+// be empty), slots (empty: 1), the highest token the caller has seen (may be
+// empty), the latest server time of a step of the caller's own that was
+// answered (µs, may be empty), "1" if a grant counts only once replicas have
+// it (pending until its holder renews it), and for handto the ID of the
+// candidate to hand the term to.
 //
 // Reply: {status, wake ms, token, since µs, head, young, view...} where
-// status is leader|wait|gone|lost|left|busy|slots and wake is how long until
-// whatever keeps this waiter from leading may lapse by the server's clock
-// (-1: nothing to wait for); young is why the state's epoch began when
-// only the epoch keeps this waiter back (wake is then its end), else "". "try" is "join" that leaves again at once (busy) unless the
+// status is leader|wait|gone|lost|left|notqueued|busy|slots and wake is how
+// long until whatever keeps this waiter from leading may lapse by the
+// server's clock (-1: nothing to wait for); young is why the state's epoch
+// began when only the epoch keeps this waiter back (wake is then its end),
+// else "". "try" is "join" that leaves again at once (busy) unless the
 // entry can hold, or is kept waiting only by the state's first TTL. "slots"
 // refuses a join whose slot count differs from the queue's (returned in the
 // token field).
@@ -165,6 +167,28 @@ if ARGV[8] ~= '' then drop(ARGV[8]) end
 if mode == 'leave' then
   drop(me)
   promote()
+  return finish('left', -1)
+end
+
+-- A switchover (switchover.go): the holder leaves, and the first live
+-- entry of candidate ARGV[13] takes the holder's place at the head before
+-- the grant, so the entries it passes keep their order, behind it. Without
+-- such an entry (or a term of ours) it is a plain leave, 'notqueued'.
+if mode == 'handto' then
+  local target
+  if N == 1 and redis.call('HGET', T, 'entry') == me then
+    for _, e in ipairs(redis.call('ZRANGE', Q, 0, -1)) do
+      local id = string.match(redis.call('HGET', C, e) or '', '^([^\n]*)\n')
+      if e ~= me and id == ARGV[13] and redis.call('ZSCORE', X, e) then
+        target = e
+        break
+      end
+    end
+  end
+  if target then redis.call('ZADD', Q, redis.call('ZSCORE', Q, me), target) end
+  drop(me)
+  promote()
+  if not target then return finish('notqueued', -1) end
   return finish('left', -1)
 end
 

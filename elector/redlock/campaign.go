@@ -335,7 +335,10 @@ func (e *Elector) grant(ctx context.Context, entry, ord string, joined []result,
 	resigned := make(chan struct{}) // Resign was called (once, by Term)
 	term := elector.NewTerm(self, dl, func(ctx context.Context) error {
 		close(resigned)
-		return e.resign(ctx, entry, token)
+		return e.resign(ctx, entry, token, "")
+	}).WithSwitchover(e, func(ctx context.Context, id string) error {
+		close(resigned) // Term runs one of the two, once
+		return e.resign(ctx, entry, token, id)
 	})
 	e.sawToken(token)
 	if !e.life.Lead(dl, func() { e.keep(entry, ord, token, since, dl, sent, resigned) }) {
@@ -478,16 +481,16 @@ func (e *Elector) keep(entry, ord string, token uint64, since time.Time, dl *ele
 }
 
 // resign removes our entry from every server, each of which publishes its
-// new head, so that the successor takes over at once. A renewal still in
-// flight that lands after the removal is refused there (a leave is
-// recorded for two TTLs).
-func (e *Elector) resign(ctx context.Context, entry string, token uint64) error {
+// new head, so that the successor takes over at once (candidate to, if
+// not empty: switchover.go). A renewal still in flight that lands after
+// the removal is refused there (a leave is recorded for two TTLs).
+func (e *Elector) resign(ctx context.Context, entry string, token uint64, to string) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, e.cfg.Timing.TTL)
 		defer cancel()
 	}
-	if err := e.leave(ctx, "resign", entry, token+1); err != nil {
+	if err := e.leave(ctx, "resign", entry, token+1, to); err != nil {
 		e.log.Warn("resign did not reach every server; the successor waits there for the lease to expire", "entry", entry, "err", err)
 		return err
 	}

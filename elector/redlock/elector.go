@@ -301,7 +301,7 @@ func fanOut(n int, f func(i int)) {
 // handover, if not 0, is the leaver's token + 1: each server where the
 // leaver still holds the term committed grants it, committed with that
 // token, to its next in line (see stepScript).
-func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64) error {
+func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64, to string) error {
 	pending := make([]bool, len(e.cfg.Servers))
 	for i := range pending {
 		pending[i] = true
@@ -310,7 +310,7 @@ func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64) 
 	b := e.newBackoff()
 	for {
 		var errs []error
-		for i, r := range e.round(ctx, pending, op, "leave", entry, "", handover, e.cfg.Clock.Now(), false) {
+		for i, r := range e.round(ctx, pending, op, "leave", entry, to, handover, e.cfg.Clock.Now(), false) {
 			if !pending[i] {
 				continue
 			}
@@ -348,7 +348,7 @@ func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64) 
 func (e *Elector) cleanup(entry string, handover uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.cleanupTimeout())
 	defer cancel()
-	if err := e.leave(ctx, "leave", entry, handover); err != nil {
+	if err := e.leave(ctx, "leave", entry, handover, ""); err != nil {
 		e.log.Debug("could not remove candidate from every server; it expires there after one ttl", "entry", entry, "err", err)
 		return
 	}

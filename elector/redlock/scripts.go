@@ -17,7 +17,7 @@ import (
 //
 // KEYS: queue expiry cand term token born committed claims left server
 // ARGV: mode (join|hold|withdraw|leave), entry, ttl ms, id, address,
-// channel, order, the highest token the caller has seen (may be empty),
+// channel, order (leave: a switchover's target id, or empty), the highest token the caller has seen (may be empty),
 // commit token (hold; withdraw: the failed commit's; leave: the handover
 // token, the leaver's own + 1; may be empty), since µs (with it), claim
 // ("1": the caller asks to be granted; "0": it only keeps its place).
@@ -104,8 +104,11 @@ local function head()
   end
 end
 
+-- named is the entry a switchover handed the term to (leave), published
+-- as the head so that its candidate alone is woken.
+local named
 local function finish(status, wake, young)
-  local h = head()
+  local h = named or head()
   local mine = ''
   local t = redis.call('HMGET', T, 'entry', 'token')
   if t[1] == me and t[2] then mine = t[2] end
@@ -147,6 +150,18 @@ if mode == 'leave' then
   redis.call('ZADD', D, fmt(now + 2 * ttl), me)
   if handover and now >= born + ttl then
     local h = head()
+    -- A switchover (switchover.go) names its target's id in ARGV[7] (a
+    -- leave has no order): the first live claiming entry of that
+    -- candidate gets the term, else the head does.
+    if ARGV[7] ~= '' then
+      for _, e in ipairs(redis.call('ZRANGE', L, 0, -1)) do
+        local id = string.match(redis.call('HGET', C, e) or '', '^([^\n]*)\n')
+        if id == ARGV[7] and redis.call('ZSCORE', X, e) and redis.call('ZSCORE', Q, e) then
+          h, named = e, e
+          break
+        end
+      end
+    end
     if h ~= '' then
       redis.call('HSET', T, 'entry', h, 'token', ARGV[9], 'since', ARGV[10])
       commitToken(tonumber(ARGV[9]), h)

@@ -27,7 +27,10 @@
 //   - the contract's surface: exit codes (0 after SIGTERM, the child's code
 //     or 128+signal with --on-exit=exit), --on-exit=restart keeps the term
 //     and its token, /leader agrees on every copy, exactly one /readyz is
-//     200, POST /resign hands over, the child's environment carries
+//     200, POST /resign hands over, `electd switchover --to ID` hands the
+//     term to that copy past the one queued ahead of it, after the whole
+//     tree of a child that ignores SIGTERM is gone (Switchover), the
+//     child's environment carries
 //     ELECTD_ELECTION, ELECTD_ID, ELECTD_FENCING_TOKEN and
 //     ELECTD_LEADER_SINCE (the same instant as "since" of /leader on every
 //     copy) and none of electd's own ELECTD_* settings (which may hold

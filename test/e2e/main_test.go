@@ -22,6 +22,7 @@ var scenarios = []struct {
 	{"Kill9Leader", testKill9Leader},
 	{"CutOffLeader", testCutOffLeader},
 	{"ResignEndpoint", testResignEndpoint},
+	{"Switchover", testSwitchover},
 	{"OnExit", testOnExit},
 	{"StopTimeout", testStopTimeout},
 	{"Grandchildren", testGrandchildren},

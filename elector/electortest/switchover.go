@@ -1,0 +1,98 @@
+package electortest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/elector"
+)
+
+// testSwitchover: with a leading, b and c queued, a switchover to c makes
+// c the next leader with a greater token while b stays queued, and b leads
+// after c; one to a candidate that is not queued is refused while a's term
+// holds. The observer proves b did not lead in between, even for a moment.
+func testSwitchover(t *testing.T, h Harness) {
+	el := uniqueElection(t)
+	const ttl = 5 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := candidate(t, h, el, "a", ttl)
+	sw, ok := a.(elector.Switcher)
+	if !ok {
+		t.Skipf("%T does not implement elector.Switcher: switchover is not supported", a)
+	}
+	o := observe(ctx, candidate(t, h, el, "watcher", ttl))
+	Eventually(t, 5*time.Second, "initial 'no leader'", func() bool { _, ok := o.last(); return ok })
+
+	ra := MustLead(t, Campaign(ctx, a), 10*time.Second, "a")
+	o.awaitLast(t, 5*time.Second, "a's term observed", ra.Term.Leader.SameTerm)
+	cb := Campaign(ctx, candidate(t, h, el, "b", ttl))
+	waitQueued(t, h, el, 2)
+	cc := Campaign(ctx, candidate(t, h, el, "c", ttl))
+	waitQueued(t, h, el, 3)
+
+	for _, tc := range []struct {
+		name string
+		id   string
+	}{
+		{name: "unknown candidate", id: "d"},
+		{name: "the leader itself", id: "a"},
+	} {
+		err := sw.Queued(ctx, tc.id)
+		if nq := (*elector.NotQueuedError)(nil); !errors.As(err, &nq) || nq.ID != tc.id {
+			t.Fatalf("%s: Queued(%q) = %v, want a *NotQueuedError naming it", tc.name, tc.id, err)
+		}
+	}
+	if err := ra.Term.Queued(ctx, "c"); err != nil {
+		t.Fatalf("Queued(c) = %v, want nil", err)
+	}
+	if err := ra.Term.Err(); err != nil {
+		t.Fatalf("a's term ended after the refused switchovers: %v", err)
+	}
+	StillWaiting(t, cb, "b")
+	StillWaiting(t, cc, "c")
+
+	start := time.Now()
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer rcancel()
+	if err := ra.Term.ResignTo(rctx, "c"); err != nil {
+		t.Fatalf("switchover to c: %v", err)
+	}
+	if !errors.Is(ra.Term.Err(), elector.ErrResigned) {
+		t.Fatalf("after the switchover a's term.Err() = %v, want ErrResigned", ra.Term.Err())
+	}
+	rc := MustLead(t, cc, ttl, "c")
+	if gap := rc.At.Sub(start); gap > ttl/3 {
+		t.Fatalf("switchover took %s, want far less than the %s TTL", gap, ttl)
+	} else {
+		t.Logf("switchover a -> c: %s", gap)
+	}
+	if rc.Term.Token <= ra.Term.Token {
+		t.Fatalf("c's token %d after a's %d", rc.Term.Token, ra.Term.Token)
+	}
+	o.awaitLast(t, 5*time.Second, "c's term observed", rc.Term.Leader.SameTerm)
+	StillWaiting(t, cb, "b")
+	waitQueued(t, h, el, 2) // b still queued (with a new key where the store orders by creation)
+	Resign(t, rc.Term)
+	rb := MustLead(t, cb, ttl, "b")
+	if rb.Term.Token <= rc.Term.Token {
+		t.Fatalf("b's token %d after c's %d", rb.Term.Token, rc.Term.Token)
+	}
+	o.awaitLast(t, 5*time.Second, "b's term observed", rb.Term.Leader.SameTerm)
+	Resign(t, rb.Term)
+
+	terms := []elector.Leader{ra.Term.Leader, rc.Term.Leader, rb.Term.Leader}
+	for end := time.Now().Add(5 * time.Second); ; {
+		err := checkObserved(o.values(), terms)
+		if err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("observed %v, want a, c, b in turn: %v", o, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the observer's record, not synchronising
+	}
+	t.Logf("observed %v", o)
+}

@@ -1,0 +1,62 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/electd/electd/elector"
+)
+
+var _ elector.Switcher = (*Elector)(nil)
+
+// A switchover is the resignation's leave on every server, naming the
+// target: each server that the leaver still holds the term on commits the
+// handover token to the target's first live claiming entry there instead
+// of the head's (stepScript), and publishes the target as the head, which
+// wakes it alone. The target leads once that reached a majority, as a
+// head successor does; where it reached only a minority, the handover is
+// withdrawn and overwritten as ever, and the head leads once a majority
+// grants it. The entries ahead of the target keep their places.
+
+// queuedScript reports whether a live claiming entry of candidate ARGV[1],
+// other than the term's holder, waits on this server.
+//
+// KEYS: queue expiry cand term claims
+var queuedScript = redis.NewScript(prelude + `
+local holder = redis.call('HGET', KEYS[4], 'entry')
+for _, e in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do
+  local id = string.match(redis.call('HGET', KEYS[3], e) or '', '^([^\n]*)\n')
+  local d = tonumber(redis.call('ZSCORE', KEYS[2], e) or '0')
+  if e ~= holder and id == ARGV[1] and d > now and redis.call('ZSCORE', KEYS[1], e) then return 1 end
+end
+return 0
+`)
+
+// Queued reports whether a candidate with this ID waits, claiming, on a
+// majority of the servers.
+func (e *Elector) Queued(ctx context.Context, id string) error {
+	k := e.keys
+	found, answered := 0, 0
+	var errs []error
+	for i, s := range e.cfg.Servers {
+		cctx, cancel := e.request(ctx, i)
+		n, err := queuedScript.Run(cctx, s.Client, []string{k.queue, k.expiry, k.cand, k.term, k.claims}, id).Int()
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.Addr, err))
+			continue
+		}
+		answered++
+		found += n
+	}
+	switch {
+	case found >= e.m:
+		return nil
+	case answered >= e.m:
+		return &elector.NotQueuedError{ID: id}
+	}
+	return &elector.StoreError{Op: "switchover", Err: fmt.Errorf("read the line on a majority: %w", errors.Join(errs...))}
+}

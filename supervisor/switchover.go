@@ -1,0 +1,65 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/electd/electd/elector"
+)
+
+// resignReq is a Resign or ResignTo caller waiting for the term to be
+// given up: to names the candidate to hand it to ("" for the next in line).
+type resignReq struct {
+	reply chan error
+	to    string
+}
+
+// ResignTo is Resign that hands the term to candidate id: the loop stops
+// the child's tree as for Resign, and only then does the store make id the
+// next leader (elector.Term.ResignTo). It is refused while the term still
+// holds, with ErrNotLeader, elector.ErrSwitchoverToSelf, elector.ErrNoSwitchover
+// (the backend cannot), a *elector.NotQueuedError, or a store error. If id
+// leaves the queue while the child stops, the term goes to the next in
+// line and the *elector.NotQueuedError is returned after all.
+func (s *Supervisor) ResignTo(ctx context.Context, id string) error {
+	s.mu.Lock()
+	term := s.term
+	s.mu.Unlock()
+	switch {
+	case term == nil:
+		return ErrNotLeader
+	case id == term.Leader.ID:
+		return fmt.Errorf("switchover to %q: %w", id, elector.ErrSwitchoverToSelf)
+	}
+	if err := term.Queued(ctx, id); err != nil {
+		return fmt.Errorf("switchover to %q: %w", id, err)
+	}
+	s.log.Info("switchover requested", "to", id, "token", term.Token)
+	return s.resign(ctx, term, id)
+}
+
+// giveUp resigns term, to the candidate the first ResignTo caller among
+// reqs named, if any (see give).
+func (s *Supervisor) giveUp(ctx context.Context, term *elector.Term, reqs []resignReq) error {
+	to := ""
+	for _, r := range reqs {
+		if r.to != "" {
+			to = r.to
+			break
+		}
+	}
+	if to == "" {
+		err := term.Resign(ctx)
+		if err != nil {
+			s.log.Warn("resign failed; the lease will expire on the store", "err", err)
+		}
+		return err
+	}
+	err := term.ResignTo(ctx, to)
+	if err != nil {
+		s.log.Warn("switchover did not hand the term to the named candidate; it went to the next in line, or expires on the store", "to", to, "err", err)
+		return fmt.Errorf("switchover to %q: %w", to, err)
+	}
+	s.log.Info("term handed over", "to", to, "token", term.Token)
+	return nil
+}
