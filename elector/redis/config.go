@@ -106,7 +106,7 @@ func keysFor(election string) keys {
 		holders: p + "holders",
 		lastRun: p + "lastrun",
 		channel: rediskit.Channel(p, 0),
-		server:  rediskit.ServerKey(nil, p),
+		server:  rediskit.ServerKeyIn(0),
 	}
 }
 

@@ -109,7 +109,7 @@
 //	electd:{NAME}:lastrun STRING once-per-period run record (JSON), no TTL
 //	electd:{NAME}:events  pub/sub channel, in database 0
 //	electd:{NAME}:db<N>:events  pub/sub channel, in database N > 0
-//	electd:server         HASH  run, at (server µs), why, last, and
+//	electd:server:db<N>   HASH  run, at (server µs), why, last, and
 //	                            electd:{NAME}:born → server µs for every
 //	                            election with state (one per database;
 //	                            under Cluster, electd:{NAME}:server)
@@ -121,7 +121,7 @@
 // keeps the name of electd versions before the database was in it.
 //
 // An idle election keeps only seq, token and born (and lastrun, until a
-// read finds it lapsed), and its field in electd:server. The ACL user needs
+// read finds it lapsed), and its field in electd:server:db<N>. The ACL user needs
 // EVALSHA and EVAL, SUBSCRIBE and PING on the channel, and inside the
 // scripts TIME, INFO, PUBLISH, and string, hash and sorted-set commands on
 // these keys.
@@ -174,7 +174,9 @@
 // deadline derived from one has passed by then. The rule is written once,
 // in rediskit.EpochLua, for this package and Redlock.
 //
-// Each database keeps a server record, electd:server: the run electd saw
+// Each database N keeps a server record, electd:server:db<N> (its key
+// names the database, so that a database swapped in by SWAPDB, or a record
+// moved by MOVE, is not taken for this one's: it begins an epoch): the run electd saw
 // there (INFO run_id, the process, and master_replid, its replication
 // history, new at every promotion, so that a master that failed over and
 // back without restarting, and now holds its replica's older copy under
@@ -306,7 +308,7 @@
 //     tokens as long as the token key survives (if it is lost too, tokens
 //     keep growing only if the clock has not gone back past the last one);
 //   - every candidate of an election uses the same TTL;
-//   - no one else writes the electd:{NAME}:* keys or electd:server, and
+//   - no one else writes the electd:{NAME}:* keys or electd:server:db<N>, and
 //     Redis does not evict them: use noeviction or a volatile-* policy (no
 //     key of electd's has a TTL, the run record included, except one
 //     written by an electd before its current format); allkeys-* may evict
@@ -361,9 +363,16 @@
 //     renewal on the old master).
 //   - An electd before the server record, running beside this one in a
 //     rolling upgrade, does not record its elections in it: an election
-//     whose keys vanish during the upgrade may look new. The server
+//     in which only such copies stepped, and whose keys are then deleted
+//     (by hand, or evicted under an allkeys-* policy, itself unsupported),
+//     looks new to an upgraded copy, which may be granted at once while a
+//     cut-off old copy's term is valid. Do not delete electd's keys while
+//     a rolling upgrade from a version without it is under way. The server
 //     record's first step (after the upgrade) starts one epoch for every
 //     election of the database.
+//   - A --store repointed to another server while a leader still reaches
+//     the old one is a split configuration: the old leader renews there for
+//     good, whatever the new server waits.
 //   - Tokens rest on the new server's clock after a state loss only when no
 //     candidate that saw the last token makes a step (joins, waits or
 //     holds) on the new state before the next grant: electd keeps the

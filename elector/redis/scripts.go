@@ -75,7 +75,7 @@ if lost then redis.call('SET', KEYS[6], fmt(seen)) end
 -- term is granted until one TTL after it began. A name new to the server
 -- begins with the server's record of its run. young is why, when the
 -- reply waits for the epoch alone.
-local born, bornWhy = epoch(KEYS[10], B, ttl, lost, tonumber(ARGV[11]) or 0)
+local born, bornWhy = epoch(KEYS[10], B, ttl, lost, tonumber(ARGV[11]) or 0, true)
 local young = ''
 
 local function drop(e)

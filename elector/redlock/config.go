@@ -85,6 +85,7 @@ type keys struct {
 func keysIn(election string, db int) keys {
 	k := keysFor(election)
 	k.channel = rediskit.Channel(keyPrefix(election), db)
+	k.server = rediskit.ServerKeyIn(db)
 	return k
 }
 
@@ -103,7 +104,7 @@ func keysFor(election string) keys {
 		left:    p + "left",
 		lastRun: p + "lastrun",
 		channel: rediskit.Channel(p, 0),
-		server:  rediskit.ServerKey(nil, p),
+		server:  rediskit.ServerKeyIn(0),
 	}
 }
 

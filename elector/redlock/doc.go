@@ -134,7 +134,7 @@
 // # Lost state
 //
 // Each server keeps the epoch rule of the redis package, written once in
-// rediskit.EpochLua: a record of its run (electd:server: INFO run_id and
+// rediskit.EpochLua: a record of its run (electd:server:db<N>: INFO run_id and
 // master_replid, when electd first saw that run, and every election that
 // has had state there) and each election's born record. Where the state
 // may have lost writes (the server restarted or is another run than its
@@ -143,11 +143,15 @@
 // election's born record is missing although the server record names the
 // election), the server starts a new epoch and grants nothing until one
 // TTL after it: every lease it acknowledged before the loss was renewed
-// before it, so every local deadline derived from one has passed. A name
-// the server record does not know is new: its epoch is the server
-// record's, so a fresh election on servers electd has known for a TTL is
-// granted in its first round. A campaign that a server keeps back for its
-// epoch logs, once, why and until when.
+// before it, so every local deadline derived from one has passed. Unlike
+// a single server, a server of a quorum does not take a name its record
+// does not know for new: it may have missed the election's beginning (its
+// candidates could not reach it) without losing anything, and granting
+// the name at once there would let one other server whose state went back
+// under the same run (a restored snapshot, which no epoch rule sees) make
+// a quorum for a second term. So a fresh election name waits one TTL on
+// Redlock, as before the server record. A campaign that a server keeps
+// back for its epoch logs, once, why and until when.
 // A leader's entry is taken back by the restarted server at its next
 // renewal, and granted to it again (committed with its token) once the
 // epoch is over, if it is first in line ("extend or lock").
@@ -208,7 +212,7 @@
 //	electd:{NAME}:rl:events    pub/sub channel, in database 0
 //	electd:{NAME}:rl:db<N>:events  pub/sub channel, in database N > 0
 //
-// and, once per database, electd:server (HASH: run, at, why, last, and a
+// and, once per database, electd:server:db<N> (HASH: run, at, why, last, and a
 // field per election that has had state there, named after its born key),
 // which it shares with the redis package's elections on the same server.
 //
@@ -228,7 +232,7 @@
 //   - for tokens across a state loss: the servers' wall clocks agree
 //     within one TTL;
 //   - every candidate uses the same TTL and the same servers, and nothing
-//     else writes the electd:{NAME}:rl:* keys or electd:server, or evicts
+//     else writes the electd:{NAME}:rl:* keys or electd:server:db<N>, or evicts
 //     some of them (use a noeviction policy: the epoch rule sees a born
 //     record or a server record that vanished, but not the term or an
 //     entry evicted alone).

@@ -79,9 +79,9 @@ end
 -- The epoch (rediskit.EpochLua): a server run younger than one TTL (a
 -- restart, or a replica promoted in its place) or a record that vanished
 -- means this state may have lost writes, so nothing is granted until one
--- TTL after it began. A name new to the server begins with the server's
--- record of its run.
-local born, bornWhy = epoch(KEYS[10], B, ttl, false, 0)
+-- TTL after it began. A name new to this server begins its epoch here:
+-- the server may have missed the election's beginning (see EpochLua).
+local born, bornWhy = epoch(KEYS[10], B, ttl, false, 0, false)
 
 local function drop(e)
   if redis.call('ZREM', Q, e) == 1 then changed = true end

@@ -2,6 +2,7 @@ package rediskit
 
 import (
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,7 +20,8 @@ import (
 // state records), or where a record that existed is gone (keys deleted,
 // flushed or evicted). A name never used before is none of these.
 //
-// So each database keeps one server record, ServerKey: the run it saw
+// So each database keeps one server record, ServerKey (electd:server:dbN):
+// the run it saw
 // ("run_id master_replid"), when electd first saw that run (at, server µs),
 // why that epoch began, the latest step of any election (last), and every
 // election that has had state there (a field named after the election's
@@ -35,7 +37,11 @@ import (
 //     born record is missing although the server record knows the name
 //     (vanished);
 //   - for a name the server record does not know, and whose born record is
-//     missing, when the server record's epoch began: the name is new.
+//     missing, when the server record's epoch began: the name is new. But
+//     on a server of a quorum (Redlock: known false) at that step: the
+//     server may have missed the election's beginning (its candidates
+//     could not reach it), and taking the name for new there would let one
+//     other server whose state went back make a quorum.
 //
 // The server record is written in the same script as every election's
 // state, so a name whose state existed under the record is in it. Only
@@ -43,17 +49,29 @@ import (
 // from a first use; it starts an epoch, and every election waits.
 // Under Redis Cluster a script may only touch its election's slot, so the
 // "server" record is the election's own (ServerKey): there a new name
-// still waits one TTL.
+// still waits one TTL. The record's key names its database, so that a
+// database swapped in (SWAPDB) or keys moved from another (MOVE) bring no
+// record this database's steps read: they begin an epoch.
+//
+// Not detected (the same limit as for every election's own state): state
+// restored under the same run, such as a snapshot reloaded by DEBUG RELOAD
+// or a process restored, shows only through lost writes a candidate saw;
+// for a name the snapshot predates, a candidate that never stepped is
+// granted at once. An election whose keys are deleted while only copies
+// of an electd older than the server record stepped in it (a rolling
+// upgrade) looks new to the record.
 
-// EpochLua defines epoch(S, B, ttl, lost, stepped) for a step script,
+// EpochLua defines epoch(S, B, ttl, lost, stepped, known) for a step script,
 // after a prelude that defines now (server µs) and fmt. S is the server
 // record's key, B the election's born key, ttl in µs, lost whether the
 // caller already found that the election's state lost writes (a token),
 // stepped the latest server time (µs, 0: none) of a step of the caller's
-// own that was answered. It records the step in both records and returns
+// own that was answered, known whether a name the server record does not
+// know is new (false on a server of a quorum: its epoch begins at this
+// step). It records the step in both records and returns
 // when the election's epoch began (server µs) and why (see EpochWhy).
 const EpochLua = `
-local function epoch(S, B, ttl, lost, stepped)
+local function epoch(S, B, ttl, lost, stepped, known)
   local info = redis.call('INFO', 'server')
   local id = string.match(info, 'run_id:(%x+)') or ''
   local run = id .. ' ' .. (string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)') or '')
@@ -84,7 +102,13 @@ local function epoch(S, B, ttl, lost, stepped)
   if lost then
     born, why = now, 'lost'
   elseif not at then
-    if s[5] then born, why = now, 'vanished' else born, why = sat, swhy end
+    if s[5] then
+      born, why = now, 'vanished'
+    elseif known or snew then
+      born, why = sat, swhy
+    else
+      born, why = now, 'unknown'
+    end
   elseif b[2] ~= run or at < sat then
     born, why = sat, swhy
   end
@@ -104,8 +128,13 @@ func ServerKey(c redis.UniversalClient, prefix string) string {
 	if _, ok := c.(*redis.ClusterClient); ok {
 		return prefix + "server"
 	}
-	return "electd:server"
+	return ServerKeyIn(DB(c))
 }
+
+// ServerKeyIn is the key of the server record of database db (outside
+// Redis Cluster). It names the database, so that a record swapped in from
+// another (SWAPDB, MOVE) is not read as this database's.
+func ServerKeyIn(db int) string { return "electd:server:db" + strconv.Itoa(db) }
 
 // EpochWhy says in words why an epoch began, from the reason the step
 // scripts return.
@@ -119,6 +148,8 @@ func EpochWhy(code string) string {
 		return "the database has no record of electd's state (its first use by electd, under Redis Cluster this election's first use; or the record was flushed, deleted or evicted)"
 	case "lost":
 		return "the state lost writes a candidate saw (an older state was restored: it lacks a token or a step that was answered)"
+	case "unknown":
+		return "this server of the quorum has no record of the election (a name new to it: it may have missed the election's beginning)"
 	case "vanished":
 		return "this election's state vanished although the server knew it (its keys were deleted, flushed or evicted)"
 	}
