@@ -14,11 +14,12 @@ import (
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/leaderwatch"
 	"github.com/electd/electd/status"
+	"github.com/electd/electd/store"
 )
 
 // leaderHelp is the description of `electd leader`.
 const leaderHelp = "Prints the current leader of --election. Exit status 0 when there is one, 3 when there is none,\n" +
-	"1 when the store does not answer within --timeout.\n" +
+	"69 when the store does not answer within --timeout.\n" +
 	"With --watch, prints each new term once (its since as first seen) until interrupted. While the store\n" +
 	"cannot be reached it says so on stderr (the leader is then unknown, not \"none\"); with --timeout set, it\n" +
 	"gives up after the store has been unreachable that long and exits 69."
@@ -71,6 +72,7 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 		ctx, cancel = context.WithTimeoutCause(ctx, c.Duration("timeout"), errLeaderTimeout)
 		defer cancel()
 	}
+	shown := "named by --store" // the store as messages show it, once opened: redacted
 	failed := func(err error) error {
 		if sig := ended(); sig != 0 {
 			if c.Bool("watch") {
@@ -79,7 +81,8 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 			return &signalError{sig: sig}
 		}
 		if errors.Is(context.Cause(ctx), errLeaderTimeout) {
-			return fmt.Errorf("no answer within --timeout %s: %w", c.Duration("timeout"), err)
+			return &store.UnreachableError{What: fmt.Sprintf("leader %s: no answer within --timeout %s", election, c.Duration("timeout")),
+				Store: shown, Err: err}
 		}
 		return err
 	}
@@ -88,6 +91,7 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 		return failed(err)
 	}
 	defer done()
+	shown = st.Redacted()
 	print := leaderwatch.Printer{Election: election, JSON: format == "json", W: c.App.Writer}.Print
 
 	if c.Bool("watch") {
@@ -113,7 +117,11 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 		}
 		return errNoLeader
 	case err != nil:
-		return failed(fmt.Errorf("ask %s for the leader: %w", st.Redacted(), err))
+		var se *elector.StoreError
+		if ended() != 0 || errors.As(err, &se) && se.Permanent {
+			return failed(fmt.Errorf("ask %s for the leader: %w", st.Redacted(), err))
+		}
+		return &store.UnreachableError{What: "leader " + election, Store: st.Redacted(), Err: err}
 	}
 	holders, err := status.Holders(ctx, el)
 	if err != nil {

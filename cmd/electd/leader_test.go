@@ -171,3 +171,38 @@ func TestLeaderHolders(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaderUnreachable: `electd leader` on a store that does not answer
+// within --timeout exits 69, as `status` and `lock` do, naming the store
+// without its password (it exited 1 before).
+func TestLeaderUnreachable(t *testing.T) {
+	tests := []struct {
+		name  string
+		start func(t *testing.T) string
+	}{
+		{name: "etcd", start: func(t *testing.T) string {
+			e := testenv.StartEtcd(t)
+			e.Kill(t)
+			return "etcd://u:leaderpw@" + e.Endpoint()
+		}},
+		{name: "redis", start: func(t *testing.T) string {
+			r := testenv.StartRedis(t)
+			r.Kill(t)
+			return "redis://:leaderpw@" + r.Addr()
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			url := tc.start(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := electdCmd(ctx, t, nil, "leader", "--store", url, "--election", "u", "--timeout", "1s")
+			var out, errb lockedBuffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			wantExit(t, cmd.Run(), exitNoStore, &errb)
+			if s := errb.String(); !strings.Contains(s, "cannot be reached") || strings.Contains(s, "leaderpw") {
+				t.Errorf("stderr does not say the store cannot be reached, or shows the password:\n%s", s)
+			}
+		})
+	}
+}
