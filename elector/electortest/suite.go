@@ -19,6 +19,7 @@ func Run(t *testing.T, h Harness) {
 		{"ArrivalOrder", testArrivalOrder, false},
 		{"ResignHandsOver", testResignHandsOver, false},
 		{"Switchover", testSwitchover, false},
+		{"SwitchoverTargetGone", testSwitchoverTargetGone, false},
 		{"TokensIncrease", testTokensIncrease, false},
 		{"ObserveEveryChange", testObserve, false},
 		{"CutOffLeaderStepsDownFirst", testCutOff, false},

@@ -96,3 +96,47 @@ func testSwitchover(t *testing.T, h Harness) {
 	}
 	t.Logf("observed %v", o)
 }
+
+// testSwitchoverTargetGone: a leads, b and c queued; Queued(c) accepts the
+// switchover, then c leaves the queue before the hand-over runs (the race
+// the supervisor has while it stops the child). elector.Term.ResignTo's
+// contract: the term goes to the next in line and a *NotQueuedError is
+// returned, for the switchover did not happen. b must lead.
+func testSwitchoverTargetGone(t *testing.T, h Harness) {
+	el := uniqueElection(t)
+	const ttl = 5 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := candidate(t, h, el, "a", ttl)
+	if _, ok := a.(elector.Switcher); !ok {
+		t.Skipf("%T does not implement elector.Switcher", a)
+	}
+	ra := MustLead(t, Campaign(ctx, a), 10*time.Second, "a")
+	cb := Campaign(ctx, candidate(t, h, el, "b", ttl))
+	waitQueued(t, h, el, 2)
+	cctx, ccancel := context.WithCancel(ctx)
+	cc := Campaign(cctx, candidate(t, h, el, "c", ttl))
+	waitQueued(t, h, el, 3)
+	if err := ra.Term.Queued(ctx, "c"); err != nil {
+		t.Fatalf("Queued(c) = %v, want nil", err)
+	}
+	// c leaves (its campaign ends and removes its entry) after the check.
+	ccancel()
+	if r := <-cc; r.Err == nil {
+		t.Fatalf("c led while a leads")
+	}
+	waitQueued(t, h, el, 2)
+	Eventually(t, 5*time.Second, "Queued(c) to see c gone", func() bool {
+		var nq *elector.NotQueuedError
+		return errors.As(ra.Term.Queued(ctx, "c"), &nq)
+	})
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer rcancel()
+	err := ra.Term.ResignTo(rctx, "c")
+	rb := MustLead(t, cb, ttl, "b")
+	defer Resign(t, rb.Term)
+	var nq *elector.NotQueuedError
+	if !errors.As(err, &nq) || nq.ID != "c" {
+		t.Fatalf("switchover to c, which had left: ResignTo = %v, want a *NotQueuedError naming c (b leads, token %d: the switchover did not happen, yet it reports success)", err, rb.Term.Token)
+	}
+}
