@@ -20,6 +20,7 @@ func Run(t *testing.T, h Harness) {
 		{"ResignHandsOver", testResignHandsOver, false},
 		{"Switchover", testSwitchover, false},
 		{"SwitchoverTargetGone", testSwitchoverTargetGone, false},
+		{"SwitchoverToRestartedCandidate", testSwitchoverToRestartedCandidate, false},
 		{"TokensIncrease", testTokensIncrease, false},
 		{"ObserveEveryChange", testObserve, false},
 		{"CutOffLeaderStepsDownFirst", testCutOff, false},

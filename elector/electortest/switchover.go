@@ -140,3 +140,77 @@ func testSwitchoverTargetGone(t *testing.T, h Harness) {
 		t.Fatalf("switchover to c, which had left: ResignTo = %v, want a *NotQueuedError naming c (b leads, token %d: the switchover did not happen, yet it reports success)", err, rb.Term.Token)
 	}
 }
+
+// testSwitchoverToRestartedCandidate: c's copy crashed (cut off from the
+// store, its entry or ticket left behind, still live for up to one TTL)
+// and came back under the same ID, queued again; the operator hands over
+// to c, which Queued accepts. The hand-over must go to the c that waits,
+// within a fraction of the TTL (as testSwitchover), or be refused: it must
+// not go to the dead copy's entry, reported as a success, leaving the
+// election with no leader until that entry lapses (then b, not c, leads).
+func testSwitchoverToRestartedCandidate(t *testing.T, h Harness) {
+	el := uniqueElection(t)
+	const ttl = 5 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := candidate(t, h, el, "a", ttl)
+	if _, ok := a.(elector.Switcher); !ok {
+		t.Skipf("%T does not implement elector.Switcher", a)
+	}
+	ra := MustLead(t, Campaign(ctx, a), 10*time.Second, "a")
+	cb := Campaign(ctx, candidate(t, h, el, "b", ttl))
+	waitQueued(t, h, el, 2)
+	// c's first copy queues, then crashes: cut off, it never leaves.
+	c1, link := proxied(t, h, el, "c", ttl)
+	c1ctx, c1cancel := context.WithCancel(ctx)
+	defer c1cancel()
+	cc1 := Campaign(c1ctx, c1)
+	waitQueued(t, h, el, 3)
+	link.Cut()
+	crashed := time.Now()
+	c1cancel()
+	if r := <-cc1; r.Term != nil {
+		t.Fatalf("the first copy of c led while a leads")
+	}
+	// c comes back (same ID) and queues again.
+	cc2 := Campaign(ctx, candidate(t, h, el, "c", ttl))
+	waitQueued(t, h, el, 4)
+	if err := ra.Term.Queued(ctx, "c"); err != nil {
+		t.Fatalf("Queued(c) = %v, want nil", err)
+	}
+	if since := time.Since(crashed); since > ttl/2 {
+		t.Skipf("set-up took %s, too close to the dead copy's TTL", since)
+	}
+	start := time.Now()
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer rcancel()
+	err := ra.Term.ResignTo(rctx, "c")
+	var nq *elector.NotQueuedError
+	if errors.As(err, &nq) {
+		t.Logf("switchover refused after the term ended: %v", err)
+		return
+	}
+	if err != nil {
+		t.Fatalf("switchover to c: %v", err)
+	}
+	select {
+	case r := <-cc2:
+		if r.Err != nil {
+			t.Fatalf("c: campaign: %v", r.Err)
+		}
+		t.Logf("c led %s after the switchover", r.At.Sub(start))
+		defer Resign(t, r.Term)
+		if r.At.Sub(start) > ttl/3 {
+			t.Fatalf("c led %s after the switchover, want far less than the %s TTL", r.At.Sub(start), ttl)
+		}
+		return
+	case r := <-cb:
+		if r.Err != nil {
+			t.Fatalf("b: campaign: %v", r.Err)
+		}
+		defer Resign(t, r.Term)
+		t.Fatalf("switchover to c reported success, yet b (not the target c, which stayed queued) led, %s after it: the term went to the dead copy's entry and nobody led meanwhile", r.At.Sub(start).Round(time.Millisecond))
+	case <-time.After(3 * ttl):
+		t.Fatalf("switchover to c reported success, yet nobody led within %s", 3*ttl)
+	}
+}
