@@ -63,11 +63,13 @@ func (e *Elector) queue(ctx context.Context) ([]*mvccpb.KeyValue, int64, error) 
 	return g.Kvs, g.Header.Revision, nil
 }
 
-// target is the index of the first candidate behind the head with this ID,
-// or -1.
+// target is the index of the last candidate behind the head with this ID
+// (its newest key: a copy that crashed and came back under the same ID
+// queued again behind its old key, which lasts until its lease lapses, and
+// is passed like any key ahead of the target), or -1.
 func target(kvs []*mvccpb.KeyValue, id string) int {
-	for i, kv := range kvs {
-		if i > 0 && decodeValue(kv.Value).ID == id {
+	for i := len(kvs) - 1; i > 0; i-- {
+		if decodeValue(kvs[i].Value).ID == id {
 			return i
 		}
 	}
@@ -83,7 +85,13 @@ func (e *Elector) handTo(ctx context.Context, s *session, id string) error {
 	if err != nil {
 		e.log.Warn("switchover failed; resigning to the next in line", "to", id, "err", err)
 	}
-	return errors.Join(err, s.release(ctx))
+	// The revocation gets time of its own: the switchover may have spent
+	// the caller's on a slow store, and nothing else revokes a resigned
+	// session's lease (renewLoop leaves it to the term's resignation), so
+	// a revocation not sent would keep the key, and the queue, one TTL.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opTimeout())
+	defer cancel()
+	return errors.Join(err, s.release(rctx))
 }
 
 // stepAside runs the switchover's transaction, reading the queue again
@@ -116,6 +124,10 @@ func (e *Elector) stepAside(ctx context.Context, s *session, id string) error {
 		resp, err := e.client.Txn(tctx).If(cmps...).Then(ops...).Commit()
 		cancel()
 		if err != nil {
+			if e.handedTo(ctx, s, kvs[j]) {
+				e.log.Info("handed the term over (the store's answer was lost; a read shows it)", "to", id, "key", string(kvs[j].Key))
+				return nil
+			}
 			return e.storeErr("switchover", err)
 		}
 		if resp.Succeeded {
@@ -125,4 +137,13 @@ func (e *Elector) stepAside(ctx context.Context, s *session, id string) error {
 		e.log.Debug("the queue changed during the switchover; reading it again", "to", id)
 	}
 	return errors.New("switchover: the queue kept changing")
+}
+
+// handedTo reports whether a read shows the switchover's transaction
+// landed though its answer was lost: s's key gone and the target's key,
+// unchanged, first in the election.
+func (e *Elector) handedTo(ctx context.Context, s *session, to *mvccpb.KeyValue) bool {
+	kvs, _, err := e.queue(ctx)
+	return err == nil && len(kvs) > 0 && !holds(kvs, s.key, s.rev) &&
+		string(kvs[0].Key) == string(to.Key) && kvs[0].CreateRevision == to.CreateRevision
 }
