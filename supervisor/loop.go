@@ -243,11 +243,12 @@ func (s *Supervisor) give(ctx context.Context, term *elector.Term, reason string
 	s.resigners = nil
 	s.mu.Unlock()
 	ended := term.Err() != nil
+	to := switchTarget(resigners)
 	var err error
 	if resign {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timing.RenewInterval+time.Second)
 		defer cancel()
-		err = s.giveUp(rctx, term, resigners)
+		err = s.giveUp(rctx, term, to)
 	}
 	if ended {
 		// The term ended by itself (expiry, loss, close): that is the reason.
@@ -256,7 +257,7 @@ func (s *Supervisor) give(ctx context.Context, term *elector.Term, reason string
 	s.cfg.Events.Lost(reason)
 	s.log.Info("leadership given up", "reason", reason, "token", term.Token)
 	for _, r := range resigners {
-		r.reply <- err
+		r.reply <- answer(r, resign, to, err)
 	}
 }
 

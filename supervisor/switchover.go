@@ -38,16 +38,36 @@ func (s *Supervisor) ResignTo(ctx context.Context, id string) error {
 	return s.resign(ctx, term, id)
 }
 
-// giveUp resigns term, to the candidate the first ResignTo caller among
-// reqs named, if any (see give).
-func (s *Supervisor) giveUp(ctx context.Context, term *elector.Term, reqs []resignReq) error {
-	to := ""
+// switchTarget is the candidate the first ResignTo caller among reqs
+// named, or "" (a plain resignation).
+func switchTarget(reqs []resignReq) string {
 	for _, r := range reqs {
 		if r.to != "" {
-			to = r.to
-			break
+			return r.to
 		}
 	}
+	return ""
+}
+
+// answer is what a Resign or ResignTo caller r hears once the term was
+// given up: resigned whether the loop resigned it (it does not when a
+// process of the child's tree survived its stop: the lease then lapses on
+// the store), to the candidate it was handed to ("": the next in line),
+// err the resignation's result.
+func answer(r resignReq, resigned bool, to string, err error) error {
+	switch {
+	case r.to == "":
+		return err
+	case !resigned:
+		return fmt.Errorf("switchover to %q: not handed over: a process of the child's tree outlived its stop, so the term lapses on the store", r.to)
+	case r.to != to:
+		return fmt.Errorf("switchover to %q: another request handed the term to %q first", r.to, to)
+	}
+	return err
+}
+
+// giveUp resigns term, to candidate to if not "" (see give).
+func (s *Supervisor) giveUp(ctx context.Context, term *elector.Term, to string) error {
 	if to == "" {
 		err := term.Resign(ctx)
 		if err != nil {

@@ -109,3 +109,38 @@ func TestResignTo(t *testing.T) {
 		})
 	}
 }
+
+// TestSwitchoverAnswers: what each caller waiting on one term's end hears.
+// A ResignTo caller hears success only if its own target got the term: a
+// concurrent ResignTo to another candidate, or a term left to lapse (a
+// survivor of the child's tree), is an error (both were answered nil).
+func TestSwitchoverAnswers(t *testing.T) {
+	failed := errors.New("store down")
+	tests := []struct {
+		name     string
+		req      resignReq
+		resigned bool
+		to       string
+		err      error
+		wantErr  bool
+		want     error // errors.Is, when set
+	}{
+		{name: "plain resign", req: resignReq{}, resigned: true, to: "c"},
+		{name: "plain resign that failed", req: resignReq{}, resigned: true, err: failed, wantErr: true, want: failed},
+		{name: "switchover done", req: resignReq{to: "c"}, resigned: true, to: "c"},
+		{name: "switchover that failed", req: resignReq{to: "c"}, resigned: true, to: "c", err: failed, wantErr: true, want: failed},
+		{name: "another switchover first", req: resignReq{to: "d"}, resigned: true, to: "c", wantErr: true},
+		{name: "tree survived: not resigned", req: resignReq{to: "c"}, resigned: false, to: "c", wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := answer(tc.req, tc.resigned, tc.to, tc.err)
+			if (err != nil) != tc.wantErr || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("answer = %v, want error %v (%v)", err, tc.wantErr, tc.want)
+			}
+		})
+	}
+	if got := switchTarget([]resignReq{{}, {to: "c"}, {to: "d"}}); got != "c" {
+		t.Errorf("switchTarget = %q, want the first ResignTo's, c", got)
+	}
+}
