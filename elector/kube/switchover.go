@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -14,9 +15,10 @@ import (
 var _ elector.Switcher = (*Elector)(nil)
 
 // A switchover is the resignation's one conditioned update of the Lease
-// (release), naming the named candidate's ticket instead of the first in
-// line: that candidate claims it at once (candidacy: a Lease handed to its
-// ticket). The waiters ahead of it keep their tickets and their places,
+// (release), naming the named candidate's newest live ticket instead of
+// the first in line: that candidate claims it at once (candidacy: a Lease
+// handed to its ticket). Newest, for an older live ticket with that ID is
+// a previous copy's, crashed, that lapses: it is passed like any other. The waiters ahead of it keep their tickets and their places,
 // and time the new holder's Lease as any other; the first of them is
 // handed the Lease when it resigns.
 
@@ -50,4 +52,18 @@ func (e *Elector) Queued(ctx context.Context, id string) error {
 		return nil
 	}
 	return &elector.NotQueuedError{ID: id}
+}
+
+// newestOf is the live ticket of candidate id that arrived last (latest in
+// line), or nil: a ticket is live as in head.
+func (st state) newestOf(id string, now time.Time, grace time.Duration) *seen {
+	line := slices.Clone(st.tickets)
+	sortLine(line)
+	for i := len(line) - 1; i >= 0; i-- {
+		t := &line[i]
+		if holder(t.obj) == id && now.Before(t.at.Add(duration(t.obj)+grace)) {
+			return t
+		}
+	}
+	return nil
 }

@@ -189,7 +189,7 @@ func (e *Elector) release(ctx context.Context, h *held, self elector.Leader) err
 	return e.releaseTo(ctx, h, self, "")
 }
 
-// releaseTo is release that hands the Lease to the first live ticket of
+// releaseTo is release that hands the Lease to the newest live ticket of
 // candidate to, if not empty (switchover.go); without one, it hands it to
 // the first in line and returns a *elector.NotQueuedError.
 func (e *Elector) releaseTo(ctx context.Context, h *held, self elector.Leader, to string) error {
@@ -237,8 +237,8 @@ func (e *Elector) releaseTo(ctx context.Context, h *held, self elector.Leader, t
 }
 
 // handOverOrRelease makes obj the Lease handed to the first live ticket
-// in line other than this candidate's own (of candidate to, if not empty
-// and it has one: then named), or released. The successor's token is one
+// in line other than this candidate's own (the newest live ticket of
+// candidate to, if not empty and it has one: then named), or released. The successor's token is one
 // more than the highest version or token seen, as in take.
 func (e *Elector) handOverOrRelease(obj *coordinationv1.Lease, self elector.Leader, to string) (named bool) {
 	now := e.cfg.Clock.Now()
@@ -246,9 +246,7 @@ func (e *Elector) handOverOrRelease(obj *coordinationv1.Lease, self elector.Lead
 	st.tickets = slices.DeleteFunc(st.tickets, func(t seen) bool { return holder(t.obj) == self.ID })
 	next, _, _ := st.head(now, e.cfg.Timing.RenewInterval)
 	if to != "" {
-		theirs := st
-		theirs.tickets = slices.DeleteFunc(slices.Clone(st.tickets), func(t seen) bool { return holder(t.obj) != to })
-		if t, _, _ := theirs.head(now, e.cfg.Timing.RenewInterval); t != nil {
+		if t := st.newestOf(to, now, e.cfg.Timing.RenewInterval); t != nil {
 			next, named = t, true
 		}
 	}

@@ -170,10 +170,12 @@ if mode == 'leave' then
   return finish('left', -1)
 end
 
--- A switchover (switchover.go): the holder leaves, and the first live
--- entry of candidate ARGV[13] takes the holder's place at the head before
--- the grant, so the entries it passes keep their order, behind it. Without
--- such an entry (or a term of ours) it is a plain leave, 'notqueued'.
+-- A switchover (switchover.go): the holder leaves, and the newest live
+-- entry of candidate ARGV[13] (its latest arrival: an older one is that
+-- candidate's previous copy, crashed and lapsing) takes the holder's place
+-- at the head before the grant, so the entries it passes (an older entry
+-- of its own among them) keep their order, behind it. Without such an
+-- entry (or a term of ours) it is a plain leave, 'notqueued'.
 if mode == 'handto' then
   local target
   if N == 1 and redis.call('HGET', T, 'entry') == me then
@@ -181,7 +183,6 @@ if mode == 'handto' then
       local id = string.match(redis.call('HGET', C, e) or '', '^([^\n]*)\n')
       if e ~= me and id == ARGV[13] and redis.call('ZSCORE', X, e) then
         target = e
-        break
       end
     end
   end

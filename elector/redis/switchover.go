@@ -12,10 +12,11 @@ import (
 var _ elector.Switcher = (*Elector)(nil)
 
 // A switchover is one run of stepScript in mode handto: the holder leaves,
-// and the first live entry of the named candidate moves to the head (it
-// takes the holder's arrival score, so the entries it passes keep their
-// order behind it) and is granted the term with the next token, in the
-// same script. The message the script publishes names the new head, which
+// and the newest live entry of the named candidate (its latest arrival:
+// an older one is a previous copy of it, crashed, whose entry lapses)
+// moves to the head (it takes the holder's arrival score, so the entries
+// it passes keep their order behind it) and is granted the term with the
+// next token, in the same script. The message the script publishes names the new head, which
 // wakes that candidate alone; it finds the term its own at its next step.
 // As with Resign, the script runs only after the supervisor stopped the
 // child (Term.ResignTo ends the term first), and, like a leave, it is not

@@ -490,10 +490,32 @@ func (e *Elector) resign(ctx context.Context, entry string, token uint64, to str
 		ctx, cancel = context.WithTimeout(ctx, e.cfg.Timing.TTL)
 		defer cancel()
 	}
-	if err := e.leave(ctx, "resign", entry, token+1, to); err != nil {
+	handed, passed, err := e.leave(ctx, "resign", entry, token+1, to)
+	if err != nil {
 		e.log.Warn("resign did not reach every server; the successor waits there for the lease to expire", "entry", entry, "err", err)
 		return err
 	}
-	e.log.Info("resigned", "entry", entry)
-	return nil
+	if to == "" {
+		e.log.Info("resigned", "entry", entry)
+		return nil
+	}
+	// A switchover happened only if the target was handed the term on a
+	// majority: it then leads at its next step. Where the target was not
+	// live the next in line was handed it; if that is a majority, or the
+	// target was live on no server that took the handover, it was a plain
+	// resignation. Otherwise the handover split (the target on some
+	// servers, the next in line on others, the leaver's lapsing term on
+	// the rest): nobody may lead until the leaver's lease lapses where it
+	// was not removed, and whoever wins then leads.
+	switch n := len(e.cfg.Servers); {
+	case handed >= e.m:
+		e.log.Info("handed the term over", "entry", entry, "to", to, "servers", handed)
+		return nil
+	case passed >= e.m || (handed == 0 && passed > 0):
+		e.log.Warn("switchover target not live on a majority; resigned to the next in line", "entry", entry, "to", to, "handed", handed, "passed", passed)
+		return &elector.NotQueuedError{ID: to}
+	default:
+		e.log.Warn("switchover reached no majority; resigned, the next leader is whoever wins once the lease lapses", "entry", entry, "to", to, "handed", handed, "passed", passed)
+		return &elector.StoreError{Op: "switchover", Err: fmt.Errorf("the term was handed to %q on %d of %d servers and to the next in line on %d (a majority is %d): resigned without a successor until the lease lapses", to, handed, n, passed, e.m)}
+	}
 }

@@ -125,6 +125,20 @@
 // then with the token it commits over it: one ID with two tokens, the first
 // one that no term leads with.
 //
+// A switchover (Term.ResignTo, switchover.go) is the same leave naming
+// the target: each server hands the term to the target's newest live
+// claiming entry there (an older one of the same ID is a crashed copy's,
+// lapsing), or, where the target is not live, to the first claiming entry
+// as ever. ResignTo returns nil only if a majority of the servers handed
+// it to the target, a *elector.NotQueuedError if a majority handed it to
+// the head or none found the target, and otherwise a StoreError: the
+// handover split (the target on some servers, the head on others, the
+// leaver's lapsing term on the servers the leave missed), and nobody may
+// lead until that term lapses, up to one TTL; then whoever wins leads. A
+// check before the leave cannot rule that out (the target may lapse on a
+// server, and the leaver lose another, after it): the split is reported,
+// not prevented (TestSwitchoverSplitHandover).
+//
 // A term that the servers' answers end early (fewer than m can still hold
 // it: ErrLeaseLost) keeps the leases its renewals earned; the Elector
 // leaves, and hands over, only once that earned deadline has passed, or

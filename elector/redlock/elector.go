@@ -300,13 +300,19 @@ func fanOut(n int, f func(i int)) {
 //
 // handover, if not 0, is the leaver's token + 1: each server where the
 // leaver still holds the term committed grants it, committed with that
-// token, to its next in line (see stepScript).
-func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64, to string) error {
+// token, to its next in line (see stepScript), or, for a switchover (to
+// not empty), to candidate to if it is live there. handed counts the
+// servers that answered that they granted it to one entry of candidate to
+// (the entry most of them named: a server may know only an older entry of
+// that candidate), passed those that granted it to the next in line
+// because candidate to was not live there.
+func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64, to string) (handed, passed int, err error) {
 	pending := make([]bool, len(e.cfg.Servers))
 	for i := range pending {
 		pending[i] = true
 	}
 	removed := 0
+	byEntry := map[string]int{} // servers that handed the term over, by entry
 	b := e.newBackoff()
 	for {
 		var errs []error
@@ -317,6 +323,13 @@ func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64, 
 			if r.err == nil {
 				pending[i] = false
 				removed++
+				switch r.r.status {
+				case "handed":
+					byEntry[r.r.head]++
+					handed = max(handed, byEntry[r.r.head])
+				case "passed":
+					passed++
+				}
 				continue
 			}
 			errs = append(errs, fmt.Errorf("%s: %w", e.cfg.Servers[i].Addr, r.err))
@@ -326,10 +339,10 @@ func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64, 
 		}
 		switch {
 		case len(errs) == 0:
-			return nil
+			return handed, passed, nil
 		case removed >= e.m:
 			e.log.Debug("candidate left a majority; it expires on the others", "entry", entry, "err", errors.Join(errs...))
-			return nil
+			return handed, passed, nil
 		}
 		left := 0
 		for _, p := range pending {
@@ -338,7 +351,7 @@ func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64, 
 			}
 		}
 		if left == 0 || !e.sleep(ctx, b.Next()) {
-			return &elector.StoreError{Op: op, Err: fmt.Errorf("remove candidate %s from a majority (%d of %d did): %w", entry, removed, len(pending), errors.Join(errs...))}
+			return handed, passed, &elector.StoreError{Op: op, Err: fmt.Errorf("remove candidate %s from a majority (%d of %d did): %w", entry, removed, len(pending), errors.Join(errs...))}
 		}
 	}
 }
@@ -348,7 +361,7 @@ func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64, 
 func (e *Elector) cleanup(entry string, handover uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.cleanupTimeout())
 	defer cancel()
-	if err := e.leave(ctx, "leave", entry, handover, ""); err != nil {
+	if _, _, err := e.leave(ctx, "leave", entry, handover, ""); err != nil {
 		e.log.Debug("could not remove candidate from every server; it expires there after one ttl", "entry", entry, "err", err)
 		return
 	}

@@ -54,7 +54,7 @@ func TestLateStepAfterLeave(t *testing.T) {
 	for i := range 3 {
 		mustStep(t, a, i, "join", entry, ord, 0, time.Time{})
 	}
-	if err := a.leave(ctx, "leave", entry, 0, ""); err != nil {
+	if _, _, err := a.leave(ctx, "leave", entry, 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {

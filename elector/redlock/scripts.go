@@ -44,7 +44,9 @@ import (
 // (the caller holds the term here, committed with the commit token if one
 // was given), young (free and the caller is first, but the state is
 // younger than one TTL), taken (another candidate holds an uncommitted
-// grant here: a split vote), wait, or left; wake is how long until what keeps
+// grant here: a split vote), wait, or left (a switchover's leave that
+// handed the term over here: handed, to the target; passed, the target
+// not live here, to the head); wake is how long until what keeps
 // the caller from holding here may lapse (-1: nothing); mine is the token
 // the caller's grant here is committed with ("" if none); why is why the
 // state's epoch began, with status young (rediskit.EpochWhy); floor is the
@@ -148,17 +150,20 @@ if mode == 'leave' then
   -- A step of this entry that arrives later (a request held by the
   -- network) must not queue it again: it is refused for two TTLs.
   redis.call('ZADD', D, fmt(now + 2 * ttl), me)
+  local status = 'left'
   if handover and now >= born + ttl then
     local h = head()
     -- A switchover (switchover.go) names its target's id in ARGV[7] (a
-    -- leave has no order): the first live claiming entry of that
-    -- candidate gets the term, else the head does.
+    -- leave has no order): the newest live claiming entry of that
+    -- candidate (its latest arrival: an older one is a previous copy of
+    -- it, crashed and lapsing) gets the term, 'handed'; else the head
+    -- does, 'passed'.
     if ARGV[7] ~= '' then
+      status = 'passed'
       for _, e in ipairs(redis.call('ZRANGE', L, 0, -1)) do
         local id = string.match(redis.call('HGET', C, e) or '', '^([^\n]*)\n')
         if id == ARGV[7] and redis.call('ZSCORE', X, e) and redis.call('ZSCORE', Q, e) then
-          h, named = e, e
-          break
+          h, named, status = e, e, 'handed'
         end
       end
     end
@@ -168,7 +173,7 @@ if mode == 'leave' then
       changed = true
     end
   end
-  return finish('left', -1)
+  return finish(status, -1)
 end
 if mode == 'withdraw' then
   -- Only an uncommitted grant, or one committed with the token given (a

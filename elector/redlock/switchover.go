@@ -14,12 +14,16 @@ var _ elector.Switcher = (*Elector)(nil)
 
 // A switchover is the resignation's leave on every server, naming the
 // target: each server that the leaver still holds the term on commits the
-// handover token to the target's first live claiming entry there instead
-// of the head's (stepScript), and publishes the target as the head, which
-// wakes it alone. The target leads once that reached a majority, as a
-// head successor does; where it reached only a minority, the handover is
-// withdrawn and overwritten as ever, and the head leads once a majority
-// grants it. The entries ahead of the target keep their places.
+// handover token to the target's newest live claiming entry there (an
+// older one is a crashed copy's, lapsing) instead of the head's
+// (stepScript), answers "handed" (or "passed", to the head, where the
+// target is not live), and publishes the target as the head, which wakes
+// it alone. The target leads once that reached a majority, as a head
+// successor does, and only then does ResignTo return nil (resign); where
+// it reached only a minority, the handover is withdrawn and overwritten as
+// ever, the head leads once a majority grants it, and ResignTo reports the
+// switchover failed (see doc.go, Handover). The entries ahead of the
+// target keep their places.
 
 // queuedScript reports whether a live claiming entry of candidate ARGV[1],
 // other than the term's holder, waits on this server.
