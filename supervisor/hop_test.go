@@ -110,13 +110,15 @@ func TestSweepCatchesForkHopper(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			useRule(t, tt.rule)
+			// Built before the reaper starts, which reaps any child it is
+			// not told of: cc among them ("cc: waitid: no child processes").
+			dir := t.TempDir()
+			hop, ctr := hopperBin(t, dir), filepath.Join(dir, "ctr")
 			// electd reaps the chain's zombies as it runs (cmd/electd does).
 			rctx, rcancel := context.WithCancel(context.Background())
 			t.Cleanup(rcancel)
 			go ReapOrphans(rctx, nil)
 
-			dir := t.TempDir()
-			hop, ctr := hopperBin(t, dir), filepath.Join(dir, "ctr")
 			main := filepath.Join(dir, "main.sh")
 			writeScript(t, main, "#!/bin/sh\n"+hop+" "+ctr+" "+strconv.Itoa(tt.period)+" 30\nexec sleep 1000\n")
 			// If the test fails, the chain is killed by its process

@@ -134,11 +134,11 @@ func TestMarkedSweepKillsInTime(t *testing.T) {
 	for _, rule := range sweepRules {
 		t.Run(rule.name, func(t *testing.T) {
 			useRule(t, rule.rule)
+			dir := t.TempDir()
+			bin := ccBin(t, dir, "daemons", emptyEnvDaemonsSrc) // before the reaper, which would reap cc
 			rctx, rcancel := context.WithCancel(context.Background())
 			t.Cleanup(rcancel)
 			go ReapOrphans(rctx, nil)
-			dir := t.TempDir()
-			bin := ccBin(t, dir, "daemons", emptyEnvDaemonsSrc)
 			pidFile := filepath.Join(dir, "pids")
 			c := runChild(t, ChildSpec{Path: "/bin/sh", Args: []string{"-c", bin + " " + pidFile + " " + strconv.Itoa(n) + "; exec sleep 1000"},
 				Env: []string{"ELECTD_FENCING_TOKEN=94"}})
