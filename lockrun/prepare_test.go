@@ -83,7 +83,10 @@ func TestWaitNotSpentPreparing(t *testing.T) {
 			t.Fatal("no namespace init appeared")
 		}
 		_ = syscall.Kill(pid, syscall.SIGSTOP)
-		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL); _ = syscall.Kill(pid, syscall.SIGCONT) })
+		// Through a pidfd taken now: by cleanup the pid may be another's.
+		if p, err := os.FindProcess(pid); err == nil {
+			t.Cleanup(func() { _ = p.Signal(syscall.SIGKILL); _ = p.Signal(syscall.SIGCONT); _ = p.Release() })
+		}
 		if proc.Writes(pid) != 0 {
 			t.Logf("attempt %d: init %d was caught once ready; again", attempt, pid)
 			_ = syscall.Kill(pid, syscall.SIGCONT)

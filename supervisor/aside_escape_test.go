@@ -85,7 +85,7 @@ func TestTreeProcessCannotJoinAHookGroup(t *testing.T) {
 			c, out := runSh(t, joinScript(hook.Pid, tc.orphaned), ChildSpec{Containment: ContainPgroup, StopTimeout: time.Second})
 			out.waitFor(t, "started")
 			pid, joined := joinAttempt(t, out)
-			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+			killAtCleanup(t, pid, syscall.SIGKILL)
 			if joined {
 				t.Errorf("process %d of the child's tree joined the hook's process group %d", pid, hook.Pid)
 			}

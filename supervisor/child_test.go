@@ -289,7 +289,7 @@ func grandchild(t *testing.T, out *syncBuf) int {
 	if err != nil {
 		t.Fatalf("child printed %q, want a pid", line)
 	}
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	killAtCleanup(t, pid, syscall.SIGKILL)
 	return pid
 }
 

@@ -249,7 +249,7 @@ func catchInit(t *testing.T, helper int, execd func() bool) (pid int, caught boo
 			if err := syscall.Kill(p, syscall.SIGSTOP); err != nil {
 				continue
 			}
-			t.Cleanup(func() { _ = syscall.Kill(p, syscall.SIGKILL); _ = syscall.Kill(p, syscall.SIGCONT) })
+			killAtCleanup(t, p, syscall.SIGKILL, syscall.SIGCONT)
 			waitUntil(t, testDeadline, func() bool {
 				st, err := readStat(p)
 				return err != nil || st.state == 'T'

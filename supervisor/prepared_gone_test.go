@@ -89,7 +89,7 @@ func TestPreparedInitGoneAfterExecNoSecondRun(t *testing.T) {
 		})
 		<-campaigning
 		pid := newPreparedInit(t, seen)
-		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+		killAtCleanup(t, pid, syscall.SIGKILL)
 		holdBehindChild(t, pid)
 		h.grant(7)
 		waitUntil(t, testDeadline, func() bool {

@@ -113,7 +113,7 @@ func TestReapOrphansAdoptedZombie(t *testing.T) {
 		if err != nil {
 			t.Fatalf("child printed %q, want two pids", out.String())
 		}
-		t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+		killAtCleanup(t, pid, syscall.SIGKILL)
 		if st, err := readStat(pid); err == nil && st.ppid == c.Pid() {
 			p = pid
 		} else {

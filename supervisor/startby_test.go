@@ -38,7 +38,7 @@ func stopNewInit(t *testing.T, seen map[int]bool, marker string) (pid int, ok bo
 			if err := syscall.Kill(p, syscall.SIGSTOP); err != nil {
 				continue
 			}
-			t.Cleanup(func() { _ = syscall.Kill(p, syscall.SIGKILL); _ = syscall.Kill(p, syscall.SIGCONT) })
+			killAtCleanup(t, p, syscall.SIGKILL, syscall.SIGCONT)
 			// Once it is stopped it forks nothing more: it is caught in time
 			// if it has no child yet.
 			waitUntil(t, testDeadline, func() bool {

@@ -224,7 +224,7 @@ func onePid(t *testing.T, pidFile string) int {
 	t.Helper()
 	var pids []int
 	waitFor(t, "the worker's pid", func() bool { pids = readPids(pidFile); return len(pids) == 1 })
-	t.Cleanup(func() { _ = syscall.Kill(pids[0], syscall.SIGKILL) })
+	killAtCleanup(t, pids[0], syscall.SIGKILL)
 	return pids[0]
 }
 

@@ -290,7 +290,7 @@ func TestSweepOddTrees(t *testing.T) {
 				}
 				var pids []int
 				waitFor(t, "the pid", func() bool { pids = readPids(pidFile); return len(pids) == 1 })
-				t.Cleanup(func() { _ = syscall.Kill(pids[0], syscall.SIGKILL) })
+				killAtCleanup(t, pids[0], syscall.SIGKILL)
 				ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 				defer cancel()
 				stopOK(t, c, ctx)

@@ -408,7 +408,7 @@ func TestTreeZombieLeader(t *testing.T) {
 	th.grant(t, 41)
 	var pids []int
 	waitFor(t, "the worker's pid", func() bool { pids = readPids(pidFile); return len(pids) == 1 })
-	t.Cleanup(func() { _ = syscall.Kill(pids[0], syscall.SIGKILL) })
+	killAtCleanup(t, pids[0], syscall.SIGKILL)
 	th.awaitResign(t)
 	// Checked here without the code under test: any thread of it not a
 	// zombie (the third field of its stat).
@@ -457,7 +457,7 @@ func TestTreeSparesStrangers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = syscall.Kill(stranger, syscall.SIGKILL) })
+			killAtCleanup(t, stranger, syscall.SIGKILL)
 			waitFor(t, "the stranger orphaned to us, running sleep", func() bool {
 				st, err := readStat(stranger)
 				comm, _ := os.ReadFile("/proc/" + strconv.Itoa(stranger) + "/comm")
