@@ -101,10 +101,12 @@ func TestReapOrphansKeepsChildStatus(t *testing.T) {
 // on a timer.
 func TestReapOrphansAdoptedZombie(t *testing.T) {
 	runReaper(t)
-	// p forks z, which exits at once, and becomes a sleep that never
-	// waits: z stays its zombie. The child, a sleep too, outlives p (its
-	// own exit would have Stop's sweep reap the group).
-	c, out := runSh(t, "( sh -c 'exit 3' & echo $!; exec sleep 1000 ) & echo $!; exec sleep 1000", ChildSpec{})
+	// p forks z and becomes a sleep that never waits; z exits once p is
+	// that sleep (a z that ended before p's exec could be reaped by p's
+	// shell, under load: "z did not become p's zombie" in one CI run), and
+	// stays its zombie. The child, a sleep too, outlives p (its own exit
+	// would have Stop's sweep reap the group).
+	c, out := runSh(t, "( sh -c 'until [ \"$(cat /proc/$PPID/comm)\" = sleep ]; do :; done; exit 3' & echo $!; exec sleep 1000 ) & echo $!; exec sleep 1000", ChildSpec{})
 	waitUntil(t, testDeadline, func() bool { return len(strings.Fields(out.String())) >= 2 }, "child printed %q, want two pids", out.String())
 	lines := strings.Fields(out.String())
 	var z, p int
