@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/electd/electd/elector/internal/rediscore"
 	"github.com/electd/electd/elector/internal/rediskit"
 	"github.com/electd/electd/internal/backoff"
 )
@@ -21,50 +22,23 @@ type bus struct {
 	e    *Elector
 	once sync.Once
 
-	mu        sync.Mutex
-	ps        *redis.PubSub
-	closed    bool
-	live      bool          // subscribed, as far as we know
-	gen       uint64        // counts (re)subscriptions: messages may have been missed before each
-	liveCh    chan struct{} // closed while live
-	listeners map[*listener]struct{}
+	mu     sync.Mutex
+	ps     *redis.PubSub
+	closed bool
+	live   bool          // subscribed, as far as we know
+	gen    uint64        // counts (re)subscriptions: messages may have been missed before each
+	liveCh chan struct{} // closed while live
+	// Listeners are woken by the messages whose head they match (from is
+	// always ""), and by every (re)subscription.
+	rediscore.Listeners
 }
-
-// listener is woken (a non-blocking send on ch) by messages whose head it
-// matches, and by every (re)subscription, after which it must re-read the state.
-type listener struct {
-	match func(head string) bool
-	ch    chan cause
-}
-
-// cause says why a listener was woken.
-type cause uint8
-
-const (
-	byMessage cause = iota + 1 // a message naming a head the listener matches
-	byResync                   // a (re)subscription: messages may have been missed
-)
 
 func newBus(e *Elector) *bus {
-	return &bus{e: e, liveCh: make(chan struct{}), listeners: map[*listener]struct{}{}}
+	return &bus{e: e, liveCh: make(chan struct{})}
 }
 
 // start subscribes in the background, once.
-func (h *bus) start() { h.once.Do(func() { h.e.life.Go(h.run) }) }
-
-func (h *bus) add(match func(head string) bool) *listener {
-	l := &listener{match: match, ch: make(chan cause, 1)}
-	h.mu.Lock()
-	h.listeners[l] = struct{}{}
-	h.mu.Unlock()
-	return l
-}
-
-func (h *bus) remove(l *listener) {
-	h.mu.Lock()
-	delete(h.listeners, l)
-	h.mu.Unlock()
-}
+func (h *bus) start() { h.once.Do(func() { h.e.core.Life.Go(h.run) }) }
 
 // state reports the subscription generation and whether it is live.
 func (h *bus) state() (uint64, bool) {
@@ -78,13 +52,7 @@ func (h *bus) waitLive(ctx context.Context, d time.Duration) {
 	h.mu.Lock()
 	ch := h.liveCh
 	h.mu.Unlock()
-	t := h.e.cfg.Clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ch:
-	case <-t.C():
-	case <-ctx.Done():
-	}
+	rediscore.WaitLive(ctx, h.e.cfg.Clock, ch, d)
 }
 
 func (h *bus) close() {
@@ -97,7 +65,7 @@ func (h *bus) close() {
 }
 
 func (h *bus) run() {
-	b := h.e.newBackoff()
+	b := h.e.core.NewBackoff()
 	for {
 		ps := h.e.cfg.Client.Subscribe(h.e.ctx, h.e.keys.channel)
 		h.mu.Lock()
@@ -118,7 +86,7 @@ func (h *bus) run() {
 		err = classify(err)
 		h.e.refreshSlots(err)
 		h.e.fails.Failed("watch", err)
-		if !h.e.sleep(h.e.ctx, b.Next()) {
+		if !h.e.core.Sleep(h.e.ctx, b.Next()) {
 			return
 		}
 	}
@@ -148,7 +116,7 @@ func (h *bus) receive(ps *redis.PubSub, b *backoff.Backoff) error {
 				// upgrade): the view reads the state itself.
 				h.e.view.refresh()
 			}
-			h.notify(head, false)
+			h.Notify(head, "", false)
 		}
 	})
 }
@@ -180,23 +148,6 @@ func (h *bus) setLive(live bool) {
 	}
 	h.mu.Unlock()
 	if live {
-		h.notify("", true)
-	}
-}
-
-func (h *bus) notify(head string, all bool) {
-	why := byMessage
-	if all {
-		why = byResync
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for l := range h.listeners {
-		if all || l.match(head) {
-			select {
-			case l.ch <- why:
-			default:
-			}
-		}
+		h.Notify("", "", true)
 	}
 }

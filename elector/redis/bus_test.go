@@ -28,7 +28,7 @@ type headLog struct {
 	heads []string
 }
 
-func (l *headLog) match(head string) bool {
+func (l *headLog) match(head, _ string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.heads = append(l.heads, head)
@@ -62,7 +62,7 @@ func TestSameElectionInTwoDatabases(t *testing.T) {
 	}
 	a0, b0, w0 := in(0, "zero-a"), in(0, "zero-b"), in(0, "watcher")
 	heads := &headLog{}
-	w0.bus.add(heads.match)
+	w0.bus.Add(heads.match)
 	seen := observeIDs(ctx, w0)
 
 	ra := electortest.MustLead(t, electortest.Campaign(ctx, a0), 5*testTTL, "zero-a")

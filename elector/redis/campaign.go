@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/internal/rediscore"
 	"github.com/electd/electd/elector/internal/rediskit"
 )
 
@@ -29,32 +30,21 @@ func (e *Elector) TryCampaign(ctx context.Context) (*elector.Term, error) {
 }
 
 func (e *Elector) campaign(ctx context.Context, try bool) (*elector.Term, error) {
-	ctx, end, err := e.life.Campaign(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer end()
-
-	// Subscribe before joining so that the message naming us is not missed.
-	e.bus.start()
-	e.bus.waitLive(ctx, e.callTimeout())
-
-	start := e.cfg.Clock.Now()
-	stale := ""
-	told := false // whether the epoch's wait was logged
-	for {
-		term, next, err := e.candidacy(ctx, stale, start, try, &told)
-		switch {
-		case term != nil:
-			return term, nil
-		case err == nil:
+	return e.core.Campaign(ctx, e.bus.start, e.bus.waitLive, func(ctx context.Context) (*elector.Term, error) {
+		start := e.cfg.Clock.Now()
+		stale := ""
+		told := false // whether the epoch's wait was logged
+		for {
+			term, next, err := e.candidacy(ctx, stale, start, try, &told)
+			switch {
+			case term != nil:
+				return term, nil
+			case err != nil:
+				return nil, err
+			}
 			stale = next
-		case e.ctx.Err() != nil:
-			return nil, elector.ErrClosed
-		default:
-			return nil, err
 		}
-	}
+	})
 }
 
 // errAbandoned ends the deadline of a candidacy that never led.
@@ -66,12 +56,12 @@ var errAbandoned = errors.New("candidacy abandoned")
 // epoch is logged, and told set.
 func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, try bool, told *bool) (term *elector.Term, restale string, err error) {
 	clk, timing := e.cfg.Clock, e.cfg.Timing
-	entry := e.newEntry()
+	entry := e.core.NewEntry()
 	log := e.log.With("entry", entry)
-	l := e.bus.add(func(head string) bool { return head == entry })
-	defer e.bus.remove(l)
+	l := e.bus.Add(func(head, _ string) bool { return head == entry })
+	defer e.bus.Remove(l)
 
-	b := e.newBackoff()
+	b := e.core.NewBackoff()
 	mode, join := "join", "join"
 	if try {
 		mode, join = "try", "try"
@@ -183,11 +173,11 @@ func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, 
 		select {
 		case <-t.C():
 			if woken {
-				e.wakeups.Add(1)
+				e.core.Woke()
 			}
-		case why := <-l.ch:
-			if why == byMessage {
-				e.wakeups.Add(1)
+		case why := <-l.C:
+			if why == rediscore.ByMessage {
+				e.core.Woke()
 			}
 		case <-dlDone:
 			t.Stop()
@@ -218,7 +208,7 @@ func (e *Elector) grant(entry string, dl *elector.Deadline, r stepReply, sent, s
 	}
 	term := elector.NewTerm(self, dl, func(ctx context.Context) error { return e.resign(ctx, entry) }).
 		WithSwitchover(e, func(ctx context.Context, id string) error { return e.handTo(ctx, entry, id) })
-	if !e.life.Lead(dl, func() { e.keep(entry, r.token, dl, sent) }) {
+	if !e.core.Life.Lead(dl, func() { e.keep(entry, r.token, dl, sent) }) {
 		dl.End(elector.ErrClosed)
 		e.cleanup(entry, "")
 		return nil, elector.ErrClosed
@@ -255,21 +245,21 @@ func (e *Elector) keep(entry string, token uint64, dl *elector.Deadline, lastSen
 	log := e.log.With("entry", entry, "token", token)
 	// Any message naming another head, or a re-subscription (state may have
 	// changed unseen), triggers an immediate check.
-	match := func(head string) bool { return head != entry }
+	match := func(head, _ string) bool { return head != entry }
 	if e.Slots() > 1 {
 		// Other holders and grants are named all the time; only a
 		// re-subscription (state may have changed unseen) triggers a check.
-		match = func(string) bool { return false }
+		match = func(string, string) bool { return false }
 	}
-	l := e.bus.add(match)
-	defer e.bus.remove(l)
-	b := e.renewBackoff()
+	l := e.bus.Add(match)
+	defer e.bus.Remove(l)
+	b := e.core.RenewBackoff()
 	next := lastSend.Add(timing.RenewInterval)
 	for dl.Err() == nil {
 		t := clk.NewTimer(max(next.Sub(clk.Now()), 0))
 		select {
 		case <-t.C():
-		case <-l.ch:
+		case <-l.C:
 		case <-dl.Done():
 		case <-e.ctx.Done():
 			dl.End(elector.ErrClosed)

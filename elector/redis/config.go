@@ -1,8 +1,6 @@
 package redis
 
 import (
-	"time"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/elector"
@@ -121,9 +119,3 @@ func (k keys) all() []string {
 // step lists the step script's keys: the election's, then the server
 // record.
 func (k keys) step() []string { return append(k.all(), k.server) }
-
-// ttlMillis is the TTL the server enforces, rounded up to its 1 ms
-// resolution so that the server's lease is never shorter than the local one.
-func ttlMillis(ttl time.Duration) int64 {
-	return int64((ttl + time.Millisecond - 1) / time.Millisecond)
-}

@@ -2,8 +2,6 @@ package redis
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,11 +11,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/internal/life"
+	"github.com/electd/electd/elector/internal/rediscore"
 	"github.com/electd/electd/elector/internal/rediskit"
-	"github.com/electd/electd/internal/backoff"
 )
 
 var _ elector.Locker = (*Elector)(nil)
@@ -33,18 +30,13 @@ type Elector struct {
 	ttlMS int64
 	log   *slog.Logger
 	inst  elector.Instrument
-	life  *life.Life
-	ctx   context.Context // life's: cancelled by Close
+	core  *rediscore.Core // lifecycle, tokens seen, wake-ups, timing
+	ctx   context.Context // core's: cancelled by Close
 
 	bus  *bus
 	view *view
 
-	wakeups atomic.Uint64
-	fails   *elector.StoreLog // retried store failures, rate-limited
-	// seen is the highest fencing token this Elector has seen, its own or
-	// another's; every step carries it, so the store's token never falls
-	// below it, even after the store lost its state (see sawToken).
-	seen atomic.Uint64
+	fails *elector.StoreLog // retried store failures, rate-limited
 	// stepped is the latest server time (µs) at which a step of this
 	// Elector's ran and was answered; every step carries it, so that a
 	// state that lost the step's writes (restored under the same run)
@@ -67,13 +59,13 @@ func New(cfg Config) (*Elector, error) {
 	e := &Elector{
 		cfg:   cfg,
 		keys:  keysOf(cfg.Election, cfg.Client),
-		ttlMS: ttlMillis(cfg.Timing.TTL),
+		ttlMS: rediscore.TTLMillis(cfg.Timing.TTL),
 		log:   cfg.Logger.WithGroup("redis").With("election", cfg.Election, "id", cfg.ID),
 		inst:  cfg.Instrument,
-		life:  life.New(),
 	}
-	e.ctx = e.life.Context()
-	e.patience = rediskit.PatienceFor(e.callTimeout(), cfg.Timing)
+	e.core = rediscore.New(cfg.Candidate, e.log)
+	e.ctx = e.core.Ctx
+	e.patience = rediskit.PatienceFor(e.core.CallTimeout(), cfg.Timing)
 	e.fails = elector.NewStoreLog(cfg.Clock, e.log, cfg.Instrument).ClassifyWith(errorClass)
 	e.bus = newBus(e)
 	e.view = newView(e)
@@ -107,41 +99,17 @@ func (e *Elector) checkClient() {
 // subscription is (re)established, which follow the connection, not a change
 // in the queue (as etcd's backend does not count a re-check after its watch
 // breaks).
-func (e *Elector) Wakeups() uint64 { return e.wakeups.Load() }
+func (e *Elector) Wakeups() uint64 { return e.core.Wakeups() }
 
 // Close ends any term (ErrClosed), leaves the queue (best effort, bounded by
 // a short timeout), and stops every goroutine the Elector started. It does
 // not close the Redis client. It is safe to call more than once.
 func (e *Elector) Close() error {
-	stop := func() {
+	e.core.Close(func() {
 		e.bus.close()
 		e.view.leaders.Close()
-	}
-	if e.life.Close(stop, nil) {
-		e.log.Debug("closed")
-	}
+	}, nil)
 	return nil
-}
-
-// maxToken is the largest token the scripts can count past: Lua numbers are
-// doubles, exact to 2^53 (server µs reach it in the year 2255).
-const maxToken = 1 << 53
-
-// sawToken raises the highest token seen to tok. Every step sends it, and
-// the step script raises the stored token to it before granting: after a
-// restart or failover that lost the token key, tokens are floored by the
-// new server's TIME, and if that clock lags they would go back; with the
-// token any surviving candidate saw, they still grow.
-func (e *Elector) sawToken(tok uint64) {
-	if tok > maxToken {
-		return // not a token of ours: the scripts' numbers are doubles
-	}
-	for {
-		cur := e.seen.Load()
-		if tok <= cur || e.seen.CompareAndSwap(cur, tok) {
-			return
-		}
-	}
 }
 
 // Slots is the number of candidates that may hold at once.
@@ -158,10 +126,6 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 	if n := e.Slots(); n > 1 {
 		slots = fmt.Sprint(n)
 	}
-	seen := ""
-	if s := e.seen.Load(); s != 0 {
-		seen = fmt.Sprint(s)
-	}
 	stepped := ""
 	if s := e.stepped.Load(); s != 0 {
 		stepped = fmt.Sprint(s)
@@ -171,7 +135,7 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 		pending = "1" // a grant counts once replicas have it: pending until renewed
 	}
 	gen, _ := e.bus.state()
-	args := append([]any{mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, tok, stale, slots, seen, stepped, pending}, extra...)
+	args := append([]any{mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, tok, stale, slots, e.core.SeenArg(), stepped, pending}, extra...)
 	v, err := e.runStep(ctx, mode != "leave" && mode != "handto", args...)
 	e.patience.Observe(err)
 	if err != nil {
@@ -183,7 +147,7 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 	if err != nil {
 		return r, rediskit.Permanent(err)
 	}
-	e.sawToken(r.token)
+	e.core.SawToken(r.token)
 	// The reply is as fresh as a read by the view, if the subscription did
 	// not break meanwhile (offer checks the generation).
 	if r.viewErr != nil {
@@ -238,7 +202,7 @@ func (e *Elector) runStep(ctx context.Context, replicated bool, args ...any) (an
 		return stepScript.Run(ctx, e.cfg.Client, keys, args...).Result()
 	}
 	for _, load := range []bool{false, true} {
-		timeout := waitTimeout(ctx, e.callTimeout())
+		timeout := waitTimeout(ctx, e.core.CallTimeout())
 		var script, wait, client *redis.Cmd
 		var born *redis.StringCmd
 		_, err := e.cfg.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -324,7 +288,7 @@ func (e *Elector) leave(ctx context.Context, op, entry, stale string) error {
 // leaveBy runs a step of mode (leave or handto) that removes entry, until
 // it is answered or ctx ends, and returns its reply.
 func (e *Elector) leaveBy(ctx context.Context, op, mode, entry, stale string, extra ...any) (stepReply, error) {
-	b := e.newBackoff()
+	b := e.core.NewBackoff()
 	for {
 		cctx, cancel := e.request(ctx)
 		r, err := e.step(cctx, mode, entry, 0, stale, extra...)
@@ -338,7 +302,7 @@ func (e *Elector) leaveBy(ctx context.Context, op, mode, entry, stale string, ex
 			e.fails.GaveUp(op)
 			return r, &elector.StoreError{Op: op, Err: fmt.Errorf("remove candidate %s: %w", entry, err), Permanent: isPermanent(err)}
 		}
-		if !e.sleep(ctx, b.Next()) {
+		if !e.core.Sleep(ctx, b.Next()) {
 			e.fails.GaveUp(op)
 			return r, &elector.StoreError{Op: op, Err: fmt.Errorf("remove candidate %s: %w", entry, err)}
 		}
@@ -348,7 +312,7 @@ func (e *Elector) leaveBy(ctx context.Context, op, mode, entry, stale string, ex
 // cleanup removes entry (and stale) after a term or campaign ended, within a
 // short bound and independently of any context that has ended.
 func (e *Elector) cleanup(entry, stale string) {
-	ctx, cancel := context.WithTimeout(context.Background(), e.cleanupTimeout())
+	ctx, cancel := context.WithTimeout(context.Background(), e.core.CleanupTimeout())
 	defer cancel()
 	if err := e.leave(ctx, "leave", entry, stale); err != nil {
 		e.log.Debug("could not remove candidate; it expires after one ttl", "entry", entry, "err", err)
@@ -361,36 +325,4 @@ func (e *Elector) cleanup(entry, stale string) {
 // starts at callTimeout.
 func (e *Elector) request(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, e.patience.Timeout())
-}
-
-// callTimeout bounds one store request on an open connection that answers
-// as it should: a reply later than one renewal interval is late, the next
-// renewal is due. After a timeout the next request waits longer (patience).
-func (e *Elector) callTimeout() time.Duration {
-	return max(e.cfg.Timing.RenewInterval, 50*time.Millisecond)
-}
-
-func (e *Elector) cleanupTimeout() time.Duration {
-	return min(max(2*e.cfg.Timing.RenewInterval, 500*time.Millisecond), e.cfg.Timing.TTL)
-}
-
-// sleep waits d on the configured clock; false if ctx ended first.
-func (e *Elector) sleep(ctx context.Context, d time.Duration) bool {
-	return clock.Sleep(ctx, e.cfg.Clock, d) == nil
-}
-
-// newBackoff is the backoff of a waiter's requests (backoff.Waiting).
-func (e *Elector) newBackoff() *backoff.Backoff { return backoff.Waiting(e.cfg.Timing.RenewInterval) }
-
-// renewBackoff is the backoff of a leader's renewals (backoff.Renewing).
-func (e *Elector) renewBackoff() *backoff.Backoff {
-	return backoff.Renewing(e.cfg.Timing.RenewInterval)
-}
-
-// newEntry returns a fresh queue entry for this candidate: its id and a
-// random suffix, so that every candidacy is distinct even for equal ids.
-func (e *Elector) newEntry() string {
-	var b [8]byte
-	_, _ = crand.Read(b[:])
-	return e.cfg.ID + "#" + hex.EncodeToString(b[:])
 }

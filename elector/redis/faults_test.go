@@ -172,7 +172,7 @@ func TestCloseBoundedWhenCutOff(t *testing.T) {
 	if r := <-cb; !errors.Is(r.Err, elector.ErrClosed) {
 		t.Fatalf("waiting campaign returned %v after Close", r.Err)
 	}
-	if bound := 2 * (a.cleanupTimeout() + a.callTimeout()); took > bound {
+	if bound := 2 * (a.core.CleanupTimeout() + a.core.CallTimeout()); took > bound {
 		t.Fatalf("Close took %s while cut off, want at most %s", took, bound)
 	}
 	t.Logf("two Closes while cut off took %s", took.Round(time.Millisecond))

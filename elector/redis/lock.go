@@ -37,7 +37,7 @@ func (e *Elector) recordRun(ctx context.Context, b []byte, period time.Duration)
 	var set, wait *redis.Cmd
 	_, err := e.cfg.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		set = rediskit.RecordRun(ctx, p, e.keys.lastRun, b, period)
-		wait = p.Do(ctx, "WAIT", e.cfg.Replicas, waitTimeout(ctx, e.callTimeout()).Milliseconds()+1)
+		wait = p.Do(ctx, "WAIT", e.cfg.Replicas, waitTimeout(ctx, e.core.CallTimeout()).Milliseconds()+1)
 		return nil
 	})
 	if set.Err() != nil {

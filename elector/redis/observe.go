@@ -7,6 +7,7 @@ import (
 
 	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/internal/rediscore"
 	"github.com/electd/electd/elector/internal/rediskit"
 )
 
@@ -28,12 +29,12 @@ type view struct {
 	leaders *elector.Hub
 
 	mu      sync.Mutex
-	trig    *listener // nil until started
-	gen     uint64    // bus generation the current value was read under
-	live    bool      // the bus was live when it was read
-	at      time.Time // server time of the current value
-	pending *offered  // the newest offered view not yet applied
-	stale   bool      // a change was reported without its view: read
+	trig    *rediscore.Listener // nil until started
+	gen     uint64              // bus generation the current value was read under
+	live    bool                // the bus was live when it was read
+	at      time.Time           // server time of the current value
+	pending *offered            // the newest offered view not yet applied
+	stale   bool                // a change was reported without its view: read
 }
 
 // offered is a leader view carried by a message or a renewal reply, with
@@ -50,18 +51,15 @@ func newView(e *Elector) *view {
 func (v *view) start() {
 	v.once.Do(func() {
 		// Messages reach the view through offer, not the listener's match.
-		trig := v.e.bus.add(func(string) bool { return false })
+		trig := v.e.bus.Add(func(string, string) bool { return false })
 		v.mu.Lock()
 		v.trig = trig
 		v.mu.Unlock()
 		// Read at once. The bus, already running for a campaign, may have
 		// queued a wake-up between add and here: one pending is enough.
-		select {
-		case trig.ch <- byResync:
-		default:
-		}
+		trig.Wake(rediscore.ByResync)
 		v.e.bus.start()
-		v.e.life.Go(v.run)
+		v.e.core.Life.Go(v.run)
 	})
 }
 
@@ -70,7 +68,7 @@ func (v *view) start() {
 // the subscription is down or was since re-established is dropped: the
 // (re)subscription makes the view read the state itself.
 func (v *view) offer(r rediskit.View, gen uint64) {
-	v.e.sawToken(r.Token)
+	v.e.core.SawToken(r.Token)
 	if now, live := v.e.bus.state(); !live || now != gen {
 		return
 	}
@@ -83,10 +81,7 @@ func (v *view) offer(r rediskit.View, gen uint64) {
 	if trig == nil {
 		return // not started: nobody watches
 	}
-	select {
-	case trig.ch <- byMessage:
-	default:
-	}
+	trig.Wake(rediscore.ByMessage)
 }
 
 // refresh makes a started view read the state itself.
@@ -98,10 +93,7 @@ func (v *view) refresh() {
 	if trig == nil {
 		return
 	}
-	select {
-	case trig.ch <- byResync:
-	default:
-	}
+	trig.Wake(rediscore.ByResync)
 }
 
 // fromOffer applies the pending offered view if it was read under the live
@@ -120,9 +112,9 @@ func (v *view) fromOffer(gen uint64, live bool) (rediskit.View, bool) {
 }
 
 func (v *view) run() {
-	defer v.e.bus.remove(v.trig)
+	defer v.e.bus.Remove(v.trig)
 	e := v.e
-	b := e.newBackoff()
+	b := e.core.NewBackoff()
 	var timer clock.Timer
 	var timerC <-chan time.Time
 	defer func() {
@@ -131,16 +123,16 @@ func (v *view) run() {
 		}
 	}()
 	for {
-		why := cause(0) // the timer
+		why := rediscore.Cause(0) // the timer
 		select {
 		case <-e.ctx.Done():
 			return
-		case why = <-v.trig.ch:
+		case why = <-v.trig.C:
 		case <-timerC:
 		}
 		gen, live := e.bus.state()
 		r, applied := v.fromOffer(gen, live)
-		if !applied && why == byMessage && v.inSync(gen, live) {
+		if !applied && why == rediscore.ByMessage && v.inSync(gen, live) {
 			continue // an old offer: the current value is newer
 		}
 		if timer != nil {
@@ -187,7 +179,7 @@ func (v *view) inSync(gen uint64, live bool) bool {
 }
 
 func (v *view) update(r rediskit.View, gen uint64, live bool) {
-	v.e.sawToken(r.Token)
+	v.e.core.SawToken(r.Token)
 	l := r.Leader()
 	v.mu.Lock()
 	v.gen, v.live, v.at = gen, live, r.At

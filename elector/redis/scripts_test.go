@@ -56,7 +56,7 @@ func testRestoredState(t *testing.T, olderTerm bool) {
 	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*ttl, "a")
 	cb := electortest.Campaign(ctx, b)
 	waitQueued(t, cli, election, 2)
-	electortest.Eventually(t, ttl, "b to see a's token", func() bool { return b.seen.Load() >= ra.Term.Leader.Token })
+	electortest.Eventually(t, ttl, "b to see a's token", func() bool { return b.core.Seen() >= ra.Term.Leader.Token })
 	if !olderTerm {
 		snap = dumpState(t, cli, election)
 	}
@@ -181,8 +181,8 @@ func TestRestoredStateShownByATokenAlone(t *testing.T) {
 			t.Fatal("d did not observe a's term")
 		}
 	}
-	if d.seen.Load() < ra.Term.Leader.Token || d.stepped.Load() != 0 {
-		t.Fatalf("d: seen %d, stepped %d; want seen ≥ a's token %d and no step", d.seen.Load(), d.stepped.Load(), ra.Term.Leader.Token)
+	if d.core.Seen() < ra.Term.Leader.Token || d.stepped.Load() != 0 {
+		t.Fatalf("d: seen %d, stepped %d; want seen ≥ a's token %d and no step", d.core.Seen(), d.stepped.Load(), ra.Term.Leader.Token)
 	}
 
 	g.shut(t) // no step of a's is in flight from here until g.open

@@ -29,7 +29,7 @@ func TestTokensSurviveALaggingClock(t *testing.T) {
 	cb := electortest.Campaign(ctx, b)
 	waitQueued(t, cli, "lag", 2)
 	last := ra.Term.Leader.Token
-	electortest.Eventually(t, testTTL, "b to see a's token", func() bool { return b.seen.Load() >= last })
+	electortest.Eventually(t, testTTL, "b to see a's token", func() bool { return b.core.Seen() >= last })
 
 	srv.Kill(t)
 	srv.Start(t) // empty: the token key is gone, and TIME is an hour behind it

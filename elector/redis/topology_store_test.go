@@ -99,7 +99,7 @@ func TestSentinelTokensSurviveALaggingClock(t *testing.T) {
 	}
 	electortest.Eventually(t, 2*testTTL, "every candidate to see the leader's token", func() bool {
 		for _, e := range cands {
-			if e.(*Elector).seen.Load() < lead.Token {
+			if e.(*Elector).core.Seen() < lead.Token {
 				return false
 			}
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/electd/electd/elector/internal/rediscore"
 	"github.com/electd/electd/elector/internal/rediskit"
 	"github.com/electd/electd/internal/backoff"
 )
@@ -21,59 +22,32 @@ type bus struct {
 	e    *Elector
 	once sync.Once
 
-	mu        sync.Mutex
-	closed    bool
-	subs      []*redis.PubSub
-	live      []bool
-	gens      []uint64      // per server: counts (re)subscriptions
-	anyLive   chan struct{} // closed once a majority is live
-	nlive     int
-	listeners map[*listener]struct{}
+	mu      sync.Mutex
+	closed  bool
+	subs    []*redis.PubSub
+	live    []bool
+	gens    []uint64      // per server: counts (re)subscriptions
+	anyLive chan struct{} // closed once a majority is live
+	nlive   int
+	// Listeners are woken by the messages whose head, and the entry whose
+	// step published them (from; "" if not given), they match, and by
+	// every (re)subscription.
+	rediscore.Listeners
 }
-
-// listener is woken (a non-blocking send on ch) by messages whose head,
-// and the entry whose step published them (from; "" if not given), it
-// matches, and by every (re)subscription, after which it must re-check.
-type listener struct {
-	match func(head, from string) bool
-	ch    chan cause
-}
-
-// cause says why a listener was woken.
-type cause uint8
-
-const (
-	byMessage cause = iota + 1 // a message naming a head the listener matches
-	byResync                   // a (re)subscription: messages may have been missed
-)
 
 func newBus(e *Elector) *bus {
 	n := len(e.cfg.Servers)
 	return &bus{e: e, subs: make([]*redis.PubSub, n), live: make([]bool, n), gens: make([]uint64, n),
-		anyLive: make(chan struct{}), listeners: map[*listener]struct{}{}}
+		anyLive: make(chan struct{})}
 }
 
 // start subscribes to every server in the background, once.
 func (h *bus) start() {
 	h.once.Do(func() {
 		for i := range h.e.cfg.Servers {
-			h.e.life.Go(func() { h.run(i) })
+			h.e.core.Life.Go(func() { h.run(i) })
 		}
 	})
-}
-
-func (h *bus) add(match func(head, from string) bool) *listener {
-	l := &listener{match: match, ch: make(chan cause, 1)}
-	h.mu.Lock()
-	h.listeners[l] = struct{}{}
-	h.mu.Unlock()
-	return l
-}
-
-func (h *bus) remove(l *listener) {
-	h.mu.Lock()
-	delete(h.listeners, l)
-	h.mu.Unlock()
 }
 
 // gen is server i's subscription generation, 0 while it is not live.
@@ -88,13 +62,7 @@ func (h *bus) gen(i int) uint64 {
 
 // waitLive waits until a majority of the subscriptions are live, at most d.
 func (h *bus) waitLive(ctx context.Context, d time.Duration) {
-	t := h.e.cfg.Clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-h.anyLive:
-	case <-t.C():
-	case <-ctx.Done():
-	}
+	rediscore.WaitLive(ctx, h.e.cfg.Clock, h.anyLive, d)
 }
 
 func (h *bus) close() {
@@ -110,7 +78,7 @@ func (h *bus) close() {
 
 func (h *bus) run(i int) {
 	e := h.e
-	b := e.newBackoff()
+	b := e.core.NewBackoff()
 	for {
 		// The PubSub is recorded before it connects, so that close
 		// interrupts a subscription stuck in its handshake (a black-holed
@@ -137,7 +105,7 @@ func (h *bus) run(i int) {
 			return
 		}
 		e.fails[i].Failed("watch", rediskit.Classify(err))
-		if !e.sleep(e.ctx, b.Next()) {
+		if !e.core.Sleep(e.ctx, b.Next()) {
 			return
 		}
 	}
@@ -172,7 +140,7 @@ func (h *bus) receive(i int, ps *redis.PubSub, b *backoff.Backoff) error {
 					e.view.offer(i, r, h.gen(i))
 				}
 			}
-			h.notify(head, from, false)
+			h.Notify(head, from, false)
 		}
 	})
 }
@@ -200,23 +168,6 @@ func (h *bus) setLive(i int, live bool) {
 	h.mu.Unlock()
 	h.e.view.resync(i)
 	if live {
-		h.notify("", "", true)
-	}
-}
-
-func (h *bus) notify(head, from string, all bool) {
-	why := byMessage
-	if all {
-		why = byResync
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for l := range h.listeners {
-		if all || l.match(head, from) {
-			select {
-			case l.ch <- why:
-			default:
-			}
-		}
+		h.Notify("", "", true)
 	}
 }

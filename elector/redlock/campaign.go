@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/internal/rediscore"
 	"github.com/electd/electd/elector/internal/rediskit"
 	"github.com/electd/electd/internal/backoff"
 )
@@ -34,21 +35,9 @@ func (e *Elector) TryCampaign(ctx context.Context) (*elector.Term, error) {
 }
 
 func (e *Elector) campaign(ctx context.Context, try bool) (*elector.Term, error) {
-	ctx, end, err := e.life.Campaign(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer end()
-
-	// Subscribe before joining so that a message naming us is not missed.
-	e.bus.start()
-	e.bus.waitLive(ctx, e.callTimeout())
-
-	term, err := e.candidacy(ctx, try)
-	if err != nil && e.ctx.Err() != nil {
-		return nil, elector.ErrClosed
-	}
-	return term, err
+	return e.core.Campaign(ctx, e.bus.start, e.bus.waitLive, func(ctx context.Context) (*elector.Term, error) {
+		return e.candidacy(ctx, try)
+	})
 }
 
 // tally counts one round's answers.
@@ -113,15 +102,15 @@ func (e *Elector) count(res []result, now time.Time) tally {
 func (e *Elector) candidacy(ctx context.Context, try bool) (*elector.Term, error) {
 	clk, timing := e.cfg.Clock, e.cfg.Timing
 	start := clk.Now()
-	entry, ord := e.newEntry(), order(start)
+	entry, ord := e.core.NewEntry(), order(start)
 	log := e.log.With("entry", entry)
 	// A message our own step published tells nothing the step's reply did
 	// not: a join that reaches a server before those ahead of us names us
 	// there, and must not count as a wake-up.
-	l := e.bus.add(func(head, from string) bool { return head == entry && from != entry })
-	defer e.bus.remove(l)
+	l := e.bus.Add(func(head, from string) bool { return head == entry && from != entry })
+	defer e.bus.Remove(l)
 
-	b, splits := e.newBackoff(), e.newBackoff()
+	b, splits := e.core.NewBackoff(), e.core.NewBackoff()
 	// claim: ask to be granted; only while a majority answers, so that a
 	// candidate cut off from a majority does not hold grants others need.
 	claim := true
@@ -233,17 +222,17 @@ func (e *Elector) ledByOther(t tally, now time.Time) bool {
 // wait sleeps d, or until a message names the listener's entry; a wake-up
 // by message, or by a timer that stands for the queue (woken), counts in
 // Wakeups. It returns false if ctx ended.
-func (e *Elector) wait(ctx context.Context, l *listener, d time.Duration, woken bool) bool {
+func (e *Elector) wait(ctx context.Context, l *rediscore.Listener, d time.Duration, woken bool) bool {
 	t := e.cfg.Clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C():
 		if woken {
-			e.wakeups.Add(1)
+			e.core.Woke()
 		}
-	case why := <-l.ch:
-		if why == byMessage {
-			e.wakeups.Add(1)
+	case why := <-l.C:
+		if why == rediscore.ByMessage {
+			e.core.Woke()
 		}
 	case <-ctx.Done():
 		return false
@@ -308,8 +297,8 @@ func (e *Elector) grant(ctx context.Context, entry, ord string, joined []result,
 		}
 	}
 	if token == 0 {
-		token = max(t.floor, e.seen.Load(), spent.top) + 1
-		if token > maxToken {
+		token = max(t.floor, e.core.Seen(), spent.top) + 1
+		if token > rediscore.MaxToken {
 			return nil, &elector.StoreError{Op: "campaign", Err: fmt.Errorf("fencing token %d exceeds 2^53", token), Permanent: true}
 		}
 		since = t.since
@@ -340,8 +329,8 @@ func (e *Elector) grant(ctx context.Context, entry, ord string, joined []result,
 		close(resigned) // Term runs one of the two, once
 		return e.resign(ctx, entry, token, id)
 	})
-	e.sawToken(token)
-	if !e.life.Lead(dl, func() { e.keep(entry, ord, token, since, dl, sent, resigned) }) {
+	e.core.SawToken(token)
+	if !e.core.Life.Lead(dl, func() { e.keep(entry, ord, token, since, dl, sent, resigned) }) {
 		dl.End(elector.ErrClosed)
 		e.cleanup(entry, 0)
 		return nil, elector.ErrClosed
@@ -360,15 +349,15 @@ func (e *Elector) keep(entry, ord string, token uint64, since time.Time, dl *ele
 	clk, timing := e.cfg.Clock, e.cfg.Timing
 	n := len(e.cfg.Servers)
 	log := e.log.With("entry", entry, "token", token)
-	l := e.bus.add(func(string, string) bool { return false }) // (re)subscriptions only
-	defer e.bus.remove(l)
+	l := e.bus.Add(func(string, string) bool { return false }) // (re)subscriptions only
+	defer e.bus.Remove(l)
 	due := make([]time.Time, n)
 	lost := make([]bool, n) // the server's latest answer: it does not hold us
 	var earned time.Time    // the deadline the renewals had earned when the servers ended the term
 	backoffs := make([]*backoff.Backoff, n)
 	now := clk.Now()
 	for i := range due {
-		backoffs[i] = e.renewBackoff()
+		backoffs[i] = e.core.RenewBackoff()
 		if sent[i].IsZero() {
 			due[i] = now.Add(backoffs[i].Next())
 		} else {
@@ -385,7 +374,7 @@ func (e *Elector) keep(entry, ord string, token uint64, since time.Time, dl *ele
 		t := clk.NewTimer(max(first.Sub(clk.Now()), 0))
 		select {
 		case <-t.C():
-		case <-l.ch:
+		case <-l.C:
 			// A server's subscription came back: it may have lost our
 			// entry unseen; ask every server now.
 			for i := range due {

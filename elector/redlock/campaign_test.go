@@ -140,7 +140,7 @@ func TestTryCampaignBusyAfterOutage(t *testing.T) {
 	// Campaign waits up to one call timeout for a majority of live
 	// subscriptions, then the first round times out on servers 1 and 2
 	// one call timeout later; heal while the second round is in flight.
-	time.Sleep(2*a.callTimeout() + a.callTimeout()/2)
+	time.Sleep(2*a.core.CallTimeout() + a.core.CallTimeout()/2)
 	ps[1].Heal()
 	ps[2].Heal()
 	select {

@@ -119,12 +119,6 @@ func (k keys) all() []string {
 // record.
 func (k keys) step() []string { return append(k.all(), k.server) }
 
-// ttlMillis is the TTL the servers enforce, rounded up to their 1 ms
-// resolution so that a server's lease is never shorter than the local one.
-func ttlMillis(ttl time.Duration) int64 {
-	return int64((ttl + time.Millisecond - 1) / time.Millisecond)
-}
-
 // order is a candidacy's place in every server's queue: its start in
 // microseconds of this host's wall clock, the same on every server, so the
 // queues agree. A host whose clock is behind queues earlier: fairness, not

@@ -2,20 +2,16 @@ package redlock
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/internal/life"
+	"github.com/electd/electd/elector/internal/rediscore"
 	"github.com/electd/electd/elector/internal/rediskit"
-	"github.com/electd/electd/internal/backoff"
 )
 
 var _ elector.Locker = (*Elector)(nil)
@@ -32,22 +28,18 @@ type Elector struct {
 	m     int // majority of the servers
 	log   *slog.Logger
 	inst  elector.Instrument
-	life  *life.Life
-	ctx   context.Context // life's: cancelled by Close
+	core  *rediscore.Core // lifecycle, tokens seen, wake-ups, timing
+	ctx   context.Context // core's: cancelled by Close
 	calls sync.WaitGroup  // requests of a round, which may outlive it (see round)
 
 	bus  *bus
 	view *view
 
-	wakeups atomic.Uint64
-	fails   []*elector.StoreLog // per server: retried failures, rate-limited
+	fails []*elector.StoreLog // per server: retried failures, rate-limited
 	// patience is, per server, how long its next request may wait for its
 	// reply (rediskit.Patience): longer after timeouts, so that a slow
 	// server is waited for instead of losing every connection to it.
 	patience []*rediskit.Patience
-	// seen is the highest fencing token this Elector has seen; every step
-	// carries it, so no server's token falls below it.
-	seen atomic.Uint64
 	// recorded is the run record RecordRun wrote last (see repairRun).
 	recorded recorded
 }
@@ -61,17 +53,17 @@ func New(cfg Config) (*Elector, error) {
 	e := &Elector{
 		cfg:   cfg,
 		keys:  keysIn(cfg.Election, rediskit.DB(cfg.Servers[0].Client)),
-		ttlMS: ttlMillis(cfg.Timing.TTL),
+		ttlMS: rediscore.TTLMillis(cfg.Timing.TTL),
 		m:     majority(len(cfg.Servers)),
 		log:   cfg.Logger.WithGroup("redlock").With("election", cfg.Election, "id", cfg.ID),
 		inst:  cfg.Instrument,
-		life:  life.New(),
 	}
-	e.ctx = e.life.Context()
+	e.core = rediscore.New(cfg.Candidate, e.log)
+	e.ctx = e.core.Ctx
 	for _, s := range cfg.Servers {
 		inst := serverInstrument{Instrument: cfg.Instrument, server: s.Addr}
 		e.fails = append(e.fails, elector.NewStoreLog(cfg.Clock, e.log.With("server", s.Addr), inst).ClassifyWith(elector.ErrorClass))
-		e.patience = append(e.patience, rediskit.PatienceFor(e.callTimeout(), cfg.Timing))
+		e.patience = append(e.patience, rediskit.PatienceFor(e.core.CallTimeout(), cfg.Timing))
 	}
 	e.bus = newBus(e)
 	e.view = newView(e)
@@ -94,38 +86,18 @@ func (s serverInstrument) StoreAnswered(op string) { s.Instrument.StoreAnswered(
 // Wakeups counts how often a waiting campaign was woken (by a message
 // naming it as the head of a server's queue, or by the moment a majority
 // may let it lead) to re-check whether it leads.
-func (e *Elector) Wakeups() uint64 { return e.wakeups.Load() }
+func (e *Elector) Wakeups() uint64 { return e.core.Wakeups() }
 
 // Close ends any term (ErrClosed), leaves every server's queue (best
 // effort, bounded by a short timeout), and stops every goroutine the
 // Elector started. It does not close the clients. It is safe to call more
 // than once.
 func (e *Elector) Close() error {
-	stop := func() {
+	e.core.Close(func() {
 		e.bus.close()
 		e.view.leaders.Close()
-	}
-	if e.life.Close(stop, e.calls.Wait) {
-		e.log.Debug("closed")
-	}
+	}, e.calls.Wait)
 	return nil
-}
-
-// maxToken is the largest token the script can count past: Lua numbers are
-// doubles, exact to 2^53.
-const maxToken = 1 << 53
-
-// sawToken raises the highest token seen to tok.
-func (e *Elector) sawToken(tok uint64) {
-	if tok > maxToken {
-		return
-	}
-	for {
-		cur := e.seen.Load()
-		if tok <= cur || e.seen.CompareAndSwap(cur, tok) {
-			return
-		}
-	}
 }
 
 // result is one server's answer in a round.
@@ -145,13 +117,9 @@ func (e *Elector) step(ctx context.Context, i int, mode, entry, ord string, comm
 	if claim {
 		claims = "1"
 	}
-	seen := ""
-	if s := e.seen.Load(); s != 0 {
-		seen = fmt.Sprint(s)
-	}
 	gen := e.bus.gen(i)
 	v, err := stepScript.Run(ctx, e.cfg.Servers[i].Client, e.keys.step(),
-		mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, ord, seen, tok, sinceArg, claims).Result()
+		mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, ord, e.core.SeenArg(), tok, sinceArg, claims).Result()
 	e.patience[i].Observe(err)
 	if err != nil {
 		return stepReply{}, rediskit.Classify(err)
@@ -160,7 +128,7 @@ func (e *Elector) step(ctx context.Context, i int, mode, entry, ord string, comm
 	if err != nil {
 		return r, rediskit.Permanent(err)
 	}
-	e.sawToken(r.floor)
+	e.core.SawToken(r.floor)
 	e.view.offer(i, r.view, gen)
 	return r, nil
 }
@@ -220,7 +188,7 @@ func (e *Elector) round(ctx context.Context, want []bool, op, mode, entry, ord s
 	if ok >= e.m && asked > 0 {
 		// Only servers outside the majority were asked (a leader's retry
 		// of a failing server): give them a quarter of their timeout.
-		t := e.cfg.Clock.NewTimer(max(e.callTimeout()/4, stragglerGrace))
+		t := e.cfg.Clock.NewTimer(max(e.core.CallTimeout()/4, stragglerGrace))
 		defer t.Stop()
 		grace = t.C()
 	}
@@ -313,7 +281,7 @@ func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64, 
 	}
 	removed := 0
 	byEntry := map[string]int{} // servers that handed the term over, by entry
-	b := e.newBackoff()
+	b := e.core.NewBackoff()
 	for {
 		var errs []error
 		for i, r := range e.round(ctx, pending, op, "leave", entry, to, handover, e.cfg.Clock.Now(), false) {
@@ -350,7 +318,7 @@ func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64, 
 				left++
 			}
 		}
-		if left == 0 || !e.sleep(ctx, b.Next()) {
+		if left == 0 || !e.core.Sleep(ctx, b.Next()) {
 			return handed, passed, &elector.StoreError{Op: op, Err: fmt.Errorf("remove candidate %s from a majority (%d of %d did): %w", entry, removed, len(pending), errors.Join(errs...))}
 		}
 	}
@@ -359,7 +327,7 @@ func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64, 
 // cleanup removes entry after a term or campaign ended, within a short
 // bound and independently of any context that has ended.
 func (e *Elector) cleanup(entry string, handover uint64) {
-	ctx, cancel := context.WithTimeout(context.Background(), e.cleanupTimeout())
+	ctx, cancel := context.WithTimeout(context.Background(), e.core.CleanupTimeout())
 	defer cancel()
 	if _, _, err := e.leave(ctx, "leave", entry, handover, ""); err != nil {
 		e.log.Debug("could not remove candidate from every server; it expires there after one ttl", "entry", entry, "err", err)
@@ -372,37 +340,4 @@ func (e *Elector) cleanup(entry string, handover uint64) {
 // at callTimeout.
 func (e *Elector) request(ctx context.Context, i int) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, e.patience[i].Timeout())
-}
-
-// callTimeout bounds one request to one server on an open connection that
-// answers as it should: a reply later than one renewal interval is late,
-// the next renewal is due. After a timeout the next request to that server
-// waits longer (patience).
-func (e *Elector) callTimeout() time.Duration {
-	return max(e.cfg.Timing.RenewInterval, 50*time.Millisecond)
-}
-
-func (e *Elector) cleanupTimeout() time.Duration {
-	return min(max(2*e.cfg.Timing.RenewInterval, 500*time.Millisecond), e.cfg.Timing.TTL)
-}
-
-// sleep waits d on the configured clock; false if ctx ended first.
-func (e *Elector) sleep(ctx context.Context, d time.Duration) bool {
-	return clock.Sleep(ctx, e.cfg.Clock, d) == nil
-}
-
-// newBackoff is the backoff of a waiter's requests (backoff.Waiting).
-func (e *Elector) newBackoff() *backoff.Backoff { return backoff.Waiting(e.cfg.Timing.RenewInterval) }
-
-// renewBackoff is the backoff of a leader's renewals (backoff.Renewing).
-func (e *Elector) renewBackoff() *backoff.Backoff {
-	return backoff.Renewing(e.cfg.Timing.RenewInterval)
-}
-
-// newEntry returns a fresh entry for a candidacy: its id and a random
-// suffix.
-func (e *Elector) newEntry() string {
-	var b [8]byte
-	_, _ = crand.Read(b[:])
-	return e.cfg.ID + "#" + hex.EncodeToString(b[:])
 }

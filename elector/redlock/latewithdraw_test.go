@@ -285,8 +285,8 @@ func TestLateWithdrawAfterAdoption(t *testing.T) {
 	pastEpoch(t, a)
 	ctx := context.Background()
 
-	entryB, ordB := b.newEntry(), order(time.Now().Add(-time.Second)) // B started first
-	entryA, ordA := a.newEntry(), order(time.Now())
+	entryB, ordB := b.core.NewEntry(), order(time.Now().Add(-time.Second)) // B started first
+	entryA, ordA := a.core.NewEntry(), order(time.Now())
 	startA := time.Now()
 
 	// A joins: held (uncommitted) on all three.
@@ -295,7 +295,7 @@ func TestLateWithdrawAfterAdoption(t *testing.T) {
 	if ta.held != 3 {
 		t.Fatalf("A's join: %s", statuses(res))
 	}
-	tok := max(ta.floor, a.seen.Load()) + 1
+	tok := max(ta.floor, a.core.Seen()) + 1
 	// A's commit round: lands on servers 1 and 2 (the replies are lost),
 	// never reaches server 0.
 	for _, i := range []int{1, 2} {

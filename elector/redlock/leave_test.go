@@ -20,7 +20,7 @@ func TestLateJoinAfterCleanup(t *testing.T) {
 	b := newElector(t, h.addrs(), election, "b", ttl)
 	pastEpoch(t, a)
 
-	entryA, ordA := a.newEntry(), order(time.Now())
+	entryA, ordA := a.core.NewEntry(), order(time.Now())
 	a.cleanup(entryA, 0) // A's campaign ended and left ...
 	for i := range 3 {   // ... and then its last join lands everywhere
 		mustStep(t, a, i, "join", entryA, ordA, 0, time.Time{})
@@ -50,7 +50,7 @@ func TestLateStepAfterLeave(t *testing.T) {
 	a := newElector(t, h.addrs(), "late-step", "a", ttl)
 	pastEpoch(t, a)
 	ctx := context.Background()
-	entry, ord := a.newEntry(), order(time.Now())
+	entry, ord := a.core.NewEntry(), order(time.Now())
 	for i := range 3 {
 		mustStep(t, a, i, "join", entry, ord, 0, time.Time{})
 	}

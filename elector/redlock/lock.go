@@ -53,7 +53,7 @@ type recorded struct {
 // run record, about every server whose maxmemory-policy may evict it.
 func (e *Elector) checkRunEviction(ctx context.Context) {
 	e.recorded.evictable.Do(func() {
-		cctx, cancel := context.WithTimeout(ctx, e.callTimeout())
+		cctx, cancel := context.WithTimeout(ctx, e.core.CallTimeout())
 		defer cancel()
 		fanOut(len(e.cfg.Servers), func(i int) {
 			rediskit.WarnRunEviction(cctx, e.cfg.Servers[i].Client, e.log)

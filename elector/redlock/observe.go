@@ -50,7 +50,7 @@ func (v *view) start() {
 		v.started = true
 		v.mu.Unlock()
 		v.e.bus.start()
-		v.e.life.Go(v.run)
+		v.e.core.Life.Go(v.run)
 		v.kick()
 	})
 }
@@ -65,7 +65,7 @@ func (v *view) kick() {
 // offer hands the view server i's leader view, read under subscription
 // generation gen (0: not live); an older one than it has is dropped.
 func (v *view) offer(i int, r rediskit.View, gen uint64) {
-	v.e.sawToken(r.Token)
+	v.e.core.SawToken(r.Token)
 	if gen == 0 || gen != v.e.bus.gen(i) {
 		return
 	}
@@ -150,8 +150,8 @@ func (v *view) run() {
 		if !next.IsZero() {
 			wait = max(next.Sub(e.cfg.Clock.Now()), 0) + wakeSlack
 		}
-		if failed.Load() && (wait < 0 || wait > e.callTimeout()) {
-			wait = e.callTimeout()
+		if failed.Load() && (wait < 0 || wait > e.core.CallTimeout()) {
+			wait = e.core.CallTimeout()
 		}
 		if wait >= 0 {
 			timer = e.cfg.Clock.NewTimer(wait)
@@ -271,6 +271,6 @@ func (e *Elector) readView(ctx context.Context, i int) (rediskit.View, error) {
 	if err != nil {
 		return rediskit.View{}, rediskit.Permanent(err)
 	}
-	e.sawToken(r.Token)
+	e.core.SawToken(r.Token)
 	return r, nil
 }

@@ -184,7 +184,7 @@ func TestEarlierWaiterTakesLapsedServer(t *testing.T) {
 	chB := electortest.Campaign(ctx, b)
 	// B's order is its candidacy's start: after Campaign waited (one call
 	// timeout) for live subscriptions.
-	time.Sleep(b.callTimeout() + 200*time.Millisecond)
+	time.Sleep(b.core.CallTimeout() + 200*time.Millisecond)
 	term, err := l.Campaign(ctx)
 	if err != nil {
 		t.Fatal(err)

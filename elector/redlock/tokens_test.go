@@ -106,20 +106,20 @@ func TestLateCommitTokenRegression(t *testing.T) {
 	pastEpoch(t, a)
 	ctx := context.Background()
 
-	entryA, ordA := a.newEntry(), order(time.Now())
+	entryA, ordA := a.core.NewEntry(), order(time.Now())
 	res := a.round(ctx, nil, "join", "join", entryA, ordA, 0, time.Time{}, true)
 	ta := a.count(res, time.Now())
 	if ta.held != 3 {
 		t.Fatalf("A's join: %s", statuses(res))
 	}
-	tok := max(ta.floor, a.seen.Load()) + 1
+	tok := max(ta.floor, a.core.Seen()) + 1
 	since := ta.since
 	mustStep(t, a, 0, "hold", entryA, ordA, tok, since) // the commit reaches server 0 only
 	mustStep(t, a, 0, "withdraw", entryA, ordA, tok, time.Time{})
 	time.Sleep(ttl + 100*time.Millisecond) // A's leases lapse everywhere
 
 	// B's whole term.
-	entryB, ordB := b.newEntry(), order(time.Now())
+	entryB, ordB := b.core.NewEntry(), order(time.Now())
 	resB := b.round(ctx, nil, "join", "join", entryB, ordB, 0, time.Time{}, true)
 	tb := b.count(resB, time.Now())
 	termB, err := b.grant(ctx, entryB, ordB, resB, tb, time.Now(), newSpent())
