@@ -6,19 +6,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/electd/electd/elector/internal/rediscore"
 	"github.com/electd/electd/elector/internal/rediskit"
 )
 
-// Times inside the scripts are server microseconds from redis.call('TIME');
-// numbers too large for Lua's "%.14g" conversion are written with fmt().
-
-// prelude is shared by the scripts: the server's clock, and number formatting.
-const prelude = `
-if redis.replicate_commands then redis.replicate_commands() end
-local function fmt(n) return string.format('%.0f', n) end
-local tm = redis.call('TIME')
-local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-`
+// The scripts begin with rediscore.Prelude: the server's clock (µs) and
+// number formatting.
 
 // stepScript joins, renews, grants, leaves and prunes.
 //
@@ -48,7 +41,7 @@ local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 // "grant <entry>", which wakes that entry alone. view... is the leader view
 // after the step (see viewScript's reply), so every renewal also keeps the
 // Elector's view current without a read of its own.
-var stepScript = redis.NewScript(prelude + viewLua + rediskit.EpochLua + `
+var stepScript = redis.NewScript(rediscore.Prelude + viewLua + rediskit.EpochLua + `
 local Q, X, C, T, S, K, B, NS, H = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local mode, me, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]) * 1000
 local N = tonumber(ARGV[9]) or 1
@@ -322,11 +315,7 @@ end
 //
 // KEYS: queue expiry term cand holders
 // Reply: {now µs} or {now µs, id, address, token, since µs, remaining ms}.
-var viewScript = redis.NewScript(prelude + viewLua + `
-local v = leaderView(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
-table.insert(v, 1, fmt(now))
-return v
-`)
+var viewScript = rediscore.ViewScript(viewLua, "leaderView(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])")
 
 // stepReply is a decoded stepScript reply.
 type stepReply struct {

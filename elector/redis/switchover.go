@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/internal/rediscore"
 )
 
 var _ elector.Switcher = (*Elector)(nil)
@@ -26,15 +25,7 @@ var _ elector.Switcher = (*Elector)(nil)
 // than the term's, waits in the queue.
 //
 // KEYS: queue expiry cand term
-var queuedScript = redis.NewScript(prelude + `
-local holder = redis.call('HGET', KEYS[4], 'entry')
-for _, e in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-  local id = string.match(redis.call('HGET', KEYS[3], e) or '', '^([^\n]*)\n')
-  local d = tonumber(redis.call('ZSCORE', KEYS[2], e) or '0')
-  if e ~= holder and id == ARGV[1] and d > now then return 1 end
-end
-return 0
-`)
+var queuedScript = rediscore.QueuedScript("1", "")
 
 // Queued reports whether a candidate with this ID waits behind the holder.
 func (e *Elector) Queued(ctx context.Context, id string) error {

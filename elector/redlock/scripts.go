@@ -7,11 +7,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/electd/electd/elector/internal/rediscore"
 	"github.com/electd/electd/elector/internal/rediskit"
 )
 
 // Times inside the script are the server's microseconds from
-// redis.call('TIME'); each server keeps its leases on its own clock.
+// redis.call('TIME') (rediscore.Prelude); each server keeps its leases on
+// its own clock.
 
 // stepScript is everything one server does for a candidate, atomically.
 //
@@ -53,7 +55,7 @@ import (
 // highest token this server knows, floored by its clock in µs; view... is
 // the committed holder here (see viewLua). A change of the term or of the
 // head publishes "<mode> <head>\n<view>" on the channel.
-var stepScript = redis.NewScript(prelude + viewLua + rediskit.EpochLua + `
+var stepScript = redis.NewScript(rediscore.Prelude + viewLua + rediskit.EpochLua + `
 local Q, X, C, T, K, B, M, L, D = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local mode, me, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]) * 1000
 local changed = false
@@ -262,13 +264,6 @@ end
 return finish('wait', math.ceil((deadline - now) / 1000))
 `)
 
-const prelude = `
-if redis.replicate_commands then redis.replicate_commands() end
-local function fmt(n) return string.format('%.0f', n) end
-local tm = redis.call('TIME')
-local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-`
-
 // viewLua defines leaderView(X, T): this server's committed, live term
 // holder, read-only: {} or {id, address, token, since µs, remaining ms}.
 const viewLua = `
@@ -287,11 +282,7 @@ end
 //
 // KEYS: queue expiry cand term token born (as stepScript)
 // Reply: {now µs} or {now µs, id, address, token, since µs, remaining ms}.
-var viewScript = redis.NewScript(prelude + viewLua + `
-local v = leaderView(KEYS[2], KEYS[4])
-table.insert(v, 1, fmt(now))
-return v
-`)
+var viewScript = rediscore.ViewScript(viewLua, "leaderView(KEYS[2], KEYS[4])")
 
 // stepReply is a decoded stepScript reply.
 type stepReply struct {

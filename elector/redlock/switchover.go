@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/internal/rediscore"
 )
 
 var _ elector.Switcher = (*Elector)(nil)
@@ -29,15 +28,7 @@ var _ elector.Switcher = (*Elector)(nil)
 // other than the term's holder, waits on this server.
 //
 // KEYS: queue expiry cand term claims
-var queuedScript = redis.NewScript(prelude + `
-local holder = redis.call('HGET', KEYS[4], 'entry')
-for _, e in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do
-  local id = string.match(redis.call('HGET', KEYS[3], e) or '', '^([^\n]*)\n')
-  local d = tonumber(redis.call('ZSCORE', KEYS[2], e) or '0')
-  if e ~= holder and id == ARGV[1] and d > now and redis.call('ZSCORE', KEYS[1], e) then return 1 end
-end
-return 0
-`)
+var queuedScript = rediscore.QueuedScript("5", " and redis.call('ZSCORE', KEYS[1], e)")
 
 // Queued reports whether a candidate with this ID waits, claiming, on a
 // majority of the servers.
