@@ -2,6 +2,12 @@
 // one Redis server (standalone, Sentinel-managed or Cluster) with Lua scripts
 // and pub/sub, through github.com/redis/go-redis/v9.
 //
+// What is where: this package keeps the single server's own part (the
+// step script with its lease rule, grants, tokens and semaphore slots, its
+// keys, WAIT and the sentinels' confirmation, the leader view); the
+// lifecycle, the campaign's preamble, the bus's listeners and the shared
+// Lua are elector/internal/rediscore's, written once with Redlock.
+//
 // # Algorithm
 //
 // Every candidacy is an entry "ID#random" in a sorted set scored by an

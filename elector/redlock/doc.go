@@ -4,6 +4,14 @@
 // majority m = ⌊N/2⌋ + 1 of the servers hold this candidate's committed
 // entry. It tolerates the loss, restart or partition of any minority.
 //
+// What is where: this package keeps only what is Redlock's own: the rounds
+// over N servers (round, leave), the quorum lease rule (quorum.go), the
+// commit of a token and the handover (stepScript, campaign.go), and the
+// quorum's view, status, switchover and run record. The lifecycle, the
+// campaign's preamble, the bus's listeners and the Lua both backends share
+// are elector/internal/rediscore's, written once with the single-server
+// backend (elector/redis).
+//
 // # Algorithm
 //
 // Each server keeps its own copy of the election, changed only by one Lua
