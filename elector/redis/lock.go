@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/internal/rediscore"
 	"github.com/electd/electd/elector/internal/rediskit"
 )
 
@@ -21,8 +22,7 @@ func (e *Elector) RecordRun(ctx context.Context, r elector.RunRecord, period tim
 	}
 	e.checkRunEviction(ctx)
 	if err := classify(e.recordRun(ctx, b, period)); err != nil {
-		e.inst.StoreError("record", err)
-		return &elector.StoreError{Op: "record", Err: err, Permanent: isPermanent(err)}
+		return rediscore.StoreError(e.inst, "record", err)
 	}
 	return nil
 }
@@ -59,9 +59,7 @@ func (e *Elector) LastRun(ctx context.Context) (elector.RunRecord, error) {
 	case errors.Is(err, redis.Nil):
 		return elector.RunRecord{}, elector.ErrNoRun
 	case err != nil:
-		err = classify(err)
-		e.inst.StoreError("last-run", err)
-		return elector.RunRecord{}, &elector.StoreError{Op: "last-run", Err: err, Permanent: isPermanent(err)}
+		return elector.RunRecord{}, rediscore.StoreError(e.inst, "last-run", classify(err))
 	}
 	return elector.DecodeRun(b), nil
 }
@@ -72,9 +70,7 @@ func (e *Elector) LastRun(ctx context.Context) (elector.RunRecord, error) {
 // until the record lapses, never run twice.
 func (e *Elector) ForgetRun(ctx context.Context) error {
 	if err := rediskit.ForgetRun(ctx, e.cfg.Client, e.keys.lastRun); err != nil {
-		err = classify(err)
-		e.inst.StoreError("forget", err)
-		return &elector.StoreError{Op: "forget", Err: err, Permanent: isPermanent(err)}
+		return rediscore.StoreError(e.inst, "forget", classify(err))
 	}
 	return nil
 }

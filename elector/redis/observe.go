@@ -211,8 +211,7 @@ func (e *Elector) Leader(ctx context.Context) (elector.Leader, error) {
 	if !ok {
 		r, err := e.readLeader(ctx)
 		if err != nil {
-			e.inst.StoreError("leader", err)
-			return elector.Leader{}, &elector.StoreError{Op: "leader", Err: err, Permanent: isPermanent(err)}
+			return elector.Leader{}, rediscore.StoreError(e.inst, "leader", err)
 		}
 		l = r.Leader()
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/internal/life"
 	"github.com/electd/electd/elector/internal/rediscore"
@@ -245,6 +247,18 @@ var errStraggler = rediskit.Classify(context.DeadlineExceeded)
 // stragglerGrace is the least a round waits for the servers that have
 // not answered once a majority has (see round).
 const stragglerGrace = 25 * time.Millisecond
+
+// onEach runs f on every server at once and returns each server's error,
+// classified and named by its server (nil where f succeeded).
+func (e *Elector) onEach(f func(i int, c redis.UniversalClient) error) []error {
+	errs := make([]error, len(e.cfg.Servers))
+	fanOut(len(errs), func(i int) {
+		if err := f(i, e.cfg.Servers[i].Client); err != nil {
+			errs[i] = fmt.Errorf("%s: %w", e.cfg.Servers[i].Addr, rediskit.Classify(err))
+		}
+	})
+	return errs
+}
 
 // fanOut runs f(0..n-1) in parallel and returns when all have.
 func fanOut(n int, f func(i int)) {

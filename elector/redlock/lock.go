@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/internal/rediscore"
 	"github.com/electd/electd/elector/internal/rediskit"
 )
 
@@ -23,15 +24,11 @@ func (e *Elector) RecordRun(ctx context.Context, r elector.RunRecord, period tim
 		return err
 	}
 	e.checkRunEviction(ctx)
-	errs := make([]error, len(e.cfg.Servers))
-	fanOut(len(errs), func(i int) {
-		if err := rediskit.RecordRun(ctx, e.cfg.Servers[i].Client, e.keys.lastRun, b, period).Err(); err != nil {
-			errs[i] = fmt.Errorf("%s: %w", e.cfg.Servers[i].Addr, rediskit.Classify(err))
-		}
+	errs := e.onEach(func(_ int, c redis.UniversalClient) error {
+		return rediskit.RecordRun(ctx, c, e.keys.lastRun, b, period).Err()
 	})
 	if err := e.quorumErr(errs); err != nil {
-		e.inst.StoreError("record", err)
-		return &elector.StoreError{Op: "record", Err: err, Permanent: rediskit.IsPermanent(err)}
+		return rediscore.StoreError(e.inst, "record", err)
 	}
 	e.recorded.Lock()
 	e.recorded.b, e.recorded.until = b, e.cfg.Clock.Now().Add(period)
@@ -82,21 +79,20 @@ func (e *Elector) repairRun(ctx context.Context, i int) {
 // of them has, or ErrNoRun; it needs a majority's answers.
 func (e *Elector) LastRun(ctx context.Context) (elector.RunRecord, error) {
 	e.checkRunEviction(ctx)
-	errs := make([]error, len(e.cfg.Servers))
 	recs := make([][]byte, len(e.cfg.Servers))
-	fanOut(len(errs), func(i int) {
-		b, err := rediskit.LastRun(ctx, e.cfg.Servers[i].Client, e.keys.lastRun)
+	errs := e.onEach(func(i int, c redis.UniversalClient) error {
+		b, err := rediskit.LastRun(ctx, c, e.keys.lastRun)
 		switch {
 		case errors.Is(err, redis.Nil):
+			return nil
 		case err != nil:
-			errs[i] = fmt.Errorf("%s: %w", e.cfg.Servers[i].Addr, rediskit.Classify(err))
-		default:
-			recs[i] = b
+			return err
 		}
+		recs[i] = b
+		return nil
 	})
 	if err := e.quorumErr(errs); err != nil {
-		e.inst.StoreError("last-run", err)
-		return elector.RunRecord{}, &elector.StoreError{Op: "last-run", Err: err, Permanent: rediskit.IsPermanent(err)}
+		return elector.RunRecord{}, rediscore.StoreError(e.inst, "last-run", err)
 	}
 	var newest elector.RunRecord
 	var raw []byte
@@ -134,15 +130,11 @@ func (e *Elector) LastRun(ctx context.Context) (elector.RunRecord, error) {
 // until the record lapses (never run twice), and a second ForgetRun, once
 // every server answers, clears it for good. That is logged as a warning.
 func (e *Elector) ForgetRun(ctx context.Context) error {
-	errs := make([]error, len(e.cfg.Servers))
-	fanOut(len(errs), func(i int) {
-		if err := rediskit.ForgetRun(ctx, e.cfg.Servers[i].Client, e.keys.lastRun); err != nil {
-			errs[i] = fmt.Errorf("%s: %w", e.cfg.Servers[i].Addr, rediskit.Classify(err))
-		}
+	errs := e.onEach(func(_ int, c redis.UniversalClient) error {
+		return rediskit.ForgetRun(ctx, c, e.keys.lastRun)
 	})
 	if err := e.quorumErr(errs); err != nil {
-		e.inst.StoreError("forget", err)
-		return &elector.StoreError{Op: "forget", Err: err, Permanent: rediskit.IsPermanent(err)}
+		return rediscore.StoreError(e.inst, "forget", err)
 	}
 	e.recorded.Lock()
 	e.recorded.b = nil // repairRun must not write it back

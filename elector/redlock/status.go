@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/internal/rediskit"
 )
@@ -28,19 +30,18 @@ func (e *Elector) Queue(ctx context.Context) (elector.Queue, error) {
 	}
 	n := len(e.cfg.Servers)
 	lines := make([]rediskit.Line, n)
-	errs := make([]error, n)
 	nows := make([]time.Time, n)
-	fanOut(n, func(i int) {
+	errs := e.onEach(func(i int, c redis.UniversalClient) error {
 		rctx, cancel := e.request(ctx, i)
 		defer cancel()
 		k := e.keys
-		l, err := rediskit.ReadLine(rctx, e.cfg.Servers[i].Client, k.queue, k.expiry, k.cand, k.term)
+		l, err := rediskit.ReadLine(rctx, c, k.queue, k.expiry, k.cand, k.term)
 		e.patience[i].Observe(err)
 		if err != nil {
-			errs[i] = fmt.Errorf("%s: %w", e.cfg.Servers[i].Addr, rediskit.Classify(err))
-			return
+			return err
 		}
 		lines[i], nows[i] = l, e.cfg.Clock.Now()
+		return nil
 	})
 	if err := e.quorumErr(errs); err != nil {
 		return elector.Queue{}, &elector.StoreError{Op: "status", Err: err, Permanent: rediskit.IsPermanent(err)}

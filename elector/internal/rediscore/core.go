@@ -12,6 +12,7 @@ import (
 	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/internal/life"
+	"github.com/electd/electd/elector/internal/rediskit"
 	"github.com/electd/electd/internal/backoff"
 )
 
@@ -151,4 +152,12 @@ func (c *Core) NewEntry() string {
 // resolution so that a server's lease is never shorter than the local one.
 func TTLMillis(ttl time.Duration) int64 {
 	return int64((ttl + time.Millisecond - 1) / time.Millisecond)
+}
+
+// StoreError reports err, the failure of operation op that the caller
+// returns rather than retries, to inst, and returns it as an
+// *elector.StoreError, permanent if rediskit says so.
+func StoreError(inst elector.Instrument, op string, err error) error {
+	inst.StoreError(op, err)
+	return &elector.StoreError{Op: op, Err: err, Permanent: rediskit.IsPermanent(err)}
 }
