@@ -215,10 +215,7 @@ func (e *Elector) Leader(ctx context.Context) (elector.Leader, error) {
 		}
 		l = r.Leader()
 	}
-	if l.IsZero() {
-		return l, elector.ErrNoLeader
-	}
-	return l, nil
+	return rediscore.LeaderOrNone(l)
 }
 
 // Observe sends the current leader, then every change (a zero Leader for

@@ -10,6 +10,7 @@ import (
 
 	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/internal/rediscore"
 	"github.com/electd/electd/elector/internal/rediskit"
 )
 
@@ -218,10 +219,7 @@ func (e *Elector) Leader(ctx context.Context) (elector.Leader, error) {
 	e.view.start()
 	if e.view.synced() {
 		if l, known := e.view.leaders.Current(); known {
-			if l.IsZero() {
-				return l, elector.ErrNoLeader
-			}
-			return l, nil
+			return rediscore.LeaderOrNone(l)
 		}
 	}
 	per := make([]serverView, len(e.cfg.Servers))
@@ -246,10 +244,7 @@ func (e *Elector) Leader(ctx context.Context) (elector.Leader, error) {
 		return elector.Leader{}, &elector.StoreError{Op: "leader", Err: err}
 	}
 	l, _ := leaderOf(per, e.cfg.Clock.Now(), e.m)
-	if l.IsZero() {
-		return l, elector.ErrNoLeader
-	}
-	return l, nil
+	return rediscore.LeaderOrNone(l)
 }
 
 // Observe sends the current leader, then every change (a zero Leader for

@@ -161,3 +161,12 @@ func StoreError(inst elector.Instrument, op string, err error) error {
 	inst.StoreError(op, err)
 	return &elector.StoreError{Op: op, Err: err, Permanent: rediskit.IsPermanent(err)}
 }
+
+// LeaderOrNone returns l, or elector.ErrNoLeader (with l zero) if there is
+// none: what Leader answers.
+func LeaderOrNone(l elector.Leader) (elector.Leader, error) {
+	if l.IsZero() {
+		return l, elector.ErrNoLeader
+	}
+	return l, nil
+}
