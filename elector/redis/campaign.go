@@ -160,7 +160,7 @@ func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, 
 		}
 		wakeAt = time.Time{}
 		if r.wake >= 0 {
-			wakeAt = clk.Now().Add(r.wake + wakeSlack)
+			wakeAt = clk.Now().Add(r.wake + rediscore.WakeSlack)
 		}
 
 		// Sleep until the next renewal, a message naming us, or the moment

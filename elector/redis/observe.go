@@ -11,10 +11,6 @@ import (
 	"github.com/electd/electd/elector/internal/rediskit"
 )
 
-// wakeSlack is added to a deadline read from the server before re-checking,
-// so that the re-check lands after the deadline on the server too.
-const wakeSlack = 3 * time.Millisecond
-
 // view keeps the current leader. Every message that reports a change, and
 // every reply of this candidate's own renewal script, carries the leader view
 // (see viewLua), which is applied without a read, so a leader change costs
@@ -161,7 +157,7 @@ func (v *view) run() {
 			}
 		}
 		if wait == 0 && r.OK {
-			wait = r.Remaining + wakeSlack
+			wait = r.Remaining + rediscore.WakeSlack
 		}
 		if wait > 0 {
 			timer = e.cfg.Clock.NewTimer(wait)

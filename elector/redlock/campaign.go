@@ -12,10 +12,6 @@ import (
 	"github.com/electd/electd/internal/backoff"
 )
 
-// wakeSlack is added to a moment read from a server before re-checking, so
-// that the re-check lands after it on the server too.
-const wakeSlack = 3 * time.Millisecond
-
 // Campaign joins every server's queue and blocks until a majority of them
 // grant this candidate the term, ctx ends or the servers refuse the
 // election for good. Transient errors of any server are retried. A
@@ -89,7 +85,7 @@ func (e *Elector) count(res []result, now time.Time) tally {
 			t.taken++
 		}
 		if r.r.status != "held" && r.r.wake >= 0 {
-			t.wake[i] = now.Add(r.r.wake + wakeSlack)
+			t.wake[i] = now.Add(r.r.wake + rediscore.WakeSlack)
 		}
 	}
 	return t

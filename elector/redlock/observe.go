@@ -149,7 +149,7 @@ func (v *view) run() {
 		}
 		wait := time.Duration(-1)
 		if !next.IsZero() {
-			wait = max(next.Sub(e.cfg.Clock.Now()), 0) + wakeSlack
+			wait = max(next.Sub(e.cfg.Clock.Now()), 0) + rediscore.WakeSlack
 		}
 		if failed.Load() && (wait < 0 || wait > e.core.CallTimeout()) {
 			wait = e.core.CallTimeout()

@@ -148,6 +148,10 @@ func (c *Core) NewEntry() string {
 	return c.cand.ID + "#" + hex.EncodeToString(b[:])
 }
 
+// WakeSlack is added to a moment read from a server before re-checking, so
+// that the re-check lands after it on the server too.
+const WakeSlack = 3 * time.Millisecond
+
 // TTLMillis is the TTL the servers enforce, rounded up to their 1 ms
 // resolution so that a server's lease is never shorter than the local one.
 func TTLMillis(ttl time.Duration) int64 {
