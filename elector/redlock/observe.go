@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -232,14 +231,7 @@ func (e *Elector) Leader(ctx context.Context) (elector.Leader, error) {
 		}
 		per[i] = serverView{r: r, until: e.cfg.Clock.Now().Add(r.Remaining), synced: true}
 	})
-	answered := 0
-	for _, err := range errs {
-		if err == nil {
-			answered++
-		}
-	}
-	if answered < e.m {
-		err := fmt.Errorf("%d of %d servers answered, a majority is %d: %w", answered, len(per), e.m, errors.Join(errs...))
+	if err := e.quorumErr(errs); err != nil {
 		e.inst.StoreError("leader", err)
 		return elector.Leader{}, &elector.StoreError{Op: "leader", Err: err}
 	}
