@@ -91,7 +91,7 @@ func (s *Supervisor) give(ctx context.Context, term *elector.Term, reason string
 	to := switchTarget(resigners)
 	var err error
 	if resign {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timing.RenewInterval+time.Second)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), term.Timing().RenewInterval+time.Second)
 		defer cancel()
 		err = s.giveUp(rctx, term, to)
 	}
