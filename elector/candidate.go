@@ -69,8 +69,8 @@ func (c Candidate) Validate() (Candidate, error) {
 	if err := ValidateSlots(c.Slots); err != nil {
 		return c, err
 	}
-	c.Timing = c.Timing.WithDefaults()
-	if err := c.Timing.Validate(); err != nil {
+	var err error
+	if c.Timing, err = c.Timing.Checked(); err != nil {
 		return c, err
 	}
 	c.Clock = clock.OrReal(c.Clock)

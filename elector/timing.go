@@ -86,6 +86,31 @@ func (t Timing) Validate() error {
 	return nil
 }
 
+// Checked is t with its defaults filled in (WithDefaults), or the rule it
+// breaks (Validate): the one check of a timing, which Candidate.Validate,
+// supervisor.New and the CLI all make.
+func (t Timing) Checked() (Timing, error) {
+	t = t.WithDefaults()
+	return t, t.Validate()
+}
+
+// CheckedAsSet is Checked for a timing given explicitly, as by the CLI's
+// flags: TTL always, RenewInterval if renewSet. A zero given there is
+// refused rather than taken for the default.
+func (t Timing) CheckedAsSet(renewSet bool) (Timing, error) {
+	if t.TTL <= 0 {
+		return t, Configf("ttl", "must be positive, got %s", t.TTL)
+	}
+	if renewSet && t.RenewInterval <= 0 {
+		return t, Configf("renew-interval", "must be positive, got %s", t.RenewInterval)
+	}
+	return t.Checked()
+}
+
+// Timing is the timing the term's deadline runs on: the candidate's, with
+// its defaults filled in.
+func (t *Term) Timing() Timing { return t.dl.timing }
+
 // String renders the timing for logs.
 func (t Timing) String() string {
 	return fmt.Sprintf("ttl=%s renew=%s drift=%g epsilon=%s window=%s", t.TTL, t.RenewInterval, t.Drift, t.Epsilon, t.Window())

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -177,6 +176,7 @@ func (e ExitStatus) Outcome() string {
 // init, which leads a group of its own and runs the command.
 type Child struct {
 	spec ChildSpec
+	tree tree // what differs by containment mode, chosen once (treeOf)
 	log  *slog.Logger
 	// path and argv are the command as resolved when the Child was made
 	// (the program found in PATH), for the log.
@@ -184,7 +184,7 @@ type Child struct {
 	argv []string
 	pid  int
 	// proc is the forked process (its pidfd): under pidns and userns the
-	// init is signalled through it, see killGroup.
+	// init is signalled through it, see nsTree.kill.
 	proc    *os.Process
 	ticks   uint64 // start time in clock ticks after boot, for treeMembers; set before the waiter can reap
 	marker  string // the environment entry that marks the tree's processes
@@ -220,55 +220,49 @@ type Child struct {
 	killNow  chan struct{} // closed by a Stop whose ctx ended: skip the grace
 }
 
-// StartChild starts spec in a new process group (ContainPgroup) or PID
-// namespace (ContainPidns; ContainUserns: one owned by a new user
-// namespace) and returns once it runs; Done tells when the
-// child has exited. log may be nil; records go under the group "child".
-// Under pidns and userns it is PrepareChild and then Begin.
-//
-// The child (under pidns: the namespace init) gets Pdeathsig = SIGKILL, so it dies when electd dies, even by
-// kill -9. The kernel delivers the parent-death signal when the *thread*
-// that forked the child exits, not the process, and the Go runtime may
-// retire threads. So the child is forked from a goroutine that has called
-// runtime.LockOSThread; that goroutine then stays on its thread, blocked in
-// wait for the child, and unlocks only after the child has been reaped. The
-// thread therefore lives exactly as long as the child does. (Pdeathsig
-// reaches only the direct child, not its descendants.)
-//
-// The child starts with the default action for every signal, even those
-// electd inherited as ignored (see defaultDispositions), and with stdin on
-// /dev/null.
-func StartChild(spec ChildSpec, log *slog.Logger) (*Child, error) {
-	if spec.mode() != ContainPgroup {
-		c, err := PrepareChild(spec, log, spec.KillBy)
-		if errors.Is(err, errInitSlow) {
-			err = fmt.Errorf("%w: %w", errStartLate, err)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("start child: %w", err)
-		}
-		if err := c.Begin(spec); err != nil {
-			return nil, err
-		}
-		return c, nil
+// tree is how a containment mode holds the child's process tree: treeOf
+// picks one when the child is made (groupTree for pgroup in tree.go,
+// nsTree for pidns and userns in child_init.go), and whatever differs
+// between the modes is one of its methods.
+type tree interface {
+	// mode is the containment mode, for the log.
+	mode() Containment
+	// start starts spec's command and returns once it runs (StartChild).
+	start(spec ChildSpec, log *slog.Logger) (*Child, error)
+	// prepare forks a namespace init ready for Begin (PrepareChild), given
+	// up once cancel is closed; pgroup has none (errNoInit).
+	prepare(spec ChildSpec, log *slog.Logger, killBy time.Time, cancel <-chan struct{}) (*Child, error)
+	// signal sends sig to the command's process group (Child.Signal), the
+	// child not yet reaped.
+	signal(c *Child, sig syscall.Signal) error
+	// signalTree sends sig to every process of the tree.
+	signalTree(c *Child, sig syscall.Signal)
+	// kill sends sig to the process electd forked, or its group; a process
+	// or group already gone is not an error.
+	kill(c *Child, sig syscall.Signal)
+	// awaitMain waits until the SIGKILLed child is reaped.
+	awaitMain(c *Child)
+	// sweep, once the child is reaped, ends what is left of its tree; the
+	// error says how many processes survived.
+	sweep(c *Child) error
+	// trustsEmpty reports whether the init's word that the tree is empty
+	// may end the child before the init is reaped.
+	trustsEmpty() bool
+}
+
+// Signal sends sig to the command's process group: under pidns and userns
+// through the namespace init's control pipe (the init forwards no signal
+// sent to it; see nsinit), and only once Begin has sent the go message;
+// else with kill(2). Once the child has been reaped it returns an error
+// wrapping os.ErrProcessDone and sends nothing (the group id might be
+// recycled); Stop still cleans up the group.
+func (c *Child) Signal(sig syscall.Signal) error {
+	select {
+	case <-c.done:
+		return fmt.Errorf("signal child %d: %w", c.pid, os.ErrProcessDone)
+	default:
 	}
-	c, fa, err := newChild(spec, log)
-	if err != nil {
-		return nil, fmt.Errorf("start child: %w", err)
-	}
-	env := spec.Env
-	if env == nil {
-		env = []string{}
-	}
-	fa.attr.Env = env
-	clk := clock.OrReal(spec.Clock)
-	c.suspended = clk.Suspended()
-	if err := c.fork(fa, monotonicBy(clk, spec.StartBy)); err != nil {
-		c.closeOutputs()
-		return nil, fmt.Errorf("start child: %w", err)
-	}
-	c.marker = treeMarker(env)
-	return c.running(clk)
+	return c.tree.signal(c, sig)
 }
 
 // forkArgs is what fork starts.
@@ -279,9 +273,9 @@ type forkArgs struct {
 	closeAfterStart []*os.File // the parent's copies of what only the child keeps
 }
 
-// newChild is a Child for spec, not started, and what fork needs to start
+// newChild is a Child for spec, under tree t, not started, and what fork needs to start
 // its command (attr without an environment).
-func newChild(spec ChildSpec, log *slog.Logger) (*Child, forkArgs, error) {
+func newChild(spec ChildSpec, log *slog.Logger, t tree) (*Child, forkArgs, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -291,6 +285,7 @@ func newChild(spec ChildSpec, log *slog.Logger) (*Child, forkArgs, error) {
 	}
 	c := &Child{
 		spec:       spec,
+		tree:       t,
 		log:        log.WithGroup("child"),
 		path:       path,
 		argv:       argv,
@@ -337,24 +332,6 @@ func (c *Child) fork(fa forkArgs, startBy time.Duration) error {
 	return err
 }
 
-// running finishes a start: the command runs. Its output is fed on, and
-// if it started only after KillBy its whole tree is killed and reaped.
-func (c *Child) running(clk clock.Clock) (*Child, error) {
-	for _, o := range c.outputs {
-		go o.run()
-	}
-	if !c.spec.KillBy.IsZero() && !clk.Now().Before(c.spec.KillBy) {
-		// Too late to run at all: the whole tree (it may have forked
-		// already) is killed and reaped, as by a Stop whose time is up.
-		now, cancel := context.WithCancel(context.Background())
-		cancel()
-		_, serr := c.Stop(now)
-		return nil, fmt.Errorf("start child: %w: started only after ValidUntil − StopMargin; killed", errors.Join(errStartLate, serr))
-	}
-	c.log.Info("started", "pid", c.pid, "path", c.path, "args", c.argv[1:], "containment", c.mode())
-	return c, nil
-}
-
 // closeOutputs closes the read ends of output pipes whose copiers never
 // ran (a start that failed).
 func (c *Child) closeOutputs() {
@@ -362,20 +339,6 @@ func (c *Child) closeOutputs() {
 		o.r.Close()
 	}
 }
-
-func (s ChildSpec) mode() Containment {
-	switch s.Containment {
-	case ContainPidns, ContainUserns:
-		return s.Containment
-	}
-	return ContainPgroup
-}
-
-func (c *Child) mode() Containment { return c.spec.mode() }
-
-// namespaced reports whether the child runs under the namespace init
-// (pidns, userns).
-func (c *Child) namespaced() bool { return c.mode() != ContainPgroup }
 
 // run forks the child on a locked OS thread (see StartChild), reports the
 // result on started, then waits for the child on that same thread.
@@ -406,7 +369,7 @@ func (c *Child) run(path string, argv []string, attr *os.ProcAttr, startBy time.
 	// Under an init, its status line of the command's exit may say the
 	// tree is gone before the init itself is reaped ("empty"): statusRead
 	// reads it meanwhile (and the init's status once it is reaped), and
-	// then ends the child at once, under pidns only (see trustsEmpty).
+	// then ends the child at once, under pidns only (see nsTree.trustsEmpty).
 	var (
 		is         initStatus
 		statusRead chan struct{}
@@ -417,7 +380,7 @@ func (c *Child) run(path string, argv []string, attr *os.ProcAttr, startBy time.
 			defer close(statusRead)
 			<-c.initSeen // Begin has set started and begun, or never will
 			for readInitStatus(c.status, &is, true) == nil {
-				if c.begun && is.empty && c.trustsEmpty() {
+				if c.begun && is.empty && c.tree.trustsEmpty() {
 					c.ended(ExitStatus{Code: is.code, Signal: is.signal, Started: c.started, Exited: time.Now()})
 					return
 				}
@@ -451,7 +414,7 @@ func (c *Child) run(path string, argv []string, attr *os.ProcAttr, startBy time.
 		// killed (our SIGKILL, or electd's death), and with it the tree.
 		c.closeInitPipes() // the init is gone; nothing reads or writes them
 		switch {
-		case c.begun && is.empty && c.trustsEmpty():
+		case c.begun && is.empty && c.tree.trustsEmpty():
 			return // ended when the init reported it
 		case !c.begun:
 			c.exit = st
@@ -464,18 +427,6 @@ func (c *Child) run(path string, argv []string, attr *os.ProcAttr, startBy time.
 	}
 	c.ended(st)
 }
-
-// trustsEmpty reports whether the init's word that its namespace is empty
-// may end the child before the init is reaped. Its status pipe is its fd 4,
-// which a process that may ptrace the init can open through /proc and write
-// a line of its own into. Under pidns the init is not dumpable (nsinit) and
-// the tree runs with electd's credentials: only a tree that is root on the
-// host (which may as well write electd's own memory through /proc) can, and
-// its honesty is assumed, as everywhere. Under userns the tree is root in
-// the init's user namespace, with CAP_SYS_PTRACE over the init, though it
-// can do nothing to electd: there the word is not taken, and the child
-// ends once the init is reaped (TestForgedEmptyLine).
-func (c *Child) trustsEmpty() bool { return c.mode() == ContainPidns }
 
 // ended records how the child ended, once its whole tree is gone, and
 // closes done.
@@ -514,44 +465,6 @@ func (c *Child) Exit() ExitStatus {
 	default:
 		return ExitStatus{Code: -1, Started: c.started}
 	}
-}
-
-// Signal sends sig to the command's process group: under pidns and userns
-// through the namespace init's control pipe (the init forwards no signal
-// sent to it; see nsinit), and only once Begin has sent the go message;
-// else with kill(2). Once the child has been reaped it returns an error
-// wrapping os.ErrProcessDone and sends nothing (the group id might be
-// recycled); Stop still cleans up the group.
-func (c *Child) Signal(sig syscall.Signal) error {
-	select {
-	case <-c.done:
-		return fmt.Errorf("signal child %d: %w", c.pid, os.ErrProcessDone)
-	default:
-	}
-	if c.namespaced() {
-		if !c.goSent.Load() {
-			return fmt.Errorf("signal child %d: the command was not started", c.pid)
-		}
-		if sig < 1 || sig > 64 {
-			return fmt.Errorf("signal child %d: no signal %d", c.pid, sig)
-		}
-		switch err := c.tryCtl(nsinit.Forward(sig)); {
-		case errors.Is(err, syscall.EAGAIN):
-			return fmt.Errorf("signal child %d: the namespace init does not read its control pipe (stopped?); %s dropped", c.pid, signalName(sig))
-		case err != nil:
-			return fmt.Errorf("signal child %d: %w (the namespace init is gone: %w)", c.pid, os.ErrProcessDone, err)
-		}
-		c.log.Debug("signaled", "pid", c.pid, "signal", signalName(sig), "through", "the namespace init")
-		return nil
-	}
-	if err := syscall.Kill(-c.pid, sig); err != nil {
-		if errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("signal child %d: %w", c.pid, os.ErrProcessDone)
-		}
-		return fmt.Errorf("signal child %d: %w", c.pid, err)
-	}
-	c.log.Debug("signaled", "pid", c.pid, "signal", signalName(sig))
-	return nil
 }
 
 // childFiles builds the child's stdin, stdout and stderr. closeAfterStart are
@@ -629,4 +542,37 @@ func signalName(sig syscall.Signal) string {
 		return name
 	}
 	return fmt.Sprintf("signal %d", int(sig))
+}
+
+// tryCtl writes b on the init's control pipe without waiting: a pipe that
+// is full (an init that does not read it: stopped, or hung) is EAGAIN, so
+// that neither a stop nor a forwarded signal ever blocks electd.
+func (c *Child) tryCtl(b byte) error {
+	rc, err := c.ctl.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var werr error
+	if err := rc.Write(func(fd uintptr) bool {
+		for {
+			_, werr = syscall.Write(int(fd), []byte{b})
+			if !errors.Is(werr, syscall.EINTR) {
+				return true // done, or an error of its own: never wait
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	return werr
+}
+
+// closeInitPipes closes electd's ends of the init's pipes, once; without
+// a namespace init there are none.
+func (c *Child) closeInitPipes() {
+	c.pipesOnce.Do(func() {
+		if c.ctl != nil {
+			c.ctl.Close()
+			c.statR.Close()
+		}
+	})
 }

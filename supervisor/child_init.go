@@ -44,27 +44,14 @@ var (
 	errInitLost = errors.New("the namespace init ended before it reported the command started; the command may have run")
 )
 
-// PrepareChild forks the namespace init for spec's command (spec's mode
-// must be pidns or userns) and returns once it is ready for Begin. An init
-// not ready by killBy (on spec.Clock) is killed, and the error is
-// errInitSlow; a zero killBy waits as long as it takes. Of spec it uses
-// only the command (Path, Args, Shell), Dir, Stdout, Stderr and
-// Containment; Begin gives the rest.
-func PrepareChild(spec ChildSpec, log *slog.Logger, killBy time.Time) (*Child, error) {
-	return prepareChild(spec, log, killBy, nil)
-}
-
 // errPrepareCancelled: the preparation was given up (cancel was closed)
 // before the init was ready, and the init was killed.
 var errPrepareCancelled = errors.New("the namespace init's preparation was given up; killed")
 
-// prepareChild is PrepareChild, given up (the init killed) once cancel is
-// closed.
-func prepareChild(spec ChildSpec, log *slog.Logger, killBy time.Time, cancel <-chan struct{}) (*Child, error) {
-	if spec.mode() == ContainPgroup {
-		return nil, errors.New("prepare child: only the pidns and userns modes have a namespace init")
-	}
-	c, fa, err := newChild(spec, log)
+// prepare forks the namespace init (PrepareChild), given up (the init
+// killed) once cancel is closed.
+func (t nsTree) prepare(spec ChildSpec, log *slog.Logger, killBy time.Time, cancel <-chan struct{}) (*Child, error) {
+	c, fa, err := newChild(spec, log, t)
 	if err != nil {
 		return nil, fmt.Errorf("prepare child: %w", err)
 	}
@@ -76,8 +63,8 @@ func prepareChild(spec ChildSpec, log *slog.Logger, killBy time.Time, cancel <-c
 		c.closeOutputs()
 		return nil, fmt.Errorf("prepare child: %w", err)
 	}
-	nsAttr(fa.attr.Sys, c.mode())
-	fa.argv = append([]string{c.initArg0(), fa.path}, fa.argv...)
+	nsAttr(fa.attr.Sys, t.label)
+	fa.argv = append([]string{t.arg0, fa.path}, fa.argv...)
 	fa.path = selfExe
 	if err := c.fork(fa, 0); err != nil {
 		c.closeOutputs()
@@ -88,7 +75,7 @@ func prepareChild(spec ChildSpec, log *slog.Logger, killBy time.Time, cancel <-c
 		c.Release()
 		return nil, fmt.Errorf("prepare child: %w", err)
 	}
-	if c.mode() == ContainUserns {
+	if t.mapIDs {
 		if err := c.mapIDs(); err != nil {
 			return fail(err)
 		}
@@ -156,7 +143,7 @@ func (c *Child) Begin(spec ChildSpec) error {
 // Release ends a prepared init that was not begun, and returns once it is
 // reaped; its namespace never held anything else.
 func (c *Child) Release() {
-	c.killGroup(syscall.SIGKILL)
+	c.tree.kill(c, syscall.SIGKILL)
 	close(c.initSeen)
 	c.reaped()
 }
@@ -168,36 +155,6 @@ func (c *Child) reaped() {
 	<-c.done
 	c.closeOutputs()
 	c.closeInitPipes()
-}
-
-// tryCtl writes b on the init's control pipe without waiting: a pipe that
-// is full (an init that does not read it: stopped, or hung) is EAGAIN, so
-// that neither a stop nor a forwarded signal ever blocks electd.
-func (c *Child) tryCtl(b byte) error {
-	rc, err := c.ctl.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var werr error
-	if err := rc.Write(func(fd uintptr) bool {
-		for {
-			_, werr = syscall.Write(int(fd), []byte{b})
-			if !errors.Is(werr, syscall.EINTR) {
-				return true // done, or an error of its own: never wait
-			}
-		}
-	}); err != nil {
-		return err
-	}
-	return werr
-}
-
-// initArg0 is the namespace init's argv[0], which tells it its mode.
-func (c *Child) initArg0() string {
-	if c.mode() == ContainUserns {
-		return initArg0Userns
-	}
-	return initArg0
 }
 
 // mapIDs writes the id maps of the init's user namespace and then lets the
@@ -229,17 +186,6 @@ func (c *Child) initPipes(attr *os.ProcAttr, closeAfterStart []*os.File) ([]*os.
 	c.initSeen = make(chan struct{})
 	attr.Files = append(attr.Files, ctlR, statW)
 	return append(closeAfterStart, ctlR, statW), nil
-}
-
-// closeInitPipes closes electd's ends of the init's pipes, once; without
-// a namespace init there are none.
-func (c *Child) closeInitPipes() {
-	c.pipesOnce.Do(func() {
-		if c.ctl != nil {
-			c.ctl.Close()
-			c.statR.Close()
-		}
-	})
 }
 
 // killPendingAt SIGKILLs the namespace init (and so its namespace) if it
@@ -279,7 +225,7 @@ func (c *Child) killPendingAt(clk clock.Clock, killBy time.Time, what string, ca
 			} else {
 				c.log.Warn("the namespace init "+what+"; killing it", "pid", c.pid)
 			}
-			c.killGroup(syscall.SIGKILL)
+			c.tree.kill(c, syscall.SIGKILL)
 		}
 	}()
 	return killed, stop
@@ -312,3 +258,97 @@ func isClosed(ch <-chan struct{}) bool {
 		return false
 	}
 }
+
+// nsTree is the pidns and userns modes: the child runs in a PID namespace
+// of its own under a namespace init of electd's (nsinit.go), and its tree
+// is that namespace.
+type nsTree struct {
+	label Containment // ContainPidns or ContainUserns
+	// arg0 is the init's argv[0], which tells it its mode; mapIDs: the
+	// init waits for the id maps of its user namespace (userns).
+	arg0   string
+	mapIDs bool
+	// trusted: the init's word that its namespace is empty is taken (see
+	// trustsEmpty).
+	trusted bool
+}
+
+func (t nsTree) mode() Containment { return t.label }
+
+// trustsEmpty reports whether the init's word that its namespace is empty
+// may end the child before the init is reaped. Its status pipe is its fd 4,
+// which a process that may ptrace the init can open through /proc and write
+// a line of its own into. Under pidns the init is not dumpable (nsinit) and
+// the tree runs with electd's credentials: only a tree that is root on the
+// host (which may as well write electd's own memory through /proc) can, and
+// its honesty is assumed, as everywhere. Under userns the tree is root in
+// the init's user namespace, with CAP_SYS_PTRACE over the init, though it
+// can do nothing to electd: there the word is not taken, and the child
+// ends once the init is reaped (TestForgedEmptyLine).
+func (t nsTree) trustsEmpty() bool { return t.trusted }
+
+// start prepares the init and begins it at once.
+func (t nsTree) start(spec ChildSpec, log *slog.Logger) (*Child, error) {
+	c, err := t.prepare(spec, log, spec.KillBy, nil)
+	if errors.Is(err, errInitSlow) {
+		err = fmt.Errorf("%w: %w", errStartLate, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start child: %w", err)
+	}
+	if err := c.Begin(spec); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// signal sends sig to the command's process group through the init's
+// control pipe (the init forwards no signal sent to it; see nsinit), and
+// only once Begin has sent the go message.
+func (nsTree) signal(c *Child, sig syscall.Signal) error {
+	if !c.goSent.Load() {
+		return fmt.Errorf("signal child %d: the command was not started", c.pid)
+	}
+	if sig < 1 || sig > 64 {
+		return fmt.Errorf("signal child %d: no signal %d", c.pid, sig)
+	}
+	switch err := c.tryCtl(nsinit.Forward(sig)); {
+	case errors.Is(err, syscall.EAGAIN):
+		return fmt.Errorf("signal child %d: the namespace init does not read its control pipe (stopped?); %s dropped", c.pid, signalName(sig))
+	case err != nil:
+		return fmt.Errorf("signal child %d: %w (the namespace init is gone: %w)", c.pid, os.ErrProcessDone, err)
+	}
+	c.log.Debug("signaled", "pid", c.pid, "signal", signalName(sig), "through", "the namespace init")
+	return nil
+}
+
+// signalTree has the init send sig to its whole namespace; SIGKILL goes to
+// the init itself, whose death kills the namespace.
+func (t nsTree) signalTree(c *Child, sig syscall.Signal) {
+	if sig == syscall.SIGKILL {
+		t.kill(c, sig)
+		return
+	}
+	if err := c.tryCtl(byte(sig)); err != nil {
+		c.log.Warn("send stop signal to the namespace init failed; killing it", "pid", c.pid, "err", err)
+		t.kill(c, syscall.SIGKILL)
+	}
+}
+
+// kill signals the init itself, through its pidfd: the init's group holds
+// only the init (the command leads a group of its own, and the init's
+// death takes the whole namespace), and its waiter may have reaped it
+// already (a prepared init reaped long before its Release), and then its
+// pid, the group's id, may be a stranger's.
+func (nsTree) kill(c *Child, sig syscall.Signal) {
+	if err := c.proc.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		c.log.Warn("signal the namespace init failed", "pid", c.pid, "signal", signalName(sig), "err", err)
+	}
+}
+
+// awaitMain: the kernel kills and reaps the whole namespace with the init,
+// so there is nothing to sweep while waiting.
+func (nsTree) awaitMain(*Child) {}
+
+// sweep: nothing is left of the tree once the init is reaped.
+func (nsTree) sweep(*Child) error { return nil }

@@ -80,17 +80,7 @@ func TestPreparedInitRunsNothing(t *testing.T) {
 func TestPreparedInitGoneStartsAnother(t *testing.T) {
 	needMode(t, ContainPidns)
 	marker := filepath.Join(t.TempDir(), "ran")
-	campaigning := make(chan struct{}, 1)
-	h := newHarness(t, func(c *Config) {
-		c.Command = []string{"/bin/sh", "-c", `echo "$ELECTD_FENCING_TOKEN" > ` + marker + `; exec sleep 1000`}
-		c.Containment, c.Logger = ContainPidns, testLogger(t)
-		c.Elector.(*fakeElector).campaigning = campaigning
-	})
-	<-campaigning
-	inits := preparedInits()
-	if len(inits) != 1 {
-		t.Fatalf("a waiting candidate has inits %v, want one prepared", inits)
-	}
+	h, inits := preparedHarness(t, "/bin/sh", "-c", `echo "$ELECTD_FENCING_TOKEN" > `+marker+`; exec sleep 1000`)
 	if err := syscall.Kill(inits[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -120,9 +110,23 @@ func TestPreparedInitGoneStartsAnother(t *testing.T) {
 // its prepared init before Run returns.
 func TestRunReleasesPreparedInit(t *testing.T) {
 	needMode(t, ContainPidns)
+	h, inits := preparedHarness(t, "sleep", "1000")
+	h.cancel()
+	if err := h.runReturned(t, testDeadline, "Run did not return"); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if !procGone(inits[0]) {
+		t.Fatalf("the prepared init %d still exists after Run returned", inits[0])
+	}
+}
+
+// preparedHarness is a pidns candidate of command that waits in its
+// campaign, and its one prepared init (the test fails if it has not one).
+func preparedHarness(t *testing.T, command ...string) (*harness, []int) {
+	t.Helper()
 	campaigning := make(chan struct{}, 1)
 	h := newHarness(t, func(c *Config) {
-		c.Command = []string{"sleep", "1000"}
+		c.Command = command
 		c.Containment, c.Logger = ContainPidns, testLogger(t)
 		c.Elector.(*fakeElector).campaigning = campaigning
 	})
@@ -131,11 +135,5 @@ func TestRunReleasesPreparedInit(t *testing.T) {
 	if len(inits) != 1 {
 		t.Fatalf("a waiting candidate has inits %v, want one prepared", inits)
 	}
-	h.cancel()
-	if err := h.runReturned(t, testDeadline, "Run did not return"); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	if !procGone(inits[0]) {
-		t.Fatalf("the prepared init %d still exists after Run returned", inits[0])
-	}
+	return h, inits
 }

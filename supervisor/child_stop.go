@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"syscall"
 	"time"
 
@@ -90,7 +89,7 @@ func (c *Child) stop(ctx context.Context) error {
 		}
 		c.log.Info("stopping", "pid", c.pid, "signal", signalName(sig), "timeout", timeout)
 		if sig != syscall.SIGKILL {
-			c.signalTree(sig)
+			c.tree.signalTree(c, sig)
 		}
 		if sig == syscall.SIGKILL || !c.grace(ctx, timeout) {
 			// Set before the kill so that the waiter, which reads it after
@@ -98,47 +97,18 @@ func (c *Child) stop(ctx context.Context) error {
 			c.escalated.Store(true)
 			c.log.Warn("stop timeout elapsed or cut short; killing the process tree",
 				"pid", c.pid, "signal", "SIGKILL", "timeout", timeout)
-			c.signalTree(syscall.SIGKILL)
-			c.awaitMain()
+			c.tree.signalTree(c, syscall.SIGKILL)
+			c.tree.awaitMain(c)
 		}
 	}
 	<-c.done
-	var err error
-	if c.mode() == ContainPgroup {
-		err = c.drainGroup()
-	}
+	err := c.tree.sweep(c)
 	c.drainOutput()
 	return err
 }
 
-// signalTree sends sig to every process of the child's tree; SIGCONT
-// follows a stop signal so that stopped processes act on it. Under pidns
-// and userns the init sends it to its whole namespace; SIGKILL goes to the init
-// itself, whose death kills the namespace.
-func (c *Child) signalTree(sig syscall.Signal) {
-	if c.namespaced() {
-		if sig == syscall.SIGKILL {
-			c.killGroup(sig)
-			return
-		}
-		if err := c.tryCtl(byte(sig)); err != nil {
-			c.log.Warn("send stop signal to the namespace init failed; killing it", "pid", c.pid, "err", err)
-			c.killGroup(syscall.SIGKILL)
-		}
-		return
-	}
-	sigs := []syscall.Signal{sig}
-	if sig != syscall.SIGCONT && sig != syscall.SIGKILL {
-		sigs = append(sigs, syscall.SIGCONT)
-	}
-	for _, s := range sigs {
-		c.killGroup(s)
-		_, _, _ = c.signalMembers(s) // a failed listing is logged; the next pass lists again
-	}
-}
-
 // signalMembers sends sig to the processes of the child's tree that
-// treeMembers finds (other than the leader, whose group killGroup signals),
+// treeMembers finds (other than the leader, whose group groupTree.kill signals),
 // and to their process groups, and returns how many live processes it
 // found, and how many zombies of electd's own (treeMembers' lingering); an
 // error (/proc could not be listed) says nothing is known.
@@ -203,28 +173,6 @@ func (c *Child) grace(ctx context.Context, timeout time.Duration) bool {
 		return true
 	default:
 		return false
-	}
-}
-
-// killGroup sends sig to the child's process group; a group that is already
-// empty is not an error.
-func (c *Child) killGroup(sig syscall.Signal) {
-	if c.namespaced() {
-		// The init's group holds only the init (the command leads a group
-		// of its own, and the init's death takes the whole namespace), so
-		// it is signalled itself, through its pidfd: its waiter may have
-		// reaped it already (a prepared init reaped long before its
-		// Release), and then its pid, the group's id, may be a stranger's.
-		if err := c.proc.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			c.log.Warn("signal the namespace init failed", "pid", c.pid, "signal", signalName(sig), "err", err)
-		}
-		return
-	}
-	if c.groupGone.Load() {
-		return // its id may be a stranger's by now
-	}
-	if err := syscall.Kill(-c.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		c.log.Warn("signal process group failed", "pid", c.pid, "signal", signalName(sig), "err", err)
 	}
 }
 
@@ -313,31 +261,6 @@ func (c *Child) drained() (gone bool, rest int) {
 	}
 	return true, 0
 }
-
-// awaitMain waits for the SIGKILLed main process to be reaped. Under pgroup
-// the sweep goes on meanwhile, every mainSweep: a main process that does not
-// die at once (uninterruptible sleep) must not leave the rest of its tree
-// unswept, where a process that keeps starting a successor and exiting
-// slipped the first sweep.
-func (c *Child) awaitMain() {
-	if c.mode() != ContainPgroup {
-		return
-	}
-	t := time.NewTicker(mainSweep)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.done:
-			return
-		case <-t.C:
-			c.signalTree(syscall.SIGKILL)
-		}
-	}
-}
-
-// mainSweep is how often the tree is swept again while the SIGKILLed main
-// process is not yet reaped.
-const mainSweep = 100 * time.Millisecond
 
 // drainPass reaps what it may, SIGKILLs every process of the tree it finds
 // and the child's group, and reports whether it found none, not even a
@@ -438,9 +361,20 @@ func groupMembers(pgid int) (alive, zombies int) {
 	return alive, zombies
 }
 
-func exitCodeOf(ws unix.WaitStatus) int {
-	if ws.Signaled() {
-		return 128 + int(ws.Signal())
+// running finishes a start: the command runs. Its output is fed on, and
+// if it started only after KillBy its whole tree is killed and reaped.
+func (c *Child) running(clk clock.Clock) (*Child, error) {
+	for _, o := range c.outputs {
+		go o.run()
 	}
-	return ws.ExitStatus()
+	if !c.spec.KillBy.IsZero() && !clk.Now().Before(c.spec.KillBy) {
+		// Too late to run at all: the whole tree (it may have forked
+		// already) is killed and reaped, as by a Stop whose time is up.
+		now, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, serr := c.Stop(now)
+		return nil, fmt.Errorf("start child: %w: started only after ValidUntil − StopMargin; killed", errors.Join(errStartLate, serr))
+	}
+	c.log.Info("started", "pid", c.pid, "path", c.path, "args", c.argv[1:], "containment", c.tree.mode())
+	return c, nil
 }

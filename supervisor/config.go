@@ -63,8 +63,10 @@ const DefaultCoolDownMax = 5 * time.Minute
 
 // Config configures the leadership loop.
 type Config struct {
-	Elector  Campaigner
-	Timing   elector.Timing // the elector's timing, to check StopTimeout against
+	Elector Campaigner
+	// Timing is the elector's timing, only to check StopTimeout against in
+	// New: a term runs on its own (elector.Term.Timing).
+	Timing   elector.Timing
 	Election string
 	ID       string
 
@@ -135,11 +137,10 @@ func (c *Config) validate() error {
 	if c.RestartBackoffMax < c.RestartBackoff {
 		return elector.Configf("restart-backoff-max", "%s is shorter than the first backoff %s", c.RestartBackoffMax, c.RestartBackoff)
 	}
-	c.Timing = c.Timing.WithDefaults()
-	if err := c.Timing.Validate(); err != nil {
+	var err error
+	if c.Timing, err = c.Timing.Checked(); err != nil {
 		return err
 	}
-	var err error
 	if c.StopTimeout, err = StopTimeout(c.Timing, c.StopTimeout, true); err != nil {
 		return err
 	}

@@ -543,16 +543,3 @@ func treeMarker(env []string) string {
 	}
 	return ""
 }
-
-// parseStart reads field 22 (starttime) from the fields after comm.
-func parseStart(f []string) uint64 {
-	// f[0] is field 3 (state), so starttime (22) is f[19].
-	if len(f) < 20 {
-		return 0
-	}
-	v, err := strconv.ParseUint(strings.TrimSpace(f[19]), 10, 64)
-	if err != nil {
-		return 0
-	}
-	return v
-}

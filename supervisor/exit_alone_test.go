@@ -23,7 +23,7 @@ import (
 // there, with PTRACE_O_TRACEEXIT, before the kernel reaps anything of the
 // namespace): Done must come all the same. Without the init's report, or
 // without electd's reading of it, Done waits for the init to be released.
-// Under userns the report is not taken (see Child.trustsEmpty): Done waits
+// Under userns the report is not taken (see nsTree.trustsEmpty): Done waits
 // for the init's release there.
 func TestDoneWhenAloneBeforeInitReaped(t *testing.T) {
 	for _, mode := range nsModes {

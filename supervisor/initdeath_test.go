@@ -50,6 +50,20 @@ func TestInitDeathHelper(t *testing.T) {
 	time.Sleep(time.Hour)
 }
 
+// needElectdKillTest skips a test that kills an electd of its own (a
+// helper process) unless it runs as root where pidns is available, and in
+// that helper itself.
+func needElectdKillTest(t *testing.T) {
+	t.Helper()
+	if os.Getenv(envInitDeathCmd) != "" || os.Getenv(envAsNobody) != "" {
+		t.Skip("SKIP: in a helper")
+	}
+	needMode(t, ContainPidns)
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: not root")
+	}
+}
+
 // TestNoExecAfterElectdDied: electd is killed with SIGKILL while its
 // namespace init is starting (held stopped before it has started the
 // command, as by a loaded host); once the init runs again it must not
@@ -70,13 +84,7 @@ func TestInitDeathHelper(t *testing.T) {
 // Whether the command was exec'd is seen with inotify on a private copy of
 // it: an exec opens the file (IN_OPEN) before it returns.
 func TestNoExecAfterElectdDied(t *testing.T) {
-	if os.Getenv(envInitDeathCmd) != "" || os.Getenv(envAsNobody) != "" {
-		t.Skip("SKIP: in a helper")
-	}
-	needMode(t, ContainPidns)
-	if os.Geteuid() != 0 {
-		t.Skip("SKIP: not root")
-	}
+	needElectdKillTest(t)
 	for _, tt := range []struct {
 		name   string
 		nobody bool // electd as nobody, its binary with cap_sys_admin+ep

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,13 +18,7 @@ import (
 // cap_sys_admin+ep, where the kernel clears the Pdeathsig of electd's
 // fork.
 func TestPreparedInitDiesWithElectd(t *testing.T) {
-	if os.Getenv(envInitDeathCmd) != "" || os.Getenv(envAsNobody) != "" {
-		t.Skip("SKIP: in a helper")
-	}
-	needMode(t, ContainPidns)
-	if os.Geteuid() != 0 {
-		t.Skip("SKIP: not root")
-	}
+	needElectdKillTest(t)
 	for _, asNobody := range []bool{false, true} {
 		for _, phase := range []string{"idle", "go sent", "before ready"} {
 			t.Run(fmt.Sprintf("%s nobody=%v", phase, asNobody), func(t *testing.T) {

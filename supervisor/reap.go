@@ -190,3 +190,10 @@ func reapUnowned(log *slog.Logger, since uint64) {
 		}
 	}
 }
+
+func exitCodeOf(ws unix.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}

@@ -78,16 +78,7 @@ func TestLateStartStopsWholeTree(t *testing.T) {
 			t.Fatalf("StartChild = %v, want errStartLate", err)
 		}
 		// The daemon, if it got away, writes its pid.
-		var pid int
-		end := time.Now().Add(300 * time.Millisecond)
-		for time.Now().Before(end) {
-			b, err := os.ReadFile(marker)
-			if err == nil && strings.HasSuffix(string(b), "\n") {
-				pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-				break
-			}
-			time.Sleep(2 * time.Millisecond) // polling a condition with a deadline
-		}
+		pid := awaitPidLine(marker, 300*time.Millisecond)
 		if pid == 0 || procDead(pid) {
 			continue
 		}
@@ -131,16 +122,7 @@ func TestHoldLateStartStopsWholeTree(t *testing.T) {
 				return false
 			}
 		})
-		var pid int
-		end := time.Now().Add(300 * time.Millisecond)
-		for time.Now().Before(end) {
-			b, err := os.ReadFile(marker)
-			if err == nil && strings.HasSuffix(string(b), "\n") {
-				pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-				break
-			}
-			time.Sleep(2 * time.Millisecond) // polling a condition with a deadline
-		}
+		pid := awaitPidLine(marker, 300*time.Millisecond)
 		if pid == 0 || procDead(pid) {
 			h.cancel()
 			continue
@@ -164,4 +146,19 @@ func blockedIn(t *testing.T, fn string) {
 		n := runtime.Stack(buf, true)
 		return strings.Contains(string(buf[:n]), fn)
 	})
+}
+
+// awaitPidLine is the pid that a daemon writes, as a whole line, into
+// marker within d; 0 if none was written.
+func awaitPidLine(marker string, d time.Duration) int {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		b, err := os.ReadFile(marker)
+		if err == nil && strings.HasSuffix(string(b), "\n") {
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			return pid
+		}
+		time.Sleep(2 * time.Millisecond) // polling a condition with a deadline
+	}
+	return 0
 }

@@ -188,8 +188,10 @@ type stopTimer struct {
 	t           clock.Timer
 }
 
-func (s *Supervisor) newStopTimer(term *elector.Term) *stopTimer {
-	st := &stopTimer{clk: s.cfg.Clock, term: term, stopTimeout: s.cfg.StopTimeout}
+// newStopTimer arms the stop-by timer of term, on clk, for a child that
+// may take stopTimeout to stop.
+func newStopTimer(clk clock.Clock, term *elector.Term, stopTimeout time.Duration) *stopTimer {
+	st := &stopTimer{clk: clk, term: term, stopTimeout: stopTimeout}
 	st.arm()
 	return st
 }

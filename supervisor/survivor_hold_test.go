@@ -74,10 +74,7 @@ func waitLog(t *testing.T, buf *syncBuf, s string, within time.Duration) {
 func TestSurvivorRecampaignBesideSurvivor(t *testing.T) {
 	needFreezer(t)
 	th, buf := newTreeHarnessLog(t, ContainPgroup)
-	th.grant(t, 90)
-	pids := treePids(t, th.pidFile)
-	frozen := pids[len(pids)-1]
-	thaw := freeze(t, frozen)
+	_, frozen, thaw := th.grantFrozen(t, 90)
 	defer thaw()
 
 	// The store is unreachable: no renewal; the lease runs out.
@@ -113,10 +110,7 @@ func TestSurvivorRecampaignBesideSurvivor(t *testing.T) {
 func TestSurvivorResignDuringHoldResignsNextTerm(t *testing.T) {
 	needFreezer(t)
 	th, buf := newTreeHarnessLog(t, ContainPgroup)
-	th.grant(t, 92)
-	pids := treePids(t, th.pidFile)
-	frozen := pids[len(pids)-1]
-	thaw := freeze(t, frozen)
+	_, _, thaw := th.grantFrozen(t, 92)
 
 	first := make(chan error, 1)
 	go func() { first <- th.sup.Resign(context.Background()) }()
@@ -178,10 +172,7 @@ func TestSurvivorResignDuringHoldResignsNextTerm(t *testing.T) {
 func TestSurvivorAwaitGoneCPU(t *testing.T) {
 	needFreezer(t)
 	th, buf := newTreeHarnessLog(t, ContainPgroup)
-	th.grant(t, 95)
-	pids := treePids(t, th.pidFile)
-	frozen := pids[len(pids)-1]
-	thaw := freeze(t, frozen)
+	_, _, thaw := th.grantFrozen(t, 95)
 	go func() { _ = th.sup.Resign(context.Background()) }()
 	waitLog(t, buf, "survive SIGKILL; holding the term", 20*time.Second)
 	var r0, r1 syscall.Rusage

@@ -32,10 +32,7 @@ func TestTermHeldWhileTreeSurvives(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
 			th := newTreeHarness(t, mode, OnExitResign, false, false, false)
-			th.grant(t, 70)
-			pids := treePids(t, th.pidFile)
-			frozen := pids[len(pids)-1]
-			thaw := freeze(t, frozen)
+			pids, frozen, thaw := th.grantFrozen(t, 70)
 
 			resigned := make(chan error, 1)
 			go func() { resigned <- th.sup.Resign(context.Background()) }()
@@ -58,6 +55,16 @@ func TestTermHeldWhileTreeSurvives(t *testing.T) {
 			}
 		})
 	}
+}
+
+// grantFrozen grants th the term token, then freezes the last worker of
+// the child's tree (see freeze): pids is the tree, frozen the worker.
+func (th *treeHarness) grantFrozen(t *testing.T, token uint64) (pids []int, frozen int, thaw func()) {
+	t.Helper()
+	th.grant(t, token)
+	pids = treePids(t, th.pidFile)
+	frozen = pids[len(pids)-1]
+	return pids, frozen, freeze(t, frozen)
 }
 
 // freeze moves pid into a new freezer cgroup and freezes it; the returned

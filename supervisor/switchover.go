@@ -3,16 +3,10 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/electd/electd/elector"
 )
-
-// resignReq is a Resign or ResignTo caller waiting for the term to be
-// given up: to names the candidate to hand it to ("" for the next in line).
-type resignReq struct {
-	reply chan error
-	to    string
-}
 
 // ResignTo is Resign that hands the term to candidate id: the loop stops
 // the child's tree as for Resign, and only then does the store make id the
@@ -82,4 +76,32 @@ func (s *Supervisor) giveUp(ctx context.Context, term *elector.Term, to string) 
 	}
 	s.log.Info("term handed over", "to", to, "token", term.Token)
 	return nil
+}
+
+// give ends the term: resigns if resign (handing over at once when the
+// store is reachable; a failure is logged, and the lease then expires on
+// the store), records why, and answers every Resign caller of the term.
+func (s *Supervisor) give(ctx context.Context, term *elector.Term, reason string, resign bool) {
+	s.mu.Lock()
+	s.term = nil
+	resigners := s.resigners
+	s.resigners = nil
+	s.mu.Unlock()
+	ended := term.Err() != nil
+	to := switchTarget(resigners)
+	var err error
+	if resign {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), term.Timing().RenewInterval+time.Second)
+		defer cancel()
+		err = s.giveUp(rctx, term, to)
+	}
+	if ended {
+		// The term ended by itself (expiry, loss, close): that is the reason.
+		reason = elector.LossReason(term.Err())
+	}
+	s.cfg.Events.Lost(reason)
+	s.log.Info("leadership given up", "reason", reason, "token", term.Token)
+	for _, r := range resigners {
+		r.reply <- answer(r, resign, to, err)
+	}
 }

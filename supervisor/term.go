@@ -52,7 +52,7 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 	s.mu.Lock()
 	s.term = term
 	s.mu.Unlock()
-	stopBy := s.newStopTimer(term)
+	stopBy := newStopTimer(s.cfg.Clock, term, s.cfg.StopTimeout)
 	defer stopBy.stop()
 
 	var (

@@ -112,17 +112,11 @@ func containmentOf(c *cli.Context) (supervisor.Containment, error) {
 	return want, nil
 }
 
-// timingOf reads --ttl and --renew-interval and checks them.
+// timingOf reads --ttl and --renew-interval and checks them (elector's
+// Timing.CheckedAsSet, whose errors name the flags).
 func timingOf(c *cli.Context) (elector.Timing, error) {
 	t := elector.Timing{TTL: c.Duration("ttl"), RenewInterval: c.Duration("renew-interval")}
-	if t.TTL <= 0 {
-		return t, elector.Configf("ttl", "must be positive, got %s", t.TTL)
-	}
-	if c.IsSet("renew-interval") && t.RenewInterval <= 0 {
-		return t, elector.Configf("renew-interval", "must be positive, got %s", t.RenewInterval)
-	}
-	t = t.WithDefaults()
-	return t, t.Validate()
+	return t.CheckedAsSet(c.IsSet("renew-interval"))
 }
 
 func requireElection(c *cli.Context) (string, error) {
