@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"syscall"
 	"time"
 
@@ -36,24 +35,12 @@ func leaderFlags() []cli.Flag {
 }
 
 func leaderAction(c *cli.Context, log *slog.Logger) error {
-	election, err := requireElection(c)
+	reach := leaderwatch.NewReachability()
+	obs, err := observerArgs(c, log, "leader", reach)
 	if err != nil {
 		return err
 	}
-	format := c.String("output")
-	if format != "text" && format != "json" {
-		return elector.Configf("output", "%q is not one of text, json", format)
-	}
-	if c.Args().Present() {
-		return usagef("leader takes no arguments, got %q", c.Args().Slice())
-	}
-	host, _ := os.Hostname()
-	// An observer holds no lease: the default timing serves.
-	reach := leaderwatch.NewReachability()
-	cand := elector.Candidate{Election: election, ID: "observer-" + sanitizeID(host), Logger: log, Instrument: reach}
-	if _, err := cand.Validate(); err != nil {
-		return err
-	}
+	election := obs.election
 	// SIGTERM and SIGINT end the question, the store's opening included;
 	// without --watch, so does --timeout.
 	sigs := catchShutdown()
@@ -86,19 +73,20 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 		}
 		return err
 	}
-	st, el, done, err := openCandidate(ctx, c, log, cand)
+	giveUp := c.Duration("timeout") // without --watch: the question's deadline
+	if c.Bool("watch") && !c.IsSet("timeout") {
+		giveUp = 0 // never
+	}
+	st, el, done, err := obs.open(ctx, c, log, giveUp)
 	if err != nil {
 		return failed(err)
 	}
 	defer done()
 	shown = st.Redacted()
-	print := leaderwatch.Printer{Election: election, JSON: format == "json", W: c.App.Writer}.Print
+	printer := leaderwatch.Printer{Election: election, JSON: obs.json, W: c.App.Writer}
+	print := printer.Print
 
 	if c.Bool("watch") {
-		giveUp := time.Duration(0) // never
-		if c.IsSet("timeout") {
-			giveUp = c.Duration("timeout")
-		}
 		// A watch on a store that went away may just wait to reconnect
 		// (etcd's does), saying nothing: a ping now and then tells.
 		go reach.Probe(ctx, st.Ping, leaderwatch.PingEvery)
@@ -127,7 +115,7 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 	if err != nil {
 		log.Warn("cannot read the election's line: showing the leader alone, not every holder of a semaphore", "err", err)
 	}
-	return leaderwatch.Printer{Election: election, JSON: format == "json", W: c.App.Writer}.PrintHolders(l, holders)
+	return printer.PrintHolders(l, holders)
 }
 
 // errLeaderTimeout is the cause of the end of `electd leader`'s --timeout.
