@@ -268,20 +268,11 @@ func (e *env) kubeCrashElectd(ctx context.Context, b *backend, ttl time.Duration
 			if err != nil {
 				return err
 			}
-			killed := time.Now()
-			if err := lead.signal(syscall.SIGKILL); err != nil {
-				return err
-			}
-			if old, _ := c.rec.get(cur.Pid); old.Ended() && !old.End().After(killed) {
+			killed, void, err := c.killLeader(ctx, lead, cur, ttl+20*time.Second, func(record.Run, time.Time) {
 				col.add("electd void", 0)
-				if _, err := c.nextRun(ctx, cur, ttl+20*time.Second); err != nil {
-					return err
-				}
-				lead.p.Wait(5 * time.Second)
-				if _, err := c.add(ctx); err != nil {
-					return err
-				}
-				return c.waitQueued(ctx, 2, ttl+20*time.Second)
+			})
+			if err != nil || void {
+				return err
 			}
 			if gone, ok := pidwatch.GoneAt(cur.Pid, 2*time.Second, 500*time.Microsecond); ok {
 				col.add("electd child gone", gone.Sub(killed))
