@@ -36,11 +36,11 @@ func leaderFlags() []cli.Flag {
 
 func leaderAction(c *cli.Context, log *slog.Logger) error {
 	reach := leaderwatch.NewReachability()
-	obs, err := observerArgs(c, log, "leader", reach)
+	cand, asJSON, err := observerArgs(c, log, "leader", reach)
 	if err != nil {
 		return err
 	}
-	election := obs.election
+	election := cand.Election
 	// SIGTERM and SIGINT end the question, the store's opening included;
 	// without --watch, so does --timeout.
 	sigs := catchShutdown()
@@ -73,24 +73,25 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 		}
 		return err
 	}
-	giveUp := c.Duration("timeout") // without --watch: the question's deadline
+	opts := storeOptions(c)
+	opts.GiveUp = c.Duration("timeout") // without --watch: the question's deadline
 	if c.Bool("watch") && !c.IsSet("timeout") {
-		giveUp = 0 // never
+		opts.GiveUp = 0 // never
 	}
-	st, el, done, err := obs.open(ctx, c, log, giveUp)
+	st, el, done, err := openCandidateWith(ctx, opts, log, cand)
 	if err != nil {
 		return failed(err)
 	}
 	defer done()
 	shown = st.Redacted()
-	printer := leaderwatch.Printer{Election: election, JSON: obs.json, W: c.App.Writer}
+	printer := leaderwatch.Printer{Election: election, JSON: asJSON, W: c.App.Writer}
 	print := printer.Print
 
 	if c.Bool("watch") {
 		// A watch on a store that went away may just wait to reconnect
 		// (etcd's does), saying nothing: a ping now and then tells.
 		go reach.Probe(ctx, st.Ping, leaderwatch.PingEvery)
-		err := leaderwatch.Watch{Leaders: el.Observe(ctx), Reach: reach, GiveUp: giveUp, Store: st.Redacted(),
+		err := leaderwatch.Watch{Leaders: el.Observe(ctx), Reach: reach, GiveUp: opts.GiveUp, Store: st.Redacted(),
 			Show: print, Notices: c.App.ErrWriter}.Run(ctx)
 		if sig := ended(); sig != 0 {
 			return nil

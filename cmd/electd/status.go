@@ -25,18 +25,20 @@ func statusFlags() []cli.Flag {
 }
 
 func statusAction(c *cli.Context, log *slog.Logger) error {
-	obs, err := observerArgs(c, log, "status", nil)
+	cand, asJSON, err := observerArgs(c, log, "status", nil)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeoutCause(c.Context, c.Duration("timeout"), errLeaderTimeout)
 	defer cancel()
-	st, el, done, err := obs.open(ctx, c, log, c.Duration("timeout"))
+	opts := storeOptions(c)
+	opts.GiveUp = c.Duration("timeout")
+	st, el, done, err := openCandidateWith(ctx, opts, log, cand)
 	if err != nil {
 		return err
 	}
 	defer done()
-	reader, err := status.NewReader(obs.election, el, st)
+	reader, err := status.NewReader(cand.Election, el, st)
 	if err != nil {
 		return err
 	}
@@ -44,7 +46,7 @@ func statusAction(c *cli.Context, log *slog.Logger) error {
 	if rep.Queue == nil && rep.Store.Reachable {
 		return rerr // the store refused: no report
 	}
-	if err := rep.Write(c.App.Writer, obs.json); err != nil {
+	if err := rep.Write(c.App.Writer, asJSON); err != nil {
 		return err
 	}
 	return rerr
