@@ -31,6 +31,11 @@ type Options struct {
 	// CAFile, CertFile, KeyFile and ServerName are --ca-file, --cert-file,
 	// --key-file and --tls-server-name, for TLS schemes only.
 	CAFile, CertFile, KeyFile, ServerName string
+	// GiveUp is how long the caller waits for an unreachable store before
+	// it gives up (`electd status` and `leader`: --timeout); 0 when it
+	// keeps trying until the store answers (a campaign). Only the warning
+	// about a store that does not answer at start says it.
+	GiveUp time.Duration
 }
 
 // Store is an open store: it makes candidates and says whether it answers.
@@ -92,7 +97,7 @@ func Open(ctx context.Context, o Options, log *slog.Logger) (*Store, error) {
 		return nil, su.secrets.err(fmt.Errorf("connect to %s: %w", su.redacted, err))
 	}
 	s := &Store{url: su, tls: tlsCfg, conn: conn}
-	if err := s.preflight(ctx, log); err != nil {
+	if err := s.preflight(ctx, log, o.GiveUp); err != nil {
 		_ = conn.Close()
 		return nil, su.secrets.err(err)
 	}
@@ -128,8 +133,9 @@ type startChecker interface {
 }
 
 // preflight makes one request. A refusal that retrying cannot fix is
-// returned; an unreachable store is only logged.
-func (s *Store) preflight(parent context.Context, log *slog.Logger) error {
+// returned; an unreachable store is only logged, with how long the caller
+// keeps trying (giveUp; 0: until it answers).
+func (s *Store) preflight(parent context.Context, log *slog.Logger, giveUp time.Duration) error {
 	ctx, cancel := context.WithTimeout(parent, preflightTimeout)
 	defer cancel()
 	err := s.conn.Ping(ctx)
@@ -151,6 +157,11 @@ func (s *Store) preflight(parent context.Context, log *slog.Logger) error {
 	defer dcancel()
 	if cerr := diagnoseTLS(dctx, s.url, s.tls); cerr != nil {
 		return cerr
+	}
+	if giveUp > 0 {
+		log.Warn("the store does not answer yet; electd keeps trying until its timeout", "store", s.url.redacted,
+			"timeout", giveUp, "err", s.url.secrets.err(err))
+		return nil
 	}
 	log.Warn("the store does not answer yet; electd keeps trying", "store", s.url.redacted, "err", s.url.secrets.err(err))
 	return nil

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"syscall"
 	"time"
 
@@ -36,24 +35,12 @@ func leaderFlags() []cli.Flag {
 }
 
 func leaderAction(c *cli.Context, log *slog.Logger) error {
-	election, err := requireElection(c)
+	reach := leaderwatch.NewReachability()
+	cand, asJSON, err := observerArgs(c, log, "leader", reach)
 	if err != nil {
 		return err
 	}
-	format := c.String("output")
-	if format != "text" && format != "json" {
-		return elector.Configf("output", "%q is not one of text, json", format)
-	}
-	if c.Args().Present() {
-		return usagef("leader takes no arguments, got %q", c.Args().Slice())
-	}
-	host, _ := os.Hostname()
-	// An observer holds no lease: the default timing serves.
-	reach := leaderwatch.NewReachability()
-	cand := elector.Candidate{Election: election, ID: "observer-" + sanitizeID(host), Logger: log, Instrument: reach}
-	if _, err := cand.Validate(); err != nil {
-		return err
-	}
+	election := cand.Election
 	// SIGTERM and SIGINT end the question, the store's opening included;
 	// without --watch, so does --timeout.
 	sigs := catchShutdown()
@@ -86,23 +73,25 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 		}
 		return err
 	}
-	st, el, done, err := openCandidate(ctx, c, log, cand)
+	opts := storeOptions(c)
+	opts.GiveUp = c.Duration("timeout") // without --watch: the question's deadline
+	if c.Bool("watch") && !c.IsSet("timeout") {
+		opts.GiveUp = 0 // never
+	}
+	st, el, done, err := openCandidateWith(ctx, opts, log, cand)
 	if err != nil {
 		return failed(err)
 	}
 	defer done()
 	shown = st.Redacted()
-	print := leaderwatch.Printer{Election: election, JSON: format == "json", W: c.App.Writer}.Print
+	printer := leaderwatch.Printer{Election: election, JSON: asJSON, W: c.App.Writer}
+	print := printer.Print
 
 	if c.Bool("watch") {
-		giveUp := time.Duration(0) // never
-		if c.IsSet("timeout") {
-			giveUp = c.Duration("timeout")
-		}
 		// A watch on a store that went away may just wait to reconnect
 		// (etcd's does), saying nothing: a ping now and then tells.
 		go reach.Probe(ctx, st.Ping, leaderwatch.PingEvery)
-		err := leaderwatch.Watch{Leaders: el.Observe(ctx), Reach: reach, GiveUp: giveUp, Store: st.Redacted(),
+		err := leaderwatch.Watch{Leaders: el.Observe(ctx), Reach: reach, GiveUp: opts.GiveUp, Store: st.Redacted(),
 			Show: print, Notices: c.App.ErrWriter}.Run(ctx)
 		if sig := ended(); sig != 0 {
 			return nil
@@ -127,7 +116,7 @@ func leaderAction(c *cli.Context, log *slog.Logger) error {
 	if err != nil {
 		log.Warn("cannot read the election's line: showing the leader alone, not every holder of a semaphore", "err", err)
 	}
-	return leaderwatch.Printer{Election: election, JSON: format == "json", W: c.App.Writer}.PrintHolders(l, holders)
+	return printer.PrintHolders(l, holders)
 }
 
 // errLeaderTimeout is the cause of the end of `electd leader`'s --timeout.

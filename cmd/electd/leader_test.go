@@ -51,20 +51,7 @@ func TestLeaderEscapesStoreText(t *testing.T) {
 // its start time), and when the store goes away it says so on stderr, not
 // "no leader" on stdout; with --timeout it gives up and exits 69.
 func TestLeaderWatch(t *testing.T) {
-	tests := []struct {
-		name  string
-		start func(t *testing.T) (url string, kill func())
-	}{
-		{name: "etcd", start: func(t *testing.T) (string, func()) {
-			e := testenv.StartEtcd(t)
-			return "etcd://" + e.Endpoint(), func() { e.Kill(t) }
-		}},
-		{name: "redis", start: func(t *testing.T) (string, func()) {
-			r := testenv.StartRedis(t)
-			return "redis://" + r.Addr(), func() { r.Kill(t) }
-		}},
-	}
-	for _, tc := range tests {
+	for _, tc := range killableStores() {
 		t.Run(tc.name, func(t *testing.T) {
 			url, kill := tc.start(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/electd/electd/elector"
 	"github.com/electd/electd/status"
 )
 
@@ -27,30 +25,20 @@ func statusFlags() []cli.Flag {
 }
 
 func statusAction(c *cli.Context, log *slog.Logger) error {
-	election, err := requireElection(c)
+	cand, asJSON, err := observerArgs(c, log, "status", nil)
 	if err != nil {
-		return err
-	}
-	format := c.String("output")
-	if format != "text" && format != "json" {
-		return elector.Configf("output", "%q is not one of text, json", format)
-	}
-	if c.Args().Present() {
-		return usagef("status takes no arguments, got %q", c.Args().Slice())
-	}
-	host, _ := os.Hostname()
-	cand := elector.Candidate{Election: election, ID: "observer-" + sanitizeID(host), Logger: log}
-	if _, err := cand.Validate(); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeoutCause(c.Context, c.Duration("timeout"), errLeaderTimeout)
 	defer cancel()
-	st, el, done, err := openCandidate(ctx, c, log, cand)
+	opts := storeOptions(c)
+	opts.GiveUp = c.Duration("timeout")
+	st, el, done, err := openCandidateWith(ctx, opts, log, cand)
 	if err != nil {
 		return err
 	}
 	defer done()
-	reader, err := status.NewReader(election, el, st)
+	reader, err := status.NewReader(cand.Election, el, st)
 	if err != nil {
 		return err
 	}
@@ -58,7 +46,7 @@ func statusAction(c *cli.Context, log *slog.Logger) error {
 	if rep.Queue == nil && rep.Store.Reachable {
 		return rerr // the store refused: no report
 	}
-	if err := rep.Write(c.App.Writer, format == "json"); err != nil {
+	if err := rep.Write(c.App.Writer, asJSON); err != nil {
 		return err
 	}
 	return rerr

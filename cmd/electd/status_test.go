@@ -23,31 +23,20 @@ import (
 // JSON; once the store is gone (for redlock, a majority of it) it says so
 // and exits 69.
 func TestStatus(t *testing.T) {
-	tests := []struct {
-		name  string
-		start func(t *testing.T) (url string, kill func())
-	}{
-		{name: "etcd", start: func(t *testing.T) (string, func()) {
-			e := testenv.StartEtcd(t)
-			return "etcd://" + e.Endpoint(), func() { e.Kill(t) }
-		}},
-		{name: "redis", start: func(t *testing.T) (string, func()) {
-			r := testenv.StartRedis(t)
-			return "redis://" + r.Addr(), func() { r.Kill(t) }
-		}},
-		{name: "redlock", start: func(t *testing.T) (string, func()) {
+	tests := append(killableStores(),
+		killableStore{name: "redlock", start: func(t *testing.T) (string, func()) {
 			rs := []*testenv.Redis{testenv.StartRedis(t), testenv.StartRedis(t), testenv.StartRedis(t)}
 			// Two of three gone: no majority answers.
 			return "redlock://" + rs[0].Addr() + "," + rs[1].Addr() + "," + rs[2].Addr(), func() { rs[0].Kill(t); rs[1].Kill(t) }
 		}},
-		{name: "kube", start: func(t *testing.T) (string, func()) {
+		killableStore{name: "kube", start: func(t *testing.T) (string, func()) {
 			k := testenv.StartKube(t)
 			p := faultproxy.Start(t, strings.TrimPrefix(k.URL(), "https://"))
 			// The copies below and electd status all find it by $KUBECONFIG.
 			t.Setenv("KUBECONFIG", k.KubeconfigVia(t, "https://"+p.Addr(), k.AdminToken(), "default"))
 			return "k8s://", p.Cut
 		}},
-	}
+	)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			url, kill := tc.start(t)

@@ -30,17 +30,17 @@ func storeOptions(c *cli.Context) store.Options {
 	return o
 }
 
-// openStore opens --store. Call it after every flag is checked: it is the
-// first thing that touches the network. ctx bounds the opening only (a
-// login that the store does not answer), not the store's life.
-func openStore(ctx context.Context, c *cli.Context, log *slog.Logger) (*store.Store, error) {
-	return store.Open(ctx, storeOptions(c), log)
+// openCandidate opens --store and makes cand on it; done closes both,
+// logging what fails. Call it after every flag is checked: it is the first
+// thing that touches the network. ctx bounds the opening only (a login
+// that the store does not answer), not the store's life.
+func openCandidate(ctx context.Context, c *cli.Context, log *slog.Logger, cand elector.Candidate) (st *store.Store, el elector.Locker, done func(), err error) {
+	return openCandidateWith(ctx, storeOptions(c), log, cand)
 }
 
-// openCandidate opens --store and makes cand on it; done closes both,
-// logging what fails. ctx bounds the opening only.
-func openCandidate(ctx context.Context, c *cli.Context, log *slog.Logger, cand elector.Candidate) (st *store.Store, el elector.Locker, done func(), err error) {
-	if st, err = openStore(ctx, c, log); err != nil {
+// openCandidateWith is openCandidate with the store options given.
+func openCandidateWith(ctx context.Context, o store.Options, log *slog.Logger, cand elector.Candidate) (st *store.Store, el elector.Locker, done func(), err error) {
+	if st, err = store.Open(ctx, o, log); err != nil {
 		return nil, nil, nil, err
 	}
 	closeStore := func() {

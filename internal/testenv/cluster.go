@@ -202,20 +202,14 @@ func (c *Cluster) waitOwner(t testing.TB, slot int, want []*RedisNode) *RedisNod
 // Kill SIGKILLs every node.
 func (c *Cluster) Kill(t testing.TB) {
 	t.Helper()
-	for _, n := range c.nodes {
-		n.Kill(t)
-	}
+	killEach(t, c.nodes)
 }
 
 // Start starts every node that is not running, on its nodes.conf and with
 // EMPTY data, and waits until the cluster is healthy (see WaitHealthy).
 func (c *Cluster) Start(t testing.TB) {
 	t.Helper()
-	for _, n := range c.nodes {
-		if n.Pid() == 0 {
-			n.Start(t)
-		}
-	}
+	startStopped(t, c.nodes)
 	c.waitHealthy(t)
 }
 

@@ -417,20 +417,14 @@ func (c *EtcdCluster) ResetPeerLinks(i int) {
 // Kill SIGKILLs every member.
 func (c *EtcdCluster) Kill(t testing.TB) {
 	t.Helper()
-	for _, m := range c.members {
-		m.Kill(t)
-	}
+	killEach(t, c.members)
 }
 
 // Start starts every stopped member again, on its data dir and ports, and
 // waits until the cluster is healthy: a full restart keeps the data.
 func (c *EtcdCluster) Start(t testing.TB) {
 	t.Helper()
-	for _, m := range c.members {
-		if m.Pid() == 0 {
-			m.Start(t)
-		}
-	}
+	startStopped(t, c.members)
 	c.WaitHealthy(t)
 }
 

@@ -108,18 +108,12 @@ func (r *Redlock) Stop(t testing.TB) {
 // KillAll SIGKILLs every running server and waits until they are gone.
 func (r *Redlock) KillAll(t testing.TB) {
 	t.Helper()
-	for _, s := range r.servers {
-		s.Kill(t)
-	}
+	killEach(t, r.servers)
 }
 
 // StartAll starts every server that is not running, EMPTY, and waits until
 // each answers PING. The test goroutine only.
 func (r *Redlock) StartAll(t testing.TB) {
 	t.Helper()
-	for _, s := range r.servers {
-		if s.Pid() == 0 {
-			s.Start(t)
-		}
-	}
+	startStopped(t, r.servers)
 }

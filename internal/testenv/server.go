@@ -63,6 +63,32 @@ func (l *lifecycle) Restart(t testing.TB) {
 	l.Start(t)
 }
 
+// process is a server process that a topology kills and starts again
+// (lifecycle's methods): an etcd member, a Redis server, a RedisNode.
+type process interface {
+	Pid() int
+	Kill(t testing.TB)
+	Start(t testing.TB)
+}
+
+// killEach SIGKILLs each of ps.
+func killEach[P process](t testing.TB, ps []P) {
+	t.Helper()
+	for _, p := range ps {
+		p.Kill(t)
+	}
+}
+
+// startStopped starts each of ps that is not running.
+func startStopped[P process](t testing.TB, ps []P) {
+	t.Helper()
+	for _, p := range ps {
+		if p.Pid() == 0 {
+			p.Start(t)
+		}
+	}
+}
+
 // start runs the binary and waits until the probe succeeds.
 func (s *server) start() error {
 	s.mu.Lock()

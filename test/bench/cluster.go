@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	pidwatch "github.com/electd/electd/test/proc"
@@ -153,6 +154,34 @@ func (c *cluster) waitQueued(ctx context.Context, want int, within time.Duration
 		return fmt.Errorf("%s: %d candidates queued, want %d (%v): %w", c.election, got, want, qerr, err)
 	}
 	return nil
+}
+
+// killLeader kill -9s lead, whose child is cur, and returns when. A child
+// that had stopped before the kill belonged to a leader already ending its
+// term, which it may release once the child is gone: then the successor
+// may lead before the lease could lapse, and the trial measures no crash.
+// Such a trial is void: onVoid is told of the child, the cluster is made
+// whole again (the successor's run, then a new copy queued, each within
+// within) and void is true.
+func (c *cluster) killLeader(ctx context.Context, lead *node, cur record.Run, within time.Duration,
+	onVoid func(old record.Run, killed time.Time)) (killed time.Time, void bool, err error) {
+	killed = time.Now()
+	if err := lead.signal(syscall.SIGKILL); err != nil {
+		return killed, false, err
+	}
+	old, _ := c.rec.get(cur.Pid)
+	if !old.Ended() || old.End().After(killed) {
+		return killed, false, nil
+	}
+	onVoid(old, killed)
+	if _, err := c.nextRun(ctx, cur, within); err != nil {
+		return killed, true, err
+	}
+	lead.p.Wait(5 * time.Second)
+	if _, err := c.add(ctx); err != nil {
+		return killed, true, err
+	}
+	return killed, true, c.waitQueued(ctx, 2, within)
 }
 
 // nextRun waits for the first run that started after prev on another node.

@@ -82,27 +82,15 @@ func (e *env) crashElectd(ctx context.Context, b *backend, bd build, ttl time.Du
 			if err != nil {
 				return err
 			}
-			killed := time.Now()
-			if err := lead.signal(syscall.SIGKILL); err != nil {
-				return err
-			}
-			// A child that had stopped before the kill (its stop line,
-			// written on SIGTERM) belonged to a leader already ending its
-			// term, which it may release once the child is gone: then the
-			// successor may lead before the lease could lapse, and the
-			// trial measures no crash. It is counted, not timed; the
+			// A void trial (the child had stopped before the kill: its
+			// stop line, written on SIGTERM) is counted, not timed; the
 			// overlap check still covers it.
-			if old, _ := c.rec.get(cur.Pid); old.Ended() && !old.End().After(killed) {
+			killed, isVoid, err := c.killLeader(ctx, lead, cur, ttl+10*time.Second, func(old record.Run, killed time.Time) {
 				void.Add(1)
 				logf("%s on %s: void trial: the child %s stopped %s before the kill", c.election, b.name, &old, ms(killed.Sub(old.End())))
-				if _, err := c.nextRun(ctx, cur, ttl+10*time.Second); err != nil {
-					return err
-				}
-				lead.p.Wait(5 * time.Second)
-				if _, err := c.add(ctx); err != nil {
-					return err
-				}
-				return c.waitQueued(ctx, 2, ttl+10*time.Second)
+			})
+			if err != nil || isVoid {
+				return err
 			}
 			var storeDeadline time.Time
 			if b.redis != nil { // exact: the entry's deadline on Redis's clock

@@ -29,9 +29,9 @@ const (
 // Over one window it counts the store's requests, per copy and method,
 // and the processes' CPU and memory.
 func (e *env) idleCost(ctx context.Context) error {
-	e.parallel(ctx,
-		func(ctx context.Context) { e.try("idle etcd", func() error { return e.idleOn(ctx, "etcd") }) },
-		func(ctx context.Context) { e.try("idle redis", func() error { return e.idleOn(ctx, "redis") }) },
+	e.tryParallel(ctx,
+		tried{"idle etcd", func(ctx context.Context) error { return e.idleOn(ctx, "etcd") }},
+		tried{"idle redis", func(ctx context.Context) error { return e.idleOn(ctx, "redis") }},
 	)
 	return nil
 }

@@ -335,18 +335,7 @@ func newChangeSeries(parent context.Context) *changeSeries {
 
 func (s *changeSeries) close() {
 	s.cancel()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 32)
-	for _, f := range s.closeF {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			f()
-		}()
-	}
-	wg.Wait()
+	eachAtMost(32, s.closeF, func(f func()) { f() })
 	s.wg.Wait()
 }
 

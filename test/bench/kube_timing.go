@@ -48,17 +48,13 @@ func (e *env) kubeHandover(ctx context.Context, kb *kubeEnv, b *backend) error {
 	}
 	col := newCollector()
 	longTrials := max(1, e.cfg.longTrials/3)
-	e.parallel(ctx,
-		func(ctx context.Context) {
-			e.try("k8s handover client-go release on", func() error {
-				return e.kubeHandoverGo(ctx, kb, true, e.cfg.trials, e.cfg.groups, col)
-			})
-		},
-		func(ctx context.Context) {
-			e.try("k8s handover client-go release off", func() error {
-				return e.kubeHandoverGo(ctx, kb, false, longTrials, longTrials, col)
-			})
-		},
+	e.tryParallel(ctx,
+		tried{"k8s handover client-go release on", func(ctx context.Context) error {
+			return e.kubeHandoverGo(ctx, kb, true, e.cfg.trials, e.cfg.groups, col)
+		}},
+		tried{"k8s handover client-go release off", func(ctx context.Context) error {
+			return e.kubeHandoverGo(ctx, kb, false, longTrials, longTrials, col)
+		}},
 	)
 	if g := summarize(col.get("gap true")); g.n > 0 && electdSIGTERM.n > 0 {
 		// The target is the issue's: more than 100× faster than client-go's
@@ -216,13 +212,13 @@ func (e *env) kubeCrash(ctx context.Context, kb *kubeEnv, b *backend) error {
 			groups = trials
 		}
 		col := newCollector()
-		e.parallel(ctx,
-			func(ctx context.Context) {
-				e.try(fmt.Sprintf("k8s crash electd %s", ttl), func() error { return e.kubeCrashElectd(ctx, b, ttl, trials, groups, col) })
-			},
-			func(ctx context.Context) {
-				e.try(fmt.Sprintf("k8s crash client-go %s", ttl), func() error { return e.kubeCrashGo(ctx, kb, ttl, trials, groups, col) })
-			},
+		e.tryParallel(ctx,
+			tried{fmt.Sprintf("k8s crash electd %s", ttl), func(ctx context.Context) error {
+				return e.kubeCrashElectd(ctx, b, ttl, trials, groups, col)
+			}},
+			tried{fmt.Sprintf("k8s crash client-go %s", ttl), func(ctx context.Context) error {
+				return e.kubeCrashGo(ctx, kb, ttl, trials, groups, col)
+			}},
 		)
 		fig := "2. kill -9 of the leader → the next leads (electd: new child's start; client-go: OnStartedLeading)"
 		target := fmt.Sprintf("≤ lease + 10 %% (%s)", ms(ttl*11/10))
@@ -268,20 +264,11 @@ func (e *env) kubeCrashElectd(ctx context.Context, b *backend, ttl time.Duration
 			if err != nil {
 				return err
 			}
-			killed := time.Now()
-			if err := lead.signal(syscall.SIGKILL); err != nil {
-				return err
-			}
-			if old, _ := c.rec.get(cur.Pid); old.Ended() && !old.End().After(killed) {
+			killed, void, err := c.killLeader(ctx, lead, cur, ttl+20*time.Second, func(record.Run, time.Time) {
 				col.add("electd void", 0)
-				if _, err := c.nextRun(ctx, cur, ttl+20*time.Second); err != nil {
-					return err
-				}
-				lead.p.Wait(5 * time.Second)
-				if _, err := c.add(ctx); err != nil {
-					return err
-				}
-				return c.waitQueued(ctx, 2, ttl+20*time.Second)
+			})
+			if err != nil || void {
+				return err
 			}
 			if gone, ok := pidwatch.GoneAt(cur.Pid, 2*time.Second, 500*time.Microsecond); ok {
 				col.add("electd child gone", gone.Sub(killed))
@@ -364,16 +351,16 @@ func (e *env) kubeCut(ctx context.Context, kb *kubeEnv, b *backend) error {
 			groups = trials
 		}
 		col := newCollector()
-		e.parallel(ctx,
-			func(ctx context.Context) {
-				e.try(fmt.Sprintf("k8s cut electd %s", ttl), func() error { return e.kubeCutElectd(ctx, b, ttl, trials, groups, col) })
-			},
-			func(ctx context.Context) {
-				e.try(fmt.Sprintf("k8s cut client-go release on %s", ttl), func() error { return e.kubeCutGo(ctx, kb, ttl, true, trials, groups, col) })
-			},
-			func(ctx context.Context) {
-				e.try(fmt.Sprintf("k8s cut client-go release off %s", ttl), func() error { return e.kubeCutGo(ctx, kb, ttl, false, trials, groups, col) })
-			},
+		e.tryParallel(ctx,
+			tried{fmt.Sprintf("k8s cut electd %s", ttl), func(ctx context.Context) error {
+				return e.kubeCutElectd(ctx, b, ttl, trials, groups, col)
+			}},
+			tried{fmt.Sprintf("k8s cut client-go release on %s", ttl), func(ctx context.Context) error {
+				return e.kubeCutGo(ctx, kb, ttl, true, trials, groups, col)
+			}},
+			tried{fmt.Sprintf("k8s cut client-go release off %s", ttl), func(ctx context.Context) error {
+				return e.kubeCutGo(ctx, kb, ttl, false, trials, groups, col)
+			}},
 		)
 		fig := "3. cut-off leader: its guarded code's stop − the successor's start (negative: stopped before)"
 		if d := summarize(col.get("electd")); d.n > 0 {

@@ -19,18 +19,12 @@ const lostSec = "Lost lock: what the holder's command does"
 // lostLock measures what happens to the holder's command when the lock is
 // lost, for each tool, all cases in parallel (each on a lock of its own).
 func (e *env) lostLock(ctx context.Context) error {
-	e.parallel(ctx,
-		func(ctx context.Context) {
-			e.try("lost: etcdctl lock revoke", func() error { return e.lockLost(ctx, "revoke") })
-		},
-		func(ctx context.Context) {
-			e.try("lost: etcdctl lock cut", func() error { return e.lockLost(ctx, "cut") })
-		},
-		func(ctx context.Context) {
-			e.try("lost: etcdctl lock SIGTERM", func() error { return e.lockSIGTERM(ctx) })
-		},
-		func(ctx context.Context) { e.try("lost: electd revoke", func() error { return e.electdRevoke(ctx) }) },
-		func(ctx context.Context) { e.try("lost: naive redis cut", func() error { return e.naiveCut(ctx) }) },
+	e.tryParallel(ctx,
+		tried{"lost: etcdctl lock revoke", func(ctx context.Context) error { return e.lockLost(ctx, "revoke") }},
+		tried{"lost: etcdctl lock cut", func(ctx context.Context) error { return e.lockLost(ctx, "cut") }},
+		tried{"lost: etcdctl lock SIGTERM", e.lockSIGTERM},
+		tried{"lost: electd revoke", e.electdRevoke},
+		tried{"lost: naive redis cut", e.naiveCut},
 	)
 	return nil
 }

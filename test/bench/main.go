@@ -287,6 +287,23 @@ func (e *env) phase(name string, f func(context.Context) error) func(context.Con
 	}
 }
 
+// tried is one run of tryParallel; what names it in the report and the
+// log when it fails.
+type tried struct {
+	what string
+	run  func(ctx context.Context) error
+}
+
+// tryParallel makes each of ts in parallel, each under e.try, and returns
+// when all have returned.
+func (e *env) tryParallel(ctx context.Context, ts ...tried) {
+	fs := make([]func(context.Context), len(ts))
+	for i, tr := range ts {
+		fs[i] = func(ctx context.Context) { e.try(tr.what, func() error { return tr.run(ctx) }) }
+	}
+	e.parallel(ctx, fs...)
+}
+
 func (e *env) parallel(ctx context.Context, fs ...func(context.Context)) {
 	done := make(chan struct{}, len(fs))
 	for _, f := range fs {

@@ -198,18 +198,7 @@ func (s *series) wakeups() uint64 {
 
 func (s *series) close() {
 	s.cancel()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
-	for _, c := range s.cands {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			_ = c.el.Close()
-		}()
-	}
-	wg.Wait()
+	eachAtMost(64, s.cands, func(c *cand) { _ = c.el.Close() })
 	s.wg.Wait()
 }
 

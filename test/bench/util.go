@@ -46,6 +46,23 @@ func (c *collector) get(key string) []time.Duration {
 	return append([]time.Duration(nil), c.m[key]...)
 }
 
+// eachAtMost calls f on each of items, at most n at once, and returns when
+// every call has.
+func eachAtMost[T any](n int, items []T, f func(T)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, n)
+	for _, it := range items {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			f(it)
+		}()
+	}
+	wg.Wait()
+}
+
 // groups runs f for g = 0..n-1 in parallel and joins the errors.
 func groups(n int, f func(g int) error) error {
 	errs := make(chan error, n)

@@ -60,9 +60,7 @@ func testThreeCopies(t *testing.T, s *kit.Store) {
 	}
 	// Longer than the TTL: only renewals keep the term alive that long.
 	h.Hold(ttl+ttl/2, "one leader, one child, one ready copy", state)
-	if runs := h.Check(record.Options{}); len(runs) != 1 {
-		t.Fatalf("%d children ran, want 1:\n%s", len(runs), kit.Describe(runs))
-	}
+	h.checkOneChild()
 }
 
 // testSIGTERMLeader: SIGTERM stops the child, resigns and exits 0; the next
@@ -131,22 +129,8 @@ func testKill9Leader(t *testing.T, s *kit.Store) {
 func testCutOffLeader(t *testing.T, s *kit.Store) {
 	h := newHarness(t, s)
 	px := s.Link(t)
-	n1 := h.startNode("n1", through(px))
-	_, run := h.waitLeader(n1)
-	n2 := h.startNode("n2", h.direct())
-	h.waitFollower(n2, n1.ID)
-
-	cut := time.Now()
-	px.Cut()
-	next := h.nextRun(run, leaderTimeout)
-	kit.CheckCutOff(t, cut, ttl, h.RunOf(run.Pid), next)
-
-	px.Heal()
-	h.waitFollower(n1, n2.ID)
-	if _, now := h.waitLeader(n1, n2); now.Pid != next.Pid {
-		t.Fatalf("after the heal the leader's child is %s, want %s", now, next)
-	}
-	h.Check(record.Options{})
+	n1, n2, run := h.leaderThrough(px)
+	h.checkCutOff(n1, n2, run, px.Cut, px.Heal)
 }
 
 // testResignEndpoint: POST /resign from loopback hands over at once, with and

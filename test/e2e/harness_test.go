@@ -128,3 +128,41 @@ func (h *harness) leaderAndFollower(o nodeOpts) (lead, follower *node, run recor
 	h.waitFollower(follower, lead.ID)
 	return lead, follower, run
 }
+
+// leaderThrough is leaderAndFollower with the leader reaching the store
+// through l, the follower directly.
+func (h *harness) leaderThrough(l *kit.Link) (lead, follower *node, run record.Run) {
+	h.T.Helper()
+	lead = h.startNode("n1", through(l))
+	_, run = h.waitLeader(lead)
+	follower = h.startNode("n2", h.direct())
+	h.waitFollower(follower, lead.ID)
+	return lead, follower, run
+}
+
+// checkOneChild checks the record log, and that one child ran: the term
+// held.
+func (h *harness) checkOneChild() {
+	h.T.Helper()
+	if runs := h.Check(record.Options{}); len(runs) != 1 {
+		h.T.Fatalf("%d children ran, want 1:\n%s", len(runs), kit.Describe(runs))
+	}
+}
+
+// checkCutOff cuts lead, whose child is run, off the store (cut), and
+// checks that its child stops on its own deadline, before the follower's
+// starts (kit.CheckCutOff); after heal, lead follows and the new child
+// still runs. Then it checks the record log.
+func (h *harness) checkCutOff(lead, follower *node, run record.Run, cut, heal func()) {
+	h.T.Helper()
+	at := time.Now()
+	cut()
+	next := h.nextRun(run, leaderTimeout)
+	kit.CheckCutOff(h.T, at, ttl, h.RunOf(run.Pid), next)
+	heal()
+	h.waitFollower(lead, follower.ID)
+	if _, now := h.waitLeader(lead, follower); now.Pid != next.Pid {
+		h.T.Fatalf("after the heal the leader's child is %s, want %s", now, next)
+	}
+	h.Check(record.Options{})
+}

@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/electd/electd/internal/testenv"
 	"github.com/electd/electd/test/kit"
@@ -51,44 +50,27 @@ func testQuorum(t *testing.T, s *kit.Store) {
 		h.Hold(ttl+ttl/2, "the leader's child alone, one server down", sameChild(h, run))
 		rl.Start(t, 0) // back empty: it grants nothing for one TTL, then takes the leader back
 		h.Hold(ttl+ttl/2, "the leader's child alone, the server back empty", sameChild(h, run))
-		if runs := h.Check(record.Options{}); len(runs) != 1 {
-			t.Fatalf("%d children ran, want 1:\n%s", len(runs), kit.Describe(runs))
-		}
+		h.checkOneChild()
 	})
 
 	t.Run("cut-from-one", func(t *testing.T) {
 		h := newHarness(t, s)
 		l := s.Link(t)
-		n1 := h.startNode("n1", through(l))
-		_, run := h.waitLeader(n1)
-		n2 := h.startNode("n2", h.direct())
-		h.waitFollower(n2, n1.ID)
+		n1, n2, run := h.leaderThrough(l)
 		l.Proxies[1].Cut()
 		h.Hold(ttl+ttl/2, "the leader's child alone, cut from one server", sameChild(h, run))
 		l.Proxies[1].Heal()
 		h.waitLeader(n1, n2)
-		if runs := h.Check(record.Options{}); len(runs) != 1 {
-			t.Fatalf("%d children ran, want 1:\n%s", len(runs), kit.Describe(runs))
-		}
+		h.checkOneChild()
 	})
 
 	t.Run("cut-from-two", func(t *testing.T) {
 		h := newHarness(t, s)
 		l := s.Link(t)
-		n1 := h.startNode("n1", through(l))
-		_, run := h.waitLeader(n1)
-		n2 := h.startNode("n2", h.direct())
-		h.waitFollower(n2, n1.ID)
-		cut := time.Now()
-		l.Proxies[0].Cut()
-		l.Proxies[2].Cut() // it still reaches server 1, a minority
-		next := h.nextRun(run, leaderTimeout)
-		kit.CheckCutOff(t, cut, ttl, h.RunOf(run.Pid), next)
-		l.Heal()
-		h.waitFollower(n1, n2.ID)
-		if _, now := h.waitLeader(n1, n2); now.Pid != next.Pid {
-			t.Fatalf("after the heal the leader's child is %s, want %s", now, next)
-		}
-		h.Check(record.Options{})
+		n1, n2, run := h.leaderThrough(l)
+		h.checkCutOff(n1, n2, run, func() {
+			l.Proxies[0].Cut()
+			l.Proxies[2].Cut() // it still reaches server 1, a minority
+		}, l.Heal)
 	})
 }

@@ -341,3 +341,21 @@ func Run(t *testing.T, bs []Backend, fn func(t *testing.T, s *Store)) {
 		})
 	}
 }
+
+// Test is one scenario of a suite: its subtest's name and what it does on
+// a backend's Store.
+type Test struct {
+	Name string
+	Run  func(t *testing.T, s *Store)
+}
+
+// RunTests is a suite's TestBackends: it runs every test, one after
+// another, against each backend that $<env>_BACKENDS selects (Selected);
+// the backends run in parallel, each on its own server (Run).
+func RunTests(t *testing.T, env string, tests []Test) {
+	Run(t, Selected(t, env+"_BACKENDS"), func(t *testing.T, s *Store) {
+		for _, tc := range tests {
+			t.Run(tc.Name, func(t *testing.T) { tc.Run(t, s) })
+		}
+	})
+}

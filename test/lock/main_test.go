@@ -13,31 +13,24 @@ func TestMain(m *testing.M) { kit.Main(m, "lock", "E2E", &bin) }
 
 // scenarios run, one after another, against each backend's one server;
 // each has its own lock name and record log.
-var scenarios = []struct {
-	name string
-	run  func(t *testing.T, s *kit.Store)
-}{
-	{"MutualExclusion", testMutualExclusion},
-	{"Handover", testHandover},
-	{"Busy", testBusy},
-	{"SignalsLeaveNothing", testSignals},
-	{"ExitCodes", testExitCodes},
-	{"LostLockStopsCommand", testLostLock},
-	{"Slots", testSlots},
-	{"SlotsMismatch", testSlotsMismatch},
-	{"OncePer", testOncePer},
-	{"OncePerFailedRunRetries", testOncePerRetry},
-	{"LeaderWatch", testLeaderWatch},
-	{"TreeMainKilled", testTreeMainKilled},
-	{"ContainmentRefused", testContainmentRefused},
+var scenarios = []kit.Test{
+	{Name: "MutualExclusion", Run: testMutualExclusion},
+	{Name: "Handover", Run: testHandover},
+	{Name: "Busy", Run: testBusy},
+	{Name: "SignalsLeaveNothing", Run: testSignals},
+	{Name: "ExitCodes", Run: testExitCodes},
+	{Name: "LostLockStopsCommand", Run: testLostLock},
+	{Name: "Slots", Run: testSlots},
+	{Name: "SlotsMismatch", Run: testSlotsMismatch},
+	{Name: "OncePer", Run: testOncePer},
+	{Name: "OncePerFailedRunRetries", Run: testOncePerRetry},
+	{Name: "LeaderWatch", Run: testLeaderWatch},
+	{Name: "TreeMainKilled", Run: testTreeMainKilled},
+	{Name: "ContainmentRefused", Run: testContainmentRefused},
 }
 
 // TestBackends runs every scenario against a real etcd and a real Redis;
 // the two backends run in parallel, each on its own server.
 func TestBackends(t *testing.T) {
-	kit.Run(t, kit.Selected(t, "LOCK_BACKENDS"), func(t *testing.T, s *kit.Store) {
-		for _, sc := range scenarios {
-			t.Run(sc.name, func(t *testing.T) { sc.run(t, s) })
-		}
-	})
+	kit.RunTests(t, "LOCK", scenarios)
 }

@@ -36,6 +36,17 @@ func (c *cluster) sentinel() *testenv.Sentinel { return topology[*testenv.Sentin
 // redisCluster is the store's Redis Cluster (its own faults').
 func (c *cluster) redisCluster() *testenv.Cluster { return topology[*testenv.Cluster](c) }
 
+// failedOver is a failover of the store's master, which note names: f
+// starts when fail is called and the store is up when fail returns the new
+// master, which the note then names with the time it took.
+func failedOver(f *fault, note string, fail func() string) {
+	f.note = note
+	f.at = time.Now()
+	now := fail()
+	f.storeUp = time.Now()
+	f.note += fmt.Sprintf(" → %s after %s", now, ms(f.storeUp.Sub(f.at)))
+}
+
 // injectTopology applies and heals one of the topology faults.
 func (c *cluster) injectTopology(f *fault, rng *rand.Rand) {
 	t := c.t
@@ -44,12 +55,10 @@ func (c *cluster) injectTopology(f *fault, rng *rand.Rand) {
 	case masterKill:
 		sen := c.sentinel()
 		old := sen.Master(t)
-		f.note = "master " + old
-		f.at = time.Now()
-		sen.KillMaster(t)
-		now := sen.WaitFailover(t, old, topologyWait)
-		f.storeUp = time.Now()
-		f.note += fmt.Sprintf(" → %s after %s", now, ms(f.storeUp.Sub(f.at)))
+		failedOver(f, "master "+old, func() string {
+			sen.KillMaster(t)
+			return sen.WaitFailover(t, old, topologyWait)
+		})
 		sen.Start(t) // the old master comes back, empty, as a replica of the new one
 		f.healed = time.Now()
 
@@ -84,23 +93,15 @@ func (c *cluster) injectTopology(f *fault, rng *rand.Rand) {
 	case slotFailover:
 		cl := c.redisCluster()
 		old := cl.MasterOf(t, c.slot)
-		f.note = fmt.Sprintf("slot %d master %s", c.slot, old)
-		f.at = time.Now()
-		now := cl.Failover(t, c.slot)
-		f.storeUp = time.Now()
-		f.note += fmt.Sprintf(" → %s after %s", now, ms(f.storeUp.Sub(f.at)))
+		failedOver(f, fmt.Sprintf("slot %d master %s", c.slot, old), func() string { return cl.Failover(t, c.slot).String() })
 		cl.Start(t) // the killed node comes back, empty, as a replica of the new master
 		f.healed = time.Now()
 
 	case slotManual:
 		cl := c.redisCluster()
 		old := cl.MasterOf(t, c.slot)
-		f.note = fmt.Sprintf("slot %d master %s", c.slot, old)
-		f.at = time.Now()
-		now := cl.ManualFailover(t, c.slot)
-		f.storeUp = time.Now()
+		failedOver(f, fmt.Sprintf("slot %d master %s", c.slot, old), func() string { return cl.ManualFailover(t, c.slot).String() })
 		f.healed = f.storeUp
-		f.note += fmt.Sprintf(" → %s after %s", now, ms(f.storeUp.Sub(f.at)))
 
 	case reshard:
 		cl := c.redisCluster()
