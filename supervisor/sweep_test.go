@@ -26,9 +26,15 @@ func daemonTree(t *testing.T, n int, body string) (cmd []string, pidFile string)
 	dir := t.TempDir()
 	pidFile = filepath.Join(dir, "pids")
 	worker := filepath.Join(dir, "worker.sh")
-	writeScript(t, worker, "#!/bin/sh\ntrap '' TERM\n"+body+"\n")
+	// A worker ends itself 5 minutes after main.sh started (uptime, read
+	// without a fork), far past any test of it: if the test binary dies
+	// before its cleanups, workers that exec in a loop do not spin forever.
+	writeScript(t, worker, "#!/bin/sh\ntrap '' TERM\n"+
+		`[ -z "$SWEEP_TEST_UNTIL" ] || { read up _ < /proc/uptime; [ "${up%.*}" -lt "$SWEEP_TEST_UNTIL" ] || exit 0; }`+"\n"+
+		body+"\n")
 	main := filepath.Join(dir, "main.sh")
-	script := "#!/bin/sh\ntrap '' TERM\n"
+	script := "#!/bin/sh\ntrap '' TERM\n" +
+		`read up _ < /proc/uptime; export SWEEP_TEST_UNTIL=$(( ${up%.*} + 300 ))` + "\n"
 	for range n {
 		script += "sh -c 'setsid " + worker + " " + worker + " " + pidFile + " &' &\n"
 	}
