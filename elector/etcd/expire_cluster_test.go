@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -132,19 +131,7 @@ func TestClusterExpireSparesALiveLeaseAcrossRaftLeaderChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	kv := leaderKey(ctx, t, cli, key)
-	deleted := make(chan time.Time, 1)
-	wctx, wcancel := context.WithCancel(ctx)
-	defer wcancel()
-	go func() {
-		for wr := range cli.Watch(wctx, key, clientv3.WithRev(kv.ModRevision+1)) {
-			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.DELETE {
-					deleted <- time.Now()
-					return
-				}
-			}
-		}
-	}()
+	deleted := watchDeleted(ctx, t, cli, key, clientv3.WithRev(kv.ModRevision+1))
 
 	// The head waiter's probe, restarted every 2–4 s (a new random member).
 	pctx, pcancel := context.WithCancel(ctx)

@@ -66,6 +66,26 @@ func (c *counted) count(method string) int {
 
 const timeToLive = "/etcdserverpb.Lease/LeaseTimeToLive"
 
+// watchDeleted reports when a watch of key through cli (with opts), opened
+// now, first sees it deleted. The watch ends with ctx or the test.
+func watchDeleted(ctx context.Context, t *testing.T, cli *clientv3.Client, key string, opts ...clientv3.OpOption) <-chan time.Time {
+	deleted := make(chan time.Time, 1)
+	wctx, wcancel := context.WithCancel(ctx)
+	t.Cleanup(wcancel)
+	wch := cli.Watch(wctx, key, opts...)
+	go func() {
+		for wr := range wch {
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE {
+					deleted <- time.Now()
+					return
+				}
+			}
+		}
+	}()
+	return deleted
+}
+
 func newTestElector(t *testing.T, cli *clientv3.Client, election, id string, ttl time.Duration) *Elector {
 	t.Helper()
 	e, err := New(Config{Client: cli, Candidate: elector.Candidate{
@@ -99,20 +119,7 @@ func TestExpireNeverRevokesALiveLease(t *testing.T) {
 	if _, err := cli.Put(ctx, key, "l", clientv3.WithLease(g.ID)); err != nil {
 		t.Fatalf("put: %v", err)
 	}
-	deleted := make(chan time.Time, 1)
-	wctx, wcancel := context.WithCancel(ctx)
-	defer wcancel()
-	wch := cli.Watch(wctx, key)
-	go func() {
-		for wr := range wch {
-			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.DELETE {
-					deleted <- time.Now()
-					return
-				}
-			}
-		}
-	}()
+	deleted := watchDeleted(ctx, t, cli, key)
 
 	kv := leaderKey(ctx, t, cli, key)
 	done := make(chan struct{})
