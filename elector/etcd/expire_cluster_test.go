@@ -12,7 +12,6 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/internal/faultproxy"
@@ -52,7 +51,7 @@ func TestClusterHeadWaiterRevokesCutOffLeader(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = acli.Close() })
 		a := newTestElector(t, acli, election, "a", ttl)
-		bc := countedClientOn(t, c.Endpoints()...)
+		bc := countedClient(t, c.Endpoints()...)
 		b := newTestElector(t, bc.Client, election, "b", ttl)
 
 		ta, err := a.Campaign(ctx)
@@ -119,7 +118,7 @@ func TestClusterExpireSparesALiveLeaseAcrossRaftLeaderChanges(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cli := c.Client(t)
-	bc := countedClientOn(t, c.Endpoints()...)
+	bc := countedClient(t, c.Endpoints()...)
 	b := newTestElector(t, bc.Client, "expire-moves", "b", 2*time.Second)
 
 	g, err := cli.Grant(ctx, 2)
@@ -247,30 +246,4 @@ func waitQueued(t *testing.T, c *testenv.EtcdCluster, election string, n int) {
 		}
 		time.Sleep(20 * time.Millisecond) // polling a condition
 	}
-}
-
-// countedClientOn is countedClient on several endpoints.
-func countedClientOn(t *testing.T, addrs ...string) *counted {
-	t.Helper()
-	c := &counted{calls: map[string]int{}}
-	note := func(method string) {
-		c.mu.Lock()
-		c.calls[method]++
-		c.mu.Unlock()
-	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: addrs, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{
-			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-				note(method)
-				return invoker(ctx, method, req, reply, cc, opts...)
-			}),
-		},
-	})
-	if err != nil {
-		t.Fatalf("etcd client: %v", err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	c.Client = cli
-	return c
 }

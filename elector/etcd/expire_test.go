@@ -22,14 +22,15 @@ import (
 	"github.com/electd/electd/internal/testenv"
 )
 
-// counted is a client of addr that counts the RPCs it starts, by method.
+// counted is a client that counts the RPCs it starts, by method.
 type counted struct {
 	*clientv3.Client
 	mu    sync.Mutex
 	calls map[string]int
 }
 
-func countedClient(t *testing.T, addr string) *counted {
+// countedClient is a counted client of the members at addrs.
+func countedClient(t *testing.T, addrs ...string) *counted {
 	t.Helper()
 	c := &counted{calls: map[string]int{}}
 	note := func(method string) {
@@ -38,7 +39,7 @@ func countedClient(t *testing.T, addr string) *counted {
 		c.mu.Unlock()
 	}
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		Endpoints: addrs, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		DialOptions: []grpc.DialOption{
 			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 				note(method)
