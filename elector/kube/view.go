@@ -116,11 +116,7 @@ func (v *view) watch(op string, which int, opts metav1.ListOptions) {
 		if from == "" {
 			list, err := leases.List(e.ctx, opts)
 			if err != nil {
-				if e.ctx.Err() != nil {
-					return // closed: not a store failure
-				}
-				e.fails.Failed(op, classify(err))
-				if !e.sleep(e.ctx, b.Next()) {
+				if !v.failed(op, err, b) {
 					return
 				}
 				continue
@@ -137,11 +133,7 @@ func (v *view) watch(op string, which int, opts metav1.ListOptions) {
 			continue
 		}
 		if err != nil {
-			if e.ctx.Err() != nil {
-				return // closed: not a store failure
-			}
-			e.fails.Failed(op, classify(err))
-			if !e.sleep(e.ctx, b.Next()) {
+			if !v.failed(op, err, b) {
 				return
 			}
 			continue
@@ -149,6 +141,18 @@ func (v *view) watch(op string, which int, opts metav1.ListOptions) {
 		from = v.drain(op, which, w, from, b)
 		w.Stop()
 	}
+}
+
+// failed counts err as a failure of op, unless the view is closed (then
+// it is not a store failure), and waits out b's next delay; false once
+// the view is closed.
+func (v *view) failed(op string, err error, b *backoff.Backoff) bool {
+	e := v.e
+	if e.ctx.Err() != nil {
+		return false
+	}
+	e.fails.Failed(op, classify(err))
+	return e.sleep(e.ctx, b.Next())
 }
 
 // drain applies w's events until it ends; it returns the resourceVersion
