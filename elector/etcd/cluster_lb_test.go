@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
 )
 
@@ -71,17 +70,7 @@ func TestClusterBalancedEndpointStaleLeader(t *testing.T) {
 			toM2 := lbRoute{name: fmt.Sprintf("m%d", m2), to: ep(m2)}
 			lb := startMemberLB(t, toM2)
 
-			tm := elector.Timing{TTL: faultTTL, RenewInterval: renewEvery}
-			a := &cand{errs: &storeErrors{}, member: -1}
-			a.e = h.dial(t, candidateOf(t, "a", tm, a.errs), lb.Addr())
-			b := h.candidateOn(t, "b", tm, m1, m2)
-			terms, lead := h.aLeadsBQueued(t, a, b, m0)
-			// a's balanced client opened the first connection (its grant);
-			// its pin, the second, at its first renewal.
-			if n := lb.Conns(); n != 2 {
-				t.Fatalf("the balancer saw %d connections from a, want 2 (client, pin): %v", n, lb.Log())
-			}
-			const pinConn = 1
+			a, terms, lead := h.balancedLeadsBQueued(t, lb, -1, renewEvery, m0, m1, m2)
 
 			high := highWater(t, lead.Term)
 			// Transfer, then cut m0 off before it hears of m1's term.

@@ -71,6 +71,28 @@ func (h *clusterHarness) aLeadsBQueued(t *testing.T, a, b *cand, m0 int) (*elect
 	return terms, lead
 }
 
+// pinConn is the balancer's connection that carries a's pin (see
+// balancedLeadsBQueued).
+const pinConn = 1
+
+// balancedLeadsBQueued makes a, dialing the cluster through lb alone (its
+// member: the one lb leads to, -1 if none), lead, with b on m1 and m2
+// queued behind it (aLeadsBQueued); both renew every renewEvery. a's
+// balanced client opened lb's first connection (its grant); its pin, the
+// second, at its first renewal.
+func (h *clusterHarness) balancedLeadsBQueued(t *testing.T, lb *memberLB, member int, renewEvery time.Duration, m0, m1, m2 int) (*cand, *electortest.Terms, electortest.Span) {
+	t.Helper()
+	tm := elector.Timing{TTL: faultTTL, RenewInterval: renewEvery}
+	a := &cand{errs: &storeErrors{}, member: member}
+	a.e = h.dial(t, candidateOf(t, "a", tm, a.errs), lb.Addr())
+	b := h.candidateOn(t, "b", tm, m1, m2)
+	terms, lead := h.aLeadsBQueued(t, a, b, m0)
+	if n := lb.Conns(); n != 2 {
+		t.Fatalf("the balancer saw %d connections from a, want 2 (client, pin): %v", n, lb.Log())
+	}
+	return a, terms, lead
+}
+
 // queuedAfter is an Elector whose campaigns begin once first is closed.
 type queuedAfter struct {
 	elector.Elector

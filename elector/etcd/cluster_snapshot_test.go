@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
 )
 
@@ -81,15 +80,7 @@ func TestClusterStaleRenewalReadAfterHeal(t *testing.T) {
 			// only relays.
 			lb := startMemberLB(t, lbRoute{name: fmt.Sprintf("m%d", m0), to: ep0})
 
-			tm := elector.Timing{TTL: faultTTL, RenewInterval: renewEvery}
-			a := &cand{errs: &storeErrors{}, member: m0}
-			a.e = h.dial(t, candidateOf(t, "a", tm, a.errs), lb.Addr())
-			b := h.candidateOn(t, "b", tm, m1, m2)
-			terms, lead := h.aLeadsBQueued(t, a, b, m0)
-			if n := lb.Conns(); n != 2 {
-				t.Fatalf("the balancer saw %d connections from a, want 2 (client, pin): %v", n, lb.Log())
-			}
-			const pinConn = 1
+			a, terms, lead := h.balancedLeadsBQueued(t, lb, m0, renewEvery, m0, m1, m2)
 
 			writer := h.c.Client(t, m1, m2)
 			high := highWater(t, lead.Term)
