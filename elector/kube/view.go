@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strconv"
@@ -403,10 +404,10 @@ func (st state) head(now time.Time, grace time.Duration) (h *seen, dead []seen, 
 // sortLine sorts tickets in line: by order, then by name.
 func sortLine(line []seen) {
 	slices.SortFunc(line, func(a, b seen) int {
-		if c := cmpUint(order(a), order(b)); c != 0 {
+		if c := cmp.Compare(order(a), order(b)); c != 0 {
 			return c
 		}
-		return cmpString(a.obj.Name, b.obj.Name)
+		return cmp.Compare(a.obj.Name, b.obj.Name)
 	})
 }
 
@@ -420,24 +421,4 @@ func order(t seen) uint64 {
 		}
 	}
 	return t.rv
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
