@@ -116,14 +116,10 @@ func TestClusterBalancedEndpointStaleLeader(t *testing.T) {
 			switched := time.Now()
 
 			next, vu := succeeded(t, terms, lead, cut, high)
-			h.c.SetPeerDelay(m0, 0)
-			h.heal(t, m0)
-			if err := r.moveResult(t); err != nil {
+			_, old, nxt, err := r.end(t, h, terms, lead, next)
+			if err != nil {
 				t.Logf("MoveLeader: %v", err)
 			}
-			spans := terms.Stop(t)
-			old := electortest.SpanOf(t, spans, lead.Token)
-			nxt := electortest.SpanOf(t, spans, next.Token)
 
 			sent := vu.Add(-window(faultTTL)) // a's last credited renewal
 			servedByM0 := false

@@ -199,6 +199,18 @@ func (r *raftTransfer) moveResult(t *testing.T) error {
 	return r.moveErr
 }
 
+// end lifts m0's delay and heals it, waits for MoveLeader's answer, and
+// stops the terms; it returns their spans, those of lead and next among
+// them, and MoveLeader's error.
+func (r *raftTransfer) end(t *testing.T, h *clusterHarness, terms *electortest.Terms, lead, next electortest.Span) (spans []electortest.Span, old, nxt electortest.Span, moveErr error) {
+	t.Helper()
+	h.c.SetPeerDelay(r.m0, 0)
+	h.heal(t, r.m0)
+	moveErr = r.moveResult(t)
+	spans = terms.Stop(t)
+	return spans, electortest.SpanOf(t, spans, lead.Token), electortest.SpanOf(t, spans, next.Token), moveErr
+}
+
 // succeeded waits for the term that starts after cut, for lead's term to
 // end, and for the successor's first renewal; it returns the successor
 // and high's reading of lead's latest ValidUntil.

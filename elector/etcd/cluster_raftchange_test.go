@@ -62,13 +62,7 @@ func TestClusterTransferThenCut(t *testing.T) {
 			}
 
 			next, vu := succeeded(t, s.terms, s.lead, cut, high)
-			h.c.SetPeerDelay(m0, 0)
-			h.heal(t, m0)
-			moveErr := r.moveResult(t)
-			spans := s.terms.Stop(t)
-
-			old := electortest.SpanOf(t, spans, s.lead.Token)
-			nxt := electortest.SpanOf(t, spans, next.Token)
+			spans, old, nxt, moveErr := r.end(t, h, s.terms, s.lead, next)
 			if nxt.ID != "b" {
 				t.Errorf("after the cut %s (token %d) led, want b", nxt.ID, nxt.Token)
 			}

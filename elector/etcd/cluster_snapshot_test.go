@@ -182,13 +182,10 @@ func TestClusterStaleRenewalReadAfterHeal(t *testing.T) {
 			released := time.Now()
 
 			next, vu := succeeded(t, terms, lead, cut, high)
-			h.heal(t, m0)
-			if err := r.moveResult(t); err != nil {
+			_, old, nxt, err := r.end(t, h, terms, lead, next)
+			if err != nil {
 				t.Logf("MoveLeader: %v", err)
 			}
-			spans := terms.Stop(t)
-			old := electortest.SpanOf(t, spans, lead.Token)
-			nxt := electortest.SpanOf(t, spans, next.Token)
 
 			sent := vu.Add(-window(faultTTL))
 			if sent.After(cut) && sent.Before(answered) {
