@@ -126,9 +126,7 @@ func TestSuspendedWaiterSparesALiveLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	deleted := watchDeleted(ctx, t, cli, key)
-	done := make(chan struct{})
-	kv := leaderKey(ctx, t, cli, key)
-	go func() { defer close(done); e.expire(ctx, kv, value{ID: "l", Since: time.Now()}) }()
+	done := expireLoop(ctx, t, e, cli, key)
 
 	a0 := <-zero // chain starts; the waiter is now "suspended"
 	leaderDeadline := grantSent.Add(window)

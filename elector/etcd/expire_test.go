@@ -122,12 +122,7 @@ func TestExpireNeverRevokesALiveLease(t *testing.T) {
 	}
 	deleted := watchDeleted(ctx, t, cli, key)
 
-	kv := leaderKey(ctx, t, cli, key)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		e.expire(ctx, kv, value{ID: "l", Since: time.Now()})
-	}()
+	done := expireLoop(ctx, t, e, cli, key)
 
 	lastSent := time.Now() // the put: the lease was granted before it
 	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
@@ -181,12 +176,7 @@ func TestExpiredLeaseIsNeverRenewed(t *testing.T) {
 		if _, err := cli.Put(ctx, key, "l", clientv3.WithLease(g.ID)); err != nil {
 			t.Fatalf("put: %v", err)
 		}
-		kv := leaderKey(ctx, t, cli, key)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			e.expire(ctx, kv, value{ID: "l", Since: time.Now()})
-		}()
+		done := expireLoop(ctx, t, e, cli, key)
 		// Renew from just after the lease's end until it is gone.
 		timer := time.NewTimer(time.Until(granted.Add(2*time.Second + time.Millisecond)))
 		<-timer.C
@@ -315,6 +305,20 @@ func TestHeadWaiterRevokesCutOffLeader(t *testing.T) {
 }
 
 // leaderKey reads key as the head waiter would have seen it.
+// expireLoop reads the leader key at key through cli and runs e's expire
+// loop on it, as a head waiter does; the channel is closed once the loop
+// returns.
+func expireLoop(ctx context.Context, t *testing.T, e *Elector, cli *clientv3.Client, key string) <-chan struct{} {
+	t.Helper()
+	kv := leaderKey(ctx, t, cli, key)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.expire(ctx, kv, value{ID: "l", Since: time.Now()})
+	}()
+	return done
+}
+
 func leaderKey(ctx context.Context, t *testing.T, cli *clientv3.Client, key string) *mvccpb.KeyValue {
 	t.Helper()
 	g, err := cli.Get(ctx, key)
