@@ -64,14 +64,7 @@ func testSwitchover(t *testing.T, h Harness) {
 		t.Fatalf("after the switchover a's term.Err() = %v, want ErrResigned", ra.Term.Err())
 	}
 	rc := MustLead(t, cc, ttl, "c")
-	if gap := rc.At.Sub(start); gap > ttl/3 {
-		t.Fatalf("switchover took %s, want far less than the %s TTL", gap, ttl)
-	} else {
-		t.Logf("switchover a -> c: %s", gap)
-	}
-	if rc.Term.Token <= ra.Term.Token {
-		t.Fatalf("c's token %d after a's %d", rc.Term.Token, ra.Term.Token)
-	}
+	handedOver(t, "switchover a -> c", start, ttl, ra, rc)
 	o.awaitLast(t, 5*time.Second, "c's term observed", rc.Term.Leader.SameTerm)
 	StillWaiting(t, cb, "b")
 	waitQueued(t, h, el, 2) // b still queued (with a new key where the store orders by creation)
@@ -107,13 +100,7 @@ func testSwitchoverTargetGone(t *testing.T, h Harness) {
 	const ttl = 5 * time.Second
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a := candidate(t, h, el, "a", ttl)
-	if _, ok := a.(elector.Switcher); !ok {
-		t.Skipf("%T does not implement elector.Switcher", a)
-	}
-	ra := MustLead(t, Campaign(ctx, a), 10*time.Second, "a")
-	cb := Campaign(ctx, candidate(t, h, el, "b", ttl))
-	waitQueued(t, h, el, 2)
+	ra, cb := switcherLeadsBQueued(ctx, t, h, el, ttl)
 	cctx, ccancel := context.WithCancel(ctx)
 	cc := Campaign(cctx, candidate(t, h, el, "c", ttl))
 	waitQueued(t, h, el, 3)
@@ -153,13 +140,7 @@ func testSwitchoverToRestartedCandidate(t *testing.T, h Harness) {
 	const ttl = 5 * time.Second
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a := candidate(t, h, el, "a", ttl)
-	if _, ok := a.(elector.Switcher); !ok {
-		t.Skipf("%T does not implement elector.Switcher", a)
-	}
-	ra := MustLead(t, Campaign(ctx, a), 10*time.Second, "a")
-	cb := Campaign(ctx, candidate(t, h, el, "b", ttl))
-	waitQueued(t, h, el, 2)
+	ra, cb := switcherLeadsBQueued(ctx, t, h, el, ttl)
 	// c's first copy queues, then crashes: cut off, it never leaves.
 	c1, link := proxied(t, h, el, "c", ttl)
 	c1ctx, c1cancel := context.WithCancel(ctx)
@@ -212,5 +193,35 @@ func testSwitchoverToRestartedCandidate(t *testing.T, h Harness) {
 		t.Fatalf("switchover to c reported success, yet b (not the target c, which stayed queued) led, %s after it: the term went to the dead copy's entry and nobody led meanwhile", r.At.Sub(start).Round(time.Millisecond))
 	case <-time.After(3 * ttl):
 		t.Fatalf("switchover to c reported success, yet nobody led within %s", 3*ttl)
+	}
+}
+
+// switcherLeadsBQueued makes candidate a lead election el and then queues
+// b behind it, both with a lease of ttl; the test is skipped if a is not
+// an elector.Switcher.
+func switcherLeadsBQueued(ctx context.Context, t *testing.T, h Harness, el string, ttl time.Duration) (Result, <-chan Result) {
+	t.Helper()
+	a := candidate(t, h, el, "a", ttl)
+	if _, ok := a.(elector.Switcher); !ok {
+		t.Skipf("%T does not implement elector.Switcher", a)
+	}
+	ra := MustLead(t, Campaign(ctx, a), 10*time.Second, "a")
+	cb := Campaign(ctx, candidate(t, h, el, "b", ttl))
+	waitQueued(t, h, el, 2)
+	return ra, cb
+}
+
+// handedOver fails the test unless next led well under ttl after start,
+// when the term was handed over (by the hand-over, not by prev's lease
+// expiring), with a token greater than prev's; what names the hand-over.
+func handedOver(t *testing.T, what string, start time.Time, ttl time.Duration, prev, next Result) {
+	t.Helper()
+	if gap := next.At.Sub(start); gap > ttl/3 {
+		t.Fatalf("%s took %s, want far less than the %s TTL", what, gap, ttl)
+	} else {
+		t.Logf("%s: %s", what, gap)
+	}
+	if next.Term.Token <= prev.Term.Token {
+		t.Fatalf("%s's token %d after %s's %d", next.Term.Leader.ID, next.Term.Token, prev.Term.Leader.ID, prev.Term.Token)
 	}
 }

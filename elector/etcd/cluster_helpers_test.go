@@ -204,30 +204,11 @@ func stillLeads(t *testing.T, terms *electortest.Terms, s electortest.Span, what
 // pass/fail figure).
 func lowWater(t *testing.T, term *elector.Term) func() time.Duration {
 	least := term.Remaining(time.Now())
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-term.Done():
-				return
-			case now := <-tick.C:
-				least = min(least, term.Remaining(now))
-			}
-		}
-	}()
-	var once sync.Once
-	end := func() time.Duration {
-		once.Do(func() { close(stop); <-done })
+	stop := sampleWhileHeld(t, term, 10*time.Millisecond, func(now time.Time) { least = min(least, term.Remaining(now)) }, nil)
+	return func() time.Duration {
+		stop()
 		return least
 	}
-	t.Cleanup(func() { end() })
-	return end
 }
 
 // highWater samples term's ValidUntil until the term ends or the returned
@@ -243,11 +224,22 @@ func highWater(t *testing.T, term *elector.Term) func() time.Time {
 			latest = vu
 		}
 	}
+	stop := sampleWhileHeld(t, term, 5*time.Millisecond, func(time.Time) { sample() }, sample)
+	return func() time.Time {
+		stop()
+		return latest
+	}
+}
+
+// sampleWhileHeld calls sample at every tick of every until term ends or
+// the returned function is first called (by the test, or at its cleanup),
+// which waits for the sampling to stop and then calls last, if not nil.
+func sampleWhileHeld(t *testing.T, term *elector.Term, every time.Duration, sample func(now time.Time), last func()) func() {
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(5 * time.Millisecond)
+		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
 			select {
@@ -255,17 +247,22 @@ func highWater(t *testing.T, term *elector.Term) func() time.Time {
 				return
 			case <-term.Done():
 				return
-			case <-tick.C:
-				sample()
+			case now := <-tick.C:
+				sample(now)
 			}
 		}
 	}()
 	var once sync.Once
-	end := func() time.Time {
-		once.Do(func() { close(stop); <-done; sample() })
-		return latest
+	end := func() {
+		once.Do(func() {
+			close(stop)
+			<-done
+			if last != nil {
+				last()
+			}
+		})
 	}
-	t.Cleanup(func() { end() })
+	t.Cleanup(end)
 	return end
 }
 

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
 )
 
@@ -71,68 +70,14 @@ func TestClusterBalancedEndpointStaleLeader(t *testing.T) {
 			toM2 := lbRoute{name: fmt.Sprintf("m%d", m2), to: ep(m2)}
 			lb := startMemberLB(t, toM2)
 
-			tm := elector.Timing{TTL: faultTTL, RenewInterval: renewEvery}
-			a := &cand{errs: &storeErrors{}, member: -1}
-			a.e = h.dial(t, candidateOf(t, "a", tm, a.errs), lb.Addr())
-			b := h.candidateOn(t, "b", tm, m1, m2)
-			aLeads := make(chan struct{})
-			terms := electortest.CampaignLoop(t, a.e, queuedAfter{b.e, aLeads})
-			lead := terms.WaitLeading(t, firstLeader)
-			close(aLeads)
-			if lead.ID != "a" {
-				t.Fatalf("%s leads, want a: b campaigns only once a leads", lead.ID)
-			}
-			electortest.Eventually(t, firstLeader, "b queued behind a", func() bool { return h.Queued(t, electionOf(t)) == 2 })
-			h.moveRaftLeader(t, m0)
-			renewed(t, lead.Term)
-			// a's balanced client opened the first connection (its grant);
-			// its pin, the second, at its first renewal.
-			if n := lb.Conns(); n != 2 {
-				t.Fatalf("the balancer saw %d connections from a, want 2 (client, pin): %v", n, lb.Log())
-			}
-			const pinConn = 1
+			a, terms, lead := h.balancedLeadsBQueued(t, lb, -1, renewEvery, m0, m1, m2)
 
-			st0, err := h.c.Status(ctx, m0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st1, err := h.c.Status(ctx, m1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			id0, id1, term0 := st0.Header.MemberId, st1.Header.MemberId, st0.Header.RaftTerm
-			mover := h.c.Client(t, m0)
-			t.Cleanup(func() {
-				h.c.Heal(m0)
-				h.c.SetPeerDelay(m0, 0)
-			})
 			high := highWater(t, lead.Term)
-
 			// Transfer, then cut m0 off before it hears of m1's term.
-			h.c.SetPeerDelay(m0, transferDelay)
-			mctx, mcancel := context.WithTimeout(ctx, moveTimeout)
-			t.Cleanup(mcancel)
-			moved := make(chan error, 1)
-			go func() {
-				_, err := mover.MoveLeader(mctx, id1)
-				moved <- err
-			}()
-			var notYet time.Time // m1 led after this
-			electortest.Eventually(t, raftElection+slack, fmt.Sprintf("m%d to lead raft", m1), func() bool {
-				sent := time.Now()
-				if st, err := h.c.Status(ctx, m1); err == nil && st.Leader == id1 {
-					return true
-				}
-				notYet = sent
-				return false
-			})
-			cut := time.Now()
-			h.c.Partition(m0)
+			r := h.transferThenCut(t, m0, m1, nil)
+			cut, term0 := r.cut, r.term0
 			since := func(at time.Time) time.Duration { return elapsed(at.Sub(cut)) }
-			heard := "unknown"
-			if st, err := h.c.Status(ctx, m0); err == nil {
-				heard = fmt.Sprint(st.Leader != id0 || st.Header.RaftTerm != term0)
-			}
+			heard := r.heard(h)
 
 			// m2 applies m1's first entry; a renewal a sends through m2
 			// after that is answered with m1's term, which becomes the
@@ -170,23 +115,11 @@ func TestClusterBalancedEndpointStaleLeader(t *testing.T) {
 			lb.Drop(pinConn)
 			switched := time.Now()
 
-			next := terms.WaitStarted(t, cut, raftChangeBound(faultTTL))
-			electortest.Eventually(t, window(faultTTL)+slack, "a's term to end", func() bool { return lead.Term.Err() != nil })
-			vu := high()
-			renewed(t, next.Term)
-			h.c.SetPeerDelay(m0, 0)
-			h.heal(t, m0)
-			select {
-			case err := <-moved:
-				if err != nil {
-					t.Logf("MoveLeader: %v", err)
-				}
-			case <-time.After(moveTimeout + slack):
-				t.Fatalf("MoveLeader asked of m%d did not return within %s", m0, moveTimeout+slack)
+			next, vu := succeeded(t, terms, lead, cut, high)
+			_, old, nxt, err := r.end(t, h, terms, lead, next)
+			if err != nil {
+				t.Logf("MoveLeader: %v", err)
 			}
-			spans := terms.Stop(t)
-			old := electortest.SpanOf(t, spans, lead.Token)
-			nxt := electortest.SpanOf(t, spans, next.Token)
 
 			sent := vu.Add(-window(faultTTL)) // a's last credited renewal
 			servedByM0 := false
@@ -211,7 +144,7 @@ func TestClusterBalancedEndpointStaleLeader(t *testing.T) {
 			t.Logf("m%d cut off at 0 (had heard of m%d's term: %s), m%d led after cut%s, m%d applied it by cut+%s; a's pin held at cut+%s, moved to m%d at cut+%s; "+
 				"a's last credited renewal sent at cut+%s, valid until cut+%s, term ended at cut+%s (%v); %s (token %d) led at cut+%s (its start − a's ValidUntil: %s); "+
 				"a's errors %v; balancer: %v",
-				m0, m1, heard, m1, since(notYet), m2, since(applied), since(held), m0, since(switched),
+				m0, m1, heard, m1, since(r.before), m2, since(applied), since(held), m0, since(switched),
 				since(sent), since(vu), since(old.End), old.Err, nxt.ID, nxt.Token, since(nxt.Start), elapsed(nxt.Start.Sub(old.ValidUntil)),
 				a.errs.snapshot(), lb.Log())
 		})

@@ -1,12 +1,10 @@
 package etcd_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
 )
 
@@ -28,66 +26,6 @@ import (
 // at the head of the queue. The terms are recorded (electortest.Terms):
 // Stop fails the test if two overlapped.
 
-const (
-	// pinnedRenew is a's renewal interval (and b's): renewals reach m0
-	// throughout the time it still acknowledges them after the cut.
-	pinnedRenew = 100 * time.Millisecond
-	// transferDelay slows m0's peer links, one way, so that the cut can be
-	// placed between m1 leading and m0 hearing of it: m1's first messages
-	// of its new term reach m0 this long after they are sent.
-	transferDelay = 150 * time.Millisecond
-	// moveTimeout bounds the MoveLeader asked of m0, which returns once m0
-	// follows m1: after the heal.
-	moveTimeout = 30 * time.Second
-	// raftTrials is how many times each test runs its fault.
-	raftTrials = 3
-)
-
-// raftPinned is the set-up of the tests below.
-type raftPinned struct {
-	terms *electortest.Terms
-	lead  electortest.Span // a's term
-	a, b  *cand
-	m     [3]int // m[0] leads raft; b dials m[1] and m[2]
-}
-
-// pinnedToRaftLeader makes a lead, pinned to the raft leader m0, and b
-// queue behind it, on the other two members. Both renew every pinnedRenew.
-func (h *clusterHarness) pinnedToRaftLeader(t *testing.T) raftPinned {
-	t.Helper()
-	m0 := h.c.Leader(t)
-	s := raftPinned{m: [3]int{m0, (m0 + 1) % 3, (m0 + 2) % 3}}
-	tm := elector.Timing{TTL: faultTTL, RenewInterval: pinnedRenew}
-	s.a = h.candidateOn(t, "a", tm, s.m[0])
-	s.b = h.candidateOn(t, "b", tm, s.m[1], s.m[2])
-	aLeads := make(chan struct{})
-	s.terms = electortest.CampaignLoop(t, s.a.e, queuedAfter{s.b.e, aLeads})
-	s.lead = s.terms.WaitLeading(t, firstLeader)
-	close(aLeads)
-	if s.lead.ID != "a" {
-		t.Fatalf("%s leads, want a: b campaigns only once a leads", s.lead.ID)
-	}
-	electortest.Eventually(t, firstLeader, "b queued behind a", func() bool { return h.Queued(t, electionOf(t)) == 2 })
-	h.moveRaftLeader(t, m0) // back, if a loaded host had a raft election meanwhile
-	renewed(t, s.lead.Term)
-	return s
-}
-
-// queuedAfter is an Elector whose campaigns begin once first is closed.
-type queuedAfter struct {
-	elector.Elector
-	first <-chan struct{}
-}
-
-func (q queuedAfter) Campaign(ctx context.Context) (*elector.Term, error) {
-	select {
-	case <-q.first:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	return q.Elector.Campaign(ctx)
-}
-
 // TestClusterTransferThenCut: raft leadership is moved from m0 to m1
 // (MoveLeader, as operators and automation do before maintenance), and m0
 // is cut from its peers as soon as m1 leads, before m0 hears of m1's term
@@ -108,85 +46,23 @@ func TestClusterTransferThenCut(t *testing.T) {
 		t.Run(fmt.Sprintf("trial %d", i+1), func(t *testing.T) {
 			s := h.pinnedToRaftLeader(t)
 			m0, m1 := s.m[0], s.m[1]
-			ctx := context.Background()
-			st0, err := h.c.Status(ctx, m0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st1, err := h.c.Status(ctx, m1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			id0, id1 := st0.Header.MemberId, st1.Header.MemberId
-			mover := h.c.Client(t, m0)
-			t.Cleanup(func() {
-				h.c.Heal(m0)
-				h.c.SetPeerDelay(m0, 0)
-			})
 			high := highWater(t, s.lead.Term)
-
-			h.c.SetPeerDelay(m0, transferDelay)
-			mctx, mcancel := context.WithTimeout(ctx, moveTimeout)
-			t.Cleanup(mcancel)
-			moved := make(chan error, 1)
-			asked := time.Now()
-			go func() {
-				_, err := mover.MoveLeader(mctx, id1)
-				moved <- err
-			}()
-			// m1 answers Status alone, as soon as it leads; it led after
-			// the last poll that said otherwise was sent.
-			var (
-				before   time.Time
-				moveErr  error
-				moveDone bool
-			)
-			electortest.Eventually(t, raftElection+slack, fmt.Sprintf("m%d to lead raft", m1), func() bool {
-				select {
-				case moveErr = <-moved:
-					moveDone = true
-					if moveErr != nil {
-						t.Fatalf("move the raft leader from m%d to m%d: %v", m0, m1, moveErr)
-					}
-				default:
+			r := h.transferThenCut(t, m0, m1, func(err error) {
+				if err != nil {
+					t.Fatalf("move the raft leader from m%d to m%d: %v", m0, m1, err)
 				}
-				sent := time.Now()
-				if st, err := h.c.Status(ctx, m1); err == nil && st.Leader == id1 {
-					return true
-				}
-				before = sent
-				return false
 			})
-			cut := time.Now()
-			h.c.Partition(m0)
+			cut := r.cut
 			since := func(at time.Time) time.Duration { return elapsed(at.Sub(cut)) }
 			// Whether m0 had heard of m1's term by the cut: if it had, it
 			// stepped down, and this trial did not place the fault.
-			heard := "unknown"
-			if st, err := h.c.Status(ctx, m0); err == nil {
-				heard = fmt.Sprint(st.Leader != id0 || st.Header.RaftTerm != st0.Header.RaftTerm)
-			}
+			heard := r.heard(h)
 			if heard == "false" {
 				placed++
 			}
 
-			next := s.terms.WaitStarted(t, cut, raftChangeBound(faultTTL))
-			electortest.Eventually(t, window(faultTTL)+slack, "a's term to end", func() bool { return s.lead.Term.Err() != nil })
-			vu := high()
-			renewed(t, next.Term)
-			h.c.SetPeerDelay(m0, 0)
-			h.heal(t, m0)
-			if !moveDone {
-				select {
-				case moveErr = <-moved:
-				case <-time.After(moveTimeout + slack):
-					t.Fatalf("MoveLeader asked of m%d did not return within %s", m0, moveTimeout+slack)
-				}
-			}
-			spans := s.terms.Stop(t)
-
-			old := electortest.SpanOf(t, spans, s.lead.Token)
-			nxt := electortest.SpanOf(t, spans, next.Token)
+			next, vu := succeeded(t, s.terms, s.lead, cut, high)
+			spans, old, nxt, moveErr := r.end(t, h, s.terms, s.lead, next)
 			if nxt.ID != "b" {
 				t.Errorf("after the cut %s (token %d) led, want b", nxt.ID, nxt.Token)
 			}
@@ -198,7 +74,7 @@ func TestClusterTransferThenCut(t *testing.T) {
 			}
 			t.Logf("MoveLeader m%d→m%d asked at cut%v, m%d led after cut%v (its lease extension ends about cut+%s); m%d cut off at 0, had heard of m%d's term: %s; "+
 				"a's last credited renewal sent at cut+%s, a valid until cut+%s, its term ended at cut+%s (%v); b led at cut+%s (b's start − a's ValidUntil: %s); MoveLeader: %v; a's errors %v, b's %v; %d terms",
-				m0, m1, since(asked), m1, since(before), since(cut.Add(faultTTL+promoteExtend)), m0, m1, heard,
+				m0, m1, since(r.asked), m1, since(r.before), since(cut.Add(faultTTL+promoteExtend)), m0, m1, heard,
 				since(vu.Add(-window(faultTTL))), since(vu), since(old.End), old.Err, since(nxt.Start), elapsed(nxt.Start.Sub(old.ValidUntil)),
 				moveErr, s.a.errs.snapshot(), s.b.errs.snapshot(), len(spans))
 		})
@@ -243,10 +119,7 @@ func TestClusterRaftLeaderCutPinned(t *testing.T) {
 			since := func(at time.Time) time.Duration { return elapsed(at.Sub(cut)) }
 
 			r, elected := h.raftElected(t, m0)
-			next := s.terms.WaitStarted(t, cut, raftChangeBound(faultTTL))
-			electortest.Eventually(t, window(faultTTL)+slack, "a's term to end", func() bool { return s.lead.Term.Err() != nil })
-			vu := high()
-			renewed(t, next.Term)
+			next, vu := succeeded(t, s.terms, s.lead, cut, high)
 			h.heal(t, m0)
 			spans := s.terms.Stop(t)
 			nxt := electortest.SpanOf(t, spans, next.Token)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
 )
 
@@ -81,61 +80,12 @@ func TestClusterStaleRenewalReadAfterHeal(t *testing.T) {
 			// only relays.
 			lb := startMemberLB(t, lbRoute{name: fmt.Sprintf("m%d", m0), to: ep0})
 
-			tm := elector.Timing{TTL: faultTTL, RenewInterval: renewEvery}
-			a := &cand{errs: &storeErrors{}, member: m0}
-			a.e = h.dial(t, candidateOf(t, "a", tm, a.errs), lb.Addr())
-			b := h.candidateOn(t, "b", tm, m1, m2)
-			aLeads := make(chan struct{})
-			terms := electortest.CampaignLoop(t, a.e, queuedAfter{b.e, aLeads})
-			lead := terms.WaitLeading(t, firstLeader)
-			close(aLeads)
-			if lead.ID != "a" {
-				t.Fatalf("%s leads, want a: b campaigns only once a leads", lead.ID)
-			}
-			electortest.Eventually(t, firstLeader, "b queued behind a", func() bool { return h.Queued(t, electionOf(t)) == 2 })
-			h.moveRaftLeader(t, m0)
-			renewed(t, lead.Term)
-			if n := lb.Conns(); n != 2 {
-				t.Fatalf("the balancer saw %d connections from a, want 2 (client, pin): %v", n, lb.Log())
-			}
-			const pinConn = 1
+			a, terms, lead := h.balancedLeadsBQueued(t, lb, m0, renewEvery, m0, m1, m2)
 
-			st0, err := h.c.Status(ctx, m0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st1, err := h.c.Status(ctx, m1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			id0, id1, term0 := st0.Header.MemberId, st1.Header.MemberId, st0.Header.RaftTerm
-			mover := h.c.Client(t, m0)
 			writer := h.c.Client(t, m1, m2)
-			t.Cleanup(func() {
-				h.c.Heal(m0)
-				h.c.SetPeerDelay(m0, 0)
-			})
 			high := highWater(t, lead.Term)
-
-			h.c.SetPeerDelay(m0, transferDelay)
-			mctx, mcancel := context.WithTimeout(ctx, moveTimeout)
-			t.Cleanup(mcancel)
-			moved := make(chan error, 1)
-			go func() {
-				_, err := mover.MoveLeader(mctx, id1)
-				moved <- err
-			}()
-			var notYet time.Time
-			electortest.Eventually(t, raftElection+slack, fmt.Sprintf("m%d to lead raft", m1), func() bool {
-				sent := time.Now()
-				if st, err := h.c.Status(ctx, m1); err == nil && st.Leader == id1 {
-					return true
-				}
-				notYet = sent
-				return false
-			})
-			cut := time.Now()
-			h.c.Partition(m0)
+			r := h.transferThenCut(t, m0, m1, nil)
+			cut, id1, term0, notYet := r.cut, r.id1, r.term0, r.before
 			// a reaches nothing until the move below: its renewals to m0
 			// hang (their proof could not come back anyway: m0 reaches no
 			// quorum), and its client hears nothing more (as a host cut off
@@ -143,10 +93,7 @@ func TestClusterStaleRenewalReadAfterHeal(t *testing.T) {
 			// its key go).
 			lb.Hold(0)
 			since := func(at time.Time) time.Duration { return elapsed(at.Sub(cut)) }
-			heard := "unknown"
-			if st, err := h.c.Status(ctx, m0); err == nil {
-				heard = fmt.Sprint(st.Leader != id0 || st.Header.RaftTerm != term0)
-			}
+			heard := r.heard(h)
 
 			// The writes m0 misses.
 			var wg sync.WaitGroup
@@ -234,22 +181,11 @@ func TestClusterStaleRenewalReadAfterHeal(t *testing.T) {
 			}
 			released := time.Now()
 
-			next := terms.WaitStarted(t, cut, raftChangeBound(faultTTL))
-			electortest.Eventually(t, window(faultTTL)+slack, "a's term to end", func() bool { return lead.Term.Err() != nil })
-			vu := high()
-			renewed(t, next.Term)
-			h.heal(t, m0)
-			select {
-			case err := <-moved:
-				if err != nil {
-					t.Logf("MoveLeader: %v", err)
-				}
-			case <-time.After(moveTimeout + slack):
-				t.Fatalf("MoveLeader asked of m%d did not return within %s", m0, moveTimeout+slack)
+			next, vu := succeeded(t, terms, lead, cut, high)
+			_, old, nxt, err := r.end(t, h, terms, lead, next)
+			if err != nil {
+				t.Logf("MoveLeader: %v", err)
 			}
-			spans := terms.Stop(t)
-			old := electortest.SpanOf(t, spans, lead.Token)
-			nxt := electortest.SpanOf(t, spans, next.Token)
 
 			sent := vu.Add(-window(faultTTL))
 			if sent.After(cut) && sent.Before(answered) {

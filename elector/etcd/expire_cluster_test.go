@@ -9,11 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/internal/faultproxy"
@@ -53,7 +51,7 @@ func TestClusterHeadWaiterRevokesCutOffLeader(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = acli.Close() })
 		a := newTestElector(t, acli, election, "a", ttl)
-		bc := countedClientOn(t, c.Endpoints()...)
+		bc := countedClient(t, c.Endpoints()...)
 		b := newTestElector(t, bc.Client, election, "b", ttl)
 
 		ta, err := a.Campaign(ctx)
@@ -120,7 +118,7 @@ func TestClusterExpireSparesALiveLeaseAcrossRaftLeaderChanges(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cli := c.Client(t)
-	bc := countedClientOn(t, c.Endpoints()...)
+	bc := countedClient(t, c.Endpoints()...)
 	b := newTestElector(t, bc.Client, "expire-moves", "b", 2*time.Second)
 
 	g, err := cli.Grant(ctx, 2)
@@ -132,19 +130,7 @@ func TestClusterExpireSparesALiveLeaseAcrossRaftLeaderChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	kv := leaderKey(ctx, t, cli, key)
-	deleted := make(chan time.Time, 1)
-	wctx, wcancel := context.WithCancel(ctx)
-	defer wcancel()
-	go func() {
-		for wr := range cli.Watch(wctx, key, clientv3.WithRev(kv.ModRevision+1)) {
-			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.DELETE {
-					deleted <- time.Now()
-					return
-				}
-			}
-		}
-	}()
+	deleted := watchDeleted(ctx, t, cli, key, clientv3.WithRev(kv.ModRevision+1))
 
 	// The head waiter's probe, restarted every 2–4 s (a new random member).
 	pctx, pcancel := context.WithCancel(ctx)
@@ -260,30 +246,4 @@ func waitQueued(t *testing.T, c *testenv.EtcdCluster, election string, n int) {
 		}
 		time.Sleep(20 * time.Millisecond) // polling a condition
 	}
-}
-
-// countedClientOn is countedClient on several endpoints.
-func countedClientOn(t *testing.T, addrs ...string) *counted {
-	t.Helper()
-	c := &counted{calls: map[string]int{}}
-	note := func(method string) {
-		c.mu.Lock()
-		c.calls[method]++
-		c.mu.Unlock()
-	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: addrs, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{
-			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-				note(method)
-				return invoker(ctx, method, req, reply, cc, opts...)
-			}),
-		},
-	})
-	if err != nil {
-		t.Fatalf("etcd client: %v", err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	c.Client = cli
-	return c
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -251,21 +250,9 @@ func staleTermTrial(t *testing.T, c *testenv.EtcdCluster, trial string, writes i
 	}
 
 	// The deletion of a's key, seen from m1.
-	deleted := make(chan time.Time, 1)
-	wcli := c.Client(t, m1)
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	wch := wcli.Watch(wctx, string(kv.Key), clientv3.WithRev(kv.ModRevision+1))
-	go func() {
-		for wr := range wch {
-			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.DELETE {
-					deleted <- time.Now()
-					return
-				}
-			}
-		}
-	}()
+	deleted := watchDeleted(wctx, t, c.Client(t, m1), string(kv.Key), clientv3.WithRev(kv.ModRevision+1))
 	// a's latest ValidUntil, sampled until its term ends (End clamps it).
 	var vuMu sync.Mutex
 	latest := ta.ValidUntil()

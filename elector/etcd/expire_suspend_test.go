@@ -8,7 +8,6 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -126,20 +125,8 @@ func TestSuspendedWaiterSparesALiveLease(t *testing.T) {
 	if _, err := cli.Put(ctx, key, "l", clientv3.WithLease(g.ID)); err != nil {
 		t.Fatal(err)
 	}
-	deleted := make(chan time.Time, 1)
-	go func() {
-		for wr := range cli.Watch(ctx, key) {
-			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.DELETE {
-					deleted <- time.Now()
-					return
-				}
-			}
-		}
-	}()
-	done := make(chan struct{})
-	kv := leaderKey(ctx, t, cli, key)
-	go func() { defer close(done); e.expire(ctx, kv, value{ID: "l", Since: time.Now()}) }()
+	deleted := watchDeleted(ctx, t, cli, key)
+	done := expireLoop(ctx, t, e, cli, key)
 
 	a0 := <-zero // chain starts; the waiter is now "suspended"
 	leaderDeadline := grantSent.Add(window)

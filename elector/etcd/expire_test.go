@@ -22,14 +22,15 @@ import (
 	"github.com/electd/electd/internal/testenv"
 )
 
-// counted is a client of addr that counts the RPCs it starts, by method.
+// counted is a client that counts the RPCs it starts, by method.
 type counted struct {
 	*clientv3.Client
 	mu    sync.Mutex
 	calls map[string]int
 }
 
-func countedClient(t *testing.T, addr string) *counted {
+// countedClient is a counted client of the members at addrs.
+func countedClient(t *testing.T, addrs ...string) *counted {
 	t.Helper()
 	c := &counted{calls: map[string]int{}}
 	note := func(method string) {
@@ -38,7 +39,7 @@ func countedClient(t *testing.T, addr string) *counted {
 		c.mu.Unlock()
 	}
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		Endpoints: addrs, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		DialOptions: []grpc.DialOption{
 			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 				note(method)
@@ -65,6 +66,26 @@ func (c *counted) count(method string) int {
 }
 
 const timeToLive = "/etcdserverpb.Lease/LeaseTimeToLive"
+
+// watchDeleted reports when a watch of key through cli (with opts), opened
+// now, first sees it deleted. The watch ends with ctx or the test.
+func watchDeleted(ctx context.Context, t *testing.T, cli *clientv3.Client, key string, opts ...clientv3.OpOption) <-chan time.Time {
+	deleted := make(chan time.Time, 1)
+	wctx, wcancel := context.WithCancel(ctx)
+	t.Cleanup(wcancel)
+	wch := cli.Watch(wctx, key, opts...)
+	go func() {
+		for wr := range wch {
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE {
+					deleted <- time.Now()
+					return
+				}
+			}
+		}
+	}()
+	return deleted
+}
 
 func newTestElector(t *testing.T, cli *clientv3.Client, election, id string, ttl time.Duration) *Elector {
 	t.Helper()
@@ -99,27 +120,9 @@ func TestExpireNeverRevokesALiveLease(t *testing.T) {
 	if _, err := cli.Put(ctx, key, "l", clientv3.WithLease(g.ID)); err != nil {
 		t.Fatalf("put: %v", err)
 	}
-	deleted := make(chan time.Time, 1)
-	wctx, wcancel := context.WithCancel(ctx)
-	defer wcancel()
-	wch := cli.Watch(wctx, key)
-	go func() {
-		for wr := range wch {
-			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.DELETE {
-					deleted <- time.Now()
-					return
-				}
-			}
-		}
-	}()
+	deleted := watchDeleted(ctx, t, cli, key)
 
-	kv := leaderKey(ctx, t, cli, key)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		e.expire(ctx, kv, value{ID: "l", Since: time.Now()})
-	}()
+	done := expireLoop(ctx, t, e, cli, key)
 
 	lastSent := time.Now() // the put: the lease was granted before it
 	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
@@ -173,12 +176,7 @@ func TestExpiredLeaseIsNeverRenewed(t *testing.T) {
 		if _, err := cli.Put(ctx, key, "l", clientv3.WithLease(g.ID)); err != nil {
 			t.Fatalf("put: %v", err)
 		}
-		kv := leaderKey(ctx, t, cli, key)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			e.expire(ctx, kv, value{ID: "l", Since: time.Now()})
-		}()
+		done := expireLoop(ctx, t, e, cli, key)
 		// Renew from just after the lease's end until it is gone.
 		timer := time.NewTimer(time.Until(granted.Add(2*time.Second + time.Millisecond)))
 		<-timer.C
@@ -307,6 +305,20 @@ func TestHeadWaiterRevokesCutOffLeader(t *testing.T) {
 }
 
 // leaderKey reads key as the head waiter would have seen it.
+// expireLoop reads the leader key at key through cli and runs e's expire
+// loop on it, as a head waiter does; the channel is closed once the loop
+// returns.
+func expireLoop(ctx context.Context, t *testing.T, e *Elector, cli *clientv3.Client, key string) <-chan struct{} {
+	t.Helper()
+	kv := leaderKey(ctx, t, cli, key)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.expire(ctx, kv, value{ID: "l", Since: time.Now()})
+	}()
+	return done
+}
+
 func leaderKey(ctx context.Context, t *testing.T, cli *clientv3.Client, key string) *mvccpb.KeyValue {
 	t.Helper()
 	g, err := cli.Get(ctx, key)

@@ -137,22 +137,19 @@ func (lb *memberLB) Plan(def lbRoute, next ...lbRoute) {
 }
 
 // Hold holds every connection accepted from the first-th on silent.
-func (lb *memberLB) Hold(first int) {
-	for _, c := range lb.from(first) {
-		c.hold()
-	}
-	lb.mu.Lock()
-	lb.logf("held connections from #" + itoa(first))
-	lb.mu.Unlock()
-}
+func (lb *memberLB) Hold(first int) { lb.each(first, (*lbConn).hold, "held") }
 
 // Drop closes every connection accepted from the first-th on.
-func (lb *memberLB) Drop(first int) {
+func (lb *memberLB) Drop(first int) { lb.each(first, (*lbConn).close, "closed") }
+
+// each does do to every connection accepted from the first-th on, and logs
+// it as done.
+func (lb *memberLB) each(first int, do func(*lbConn), done string) {
 	for _, c := range lb.from(first) {
-		c.close()
+		do(c)
 	}
 	lb.mu.Lock()
-	lb.logf("closed connections from #" + itoa(first))
+	lb.logf(done + " connections from #" + itoa(first))
 	lb.mu.Unlock()
 }
 

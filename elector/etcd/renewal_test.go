@@ -9,7 +9,6 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/electd/electd/elector/backend/hosts"
 	"github.com/electd/electd/elector/electortest"
 	"github.com/electd/electd/internal/testenv"
 )
@@ -85,12 +84,7 @@ func TestConfirmNeedsTheSameTerm(t *testing.T) {
 // of waiting out the attempt.
 func TestPinnedRenewalRefusedAtOnce(t *testing.T) {
 	c := testenv.StartEtcdCluster(t)
-	bc, err := Dial(context.Background(), hosts.Endpoint{Scheme: "etcd", Hosts: c.Endpoints()})
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() { _ = bc.Close() })
-	cli := bc.(*conn).cli
+	cli := dialCluster(t, c)
 	ps := newPins(cli)
 	t.Cleanup(func() { _ = ps.close() })
 
@@ -100,15 +94,7 @@ func TestPinnedRenewalRefusedAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cut := (c.Leader(t) + 1) % len(c.Members()) // a follower
-	c.Partition(cut)
-	t.Cleanup(func() { c.Heal(cut) })
-	electortest.Eventually(t, 10*time.Second, "the partitioned member to know it has no leader", func() bool {
-		sctx, scancel := context.WithTimeout(ctx, time.Second)
-		defer scancel()
-		st, err := c.Status(sctx, cut)
-		return err == nil && st.Leader == 0
-	})
+	cut := partitionFollower(t, c)
 	p, err := ps.at(cut)
 	if err != nil {
 		t.Fatal(err)

@@ -21,22 +21,9 @@ import (
 // require-leader a third of them waited out the timeout.
 func TestLeaderlessMemberRefusesAtOnce(t *testing.T) {
 	c := testenv.StartEtcdCluster(t)
-	bc, err := Dial(context.Background(), hosts.Endpoint{Scheme: "etcd", Hosts: c.Endpoints()})
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() { _ = bc.Close() })
-	cli := bc.(*conn).cli
+	cli := dialCluster(t, c)
 
-	cut := (c.Leader(t) + 1) % len(c.Members()) // a follower
-	c.Partition(cut)
-	t.Cleanup(func() { c.Heal(cut) })
-	electortest.Eventually(t, 10*time.Second, "the partitioned member to know it has no leader", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		st, err := c.Status(ctx, cut)
-		return err == nil && st.Leader == 0
-	})
+	partitionFollower(t, c)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -70,4 +57,32 @@ func TestLeaderlessMemberRefusesAtOnce(t *testing.T) {
 		t.Fatal("no renewal reached the partitioned member: the test shows nothing")
 	}
 	t.Logf("%d of 12 renewals reached the partitioned member and were refused at once", refused)
+}
+
+// dialCluster is electd's own client (Dial) of every member of c, closed
+// when the test ends.
+func dialCluster(t *testing.T, c *testenv.EtcdCluster) *clientv3.Client {
+	t.Helper()
+	bc, err := Dial(context.Background(), hosts.Endpoint{Scheme: "etcd", Hosts: c.Endpoints()})
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { _ = bc.Close() })
+	return bc.(*conn).cli
+}
+
+// partitionFollower cuts a follower of c off from its peers until the test
+// ends, waits until it knows it has no leader, and returns it.
+func partitionFollower(t *testing.T, c *testenv.EtcdCluster) int {
+	t.Helper()
+	cut := (c.Leader(t) + 1) % len(c.Members()) // a follower
+	c.Partition(cut)
+	t.Cleanup(func() { c.Heal(cut) })
+	electortest.Eventually(t, 10*time.Second, "the partitioned member to know it has no leader", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		st, err := c.Status(ctx, cut)
+		return err == nil && st.Leader == 0
+	})
+	return cut
 }

@@ -3,8 +3,6 @@ package etcd
 import (
 	"context"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/electd/electd/elector"
 )
 
@@ -18,10 +16,7 @@ var _ elector.Queuer = (*Elector)(nil)
 // reports nothing to the Instrument: a reading on demand must not leave
 // a failure behind in /healthz that no later reading clears.
 func (e *Elector) Queue(ctx context.Context) (elector.Queue, error) {
-	ctx, cancel := context.WithTimeout(ctx, e.opTimeout())
-	defer cancel()
-	resp, err := e.client.Get(ctx, e.pfx, clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	resp, err := e.readQueue(ctx)
 	if err != nil {
 		err = elector.Classify(errorClass(err), err)
 		return elector.Queue{}, &elector.StoreError{Op: "status", Err: err, Permanent: permanent(err)}

@@ -53,14 +53,20 @@ func (e *Elector) Queued(ctx context.Context, id string) error {
 
 // queue reads the election's keys in queue order, and the revision read.
 func (e *Elector) queue(ctx context.Context) ([]*mvccpb.KeyValue, int64, error) {
-	gctx, cancel := context.WithTimeout(ctx, e.opTimeout())
-	defer cancel()
-	g, err := e.client.Get(gctx, e.pfx, clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	g, err := e.readQueue(ctx)
 	if err != nil {
 		return nil, 0, e.storeErr("switchover", err)
 	}
 	return g.Kvs, g.Header.Revision, nil
+}
+
+// readQueue reads the election's keys in one range request, in the order
+// of their creation (the queue's), within the store's request timeout.
+func (e *Elector) readQueue(ctx context.Context) (*clientv3.GetResponse, error) {
+	gctx, cancel := context.WithTimeout(ctx, e.opTimeout())
+	defer cancel()
+	return e.client.Get(gctx, e.pfx, clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 }
 
 // target is the index of the last candidate behind the head with this ID

@@ -291,21 +291,10 @@ func (e *Elector) take(ctx context.Context, st state) (*elector.Term, error) {
 	}
 	obj := l.obj.DeepCopy()
 	self := elector.Leader{ID: e.cfg.ID, Address: e.cfg.Address, Token: max(st.maxRV, e.seen.Load(), l.rv) + 1}
-	cctx, cancel := e.request(ctx)
-	defer cancel()
-	send := e.cfg.Clock.Now()
-	grant(obj, self, e.cfg.Timing.TTL, send)
-	got, err := e.leases().Update(cctx, obj, metav1.UpdateOptions{})
-	switch {
-	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
-		e.fails.Answered("grant")
-		return nil, nil
-	case err != nil:
-		err = classify(err)
-		e.fails.Failed("grant", err)
+	got, send, err := e.grantUpdate(ctx, obj, func(send time.Time) { grant(obj, self, e.cfg.Timing.TTL, send) })
+	if got == nil {
 		return nil, err
 	}
-	e.fails.Answered("grant")
 	self.Since = got.Spec.AcquireTime.Time // as stored: to the microsecond
 	return e.begin(self, send, got)
 }
@@ -358,22 +347,33 @@ func (e *Elector) claim(ctx context.Context, l *seen) (*elector.Term, error) {
 		n = *obj.Spec.LeaseTransitions + 1
 	}
 	obj.Spec.LeaseTransitions = &n
+	got, send, err := e.grantUpdate(ctx, obj, func(send time.Time) { renew(obj, e.cfg.Timing.TTL, send) })
+	if got == nil {
+		return nil, err
+	}
+	return e.begin(self, send, got)
+}
+
+// grantUpdate writes obj, once stamp has stamped it with the write's send
+// time, as an update conditioned on its version; got is the Lease
+// written, nil (and err nil) when another write came first.
+func (e *Elector) grantUpdate(ctx context.Context, obj *coordinationv1.Lease, stamp func(send time.Time)) (got *coordinationv1.Lease, send time.Time, err error) {
 	cctx, cancel := e.request(ctx)
 	defer cancel()
-	send := e.cfg.Clock.Now()
-	renew(obj, e.cfg.Timing.TTL, send)
-	got, err := e.leases().Update(cctx, obj, metav1.UpdateOptions{})
+	send = e.cfg.Clock.Now()
+	stamp(send)
+	got, err = e.leases().Update(cctx, obj, metav1.UpdateOptions{})
 	switch {
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
 		e.fails.Answered("grant")
-		return nil, nil
+		return nil, send, nil
 	case err != nil:
 		err = classify(err)
 		e.fails.Failed("grant", err)
-		return nil, err
+		return nil, send, err
 	}
 	e.fails.Answered("grant")
-	return e.begin(self, send, got)
+	return got, send, nil
 }
 
 // begin starts the term self that a write sent at send made (got is the

@@ -20,7 +20,6 @@ import (
 	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
 	"github.com/electd/electd/elector/kube"
 	"github.com/electd/electd/internal/testenv"
@@ -143,15 +142,7 @@ func TestExampleRBAC(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	cand := func(id string) elector.Locker {
-		el, err := c.NewElector(elector.Candidate{Election: "example", ID: id, Timing: elector.Timing{TTL: 2 * time.Second}, Logger: electortest.Logger()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = el.Close() })
-		return el
-	}
-	a, b := cand("a"), cand("b")
+	a, b := lockerOn(t, c, "example", "a"), lockerOn(t, c, "example", "b")
 	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 10*time.Second, "a")
 	cb := electortest.Campaign(ctx, b)
 	electortest.Eventually(t, 10*time.Second, "b in line", func() bool { return queued(t, k, ns, "example") == 2 })

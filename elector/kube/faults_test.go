@@ -43,11 +43,7 @@ func TestStoreFaults(t *testing.T) {
 		// lost: the holder's term must end by the fault, with this error.
 		lost error
 	}{
-		{name: "lease deleted", lost: elector.ErrLeadershipLost, fault: func(t *testing.T, el string) {
-			if err := leases.Delete(context.Background(), el, metav1.DeleteOptions{}); err != nil {
-				t.Fatalf("delete the Lease: %v", err)
-			}
-		}},
+		{name: "lease deleted", lost: elector.ErrLeadershipLost, fault: deleteLease(leases)},
 		{name: "holder changed by hand", lost: elector.ErrLeadershipLost, fault: func(t *testing.T, el string) {
 			// As kubectl edit does: read, change, update; a renewal that
 			// landed in between makes the update conflict, and it is

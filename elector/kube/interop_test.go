@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
@@ -44,15 +45,22 @@ func startGo(t testing.TB, k *testenv.Kube, election, id string, releaseOnCancel
 // until stop.
 func runGo(t testing.TB, k *testenv.Kube, lease, id string, releaseOnCancel bool) *goElector {
 	t.Helper()
-	cs := k.Client(t)
+	return runGoOn(t, k.Client(t).CoordinationV1(), lease, id, 2*time.Second, 1500*time.Millisecond, 200*time.Millisecond, releaseOnCancel)
+}
+
+// runGoOn runs a client-go elector through leases on the Lease named lease,
+// with the given lease duration, renew deadline and retry period, until
+// stop.
+func runGoOn(t testing.TB, leases coordv1.LeasesGetter, lease, id string, dur, deadline, retry time.Duration, releaseOnCancel bool) *goElector {
+	t.Helper()
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Name: lease, Namespace: namespace},
-		Client:     cs.CoordinationV1(),
+		Client:     leases,
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}
 	g := &goElector{done: make(chan struct{})}
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: lock, LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond,
+		Lock: lock, LeaseDuration: dur, RenewDeadline: deadline, RetryPeriod: retry,
 		ReleaseOnCancel: releaseOnCancel, Name: id,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) { g.mu.Lock(); g.started = time.Now(); g.mu.Unlock() },

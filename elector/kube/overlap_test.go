@@ -9,8 +9,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
@@ -29,6 +27,25 @@ import (
 func candidateAt(t *testing.T, h *harness, addr, election, id string, timing elector.Timing) elector.Locker {
 	t.Helper()
 	return h.New(t, electortest.Candidate{StoreAddr: addr, Candidate: elector.Candidate{Election: election, ID: id, Timing: timing}})
+}
+
+// leaderBehindProxy makes a lead election, dialing the API server through
+// a fault proxy of its own, with timing.
+func leaderBehindProxy(t *testing.T, h *harness, election string, timing elector.Timing) (*faultproxy.Proxy, electortest.Result) {
+	t.Helper()
+	pa := faultproxy.Start(t, h.Addr())
+	a := candidateAt(t, h, pa.Addr(), election, "a", timing)
+	return pa, electortest.MustLead(t, electortest.Campaign(context.Background(), a), 10*time.Second, "a")
+}
+
+// deleteLease is the fault of a Lease deleted by hand (kubectl delete
+// lease) in the election a test names.
+func deleteLease(leases coordv1.LeaseInterface) func(t *testing.T, election string) {
+	return func(t *testing.T, el string) {
+		if err := leases.Delete(context.Background(), el, metav1.DeleteOptions{}); err != nil {
+			t.Fatalf("delete the Lease: %v", err)
+		}
+	}
 }
 
 // tickets lists the election's tickets by holder.
@@ -122,11 +139,9 @@ func TestRenewalRestoresLeaseDuration(t *testing.T) {
 	ctx := context.Background()
 	el := "overlap-edited-duration"
 	leases := k.Client(t).CoordinationV1().Leases(namespace)
-	pa := faultproxy.Start(t, h.Addr())
 	// A short renewal interval: a renews on top of the edit before b's
 	// 1 s runs out.
-	a := candidateAt(t, h, pa.Addr(), el, "a", elector.Timing{TTL: 10 * time.Second, RenewInterval: 300 * time.Millisecond})
-	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 10*time.Second, "a")
+	pa, ra := leaderBehindProxy(t, h, el, elector.Timing{TTL: 10 * time.Second, RenewInterval: 300 * time.Millisecond})
 	b := candidateAt(t, h, h.Addr(), el, "b", elector.Timing{TTL: 10 * time.Second})
 	cb := electortest.Campaign(ctx, b)
 	electortest.Eventually(t, 10*time.Second, "b's ticket", func() bool { return tickets(t, k, el)["b"] })
@@ -183,11 +198,7 @@ func TestTakeAfterExternalReleaseWaitsOutHolder(t *testing.T) {
 		name  string
 		fault func(t *testing.T, election string)
 	}{
-		{name: "lease deleted", fault: func(t *testing.T, el string) {
-			if err := leases.Delete(context.Background(), el, metav1.DeleteOptions{}); err != nil {
-				t.Fatalf("delete the Lease: %v", err)
-			}
-		}},
+		{name: "lease deleted", fault: deleteLease(leases)},
 		{name: "holder cleared by hand", fault: func(t *testing.T, el string) {
 			l, err := leases.Get(context.Background(), el, metav1.GetOptions{})
 			if err != nil {
@@ -203,9 +214,7 @@ func TestTakeAfterExternalReleaseWaitsOutHolder(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			el := []string{"overlap-deleted", "overlap-cleared"}[i]
-			pa := faultproxy.Start(t, h.Addr())
-			a := candidateAt(t, h, pa.Addr(), el, "a", elector.Timing{TTL: 10 * time.Second})
-			ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 10*time.Second, "a")
+			pa, ra := leaderBehindProxy(t, h, el, elector.Timing{TTL: 10 * time.Second})
 			b := candidateAt(t, h, h.Addr(), el, "b", elector.Timing{TTL: 10 * time.Second})
 			cb := electortest.Campaign(ctx, b)
 			electortest.Eventually(t, 10*time.Second, "b's ticket", func() bool { return tickets(t, k, el)["b"] })
@@ -258,9 +267,7 @@ func TestClientGoWaitsOutPartitionedElectdLeader(t *testing.T) {
 	ctx := context.Background()
 	el := "overlap-client-go"
 	timing := elector.Timing{TTL: 2 * time.Second}
-	pa := faultproxy.Start(t, h.Addr())
-	a := candidateAt(t, h, pa.Addr(), el, "a", timing)
-	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 10*time.Second, "a")
+	pa, ra := leaderBehindProxy(t, h, el, timing)
 
 	var (
 		mu       sync.Mutex
@@ -282,23 +289,8 @@ func TestClientGoWaitsOutPartitionedElectdLeader(t *testing.T) {
 		}
 	}
 	cs := k.Client(t)
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: el, Namespace: namespace},
-		Client:     hookLeases{LeasesGetter: cs.CoordinationV1(), before: hook},
-		LockConfig: resourcelock.ResourceLockConfig{Identity: "client-go"},
-	}
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: lock, LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
-		Name:      "client-go",
-		Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: func(context.Context) {}, OnStoppedLeading: func() {}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); le.Run(gctx) }()
-	defer func() { cancel(); <-done }()
+	goe := runGoOn(t, hookLeases{LeasesGetter: cs.CoordinationV1(), before: hook}, el, "client-go", 2*time.Second, 1500*time.Millisecond, 100*time.Millisecond, false)
+	defer goe.stop()
 
 	time.Sleep(3 * time.Second) // client-go watches electd renew
 	select {

@@ -15,6 +15,18 @@ import (
 	"github.com/electd/electd/store"
 )
 
+// lockerOn is candidate id of election, with a 2 s lease, made by c;
+// closed when the test ends.
+func lockerOn(t *testing.T, c *kube.Conn, election, id string) elector.Locker {
+	t.Helper()
+	el, err := c.NewElector(elector.Candidate{Election: election, ID: id, Timing: elector.Timing{TTL: 2 * time.Second}, Logger: electortest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = el.Close() })
+	return el
+}
+
 // conn is a kube.Conn for token in ns.
 func conn(t *testing.T, k *testenv.Kube, token, ns string) *kube.Conn {
 	t.Helper()
@@ -37,15 +49,7 @@ func TestLeastPrivilege(t *testing.T) {
 	if err := c.Ping(ctx); err != nil {
 		t.Fatalf("start check with the least-privilege Role: %v", err)
 	}
-	cand := func(id string) elector.Locker {
-		el, err := c.NewElector(elector.Candidate{Election: "least", ID: id, Timing: elector.Timing{TTL: 2 * time.Second}, Logger: electortest.Logger()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = el.Close() })
-		return el
-	}
-	a, b := cand("a"), cand("b")
+	a, b := lockerOn(t, c, "least", "a"), lockerOn(t, c, "least", "b")
 	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 10*time.Second, "a")
 	cb := electortest.Campaign(ctx, b)
 	electortest.Eventually(t, 10*time.Second, "b in line", func() bool { return b.Wakeups() == 0 && queued(t, k, "electd", "least") == 2 })

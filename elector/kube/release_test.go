@@ -11,8 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
@@ -31,26 +29,8 @@ func goElectorVia(t *testing.T, k *testenv.Kube, addr, election, id string, dur,
 	if err != nil {
 		t.Fatal(err)
 	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: election, Namespace: namespace},
-		Client:     cs.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
-	}
-	g := &goElector{done: make(chan struct{})}
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: lock, LeaseDuration: dur, RenewDeadline: deadline, RetryPeriod: retry, Name: id,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(context.Context) { g.mu.Lock(); g.started = time.Now(); g.mu.Unlock() },
-			OnStoppedLeading: func() { g.mu.Lock(); g.ended = time.Now(); g.mu.Unlock() },
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	g.cancel = cancel
-	go func() { defer close(g.done); le.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-g.done })
+	g := runGoOn(t, cs.CoordinationV1(), election, id, dur, deadline, retry, false)
+	t.Cleanup(g.stop)
 	return g
 }
 
@@ -198,9 +178,7 @@ func TestTryCampaignWaitsOutDeletedLeaseItsWatchHasNotShown(t *testing.T) {
 	el := "adv2-try-deleted"
 	leases := k.Client(t).CoordinationV1().Leases(namespace)
 
-	pa := faultproxy.Start(t, h.Addr())
-	a := candidateAt(t, h, pa.Addr(), el, "a", elector.Timing{TTL: 10 * time.Second})
-	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 10*time.Second, "a")
+	pa, ra := leaderBehindProxy(t, h, el, elector.Timing{TTL: 10 * time.Second})
 
 	rc := k.Config(k.AdminToken())
 	lg, _, err := kube.Clients(rc)
@@ -253,9 +231,7 @@ func TestClientGoWaitsOutElectdLeaderWithPreferredHolder(t *testing.T) {
 	el := "adv2-preferred-holder"
 	cs := k.Client(t)
 	leases := cs.CoordinationV1().Leases(namespace)
-	pa := faultproxy.Start(t, h.Addr())
-	a := candidateAt(t, h, pa.Addr(), el, "a", elector.Timing{TTL: 2 * time.Second})
-	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 10*time.Second, "a")
+	pa, ra := leaderBehindProxy(t, h, el, elector.Timing{TTL: 2 * time.Second})
 
 	// The hand edit: kubectl patch lease ... -p '{"spec":{"preferredHolder":"a"}}'
 	var edited *coordinationv1.Lease

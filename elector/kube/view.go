@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strconv"
@@ -116,11 +117,7 @@ func (v *view) watch(op string, which int, opts metav1.ListOptions) {
 		if from == "" {
 			list, err := leases.List(e.ctx, opts)
 			if err != nil {
-				if e.ctx.Err() != nil {
-					return // closed: not a store failure
-				}
-				e.fails.Failed(op, classify(err))
-				if !e.sleep(e.ctx, b.Next()) {
+				if !v.failed(op, err, b) {
 					return
 				}
 				continue
@@ -137,11 +134,7 @@ func (v *view) watch(op string, which int, opts metav1.ListOptions) {
 			continue
 		}
 		if err != nil {
-			if e.ctx.Err() != nil {
-				return // closed: not a store failure
-			}
-			e.fails.Failed(op, classify(err))
-			if !e.sleep(e.ctx, b.Next()) {
+			if !v.failed(op, err, b) {
 				return
 			}
 			continue
@@ -149,6 +142,18 @@ func (v *view) watch(op string, which int, opts metav1.ListOptions) {
 		from = v.drain(op, which, w, from, b)
 		w.Stop()
 	}
+}
+
+// failed counts err as a failure of op, unless the view is closed (then
+// it is not a store failure), and waits out b's next delay; false once
+// the view is closed.
+func (v *view) failed(op string, err error, b *backoff.Backoff) bool {
+	e := v.e
+	if e.ctx.Err() != nil {
+		return false
+	}
+	e.fails.Failed(op, classify(err))
+	return e.sleep(e.ctx, b.Next())
 }
 
 // drain applies w's events until it ends; it returns the resourceVersion
@@ -399,10 +404,10 @@ func (st state) head(now time.Time, grace time.Duration) (h *seen, dead []seen, 
 // sortLine sorts tickets in line: by order, then by name.
 func sortLine(line []seen) {
 	slices.SortFunc(line, func(a, b seen) int {
-		if c := cmpUint(order(a), order(b)); c != 0 {
+		if c := cmp.Compare(order(a), order(b)); c != 0 {
 			return c
 		}
-		return cmpString(a.obj.Name, b.obj.Name)
+		return cmp.Compare(a.obj.Name, b.obj.Name)
 	})
 }
 
@@ -416,24 +421,4 @@ func order(t seen) uint64 {
 		}
 	}
 	return t.rv
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -6,10 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -34,43 +30,20 @@ func TestSwitchoverAnswerLost(t *testing.T) {
 
 	var lose atomic.Bool
 	var lost atomic.Int32
-	acli, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{srv.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(
-			func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-				err := invoker(ctx, method, req, reply, cc, opts...)
-				if r, ok := req.(*etcdserverpb.TxnRequest); ok && err == nil && lose.Load() {
-					for _, op := range r.Success {
-						if op.GetRequestDeleteRange() != nil {
-							lost.Add(1)
-							return status.Error(codes.Unavailable, "answer lost (test)")
-						}
-					}
-				}
-				return err
-			})},
+	acli := switchoverWatchedClient(t, srv.Endpoint(), func(send func() error) error {
+		err := send()
+		if err == nil && lose.Load() {
+			lost.Add(1)
+			return status.Error(codes.Unavailable, "answer lost (test)")
+		}
+		return err
 	})
-	if err != nil {
-		t.Fatalf("a's client: %v", err)
-	}
-	t.Cleanup(func() { _ = acli.Close() })
 
 	const ttl = 6 * time.Second
 	a := newTestElector(t, acli, election, "a", ttl)
 	b := newTestElector(t, srv.Client(t), election, "b", ttl)
 	c := newTestElector(t, srv.Client(t), election, "c", ttl)
-	cli := srv.Client(t)
-	queued := func(n int64) func() bool {
-		return func() bool {
-			g, err := cli.Get(ctx, DefaultPrefix+election+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-			return err == nil && g.Count == n
-		}
-	}
-	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 10*time.Second, "a")
-	cb := electortest.Campaign(ctx, b)
-	electortest.Eventually(t, 5*time.Second, "b queued", queued(2))
-	cc := electortest.Campaign(ctx, c)
-	electortest.Eventually(t, 5*time.Second, "c queued", queued(3))
+	ra, cb, cc := queueOfThree(t, ctx, srv.Client(t), election, a, b, c, "c")
 
 	lose.Store(true)
 	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)

@@ -7,11 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"google.golang.org/grpc"
-
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
 	"github.com/electd/electd/internal/faultproxy"
@@ -43,49 +38,25 @@ func TestFailedSwitchoverOnSlowStoreLeavesLeaderKey(t *testing.T) {
 		closeT  func()
 		closeMu sync.Mutex
 	)
-	acli, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{p.Addr()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(
-			func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-				if r, ok := req.(*etcdserverpb.TxnRequest); ok && armed.Load() {
-					for _, op := range r.Success {
-						if op.GetRequestDeleteRange() != nil {
-							// The switchover's transaction: t leaves first.
-							closeMu.Lock()
-							if closeT != nil {
-								closeT()
-								closeT = nil
-							}
-							closeMu.Unlock()
-							break
-						}
-					}
-				}
-				return invoker(ctx, method, req, reply, cc, opts...)
-			})},
+	acli := switchoverWatchedClient(t, p.Addr(), func(send func() error) error {
+		if armed.Load() {
+			// The switchover's transaction: t leaves first.
+			closeMu.Lock()
+			if closeT != nil {
+				closeT()
+				closeT = nil
+			}
+			closeMu.Unlock()
+		}
+		return send()
 	})
-	if err != nil {
-		t.Fatalf("a's client: %v", err)
-	}
-	t.Cleanup(func() { _ = acli.Close() })
 
 	const ttl = 10 * time.Second // renewals every 2 s, the request timeout
 	a := newTestElector(t, acli, election, "a", ttl)
 	b := newTestElector(t, srv.Client(t), election, "b", ttl)
 	te := newTestElector(t, srv.Client(t), election, "t", ttl)
 	closeT = func() { _ = te.Close() }
-	cli := srv.Client(t)
-	queued := func(n int64) func() bool {
-		return func() bool {
-			g, err := cli.Get(ctx, DefaultPrefix+election+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-			return err == nil && g.Count == n
-		}
-	}
-	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 10*time.Second, "a")
-	cb := electortest.Campaign(ctx, b)
-	electortest.Eventually(t, 5*time.Second, "b queued", queued(2))
-	_ = electortest.Campaign(ctx, te)
-	electortest.Eventually(t, 5*time.Second, "t queued", queued(3))
+	ra, cb, _ := queueOfThree(t, ctx, srv.Client(t), election, a, b, te, "t")
 	if err := ra.Term.Queued(ctx, "t"); err != nil {
 		t.Fatalf("Queued(t) = %v", err)
 	}
