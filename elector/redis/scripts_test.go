@@ -162,11 +162,7 @@ func TestRestoredStateShownByATokenAlone(t *testing.T) {
 	snap := dumpState(t, cli, election)
 	electortest.Resign(t, rc.Term)
 
-	g := newGate()
-	aCli := newClient(t, srv.Addr())
-	aCli.AddHook(g)
-	defer g.open() // before the cleanups close a
-	ra := electortest.MustLead(t, electortest.Campaign(ctx, in("a", aCli)), 5*ttl, "a")
+	g, ra := gatedLeader(ctx, t, srv.Addr(), election, ttl)
 	electortest.Eventually(t, 2*ttl, "the snapshot's leases to lapse", func() bool { return serverNow(t, cli).After(snap.lastDeadline) })
 
 	// d learns a's token the way a watcher does (the view's read), with no
@@ -223,6 +219,21 @@ func newGate() *gate {
 	close(g.opened)
 	g.idle = sync.NewCond(&g.mu)
 	return g
+}
+
+// gatedLeader makes candidate a of election at ttl on addr, every command
+// of its client passing a gate (open until the test shuts it), and waits
+// up to 5 TTLs for a to lead. The gate opens again before the cleanups
+// close a.
+func gatedLeader(ctx context.Context, t *testing.T, addr, election string, ttl time.Duration) (*gate, electortest.Result) {
+	t.Helper()
+	g := newGate()
+	cli := newClient(t, addr)
+	cli.AddHook(g)
+	a := newElectorWith(t, Config{Client: cli, Candidate: elector.Candidate{
+		Election: election, ID: "a", Timing: elector.Timing{TTL: ttl}}})
+	t.Cleanup(g.open) // registered after a's Close, so run before it
+	return g, electortest.MustLead(t, electortest.Campaign(ctx, a), 5*ttl, "a")
 }
 
 // shut holds every command from now on, and returns once none sent
