@@ -25,8 +25,7 @@ func TestMinorityCandidateBlocksEven(t *testing.T) {
 	h := newHarness(t, 4)
 	const ttl = time.Second
 	election := "minority-even"
-	ps := h.proxies(t)
-	aAddrs := proxyAddrs(ps)
+	ps, aAddrs := h.proxies(t)
 	ps[2].Cut()
 	ps[3].Cut()
 	a := newElector(t, aAddrs, election, "a", ttl)
@@ -62,8 +61,8 @@ func TestMinorityCandidatesBlockThree(t *testing.T) {
 	h := newHarness(t, 3)
 	const ttl = time.Second
 	election := "minority-three"
-	psA, psC := h.proxies(t), h.proxies(t)
-	aAddrs, cAddrs := proxyAddrs(psA), proxyAddrs(psC)
+	psA, aAddrs := h.proxies(t)
+	psC, cAddrs := h.proxies(t)
 	psA[1].Cut()
 	psA[2].Cut()
 	psC[0].Cut()
@@ -119,8 +118,7 @@ func TestTryCampaignBusyAfterOutage(t *testing.T) {
 	h := newHarness(t, 3)
 	const ttl = time.Second
 	election := "try-busy"
-	ps := h.proxies(t)
-	addrs := proxyAddrs(ps)
+	ps, addrs := h.proxies(t)
 	b := newElector(t, h.addrs(), election, "b", ttl)
 	pastEpoch(t, b) // every server grants from now on
 	a := newElector(t, addrs, election, "a", ttl)
