@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/electd/electd/elector/electortest"
+	"github.com/electd/electd/internal/testenv"
 )
 
 // Helpers of the switchover fault tests (switchover_lostanswer_test.go,
@@ -44,11 +45,16 @@ func switchoverWatchedClient(t *testing.T, endpoint string, around func(send fun
 	return cli
 }
 
-// queueOfThree makes a lead, then queues b and then third (named name)
-// behind it, each once cli sees its key; it returns a's term and the
-// campaigns of b and third.
-func queueOfThree(t *testing.T, ctx context.Context, cli *clientv3.Client, election string, a, b, third *Elector, name string) (electortest.Result, <-chan electortest.Result, <-chan electortest.Result) {
+// queueOfThree makes three candidates of election at ttl: a on acli, b
+// and then third (named name) on their own clients of srv. a leads, then b
+// and third queue behind it, each once a client of srv sees its key. It
+// returns third, a's term and the campaigns of b and third.
+func queueOfThree(t *testing.T, ctx context.Context, srv *testenv.Etcd, acli *clientv3.Client, election string, ttl time.Duration, name string) (*Elector, electortest.Result, <-chan electortest.Result, <-chan electortest.Result) {
 	t.Helper()
+	a := newTestElector(t, acli, election, "a", ttl)
+	b := newTestElector(t, srv.Client(t), election, "b", ttl)
+	third := newTestElector(t, srv.Client(t), election, name, ttl)
+	cli := srv.Client(t)
 	queued := func(n int64) func() bool {
 		return func() bool {
 			g, err := cli.Get(ctx, DefaultPrefix+election+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
@@ -60,5 +66,5 @@ func queueOfThree(t *testing.T, ctx context.Context, cli *clientv3.Client, elect
 	electortest.Eventually(t, 5*time.Second, "b queued", queued(2))
 	c3 := electortest.Campaign(ctx, third)
 	electortest.Eventually(t, 5*time.Second, name+" queued", queued(3))
-	return ra, cb, c3
+	return third, ra, cb, c3
 }

@@ -40,10 +40,7 @@ func TestSwitchoverAnswerLost(t *testing.T) {
 	})
 
 	const ttl = 6 * time.Second
-	a := newTestElector(t, acli, election, "a", ttl)
-	b := newTestElector(t, srv.Client(t), election, "b", ttl)
-	c := newTestElector(t, srv.Client(t), election, "c", ttl)
-	ra, cb, cc := queueOfThree(t, ctx, srv.Client(t), election, a, b, c, "c")
+	_, ra, cb, cc := queueOfThree(t, ctx, srv, acli, election, ttl, "c")
 
 	lose.Store(true)
 	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)

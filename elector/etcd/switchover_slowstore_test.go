@@ -52,11 +52,8 @@ func TestFailedSwitchoverOnSlowStoreLeavesLeaderKey(t *testing.T) {
 	})
 
 	const ttl = 10 * time.Second // renewals every 2 s, the request timeout
-	a := newTestElector(t, acli, election, "a", ttl)
-	b := newTestElector(t, srv.Client(t), election, "b", ttl)
-	te := newTestElector(t, srv.Client(t), election, "t", ttl)
-	closeT = func() { _ = te.Close() }
-	ra, cb, _ := queueOfThree(t, ctx, srv.Client(t), election, a, b, te, "t")
+	te, ra, cb, _ := queueOfThree(t, ctx, srv, acli, election, ttl, "t")
+	closeT = func() { _ = te.Close() } // before armed: acli calls it only once armed
 	if err := ra.Term.Queued(ctx, "t"); err != nil {
 		t.Fatalf("Queued(t) = %v", err)
 	}

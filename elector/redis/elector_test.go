@@ -13,6 +13,7 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
+	"github.com/electd/electd/elector/internal/redistest"
 	"github.com/electd/electd/internal/faultproxy"
 )
 
@@ -276,7 +277,7 @@ func TestIdleFollowerCommands(t *testing.T) {
 	start := time.Now()
 	const window = 10 * testTTL / 5 // ten renewal intervals
 	time.Sleep(window)              // measuring a rate over a window, not synchronising
-	stats := commandStats(t, cli)
+	stats := redistest.CommandStats(t, cli)
 	elapsed := time.Since(start)
 	electortest.StillWaiting(t, cb, "b")
 	inScripts := map[string]bool{}

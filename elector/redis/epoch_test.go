@@ -133,13 +133,7 @@ func TestEpochWhereStateMayBeLost(t *testing.T) {
 				must(t, rcli.SlaveOf(ctx, "127.0.0.1", strconv.Itoa(testenv.FreePort(t))).Err())
 			}
 
-			g := newGate()
-			aCli := newClient(t, srv.Addr())
-			aCli.AddHook(g)
-			defer g.open() // before the cleanups close a
-			a := newElectorWith(t, Config{Client: aCli, Candidate: elector.Candidate{
-				Election: election, ID: "a", Timing: elector.Timing{TTL: ttl}}})
-			ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*ttl, "a")
+			g, ra := gatedLeader(ctx, t, srv.Addr(), election, ttl)
 			renewed(t, ra.Term)
 
 			g.shut(t) // a is cut off: its ValidUntil stands
@@ -260,13 +254,7 @@ func TestUnknownNameIsNotNew(t *testing.T) {
 			srv, cli := startRedis(t)
 			lose := tt.before(t, srv, cli)
 
-			g := newGate()
-			aCli := newClient(t, srv.Addr())
-			aCli.AddHook(g)
-			defer g.open() // before the cleanups close a
-			a := newElectorWith(t, Config{Client: aCli, Candidate: elector.Candidate{
-				Election: election, ID: "a", Timing: elector.Timing{TTL: ttl}}})
-			ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*ttl, "a")
+			g, ra := gatedLeader(ctx, t, srv.Addr(), election, ttl)
 			renewed(t, ra.Term)
 
 			g.shut(t) // a is cut off: its ValidUntil stands

@@ -11,6 +11,7 @@ import (
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
+	"github.com/electd/electd/elector/internal/redistest"
 	"github.com/electd/electd/internal/faultproxy"
 )
 
@@ -110,7 +111,7 @@ func TestLeaderAnswersFromView(t *testing.T) {
 		_, ok := w.view.current()
 		return ok
 	})
-	before := commandStats(t, cli)
+	before := redistest.CommandStats(t, cli)
 	start := time.Now()
 	for range 1000 {
 		l, err := w.Leader(ctx)
@@ -118,7 +119,7 @@ func TestLeaderAnswersFromView(t *testing.T) {
 			t.Fatalf("Leader = %+v, %v", l, err)
 		}
 	}
-	after := commandStats(t, cli)
+	after := redistest.CommandStats(t, cli)
 	renewals := int(time.Since(start)/a.cfg.Timing.RenewInterval) + 2
 	if d := after["evalsha"] + after["eval"] - before["evalsha"] - before["eval"]; d > renewals {
 		t.Fatalf("1000 Leader calls cost %d script calls (leader renewals allow %d)", d, renewals)

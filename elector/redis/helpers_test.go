@@ -146,16 +146,6 @@ func electionKeys(t testing.TB, cli *redis.Client, election string) (keyNames []
 	return keyNames, entries
 }
 
-// commandStats returns INFO commandstats as command → calls.
-func commandStats(t testing.TB, cli *redis.Client) map[string]int {
-	t.Helper()
-	stats, err := testenv.RedisCommandStats(context.Background(), cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return stats
-}
-
 func startRedis(t testing.TB) (*testenv.Redis, *redis.Client) {
 	t.Helper()
 	srv := testenv.StartRedis(t)

@@ -1,15 +1,14 @@
 package redis
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/elector"
-	"github.com/electd/electd/elector/electortest"
 	"github.com/electd/electd/elector/internal/rediskit"
+	"github.com/electd/electd/elector/internal/redistest"
 	"github.com/electd/electd/internal/faultproxy"
 )
 
@@ -26,31 +25,8 @@ func TestSlowStoreAfterReconnect(t *testing.T) {
 	p := faultproxy.Start(t, srv.Addr())
 	cli := redis.NewClient(rediskit.ClientOptions(p.Addr()))
 	t.Cleanup(func() { _ = cli.Close() })
-	ctx := context.Background()
 	a := newElectorWith(t, Config{Client: cli, Candidate: elector.Candidate{
 		Election: "slow", ID: "a", Timing: testTiming()}})
-	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*testTTL, "a")
-
-	p.SetDelay(70 * time.Millisecond)
-	slowFrom := time.Now()
-	electortest.Eventually(t, 5*testTTL, "renewals at a 140 ms round trip", func() bool {
-		return ra.Term.ValidUntil().After(slowFrom.Add(testTTL))
-	})
-	if err := ra.Term.Err(); err != nil {
-		t.Fatalf("term ended at a round trip that fits the timeout: %v", err)
-	}
-
-	reset := time.Now()
-	p.Reset() // every connection dies: the next request dials anew
-	electortest.Eventually(t, 10*time.Second, "a renewal after the reset, or the term's end", func() bool {
-		return ra.Term.Err() != nil || ra.Term.ValidUntil().After(reset.Add(2*testTTL))
-	})
-	if err := ra.Term.Err(); err != nil {
-		t.Logf("the term ended after the reset (%v); campaigning again", err)
-		r := electortest.MustLead(t, electortest.Campaign(ctx, a), 10*time.Second, "a, after the reset")
-		ra = r
-	} else {
-		t.Logf("the term outlived the reset: valid until %s after it", ra.Term.ValidUntil().Sub(reset).Round(time.Millisecond))
-	}
-	electortest.Resign(t, ra.Term)
+	redistest.SlowAfterReconnect(t, redistest.Slow{Candidate: a, Proxies: []*faultproxy.Proxy{p},
+		TTL: testTTL, Delay: 70 * time.Millisecond, AfterReset: 10 * time.Second})
 }

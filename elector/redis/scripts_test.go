@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -70,17 +69,26 @@ func testRestoredState(t *testing.T, olderTerm bool) {
 	validUntil := ra.Term.ValidUntil()
 	restoreState(t, cli, snap)
 	restored := time.Now()
-	rb := electortest.MustLead(t, cb, 5*ttl, "b")
-	if rb.At.Before(validUntil) {
-		t.Errorf("b was granted a term %s after the restore, while a's term was valid for %s more",
-			rb.At.Sub(restored).Round(time.Millisecond), validUntil.Sub(rb.At).Round(time.Millisecond))
+	leadsAfterRestore(t, cb, 5*ttl, "b", ra, validUntil, restored)
+}
+
+// leadsAfterRestore waits up to within for who's campaign ch to lead, and
+// checks that who was granted its term only once a's term (ra, valid
+// until validUntil when the state was restored at restored) was over, and
+// with a greater token; then who resigns.
+func leadsAfterRestore(t *testing.T, ch <-chan electortest.Result, within time.Duration, who string, ra electortest.Result, validUntil, restored time.Time) {
+	t.Helper()
+	r := electortest.MustLead(t, ch, within, who)
+	if r.At.Before(validUntil) {
+		t.Errorf("%s was granted a term %s after the restore, while a's term was valid for %s more",
+			who, r.At.Sub(restored).Round(time.Millisecond), validUntil.Sub(r.At).Round(time.Millisecond))
 	}
-	if rb.Term.Leader.Token <= ra.Term.Leader.Token {
-		t.Errorf("b's token %d is not above a's %d", rb.Term.Leader.Token, ra.Term.Leader.Token)
+	if r.Term.Leader.Token <= ra.Term.Leader.Token {
+		t.Errorf("%s's token %d is not above a's %d", who, r.Term.Leader.Token, ra.Term.Leader.Token)
 	}
-	t.Logf("restored at 0: a valid until %s, b led at %s (token %d → %d)", validUntil.Sub(restored).Round(time.Millisecond),
-		rb.At.Sub(restored).Round(time.Millisecond), ra.Term.Leader.Token, rb.Term.Leader.Token)
-	electortest.Resign(t, rb.Term)
+	t.Logf("restored at 0: a valid until %s, %s led at %s (token %d → %d)", validUntil.Sub(restored).Round(time.Millisecond),
+		who, r.At.Sub(restored).Round(time.Millisecond), ra.Term.Leader.Token, r.Term.Leader.Token)
+	electortest.Resign(t, r.Term)
 }
 
 // snapshot is an election's keys as DUMP gave them ("" for a missing key),
@@ -162,11 +170,7 @@ func TestRestoredStateShownByATokenAlone(t *testing.T) {
 	snap := dumpState(t, cli, election)
 	electortest.Resign(t, rc.Term)
 
-	g := newGate()
-	aCli := newClient(t, srv.Addr())
-	aCli.AddHook(g)
-	defer g.open() // before the cleanups close a
-	ra := electortest.MustLead(t, electortest.Campaign(ctx, in("a", aCli)), 5*ttl, "a")
+	g, ra := gatedLeader(ctx, t, srv.Addr(), election, ttl)
 	electortest.Eventually(t, 2*ttl, "the snapshot's leases to lapse", func() bool { return serverNow(t, cli).After(snap.lastDeadline) })
 
 	// d learns a's token the way a watcher does (the view's read), with no
@@ -196,116 +200,5 @@ func TestRestoredStateShownByATokenAlone(t *testing.T) {
 	electortest.Eventually(t, ttl, "d's first step to be answered", func() bool { return d.stepped.Load() != 0 })
 	g.open()
 
-	rd := electortest.MustLead(t, cd, 5*ttl, "d")
-	if rd.At.Before(validUntil) {
-		t.Errorf("d was granted a term %s after the restore, while a's term was valid for %s more",
-			rd.At.Sub(restored).Round(time.Millisecond), validUntil.Sub(rd.At).Round(time.Millisecond))
-	}
-	if rd.Term.Leader.Token <= ra.Term.Leader.Token {
-		t.Errorf("d's token %d is not above a's %d", rd.Term.Leader.Token, ra.Term.Leader.Token)
-	}
-	t.Logf("restored at 0: a valid until %s, d led at %s (token %d → %d)", validUntil.Sub(restored).Round(time.Millisecond),
-		rd.At.Sub(restored).Round(time.Millisecond), ra.Term.Leader.Token, rd.Term.Leader.Token)
-	electortest.Resign(t, rd.Term)
-}
-
-// gate is a go-redis hook that holds a client's commands while shut: each
-// waits until the gate opens (or its context ends) before it is sent.
-type gate struct {
-	mu       sync.Mutex
-	opened   chan struct{} // closed while open
-	inflight int           // commands past the gate, not yet answered
-	idle     *sync.Cond    // signalled when inflight drops to 0
-}
-
-func newGate() *gate {
-	g := &gate{opened: make(chan struct{})}
-	close(g.opened)
-	g.idle = sync.NewCond(&g.mu)
-	return g
-}
-
-// shut holds every command from now on, and returns once none sent
-// before is still unanswered.
-func (g *gate) shut(t testing.TB) {
-	t.Helper()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	select {
-	case <-g.opened:
-		g.opened = make(chan struct{})
-	default:
-		t.Fatal("gate shut twice")
-	}
-	for g.inflight > 0 {
-		g.idle.Wait() // each command is bounded by its context
-	}
-}
-
-// open lets held and later commands through.
-func (g *gate) open() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	select {
-	case <-g.opened:
-	default:
-		close(g.opened)
-	}
-}
-
-// enter waits until the gate is open and counts the command in flight.
-func (g *gate) enter(ctx context.Context) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for {
-		ch := g.opened
-		select {
-		case <-ch:
-			g.inflight++
-			return nil
-		default:
-		}
-		g.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			g.mu.Lock()
-			return ctx.Err()
-		}
-		g.mu.Lock()
-	}
-}
-
-func (g *gate) leave() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.inflight--; g.inflight == 0 {
-		g.idle.Broadcast()
-	}
-}
-
-func (g *gate) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if err := g.enter(ctx); err != nil {
-			cmd.SetErr(err)
-			return err
-		}
-		defer g.leave()
-		return next(ctx, cmd)
-	}
-}
-
-func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if err := g.enter(ctx); err != nil {
-			for _, c := range cmds {
-				c.SetErr(err)
-			}
-			return err
-		}
-		defer g.leave()
-		return next(ctx, cmds)
-	}
+	leadsAfterRestore(t, cd, 5*ttl, "d", ra, validUntil, restored)
 }

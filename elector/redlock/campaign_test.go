@@ -6,13 +6,12 @@ package redlock
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
+	"github.com/electd/electd/elector/internal/redistest"
 )
 
 // TestMinorityCandidateBlocksEven: with four servers, a candidate
@@ -26,8 +25,7 @@ func TestMinorityCandidateBlocksEven(t *testing.T) {
 	h := newHarness(t, 4)
 	const ttl = time.Second
 	election := "minority-even"
-	ps := h.proxies(t)
-	aAddrs := proxyAddrs(ps)
+	ps, aAddrs := h.proxies(t)
 	ps[2].Cut()
 	ps[3].Cut()
 	a := newElector(t, aAddrs, election, "a", ttl)
@@ -42,24 +40,13 @@ func TestMinorityCandidateBlocksEven(t *testing.T) {
 	})
 	time.Sleep(100 * time.Millisecond)
 
-	calls := func() int64 {
-		info, _ := h.clis[3].Info(context.Background(), "commandstats").Result()
-		var n int64
-		for _, ln := range strings.Split(info, "\n") {
-			if strings.HasPrefix(ln, "cmdstat_evalsha:") || strings.HasPrefix(ln, "cmdstat_eval:") {
-				var c int64
-				fmt.Sscanf(ln[strings.Index(ln, "calls=")+6:], "%d", &c)
-				n += c
-			}
-		}
-		return n
+	calls := func() int {
+		s := redistest.CommandStats(t, h.clis[3])
+		return s["evalsha"] + s["eval"]
 	}
 	c0 := calls()
-	ctxB, cancelB := context.WithTimeout(context.Background(), 6*ttl)
-	defer cancelB()
-	term, err := b.Campaign(ctxB)
+	err := campaignWithin(t, b, 6*ttl)
 	if err == nil {
-		t.Logf("B leads with token %d", term.Token)
 		return
 	}
 	electortest.StillWaiting(t, chA, "a")
@@ -74,8 +61,8 @@ func TestMinorityCandidatesBlockThree(t *testing.T) {
 	h := newHarness(t, 3)
 	const ttl = time.Second
 	election := "minority-three"
-	psA, psC := h.proxies(t), h.proxies(t)
-	aAddrs, cAddrs := proxyAddrs(psA), proxyAddrs(psC)
+	psA, aAddrs := h.proxies(t)
+	psC, cAddrs := h.proxies(t)
 	psA[1].Cut()
 	psA[2].Cut()
 	psC[0].Cut()
@@ -95,16 +82,26 @@ func TestMinorityCandidatesBlockThree(t *testing.T) {
 	})
 	time.Sleep(100 * time.Millisecond)
 
-	ctxB, cancelB := context.WithTimeout(context.Background(), 6*ttl)
-	defer cancelB()
-	term, err := b.Campaign(ctxB)
+	err := campaignWithin(t, b, 6*ttl)
 	if err == nil {
-		t.Logf("B leads with token %d", term.Token)
 		return
 	}
 	electortest.StillWaiting(t, chA, "a")
 	electortest.StillWaiting(t, chC, "c")
 	t.Errorf("B, which reaches all three servers, did not lead in %s: %v", 6*ttl, err)
+}
+
+// campaignWithin runs b's campaign for at most d; when b leads, it logs
+// its token.
+func campaignWithin(t *testing.T, b *Elector, d time.Duration) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	term, err := b.Campaign(ctx)
+	if err == nil {
+		t.Logf("B leads with token %d", term.Token)
+	}
+	return err
 }
 
 // TestTryCampaignBusyAfterOutage: TryCampaign returns ErrBusy on an
@@ -121,8 +118,7 @@ func TestTryCampaignBusyAfterOutage(t *testing.T) {
 	h := newHarness(t, 3)
 	const ttl = time.Second
 	election := "try-busy"
-	ps := h.proxies(t)
-	addrs := proxyAddrs(ps)
+	ps, addrs := h.proxies(t)
 	b := newElector(t, h.addrs(), election, "b", ttl)
 	pastEpoch(t, b) // every server grants from now on
 	a := newElector(t, addrs, election, "a", ttl)

@@ -41,8 +41,7 @@ func TestCloseStopsEverything(t *testing.T) {
 		}
 	}()
 
-	ps := h.proxies(t)
-	addrs := proxyAddrs(ps)
+	ps, addrs := h.proxies(t)
 	for _, p := range ps {
 		p.Cut()
 	}
@@ -97,8 +96,7 @@ func redlockGoroutines() []string {
 func TestCloseCutOff(t *testing.T) {
 	h := newHarness(t, 3)
 	const ttl = time.Second
-	ps := h.proxies(t)
-	addrs := proxyAddrs(ps)
+	ps, addrs := h.proxies(t)
 	for _, p := range ps {
 		p.Cut()
 	}

@@ -37,8 +37,7 @@ func (h *harness) candidate(t *testing.T, el, id string) elector.Locker {
 // proxied makes a candidate that reaches server i through proxies[i].
 func (h *harness) proxied(t *testing.T, el, id string) (elector.Locker, []*faultproxy.Proxy) {
 	t.Helper()
-	ps := h.proxies(t)
-	addrs := proxyAddrs(ps)
+	ps, addrs := h.proxies(t)
 	return h.New(t, electortest.Candidate{StoreAddr: strings.Join(addrs, ","), Candidate: elector.Candidate{
 		Election: el, ID: id, Timing: elector.Timing{TTL: faultTTL}}}), ps
 }

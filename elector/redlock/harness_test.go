@@ -89,28 +89,22 @@ func (h *harness) Queued(t testing.TB, election string) int {
 
 func (h *harness) NewCuttable(t testing.TB, c electortest.Candidate) (elector.Locker, electortest.Link) {
 	t.Helper()
-	ps := h.proxies(t)
-	addrs := proxyAddrs(ps)
+	ps, addrs := h.proxies(t)
 	c.StoreAddr = strings.Join(addrs, ",")
 	return h.New(t, c), &links{ps: ps}
 }
 
-// proxies starts a fault proxy in front of every server.
-func (h *harness) proxies(t testing.TB) []*faultproxy.Proxy {
+// proxies starts a fault proxy in front of every server, and returns the
+// proxies and their addresses, both in server order.
+func (h *harness) proxies(t testing.TB) ([]*faultproxy.Proxy, []string) {
 	var ps []*faultproxy.Proxy
-	for _, s := range h.srvs {
-		ps = append(ps, faultproxy.Start(t, s.Addr()))
-	}
-	return ps
-}
-
-// proxyAddrs are the addresses of ps, in server order.
-func proxyAddrs(ps []*faultproxy.Proxy) []string {
 	var addrs []string
-	for _, p := range ps {
+	for _, s := range h.srvs {
+		p := faultproxy.Start(t, s.Addr())
+		ps = append(ps, p)
 		addrs = append(addrs, p.Addr())
 	}
-	return addrs
+	return ps, addrs
 }
 
 // links cuts and heals a set of proxies together.

@@ -278,8 +278,7 @@ func TestLateWithdrawAfterAdoption(t *testing.T) {
 	h := newHarness(t, 3)
 	const ttl = 2 * time.Second
 	election := "late-withdraw"
-	ps := h.proxies(t)
-	aAddrs := proxyAddrs(ps)
+	ps, aAddrs := h.proxies(t)
 	a := newElector(t, aAddrs, election, "a", ttl)
 	b := newElector(t, h.addrs(), election, "b", ttl)
 	pastEpoch(t, a)

@@ -71,8 +71,8 @@ func TestRunRecordLostInRollingRestart(t *testing.T) {
 func TestForgetRunQuorum(t *testing.T) {
 	h := newHarness(t, 3)
 	election := "forget-quorum"
-	ps := h.proxies(t)
-	forgetter := newElector(t, proxyAddrs(ps), election, "operator", time.Second)
+	ps, addrs := h.proxies(t)
+	forgetter := newElector(t, addrs, election, "operator", time.Second)
 	reader := newElector(t, h.addrs(), election, "reader", time.Second)
 	ctx := context.Background()
 	now := time.Now()

@@ -1,11 +1,10 @@
 package redlock
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/electd/electd/elector/electortest"
+	"github.com/electd/electd/elector/internal/redistest"
 )
 
 // TestSlowServersAfterReconnect: every server answers in 280 ms, within
@@ -16,33 +15,7 @@ import (
 // reply: the leader renews again (or, had its lease lapsed, wins again).
 func TestSlowServersAfterReconnect(t *testing.T) {
 	h := newHarness(t, 3)
-	ctx := context.Background()
 	a, ps := h.proxied(t, faultElection(t), "a")
-	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 5*faultTTL, "a")
-
-	for _, p := range ps {
-		p.SetDelay(140 * time.Millisecond)
-	}
-	slowFrom := time.Now()
-	electortest.Eventually(t, 5*faultTTL, "renewals at a 280 ms round trip", func() bool {
-		return ra.Term.ValidUntil().After(slowFrom.Add(faultTTL))
-	})
-	if err := ra.Term.Err(); err != nil {
-		t.Fatalf("term ended at a round trip that fits the timeout: %v", err)
-	}
-
-	reset := time.Now()
-	for _, p := range ps {
-		p.Reset() // every connection dies: the next requests dial anew
-	}
-	electortest.Eventually(t, 15*time.Second, "a renewal after the reset, or the term's end", func() bool {
-		return ra.Term.Err() != nil || ra.Term.ValidUntil().After(reset.Add(2*faultTTL))
-	})
-	if err := ra.Term.Err(); err != nil {
-		t.Logf("the term ended after the reset (%v); campaigning again", err)
-		ra = electortest.MustLead(t, electortest.Campaign(ctx, a), 15*time.Second, "a, after the reset")
-	} else {
-		t.Logf("the term outlived the reset: valid until %s after it", ra.Term.ValidUntil().Sub(reset).Round(time.Millisecond))
-	}
-	electortest.Resign(t, ra.Term)
+	redistest.SlowAfterReconnect(t, redistest.Slow{Candidate: a, Proxies: ps,
+		TTL: faultTTL, Delay: 140 * time.Millisecond, AfterReset: 15 * time.Second})
 }

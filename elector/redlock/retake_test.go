@@ -34,8 +34,7 @@ func TestLeaderCannotRegainLapsedServer(t *testing.T) {
 	h := newHarness(t, 3)
 	const ttl = time.Second
 	election := "regain"
-	ps := h.proxies(t)
-	addrs := proxyAddrs(ps)
+	ps, addrs := h.proxies(t)
 	l := newElector(t, addrs, election, "l", ttl)
 	ctx := context.Background()
 	term, err := l.Campaign(ctx)
@@ -96,8 +95,7 @@ func TestHandoverSplitBlocksLeader(t *testing.T) {
 	h := newHarness(t, 3)
 	const ttl = time.Second
 	election := "handover-split"
-	ps1 := h.proxies(t)
-	addrs1 := proxyAddrs(ps1)
+	ps1, addrs1 := h.proxies(t)
 	l := newElector(t, h.addrs(), election, "l", ttl)
 	h1 := newElector(t, addrs1, election, "h1", ttl)
 	h2 := newElector(t, h.addrs(), election, "h2", ttl)
@@ -172,8 +170,8 @@ func TestEarlierWaiterTakesLapsedServer(t *testing.T) {
 	h := newHarness(t, 3)
 	const ttl = time.Second
 	election := "earlier-waiter"
-	psL, psB := h.proxies(t), h.proxies(t)
-	addrsL, addrsB := proxyAddrs(psL), proxyAddrs(psB)
+	psL, addrsL := h.proxies(t)
+	psB, addrsB := h.proxies(t)
 	l := newElector(t, addrsL, election, "l", ttl)
 	b := newElector(t, addrsB, election, "b", ttl)
 	pastEpoch(t, l)
