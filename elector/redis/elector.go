@@ -312,13 +312,9 @@ func (e *Elector) leaveBy(ctx context.Context, op, mode, entry, stale string, ex
 // cleanup removes entry (and stale) after a term or campaign ended, within a
 // short bound and independently of any context that has ended.
 func (e *Elector) cleanup(entry, stale string) {
-	ctx, cancel := context.WithTimeout(context.Background(), e.core.CleanupTimeout())
-	defer cancel()
-	if err := e.leave(ctx, "leave", entry, stale); err != nil {
-		e.log.Debug("could not remove candidate; it expires after one ttl", "entry", entry, "err", err)
-		return
-	}
-	e.log.Debug("candidate removed", "entry", entry)
+	e.core.Cleanup(entry, func(ctx context.Context) error {
+		return e.leave(ctx, "leave", entry, stale)
+	}, "could not remove candidate; it expires after one ttl")
 }
 
 // request bounds one store request: by the Elector's patience, which

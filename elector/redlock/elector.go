@@ -341,13 +341,10 @@ func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64, 
 // cleanup removes entry after a term or campaign ended, within a short
 // bound and independently of any context that has ended.
 func (e *Elector) cleanup(entry string, handover uint64) {
-	ctx, cancel := context.WithTimeout(context.Background(), e.core.CleanupTimeout())
-	defer cancel()
-	if _, _, err := e.leave(ctx, "leave", entry, handover, ""); err != nil {
-		e.log.Debug("could not remove candidate from every server; it expires there after one ttl", "entry", entry, "err", err)
-		return
-	}
-	e.log.Debug("candidate removed", "entry", entry)
+	e.core.Cleanup(entry, func(ctx context.Context) error {
+		_, _, err := e.leave(ctx, "leave", entry, handover, "")
+		return err
+	}, "could not remove candidate from every server; it expires there after one ttl")
 }
 
 // request bounds one request to server i: by its patience, which starts
