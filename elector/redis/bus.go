@@ -31,12 +31,8 @@ func newBus(e *Elector) *bus {
 		Channel:  e.keys.channel,
 		Silence:  max(e.cfg.Timing.TTL, time.Second),
 		Answered: func() { e.fails.Answered("watch") },
-		Failed: func(err error) {
-			err = classify(err)
-			e.refreshSlots(err)
-			e.fails.Failed("watch", err)
-		},
-		Message: h.message,
+		Failed:   func(err error) { e.fails.Failed("watch", e.classify(err)) },
+		Message:  h.message,
 		Live: func(live bool) {
 			if live {
 				h.Notify("", "", true)

@@ -139,9 +139,7 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 	v, err := e.runStep(ctx, mode != "leave" && mode != "handto", args...)
 	e.patience.Observe(err)
 	if err != nil {
-		err = classify(err)
-		e.refreshSlots(err)
-		return stepReply{}, err
+		return stepReply{}, e.classify(err)
 	}
 	r, err := parseStep(v)
 	if err != nil {
@@ -172,6 +170,14 @@ func (e *Elector) sawStep(at time.Time) {
 			return
 		}
 	}
+}
+
+// classify classifies err, the failure of a request, and refreshes a
+// cluster's slot map if a failover may have caused it (refreshSlots).
+func (e *Elector) classify(err error) error {
+	err = classify(err)
+	e.refreshSlots(err)
+	return err
 }
 
 // refreshSlots asks a cluster client to re-read the slot map after a

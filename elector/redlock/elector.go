@@ -120,11 +120,10 @@ func (e *Elector) step(ctx context.Context, i int, mode, entry, ord string, comm
 		claims = "1"
 	}
 	gen := e.bus.gen(i)
-	v, err := stepScript.Run(ctx, e.cfg.Servers[i].Client, e.keys.step(),
-		mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, ord, e.core.SeenArg(), tok, sinceArg, claims).Result()
-	e.patience[i].Observe(err)
+	v, err := rediscore.Call(ctx, stepScript, e.cfg.Servers[i].Client, e.keys.step(), e.patience[i], rediskit.Classify,
+		mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, ord, e.core.SeenArg(), tok, sinceArg, claims)
 	if err != nil {
-		return stepReply{}, rediskit.Classify(err)
+		return stepReply{}, err
 	}
 	r, err := parseStep(v)
 	if err != nil {

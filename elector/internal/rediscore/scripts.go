@@ -1,6 +1,12 @@
 package rediscore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/electd/electd/elector/internal/rediskit"
+)
 
 // Times inside the scripts are server microseconds from redis.call('TIME');
 // numbers too large for Lua's "%.14g" conversion are written with fmt().
@@ -43,4 +49,30 @@ for _, e in ipairs(redis.call('ZRANGE', KEYS[` + set + `], 0, -1)) do
 end
 return 0
 `)
+}
+
+// Call runs script s on c with keys and args, tells p how the request went
+// (rediskit.Patience), and returns its reply, or its error as classify
+// classifies it.
+func Call(ctx context.Context, s *redis.Script, c redis.Scripter, keys []string, p *rediskit.Patience, classify func(error) error, args ...any) (any, error) {
+	v, err := s.Run(ctx, c, keys, args...).Result()
+	p.Observe(err)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return v, nil
+}
+
+// ReadView reads a leader view with a backend's view script s (Call; see
+// ViewScript); a reply it cannot parse is a permanent error.
+func ReadView(ctx context.Context, s *redis.Script, c redis.Scripter, keys []string, p *rediskit.Patience, classify func(error) error) (rediskit.View, error) {
+	v, err := Call(ctx, s, c, keys, p, classify)
+	if err != nil {
+		return rediskit.View{}, err
+	}
+	r, err := rediskit.ParseView(v)
+	if err != nil {
+		return rediskit.View{}, rediskit.Permanent(err)
+	}
+	return r, nil
 }
