@@ -2,6 +2,8 @@ package rediscore
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -75,4 +77,21 @@ func ReadView(ctx context.Context, s *redis.Script, c redis.Scripter, keys []str
 		return rediskit.View{}, rediskit.Permanent(err)
 	}
 	return r, nil
+}
+
+// StepHead decodes what both backends' step replies begin with, a reply
+// of at least n fields: {status, wake ms, …, …, head, …}; wake < 0 is
+// none. An error keeps the status read.
+func StepHead(v any, n int) (a []any, status string, wake time.Duration, head string, err error) {
+	a, ok := v.([]any)
+	if !ok || len(a) < n {
+		return nil, "", 0, "", fmt.Errorf("unexpected script reply %#v", v)
+	}
+	status, _ = a[0].(string)
+	w, ok := a[1].(int64)
+	if status == "" || !ok {
+		return a, status, 0, "", fmt.Errorf("unexpected script reply %#v", v)
+	}
+	head, _ = a[4].(string)
+	return a, status, time.Duration(w) * time.Millisecond, head, nil
 }
