@@ -100,13 +100,7 @@ func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, 
 			}
 			lastErr = err
 			e.fails.Failed(op, err, "entry", entry)
-			t := clk.NewTimer(b.Next())
-			select {
-			case <-t.C():
-			case <-dlDone:
-			case <-ctx.Done():
-			}
-			t.Stop()
+			e.core.Wait(ctx, nil, b.Next(), false, dlDone)
 			if ctx.Err() != nil {
 				e.cleanup(entry, stale)
 				return nil, "", campaignEnded(ctx, lastErr)
@@ -169,34 +163,19 @@ func (e *Elector) candidacy(ctx context.Context, stale string, start time.Time, 
 		if !wakeAt.IsZero() && wakeAt.Before(next) {
 			next, woken = wakeAt, true
 		}
-		t := clk.NewTimer(max(next.Sub(clk.Now()), 0))
-		select {
-		case <-t.C():
-			if woken {
-				e.core.Woke()
+		if !e.core.Wait(ctx, l, max(next.Sub(clk.Now()), 0), woken, dlDone) {
+			if ctx.Err() != nil {
+				e.cleanup(entry, "")
+				return nil, "", campaignEnded(ctx, nil)
 			}
-		case why := <-l.C:
-			if why == rediscore.ByMessage {
-				e.core.Woke()
-			}
-		case <-dlDone:
-			t.Stop()
 			log.Info("lease lapsed while waiting; rejoining with a new entry")
 			return nil, entry, nil
-		case <-ctx.Done():
-			t.Stop()
-			e.cleanup(entry, "")
-			return nil, "", campaignEnded(ctx, nil)
 		}
-		t.Stop()
 	}
 }
 
 func campaignEnded(ctx context.Context, lastErr error) error {
-	if lastErr != nil {
-		return fmt.Errorf("redis campaign: %w (last store error: %v)", ctx.Err(), lastErr)
-	}
-	return fmt.Errorf("redis campaign: %w", ctx.Err())
+	return rediscore.CampaignEnded(ctx, "redis", "last store error", lastErr)
 }
 
 // grant turns an entry that the store made leader into a Term, and starts
@@ -208,14 +187,7 @@ func (e *Elector) grant(entry string, dl *elector.Deadline, r stepReply, sent, s
 	}
 	term := elector.NewTerm(self, dl, func(ctx context.Context) error { return e.resign(ctx, entry) }).
 		WithSwitchover(e, func(ctx context.Context, id string) error { return e.handTo(ctx, entry, id) })
-	if !e.core.Life.Lead(dl, func() { e.keep(entry, r.token, dl, sent) }) {
-		dl.End(elector.ErrClosed)
-		e.cleanup(entry, "")
-		return nil, elector.ErrClosed
-	}
-	e.log.Info("leadership acquired", "entry", entry, "token", r.token,
-		"waited", e.cfg.Clock.Now().Sub(start).Round(time.Millisecond), "valid_until", dl.ValidUntil())
-	return term, nil
+	return e.core.Lead(term, dl, entry, r.token, start, func() { e.keep(entry, r.token, dl, sent) }, func() { e.cleanup(entry, "") })
 }
 
 // confirmGrant renews a grant at once, so that it is no longer pending
@@ -256,15 +228,7 @@ func (e *Elector) keep(entry string, token uint64, dl *elector.Deadline, lastSen
 	b := e.core.RenewBackoff()
 	next := lastSend.Add(timing.RenewInterval)
 	for dl.Err() == nil {
-		t := clk.NewTimer(max(next.Sub(clk.Now()), 0))
-		select {
-		case <-t.C():
-		case <-l.C:
-		case <-dl.Done():
-		case <-e.ctx.Done():
-			dl.End(elector.ErrClosed)
-		}
-		t.Stop()
+		e.core.Pause(dl, l, next)
 		if dl.Err() != nil {
 			break
 		}
@@ -299,9 +263,7 @@ func (e *Elector) keep(entry string, token uint64, dl *elector.Deadline, lastSen
 			dl.End(elector.ErrLeadershipLost)
 		}
 	}
-	err := dl.Err()
-	log.Info("leadership ended", "reason", elector.LossReason(err), "err", err)
-	if !errors.Is(err, elector.ErrResigned) {
+	if !errors.Is(rediscore.Ended(log, dl), elector.ErrResigned) {
 		e.cleanup(entry, "")
 	}
 }
@@ -309,11 +271,8 @@ func (e *Elector) keep(entry string, token uint64, dl *elector.Deadline, lastSen
 // resign removes our entry and term in one script, which publishes the new
 // head so that the successor takes over at once.
 func (e *Elector) resign(ctx context.Context, entry string) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, e.cfg.Timing.TTL)
-		defer cancel()
-	}
+	ctx, cancel := e.core.Resigning(ctx)
+	defer cancel()
 	if err := e.leave(ctx, "resign", entry, ""); err != nil {
 		e.log.Warn("resign failed; the successor waits for the lease to expire", "entry", entry, "err", err)
 		return err

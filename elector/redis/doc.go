@@ -5,8 +5,12 @@
 // What is where: this package keeps the single server's own part (the
 // step script with its lease rule, grants, tokens and semaphore slots, its
 // keys, WAIT and the sentinels' confirmation, the leader view); the
-// lifecycle, the campaign's preamble, the bus's listeners and the shared
-// Lua are elector/internal/rediscore's, written once with Redlock.
+// lifecycle, the campaign's waits, the subscription, the bus's listeners
+// and the shared Lua are elector/internal/rediscore's, written once with
+// Redlock, and so is the description of what both do alike (requests and
+// their patience, store errors, messages and wake-ups, the leader view,
+// the epoch rule, the run record), which this documentation does not
+// repeat.
 //
 // # Algorithm
 //
@@ -42,48 +46,19 @@
 // removes its entry, best effort, so that a reachable store hands over at
 // once instead of one TTL later.
 //
-// A store error of any class, transient or not (MISCONF when Redis cannot
-// persist, OOM, READONLY from a demoted master, LOADING, BUSY, TRYAGAIN,
-// CLUSTERDOWN, MASTERDOWN, a reset connection, a timeout, even an ACL that
-// now refuses), costs the renewal it answered, never the term: the renewal
-// is retried with backoff, and only the deadline or the store's own word
-// (the entry gone, the term taken) ends the term. A campaign retries every
-// transient class too, and ends only on a refusal retrying cannot fix
-// (credentials, ACL, scripting disabled). Every failure is counted by class
-// (elector.ErrorClass: the Redis error code, "conn", "timeout", ...) and
-// logged at most once per class and 30 s. A request waits one renewal
-// interval for its reply; after a timeout, which costs the connection (the
-// retry must reconnect: HELLO, then the script), the next one waits twice
-// as long, up to four intervals and half the TTL, and every reply halves
-// it again (rediskit.Patience), so that a slow store is waited for rather
-// than never answered again.
-//
-// No polling, no herd. Scripts that change the head or the term PUBLISH
-// "<mode> <head entry>" on the election's channel; a waiter re-runs the
-// script only for a message naming itself. Otherwise it sleeps until its next
-// renewal or until the deadline (by the server's clock, read by the script)
-// of the candidate just ahead of it, at which a crashed predecessor can be
-// pruned; each renewal re-arms that timer, so it fires only when the
-// predecessor really stopped renewing. A crashed leader is thus replaced
-// about one TTL after its last renewal, by its successor alone. An idle
-// candidate costs one script call per RenewInterval, plus a PING on its
-// subscription when it has been silent for a TTL. Wakeups counts the re-checks.
-//
-// Leader and Observe read a view kept current without requests of its own:
-// every message that reports a change carries the leader view after it, and
-// every reply of the candidate's own renewal script carries it too, each
-// stamped with the server time it was read at so an older one never
-// overwrites a newer (should Redis's clock step back, the view may keep an
-// older value for up to one TTL, until its next read). The view reads the
-// state itself only on (re)subscription (messages may have been missed) and
-// when the holder's deadline passes with no news (a crashed leader publishes
-// nothing; a copy that campaigns never gets there while it renews). Once in
-// sync, Leader answers from memory. A leader change thus costs the watching
-// copies no request, whatever their number; a copy that only watches (electd
-// leader --watch) costs one read-only script call per TTL while a leader is
-// alive. Observe delivers every state the view learns, each subscriber
-// through its own queue; a state that lasts less than one round trip
-// (between two messages) may be read past. A resigning leader's script
+// Store errors, requests, messages and wake-ups, and the leader view are
+// as rediscore describes: a store error of any class (MISCONF, OOM,
+// READONLY, LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, a reset
+// connection, a timeout, even an ACL that now refuses) costs the renewal
+// it answered, never the term; a campaign ends only on a refusal retrying
+// cannot fix (credentials, ACL, scripting disabled). A waiter sleeps until
+// its next renewal or the deadline of the candidate just ahead of it (by
+// the server's clock). An idle candidate costs one script call per
+// RenewInterval; Wakeups counts the re-checks. Should Redis's clock step
+// back, the view may keep an older value for up to one TTL, until its next
+// read; a copy that only watches (electd leader --watch) costs one
+// read-only script call per TTL while a leader is alive, and a state that
+// lasts less than one round trip (between two messages) may be read past. A resigning leader's script
 // grants the successor in the same step, so a handover shows no "none" in
 // between, except under Sentinel: there a grant counts only once a replica
 // has it (WAIT, below), and the script writes it before its WAIT, so a
@@ -154,31 +129,22 @@
 // the holder first in line.
 //
 // RecordRun and LastRun keep a once-per-period run record in lastrun
-// (ForgetRun deletes it, in a script). It
-// has no TTL, so that no eviction policy but allkeys-* may drop it (under
-// volatile-* a record with a TTL was the one key of the election Redis
-// could evict, and the job then ran again within its period): its JSON
+// (rediscore; ForgetRun deletes it, in a script). Under volatile-* a
+// record with a TTL was the one key of the election Redis could evict,
+// and the job then ran again within its period: hence none. Its JSON
 // begins with "server_expires_us", the server's TIME at which the period
-// ends, and a read by the server's clock finds it live, or lapsed and
-// deletes it. A record written with PX, by an electd before this format,
-// is read as before: live while the key exists. The first read or write
-// of a record by an Elector warns if the server's maxmemory-policy may
-// evict it (allkeys-*, where CONFIG GET is allowed). An electd before this
-// format reads a record without a TTL as live until one of this format
-// reads it lapsed and deletes it (after a downgrade, delete the key).
+// ends. A record written with PX, by an electd before this format, is read
+// as before: live while the key exists; an electd before this format reads
+// a record without a TTL as live until one of this format reads it lapsed
+// and deletes it (after a downgrade, delete the key).
 //
 // # Lost state, and when a campaign waits one TTL
 //
-// Redis may lose acknowledged writes: a restart without persistence (or
-// with a snapshot or an fsync-per-second AOF behind the latest writes), a
-// failover to an asynchronously replicated replica, a flush, a deletion or
-// an eviction. Then a leader may still hold a valid term locally while the
-// store no longer knows it, and granting the next term at once would give
-// two leaders. So a state that may have lost writes starts a new epoch,
-// and no term is granted until one TTL after it began: every lease
-// acknowledged before the loss was renewed before it, so every local
-// deadline derived from one has passed by then. The rule is written once,
-// in rediskit.EpochLua, for this package and Redlock.
+// Redis may lose acknowledged writes (an fsync-per-second AOF behind the
+// latest writes, a failover to an asynchronously replicated replica, ...).
+// Then a leader may still hold a valid term locally while the store no
+// longer knows it, and granting the next term at once would give two
+// leaders: hence the epoch rule (rediscore, "Lost state").
 //
 // Each database N keeps a server record, electd:server:db<N> (its key
 // names the database, so that a database swapped in by SWAPDB, or a record
@@ -384,8 +350,8 @@
 //     holds) on the new state before the next grant: electd keeps the
 //     highest token it saw in memory, not on disk, and a copy that only
 //     watches (electd leader --watch) never writes it.
-//   - Quorum over several independent Redis servers (Redlock) is not
-//     implemented.
+//   - A quorum over several independent Redis servers is the redlock
+//     package's, not this one's.
 //   - A request whose reply was lost may still run later (go-redis retries,
 //     or a healed partition delivering it): a stale join can leave an entry
 //     that expires after one TTL, delaying the queue by at most that.

@@ -139,9 +139,7 @@ func (e *Elector) step(ctx context.Context, mode, entry string, token uint64, st
 	v, err := e.runStep(ctx, mode != "leave" && mode != "handto", args...)
 	e.patience.Observe(err)
 	if err != nil {
-		err = classify(err)
-		e.refreshSlots(err)
-		return stepReply{}, err
+		return stepReply{}, e.classify(err)
 	}
 	r, err := parseStep(v)
 	if err != nil {
@@ -172,6 +170,14 @@ func (e *Elector) sawStep(at time.Time) {
 			return
 		}
 	}
+}
+
+// classify classifies err, the failure of a request, and refreshes a
+// cluster's slot map if a failover may have caused it (refreshSlots).
+func (e *Elector) classify(err error) error {
+	err = classify(err)
+	e.refreshSlots(err)
+	return err
 }
 
 // refreshSlots asks a cluster client to re-read the slot map after a
@@ -312,13 +318,9 @@ func (e *Elector) leaveBy(ctx context.Context, op, mode, entry, stale string, ex
 // cleanup removes entry (and stale) after a term or campaign ended, within a
 // short bound and independently of any context that has ended.
 func (e *Elector) cleanup(entry, stale string) {
-	ctx, cancel := context.WithTimeout(context.Background(), e.core.CleanupTimeout())
-	defer cancel()
-	if err := e.leave(ctx, "leave", entry, stale); err != nil {
-		e.log.Debug("could not remove candidate; it expires after one ttl", "entry", entry, "err", err)
-		return
-	}
-	e.log.Debug("candidate removed", "entry", entry)
+	e.core.Cleanup(entry, func(ctx context.Context) error {
+		return e.leave(ctx, "leave", entry, stale)
+	}, "could not remove candidate; it expires after one ttl")
 }
 
 // request bounds one store request: by the Elector's patience, which

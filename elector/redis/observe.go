@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/internal/rediscore"
 	"github.com/electd/electd/elector/internal/rediskit"
@@ -111,30 +110,22 @@ func (v *view) run() {
 	defer v.e.bus.Remove(v.trig)
 	e := v.e
 	b := e.core.NewBackoff()
-	var timer clock.Timer
-	var timerC <-chan time.Time
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	alarm := rediscore.NewAlarm(e.cfg.Clock)
+	defer alarm.Stop()
 	for {
 		why := rediscore.Cause(0) // the timer
 		select {
 		case <-e.ctx.Done():
 			return
 		case why = <-v.trig.C:
-		case <-timerC:
+		case <-alarm.C():
 		}
 		gen, live := e.bus.state()
 		r, applied := v.fromOffer(gen, live)
 		if !applied && why == rediscore.ByMessage && v.inSync(gen, live) {
 			continue // an old offer: the current value is newer
 		}
-		if timer != nil {
-			timer.Stop()
-			timer, timerC = nil, nil
-		}
+		alarm.Stop()
 		var wait time.Duration
 		if !applied {
 			v.mu.Lock()
@@ -160,8 +151,7 @@ func (v *view) run() {
 			wait = r.Remaining + rediscore.WakeSlack
 		}
 		if wait > 0 {
-			timer = e.cfg.Clock.NewTimer(wait)
-			timerC = timer.C()
+			alarm.Set(wait)
 		}
 	}
 }
@@ -225,16 +215,5 @@ func (e *Elector) Observe(ctx context.Context) <-chan elector.Leader {
 // readLeader asks Redis for the live term holder and how long its lease has
 // left by the server's clock.
 func (e *Elector) readLeader(ctx context.Context) (rediskit.View, error) {
-	v, err := viewScript.Run(ctx, e.cfg.Client, []string{e.keys.queue, e.keys.expiry, e.keys.term, e.keys.cand, e.keys.holders}).Result()
-	e.patience.Observe(err)
-	if err != nil {
-		err = classify(err)
-		e.refreshSlots(err)
-		return rediskit.View{}, err
-	}
-	r, err := rediskit.ParseView(v)
-	if err != nil {
-		return rediskit.View{}, rediskit.Permanent(err)
-	}
-	return r, nil
+	return rediscore.ReadView(ctx, viewScript, e.cfg.Client, []string{e.keys.queue, e.keys.expiry, e.keys.term, e.keys.cand, e.keys.holders}, e.patience, e.classify)
 }

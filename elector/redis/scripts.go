@@ -336,21 +336,13 @@ type stepReply struct {
 }
 
 func parseStep(v any) (stepReply, error) {
-	a, ok := v.([]any)
-	if !ok || len(a) < 7 {
-		return stepReply{}, fmt.Errorf("unexpected script reply %#v", v)
+	a, status, wake, head, err := rediscore.StepHead(v, 7)
+	r := stepReply{status: status, wake: wake, head: head}
+	if err != nil {
+		return r, err
 	}
-	var r stepReply
-	var err error
 	r.view, r.viewErr = rediskit.ParseView(a[6:])
 	r.young, _ = a[5].(string)
-	r.status, _ = a[0].(string)
-	w, ok := a[1].(int64)
-	if r.status == "" || !ok {
-		return r, fmt.Errorf("unexpected script reply %#v", v)
-	}
-	r.wake = time.Duration(w) * time.Millisecond
-	r.head, _ = a[4].(string)
 	if r.status == "slots" {
 		n, err := rediskit.ParseUint(a[2])
 		if err != nil {

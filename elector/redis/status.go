@@ -27,8 +27,7 @@ func (e *Elector) Queue(ctx context.Context) (elector.Queue, error) {
 	l, err := rediskit.ReadLine(ctx, e.cfg.Client, k.queue, k.expiry, k.cand, k.term, k.holders, k.slots)
 	e.patience.Observe(err)
 	if err != nil {
-		err = classify(err)
-		e.refreshSlots(err)
+		err = e.classify(err)
 		return elector.Queue{}, &elector.StoreError{Op: "status", Err: err, Permanent: isPermanent(err)}
 	}
 	now := e.cfg.Clock.Now()

@@ -49,11 +49,8 @@ func (e *Elector) Queued(ctx context.Context, id string) error {
 // has left the queue meanwhile, the same script resigns plainly (the next
 // in line leads) and handTo says so.
 func (e *Elector) handTo(ctx context.Context, entry, id string) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, e.cfg.Timing.TTL)
-		defer cancel()
-	}
+	ctx, cancel := e.core.Resigning(ctx)
+	defer cancel()
 	r, err := e.leaveBy(ctx, "resign", "handto", entry, "", id)
 	switch {
 	case err != nil:

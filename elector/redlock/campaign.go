@@ -139,7 +139,7 @@ func (e *Elector) candidacy(ctx context.Context, try bool) (*elector.Term, error
 		switch {
 		case t.answered < e.m:
 			lastErr = fmt.Errorf("%d of %d servers answered, a majority is %d", t.answered, len(res), e.m)
-			if !e.wait(ctx, l, b.Next(), false) {
+			if !e.core.Wait(ctx, l, b.Next(), false, nil) {
 				e.cleanup(entry, 0)
 				return nil, campaignEnded(ctx, lastErr)
 			}
@@ -193,7 +193,7 @@ func (e *Elector) candidacy(ctx context.Context, try bool) (*elector.Term, error
 		case claim && !claimed:
 			next, woken = clk.Now(), false // a majority answers again: claim now
 		}
-		if !e.wait(ctx, l, max(next.Sub(clk.Now()), 0), woken) {
+		if !e.core.Wait(ctx, l, max(next.Sub(clk.Now()), 0), woken, nil) {
 			e.cleanup(entry, 0)
 			return nil, campaignEnded(ctx, nil)
 		}
@@ -215,32 +215,8 @@ func (e *Elector) ledByOther(t tally, now time.Time) bool {
 	return false
 }
 
-// wait sleeps d, or until a message names the listener's entry; a wake-up
-// by message, or by a timer that stands for the queue (woken), counts in
-// Wakeups. It returns false if ctx ended.
-func (e *Elector) wait(ctx context.Context, l *rediscore.Listener, d time.Duration, woken bool) bool {
-	t := e.cfg.Clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		if woken {
-			e.core.Woke()
-		}
-	case why := <-l.C:
-		if why == rediscore.ByMessage {
-			e.core.Woke()
-		}
-	case <-ctx.Done():
-		return false
-	}
-	return true
-}
-
 func campaignEnded(ctx context.Context, lastErr error) error {
-	if lastErr != nil {
-		return fmt.Errorf("redlock campaign: %w (last: %v)", ctx.Err(), lastErr)
-	}
-	return fmt.Errorf("redlock campaign: %w", ctx.Err())
+	return rediscore.CampaignEnded(ctx, "redlock", "last", lastErr)
 }
 
 // spent are the tokens a candidacy committed or withdrew. A withdraw of
@@ -326,14 +302,7 @@ func (e *Elector) grant(ctx context.Context, entry, ord string, joined []result,
 		return e.resign(ctx, entry, token, id)
 	})
 	e.core.SawToken(token)
-	if !e.core.Life.Lead(dl, func() { e.keep(entry, ord, token, since, dl, sent, resigned) }) {
-		dl.End(elector.ErrClosed)
-		e.cleanup(entry, 0)
-		return nil, elector.ErrClosed
-	}
-	e.log.Info("leadership acquired", "entry", entry, "token", token,
-		"waited", e.cfg.Clock.Now().Sub(start).Round(time.Millisecond), "valid_until", dl.ValidUntil())
-	return term, nil
+	return e.core.Lead(term, dl, entry, token, start, func() { e.keep(entry, ord, token, since, dl, sent, resigned) }, func() { e.cleanup(entry, 0) })
 }
 
 // keep renews a term on every server until its deadline ends, then removes
@@ -367,20 +336,13 @@ func (e *Elector) keep(entry, ord string, token uint64, since time.Time, dl *ele
 				first = d
 			}
 		}
-		t := clk.NewTimer(max(first.Sub(clk.Now()), 0))
-		select {
-		case <-t.C():
-		case <-l.C:
+		if e.core.Pause(dl, l, first) {
 			// A server's subscription came back: it may have lost our
 			// entry unseen; ask every server now.
 			for i := range due {
 				due[i] = clk.Now()
 			}
-		case <-dl.Done():
-		case <-e.ctx.Done():
-			dl.End(elector.ErrClosed)
 		}
-		t.Stop()
 		if dl.Err() != nil {
 			break
 		}
@@ -439,9 +401,7 @@ func (e *Elector) keep(entry, ord string, token uint64, since time.Time, dl *ele
 			dl.End(elector.ErrLeaseLost)
 		}
 	}
-	err := dl.Err()
-	log.Info("leadership ended", "reason", elector.LossReason(err), "err", err)
-	if errors.Is(err, elector.ErrResigned) {
+	if errors.Is(rediscore.Ended(log, dl), elector.ErrResigned) {
 		return
 	}
 	// A term ended early by the servers' word still has the leases its
@@ -470,11 +430,8 @@ func (e *Elector) keep(entry, ord string, token uint64, since time.Time, dl *ele
 // not empty: switchover.go). A renewal still in flight that lands after
 // the removal is refused there (a leave is recorded for two TTLs).
 func (e *Elector) resign(ctx context.Context, entry string, token uint64, to string) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, e.cfg.Timing.TTL)
-		defer cancel()
-	}
+	ctx, cancel := e.core.Resigning(ctx)
+	defer cancel()
 	handed, passed, err := e.leave(ctx, "resign", entry, token+1, to)
 	if err != nil {
 		e.log.Warn("resign did not reach every server; the successor waits there for the lease to expire", "entry", entry, "err", err)

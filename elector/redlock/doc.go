@@ -8,9 +8,12 @@
 // over N servers (round, leave), the quorum lease rule (quorum.go), the
 // commit of a token and the handover (stepScript, campaign.go), and the
 // quorum's view, status, switchover and run record. The lifecycle, the
-// campaign's preamble, the bus's listeners and the Lua both backends share
-// are elector/internal/rediscore's, written once with the single-server
-// backend (elector/redis).
+// campaign's waits, the subscriptions, the bus's listeners and the Lua both
+// backends share are elector/internal/rediscore's, written once with the
+// single-server backend (elector/redis); so is the description of what
+// both do alike (requests and their patience, store errors, messages and
+// wake-ups, the leader view, the epoch rule, the run record), which this
+// documentation does not repeat.
 //
 // # Algorithm
 //
@@ -25,11 +28,8 @@
 // until its outcome is decided (a majority held, or too few can), then a
 // short grace (as long again, at least 25 ms) for the rest: a server that
 // does not answer at all (black-holed) costs a round that grace, not the
-// request's timeout; its answer counts as failed. The timeout of a request
-// to a server is one renewal interval, twice as long after each timeout
-// of that server's (which costs the connection: the retry must reconnect),
-// up to four intervals and half the TTL, halved by each reply
-// (rediskit.Patience).
+// request's timeout (rediskit.Patience, per server); its answer counts as
+// failed.
 //
 // A server grants its term to the first entry of its queue that claims
 // (a candidate claims while its last round reached a majority, so that
@@ -155,48 +155,34 @@
 //
 // # Lost state
 //
-// Each server keeps the epoch rule of the redis package, written once in
-// rediskit.EpochLua: a record of its run (electd:server:db<N>: INFO run_id and
-// master_replid, when electd first saw that run, and every election that
-// has had state there) and each election's born record. Where the state
-// may have lost writes (the server restarted or is another run than its
-// record says; the record of the run is missing, as after a flush, its
-// deletion or eviction, or a restart without persistence; or the
-// election's born record is missing although the server record names the
-// election), the server starts a new epoch and grants nothing until one
-// TTL after it: every lease it acknowledged before the loss was renewed
-// before it, so every local deadline derived from one has passed. Unlike
+// Each server keeps the epoch rule both backends share (see rediscore:
+// a server that may have lost writes grants nothing for one TTL). Unlike
 // a single server, a server of a quorum does not take a name its record
 // does not know for new: it may have missed the election's beginning (its
 // candidates could not reach it) without losing anything, and granting
 // the name at once there would let one other server whose state went back
 // under the same run (a restored snapshot, which no epoch rule sees) make
 // a quorum for a second term. So a fresh election name waits one TTL on
-// Redlock, as before the server record. A campaign that a server keeps
-// back for its epoch logs, once, why and until when.
-// A leader's entry is taken back by the restarted server at its next
+// Redlock, as before the server record. A leader's entry is taken back by the restarted server at its next
 // renewal, and granted to it again (committed with its token) once the
 // epoch is over, if it is first in line ("extend or lock").
 //
 // # No polling, no herd
 //
-// A step that changes a server's term or the first claiming entry
-// publishes "<mode> <head> <entry of the step>" and the server's leader
-// view on its channel; a waiter re-runs only for a message naming itself,
-// from any server, that another's step published (its own step's reply
-// already told it what the message says).
-// Otherwise it sleeps until its next renewal or until the moment a
-// majority of servers may let it hold (the m-th earliest of the servers'
-// answers: the lease of the holder or of the claiming entry just ahead, or
-// the end of the server's first TTL). A crashed leader is thus replaced
-// about one TTL after its last renewal, by its successor alone. An idle
-// waiter costs one script call per server per RenewInterval.
+// As on a single server (see rediscore), with a quorum's differences: a
+// step that changes a server's term or its first claiming entry publishes
+// it; a waiter re-runs only for a message naming itself, from any server,
+// that another's step published (its own step's reply already told it
+// what the message says), and otherwise sleeps until its next renewal or
+// until the moment a majority of servers may let it hold (the m-th
+// earliest of the servers' answers). An idle waiter costs one script call
+// per server per RenewInterval.
 //
 // # Locks
 //
 // TryCampaign joins, and leaves again with elector.ErrBusy unless a
 // majority grants it, or grants or only waits out its first TTL. RecordRun
-// sets the record on every server (SET PX period) and succeeds once a
+// sets the record (see rediscore) on every server and succeeds once a
 // majority has it; LastRun asks every server, needs a majority's answers,
 // and returns the newest record any of them has, so a record survives the
 // loss of any minority; it writes that record back (SET NX, for what is
@@ -229,14 +215,12 @@
 //	electd:{NAME}:rl:committed STRING highest token committed here
 //	electd:{NAME}:rl:born      HASH  at (server µs), run, why, last (server µs)
 //	electd:{NAME}:rl:left      ZSET  entry → µs: left, refused for two TTLs
-//	electd:{NAME}:rl:lastrun   STRING once-per-period run record (JSON), no TTL:
-//	                           it lapses by the server's clock (see the redis package)
+//	electd:{NAME}:rl:lastrun   STRING once-per-period run record (JSON), no TTL
 //	electd:{NAME}:rl:events    pub/sub channel, in database 0
 //	electd:{NAME}:rl:db<N>:events  pub/sub channel, in database N > 0
 //
-// and, once per database, electd:server:db<N> (HASH: run, at, why, last, and a
-// field per election that has had state there, named after its born key),
-// which it shares with the redis package's elections on the same server.
+// and, once per database, the server record electd:server:db<N> (see
+// rediscore), shared with the redis package's elections on that server.
 //
 // They are apart from the single-server backend's keys: every copy of an
 // election must use the same store URL.

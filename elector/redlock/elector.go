@@ -120,11 +120,10 @@ func (e *Elector) step(ctx context.Context, i int, mode, entry, ord string, comm
 		claims = "1"
 	}
 	gen := e.bus.gen(i)
-	v, err := stepScript.Run(ctx, e.cfg.Servers[i].Client, e.keys.step(),
-		mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, ord, e.core.SeenArg(), tok, sinceArg, claims).Result()
-	e.patience[i].Observe(err)
+	v, err := rediscore.Call(ctx, stepScript, e.cfg.Servers[i].Client, e.keys.step(), e.patience[i], rediskit.Classify,
+		mode, entry, e.ttlMS, e.cfg.ID, e.cfg.Address, e.keys.channel, ord, e.core.SeenArg(), tok, sinceArg, claims)
 	if err != nil {
-		return stepReply{}, rediskit.Classify(err)
+		return stepReply{}, err
 	}
 	r, err := parseStep(v)
 	if err != nil {
@@ -341,13 +340,10 @@ func (e *Elector) leave(ctx context.Context, op, entry string, handover uint64, 
 // cleanup removes entry after a term or campaign ended, within a short
 // bound and independently of any context that has ended.
 func (e *Elector) cleanup(entry string, handover uint64) {
-	ctx, cancel := context.WithTimeout(context.Background(), e.core.CleanupTimeout())
-	defer cancel()
-	if _, _, err := e.leave(ctx, "leave", entry, handover, ""); err != nil {
-		e.log.Debug("could not remove candidate from every server; it expires there after one ttl", "entry", entry, "err", err)
-		return
-	}
-	e.log.Debug("candidate removed", "entry", entry)
+	e.core.Cleanup(entry, func(ctx context.Context) error {
+		_, _, err := e.leave(ctx, "leave", entry, handover, "")
+		return err
+	}, "could not remove candidate from every server; it expires there after one ttl")
 }
 
 // request bounds one request to server i: by its patience, which starts

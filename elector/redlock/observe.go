@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/internal/rediscore"
 	"github.com/electd/electd/elector/internal/rediskit"
@@ -97,24 +96,16 @@ func (v *view) resync(i int) {
 
 func (v *view) run() {
 	e := v.e
-	var timer clock.Timer
-	var timerC <-chan time.Time
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	alarm := rediscore.NewAlarm(e.cfg.Clock)
+	defer alarm.Stop()
 	for {
 		select {
 		case <-e.ctx.Done():
 			return
 		case <-v.trig:
-		case <-timerC:
+		case <-alarm.C():
 		}
-		if timer != nil {
-			timer.Stop()
-			timer, timerC = nil, nil
-		}
+		alarm.Stop()
 		// Read every live server whose word is out of date or has run out.
 		now := e.cfg.Clock.Now()
 		stale := make([]bool, len(e.cfg.Servers))
@@ -154,8 +145,7 @@ func (v *view) run() {
 			wait = e.core.CallTimeout()
 		}
 		if wait >= 0 {
-			timer = e.cfg.Clock.NewTimer(wait)
-			timerC = timer.C()
+			alarm.Set(wait)
 		}
 	}
 }
@@ -249,15 +239,9 @@ func (e *Elector) Observe(ctx context.Context) <-chan elector.Leader {
 
 // readView asks server i for its leader view.
 func (e *Elector) readView(ctx context.Context, i int) (rediskit.View, error) {
-	v, err := viewScript.Run(ctx, e.cfg.Servers[i].Client, e.keys.all()).Result()
-	e.patience[i].Observe(err)
-	if err != nil {
-		return rediskit.View{}, rediskit.Classify(err)
+	r, err := rediscore.ReadView(ctx, viewScript, e.cfg.Servers[i].Client, e.keys.all(), e.patience[i], rediskit.Classify)
+	if err == nil {
+		e.core.SawToken(r.Token)
 	}
-	r, err := rediskit.ParseView(v)
-	if err != nil {
-		return rediskit.View{}, rediskit.Permanent(err)
-	}
-	e.core.SawToken(r.Token)
-	return r, nil
+	return r, err
 }

@@ -297,18 +297,11 @@ type stepReply struct {
 }
 
 func parseStep(v any) (stepReply, error) {
-	a, ok := v.([]any)
-	if !ok || len(a) < 8 {
-		return stepReply{}, fmt.Errorf("unexpected script reply %#v", v)
+	a, status, wake, head, err := rediscore.StepHead(v, 8)
+	r := stepReply{status: status, wake: wake, head: head}
+	if err != nil {
+		return r, err
 	}
-	var r stepReply
-	var err error
-	r.status, _ = a[0].(string)
-	w, ok := a[1].(int64)
-	if r.status == "" || !ok {
-		return r, fmt.Errorf("unexpected script reply %#v", v)
-	}
-	r.wake = time.Duration(w) * time.Millisecond
 	if r.floor, err = rediskit.ParseUint(a[2]); err != nil {
 		return r, fmt.Errorf("bad token floor in script reply: %w", err)
 	}
@@ -317,7 +310,6 @@ func parseStep(v any) (stepReply, error) {
 		return r, fmt.Errorf("bad time in script reply: %w", err)
 	}
 	r.at = time.UnixMicro(int64(us))
-	r.head, _ = a[4].(string)
 	if m, _ := a[5].(string); m != "" {
 		if r.mine, err = strconv.ParseUint(m, 10, 64); err != nil {
 			return r, fmt.Errorf("bad committed token in script reply: %w", err)

@@ -1,6 +1,14 @@
 package rediscore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/electd/electd/elector/internal/rediskit"
+)
 
 // Times inside the scripts are server microseconds from redis.call('TIME');
 // numbers too large for Lua's "%.14g" conversion are written with fmt().
@@ -43,4 +51,47 @@ for _, e in ipairs(redis.call('ZRANGE', KEYS[` + set + `], 0, -1)) do
 end
 return 0
 `)
+}
+
+// Call runs script s on c with keys and args, tells p how the request went
+// (rediskit.Patience), and returns its reply, or its error as classify
+// classifies it.
+func Call(ctx context.Context, s *redis.Script, c redis.Scripter, keys []string, p *rediskit.Patience, classify func(error) error, args ...any) (any, error) {
+	v, err := s.Run(ctx, c, keys, args...).Result()
+	p.Observe(err)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return v, nil
+}
+
+// ReadView reads a leader view with a backend's view script s (Call; see
+// ViewScript); a reply it cannot parse is a permanent error.
+func ReadView(ctx context.Context, s *redis.Script, c redis.Scripter, keys []string, p *rediskit.Patience, classify func(error) error) (rediskit.View, error) {
+	v, err := Call(ctx, s, c, keys, p, classify)
+	if err != nil {
+		return rediskit.View{}, err
+	}
+	r, err := rediskit.ParseView(v)
+	if err != nil {
+		return rediskit.View{}, rediskit.Permanent(err)
+	}
+	return r, nil
+}
+
+// StepHead decodes what both backends' step replies begin with, a reply
+// of at least n fields: {status, wake ms, …, …, head, …}; wake < 0 is
+// none. An error keeps the status read.
+func StepHead(v any, n int) (a []any, status string, wake time.Duration, head string, err error) {
+	a, ok := v.([]any)
+	if !ok || len(a) < n {
+		return nil, "", 0, "", fmt.Errorf("unexpected script reply %#v", v)
+	}
+	status, _ = a[0].(string)
+	w, ok := a[1].(int64)
+	if status == "" || !ok {
+		return a, status, 0, "", fmt.Errorf("unexpected script reply %#v", v)
+	}
+	head, _ = a[4].(string)
+	return a, status, time.Duration(w) * time.Millisecond, head, nil
 }
