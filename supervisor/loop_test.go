@@ -93,7 +93,7 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 		done:    make(chan error, 1),
 		resigns: make(chan struct{}, 8),
 	}
-	cfg := Config{Elector: h.el, Timing: h.timing, Election: "e", ID: "me", StopTimeout: time.Second,
+	cfg := Config{Elector: h.el, Election: "e", ID: "me", StopTimeout: time.Second,
 		Events: h.ev, Clock: h.clk, CoolDown: time.Hour}
 	if mutate != nil {
 		mutate(&cfg)
@@ -271,9 +271,11 @@ func TestOnExitExitPassesCode(t *testing.T) {
 	}
 }
 
+// TestConfigValidation: what New refuses. The stop timeout against the
+// timing is checked per term: TestTermTimingRefused.
 func TestConfigValidation(t *testing.T) {
 	base := func() Config {
-		return Config{Elector: &fakeElector{}, Timing: elector.Timing{TTL: 2 * time.Second}, StopTimeout: 500 * time.Millisecond}
+		return Config{Elector: &fakeElector{}, StopTimeout: 500 * time.Millisecond}
 	}
 	tests := []struct {
 		name   string
@@ -281,11 +283,9 @@ func TestConfigValidation(t *testing.T) {
 		field  string
 	}{
 		{name: "valid", mutate: func(*Config) {}},
-		{name: "stop-timeout too long for ttl", mutate: func(c *Config) { c.StopTimeout = 2 * time.Second }, field: "stop-timeout"},
-		{name: "ttl too short for any stop-timeout", mutate: func(c *Config) { c.Timing.TTL, c.StopTimeout = 100*time.Millisecond, 0 }, field: "ttl"},
+		{name: "negative stop-timeout", mutate: func(c *Config) { c.StopTimeout = -time.Second }, field: "stop-timeout"},
 		{name: "bad on-exit", mutate: func(c *Config) { c.OnExit = "explode" }, field: "on-exit"},
 		{name: "negative cool-down", mutate: func(c *Config) { c.CoolDown = -time.Second }, field: "cool-down"},
-		{name: "bad renew interval", mutate: func(c *Config) { c.Timing.RenewInterval = time.Second }, field: "renew-interval"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -19,6 +19,7 @@ const (
 	endSuspended  = "suspended"          // the host slept during the term
 	endExited     = "child_exited"       // the child's main process exited on its own
 	endStartError = "child_start_failed" // the child could not be started
+	endRefused    = "timing_refused"     // the term's timing leaves no room for StopTimeout (checkTerm)
 )
 
 // ending is how a term ended, for Run and RunOnce to act on.
@@ -33,10 +34,15 @@ type ending struct {
 	// treeErr: processes of the tree survived SIGKILL, and the term ended
 	// before they were gone (see awaitTreeGone); afterExit did not run.
 	treeErr error
+	// refused: the term's timing leaves no room for StopTimeout
+	// (checkTerm); no child ran and the term was given up.
+	refused error
 }
 
 // hold holds one term: the only function that does, for `run` and `lock`
-// alike. It starts the child unless the term has already ended, waits for
+// alike. It refuses a term whose timing leaves no room for StopTimeout
+// (checkTerm): gives it up at once, and the ending carries the error. It
+// starts the child unless the term has already ended, waits for
 // the first reason to end the term, and leaves by one way only:
 //
 //  1. the child's whole tree is stopped (or, if its main process exited,
@@ -49,6 +55,11 @@ type ending struct {
 // old tree is gone and only while the term still holds: never once the term
 // has ended or its stop-by moment has passed.
 func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit, afterExit func(context.Context, ExitStatus)) ending {
+	if err := checkTerm(term, s.cfg.StopTimeout); err != nil {
+		s.log.Error("term refused; no child starts under it", "token", term.Token, "err", err)
+		s.give(ctx, term, endRefused, true)
+		return ending{reason: endRefused, refused: err}
+	}
 	s.mu.Lock()
 	s.term = term
 	s.mu.Unlock()
