@@ -180,10 +180,9 @@ func TestHurry(t *testing.T) {
 		{name: "during the stop", duringStop: true},
 		{name: "before the stop"},
 	}
-	for _, mode := range modes {
+	forModes(t, modes, func(t *testing.T, mode Containment) {
 		for _, tc := range tests {
-			t.Run(string(mode)+"/"+tc.name, func(t *testing.T) {
-				needMode(t, mode)
+			t.Run(tc.name, func(t *testing.T) {
 				cmd, pidFile := treeChild(t, true, false, false)
 				logs := newSyncBuf()
 				th := &treeHarness{pidFile: pidFile}
@@ -210,7 +209,7 @@ func TestHurry(t *testing.T) {
 				}
 			})
 		}
-	}
+	})
 }
 
 // TestBackoffHugeMaxDoesNotOverflow: with a cap beyond 2^62 ns (--cool-down-max over

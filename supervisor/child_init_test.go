@@ -29,49 +29,46 @@ func preparedInits() []int {
 // Begin gives the command the term's environment, and Release of an unused
 // one leaves nothing, not even a zombie.
 func TestPreparedInitRunsNothing(t *testing.T) {
-	for _, mode := range []Containment{ContainPidns, ContainUserns} {
-		t.Run(string(mode), func(t *testing.T) {
-			needMode(t, mode)
-			dir := t.TempDir()
-			marker := filepath.Join(dir, "ran")
-			spec := ChildSpec{Path: "/bin/sh", Args: []string{"-c", `echo "$ELECTD_FENCING_TOKEN" > ` + marker + `; exec sleep 1000`},
-				Containment: mode}
+	forModes(t, nsModes, func(t *testing.T, mode Containment) {
+		dir := t.TempDir()
+		marker := filepath.Join(dir, "ran")
+		spec := ChildSpec{Path: "/bin/sh", Args: []string{"-c", `echo "$ELECTD_FENCING_TOKEN" > ` + marker + `; exec sleep 1000`},
+			Containment: mode}
 
-			unused, err := PrepareChild(spec, testLogger(t), time.Now().Add(testDeadline))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if kids := childrenOf(unused.Pid()); len(kids) > 0 {
-				t.Fatalf("a prepared init has children %v before Begin", kids)
-			}
-			unused.Release()
-			if !procGone(unused.Pid()) {
-				t.Fatalf("init %d still exists (a zombie?) after Release", unused.Pid())
-			}
-			if _, err := os.Stat(marker); err == nil {
-				t.Fatal("the command of a released init ran")
-			}
+		unused, err := PrepareChild(spec, testLogger(t), time.Now().Add(testDeadline))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kids := childrenOf(unused.Pid()); len(kids) > 0 {
+			t.Fatalf("a prepared init has children %v before Begin", kids)
+		}
+		unused.Release()
+		if !procGone(unused.Pid()) {
+			t.Fatalf("init %d still exists (a zombie?) after Release", unused.Pid())
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatal("the command of a released init ran")
+		}
 
-			c, err := PrepareChild(spec, testLogger(t), time.Now().Add(testDeadline))
-			if err != nil {
-				t.Fatal(err)
-			}
-			run := spec
-			run.Env = []string{"ELECTD_FENCING_TOKEN=42"}
-			run.StartBy = time.Now().Add(testDeadline)
-			if err := c.Begin(run); err != nil {
-				t.Fatal(err)
-			}
-			waitUntil(t, testDeadline, func() bool {
-				b, _ := os.ReadFile(marker)
-				return len(b) > 0
-			}, "the command to write its token")
-			if b, _ := os.ReadFile(marker); strings.TrimSpace(string(b)) != "42" {
-				t.Fatalf("the command saw token %q, want the term's 42", b)
-			}
-			stopOK(t, c, context.Background())
-		})
-	}
+		c, err := PrepareChild(spec, testLogger(t), time.Now().Add(testDeadline))
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := spec
+		run.Env = []string{"ELECTD_FENCING_TOKEN=42"}
+		run.StartBy = time.Now().Add(testDeadline)
+		if err := c.Begin(run); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, testDeadline, func() bool {
+			b, _ := os.ReadFile(marker)
+			return len(b) > 0
+		}, "the command to write its token")
+		if b, _ := os.ReadFile(marker); strings.TrimSpace(string(b)) != "42" {
+			t.Fatalf("the command saw token %q, want the term's 42", b)
+		}
+		stopOK(t, c, context.Background())
+	})
 }
 
 // TestPreparedInitGoneStartsAnother: the candidate's prepared init was

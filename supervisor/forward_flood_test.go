@@ -107,41 +107,38 @@ func seenOrDone(c *Child, out *syncBuf, s string) func() bool {
 // forwards from a 64-slot channel drained only after the fork and dropped
 // a byte when it was full: the SIGHUP was lost.
 func TestForwardedSignalNotDroppedBeforeFork(t *testing.T) {
-	for _, mode := range []Containment{ContainPidns, ContainUserns} {
-		t.Run(string(mode), func(t *testing.T) {
-			needMode(t, mode)
-			out := newSyncBuf()
-			c, begun := beginHeld(t, loopSpec(`trap 'echo HUP' HUP; `, mode, out))
-			pid := c.Pid()
-			waitUntil(t, testDeadline, func() bool { return c.goSent.Load() }, "the go message written")
-			for range 64 {
-				if err := c.Signal(syscall.SIGCONT); err != nil {
-					t.Fatalf("Signal(SIGCONT): %v", err)
-				}
+	forModes(t, nsModes, func(t *testing.T, mode Containment) {
+		out := newSyncBuf()
+		c, begun := beginHeld(t, loopSpec(`trap 'echo HUP' HUP; `, mode, out))
+		pid := c.Pid()
+		waitUntil(t, testDeadline, func() bool { return c.goSent.Load() }, "the go message written")
+		for range 64 {
+			if err := c.Signal(syscall.SIGCONT); err != nil {
+				t.Fatalf("Signal(SIGCONT): %v", err)
 			}
-			if err := c.Signal(syscall.SIGHUP); err != nil {
-				t.Fatalf("Signal(SIGHUP): %v", err)
-			}
-			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-				t.Fatalf("SIGCONT the init: %v", err)
-			}
-			if err := <-begun; err != nil {
-				t.Fatalf("Begin: %v", err)
-			}
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
-				defer cancel()
-				_, _ = c.Stop(ctx)
-			})
-			// Trapped (echo HUP) or, if it came before the trap was set, the
-			// command's death by SIGHUP: either way it arrived.
-			ok := within(testDeadline, seenOrDone(c, out, "HUP"))
-			if st := c.Exit(); !ok || (!strings.Contains(out.String(), "HUP") && st.Signal != syscall.SIGHUP) {
-				t.Fatalf("Signal(SIGHUP) returned nil after 64 SIGCONT, but the command never got it (waited %s): output %q, exit %+v",
-					testDeadline, out.String(), st)
-			}
+		}
+		if err := c.Signal(syscall.SIGHUP); err != nil {
+			t.Fatalf("Signal(SIGHUP): %v", err)
+		}
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+			t.Fatalf("SIGCONT the init: %v", err)
+		}
+		if err := <-begun; err != nil {
+			t.Fatalf("Begin: %v", err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+			defer cancel()
+			_, _ = c.Stop(ctx)
 		})
-	}
+		// Trapped (echo HUP) or, if it came before the trap was set, the
+		// command's death by SIGHUP: either way it arrived.
+		ok := within(testDeadline, seenOrDone(c, out, "HUP"))
+		if st := c.Exit(); !ok || (!strings.Contains(out.String(), "HUP") && st.Signal != syscall.SIGHUP) {
+			t.Fatalf("Signal(SIGHUP) returned nil after 64 SIGCONT, but the command never got it (waited %s): output %q, exit %+v",
+				testDeadline, out.String(), st)
+		}
+	})
 }
 
 // TestForwardFloodAfterStart: the same with the command running, as

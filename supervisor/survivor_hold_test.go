@@ -225,44 +225,41 @@ func onePid(t *testing.T, pidFile string) int {
 // run is recorded after it is gone.
 func TestSurvivorHeldOnceExitWithSurvivor(t *testing.T) {
 	needFreezer(t)
-	for _, mode := range modes {
-		t.Run(string(mode), func(t *testing.T) {
-			needMode(t, mode)
-			cmd, pidFile, goFile := goChild(t)
-			o := newOnceRun(t, cmd...)
-			o.sup.cfg.Containment = mode
-			done := make(chan error, 1)
-			recorded := make(chan []int, 1)
-			go func() {
-				done <- o.sup.RunOnce(context.Background(), o.term, func(context.Context, ExitStatus) {
-					recorded <- aliveOf(readPids(pidFile))
-				})
-			}()
-			w := onePid(t, pidFile)
-			thaw := freeze(t, w)
-			writeScript(t, goFile, "")
-			select {
-			case alive := <-recorded:
+	forModes(t, modes, func(t *testing.T, mode Containment) {
+		cmd, pidFile, goFile := goChild(t)
+		o := newOnceRun(t, cmd...)
+		o.sup.cfg.Containment = mode
+		done := make(chan error, 1)
+		recorded := make(chan []int, 1)
+		go func() {
+			done <- o.sup.RunOnce(context.Background(), o.term, func(context.Context, ExitStatus) {
+				recorded <- aliveOf(readPids(pidFile))
+			})
+		}()
+		w := onePid(t, pidFile)
+		thaw := freeze(t, w)
+		writeScript(t, goFile, "")
+		select {
+		case alive := <-recorded:
+			t.Fatalf("run recorded with %v alive", alive)
+		case err := <-done:
+			t.Fatalf("RunOnce returned %v while worker %d survives", err, w)
+		case <-time.After(groupDrainTimeout + 3*time.Second): // bounded observation
+		}
+		thaw()
+		select {
+		case alive := <-recorded:
+			if len(alive) > 0 {
 				t.Fatalf("run recorded with %v alive", alive)
-			case err := <-done:
-				t.Fatalf("RunOnce returned %v while worker %d survives", err, w)
-			case <-time.After(groupDrainTimeout + 3*time.Second): // bounded observation
 			}
-			thaw()
-			select {
-			case alive := <-recorded:
-				if len(alive) > 0 {
-					t.Fatalf("run recorded with %v alive", alive)
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatal("no run recorded after the thaw")
-			}
-			var xe *ExitError
-			if err := <-done; !errors.As(err, &xe) || xe.Code() != 0 {
-				t.Fatalf("RunOnce = %v, want ExitError 0", err)
-			}
-		})
-	}
+		case <-time.After(20 * time.Second):
+			t.Fatal("no run recorded after the thaw")
+		}
+		var xe *ExitError
+		if err := <-done; !errors.As(err, &xe) || xe.Code() != 0 {
+			t.Fatalf("RunOnce = %v, want ExitError 0", err)
+		}
+	})
 }
 
 // TestSurvivorHeldRestartWithSurvivor (expected to pass): --on-exit restart,
@@ -270,39 +267,36 @@ func TestSurvivorHeldOnceExitWithSurvivor(t *testing.T) {
 // while it lives (however far the clock runs within the term), one after.
 func TestSurvivorHeldRestartWithSurvivor(t *testing.T) {
 	needFreezer(t)
-	for _, mode := range modes {
-		t.Run(string(mode), func(t *testing.T) {
-			needMode(t, mode)
-			cmd, pidFile, goFile := goChild(t)
-			h := newHarness(t, func(c *Config) {
-				c.Command, c.Containment, c.OnExit, c.Logger = cmd, mode, OnExitRestart, testLogger(t)
-				c.RestartBackoff = 100 * time.Millisecond
-			})
-			_, dl := h.grant(98)
-			w := onePid(t, pidFile)
-			thaw := freeze(t, w)
-			writeScript(t, goFile, "")
-			for end := time.Now().Add(groupDrainTimeout + 3*time.Second); time.Now().Before(end); {
-				// The store renews; the clock runs past any backoff.
-				h.clk.Advance(200 * time.Millisecond)
-				dl.Renewed(h.clk.Now())
-				if n := h.ev.count("child_started"); n > 1 {
-					t.Fatalf("restarted (%d starts) while worker %d of the old tree survives", n, w)
-				}
-				time.Sleep(20 * time.Millisecond) // bounded observation
-			}
-			thaw()
-			// The clock runs on slowly: a start that takes long (the
-			// namespace init on a loaded host) must not see its term's
-			// stop-by moment pass on the fake clock meanwhile.
-			waitUntil(t, 30*time.Second, func() bool {
-				h.clk.Advance(5 * time.Millisecond)
-				dl.Renewed(h.clk.Now())
-				return h.ev.count("child_started") == 2
-			}, "the restart after the thaw")
-			if len(aliveOf([]int{w})) > 0 {
-				t.Fatalf("restarted with worker %d alive", w)
-			}
+	forModes(t, modes, func(t *testing.T, mode Containment) {
+		cmd, pidFile, goFile := goChild(t)
+		h := newHarness(t, func(c *Config) {
+			c.Command, c.Containment, c.OnExit, c.Logger = cmd, mode, OnExitRestart, testLogger(t)
+			c.RestartBackoff = 100 * time.Millisecond
 		})
-	}
+		_, dl := h.grant(98)
+		w := onePid(t, pidFile)
+		thaw := freeze(t, w)
+		writeScript(t, goFile, "")
+		for end := time.Now().Add(groupDrainTimeout + 3*time.Second); time.Now().Before(end); {
+			// The store renews; the clock runs past any backoff.
+			h.clk.Advance(200 * time.Millisecond)
+			dl.Renewed(h.clk.Now())
+			if n := h.ev.count("child_started"); n > 1 {
+				t.Fatalf("restarted (%d starts) while worker %d of the old tree survives", n, w)
+			}
+			time.Sleep(20 * time.Millisecond) // bounded observation
+		}
+		thaw()
+		// The clock runs on slowly: a start that takes long (the
+		// namespace init on a loaded host) must not see its term's
+		// stop-by moment pass on the fake clock meanwhile.
+		waitUntil(t, 30*time.Second, func() bool {
+			h.clk.Advance(5 * time.Millisecond)
+			dl.Renewed(h.clk.Now())
+			return h.ev.count("child_started") == 2
+		}, "the restart after the thaw")
+		if len(aliveOf([]int{w})) > 0 {
+			t.Fatalf("restarted with worker %d alive", w)
+		}
+	})
 }
