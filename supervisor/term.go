@@ -8,6 +8,7 @@ import (
 
 	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/internal/backoff"
 )
 
 // Why a term ended (besides elector.LossReason's "deadline", "lease_lost",
@@ -70,7 +71,7 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 		e       ending
 		child   *Child
 		started time.Time // when child started, on the injected clock
-		again   = backoff{first: s.cfg.RestartBackoff, max: s.cfg.RestartBackoffMax}
+		again   = backoff.New(s.cfg.RestartBackoff, s.cfg.RestartBackoffMax)
 		restart clock.Timer // armed while a restart is pending
 		killNow bool        // the deadline cannot be trusted: no grace
 		// survivor: a child whose tree outlived the term.
@@ -158,12 +159,12 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 				e.reason = endExited
 				break
 			}
-			if again.lasted(ran) {
-				again.reset()
+			if again.Lasted(ran) {
+				again.Reset()
 			}
-			again.step()
-			restart = s.cfg.Clock.NewTimer(again.delay())
-			s.logExit(e.status, ran, b, "restart_in", again.delay())
+			again.Step()
+			restart = s.cfg.Clock.NewTimer(again.Delay())
+			s.logExit(e.status, ran, b, "restart_in", again.Delay())
 		case <-restartC:
 			restart = nil
 			start()
