@@ -141,6 +141,26 @@ func (h *harness) grant(token uint64) (*elector.Term, *elector.Deadline) {
 	return term, dl
 }
 
+// grantAfterCoolDown hands the supervisor term token and steps the clock
+// through its cool-down until it takes the term. The term is renewed "in
+// the future" (a day ahead), so that the clock can be stepped through the
+// cool-down without a race against the cool-down's timer.
+func (h *harness) grantAfterCoolDown(t *testing.T, token uint64) {
+	t.Helper()
+	sent := h.clk.Now().Add(24 * time.Hour)
+	dl := elector.NewDeadline(h.clk, h.timing, sent)
+	h.el.terms <- elector.NewTerm(elector.Leader{ID: "me", Token: token, Since: sent}, dl,
+		func(context.Context) error { h.resigns <- struct{}{}; return nil })
+	waitUntil(t, 20*time.Second, func() bool {
+		if len(h.el.terms) == 0 {
+			return true
+		}
+		h.clk.Advance(h.sup.cfg.CoolDown)
+		time.Sleep(10 * time.Millisecond) // polling with a deadline
+		return false
+	}, "term %d taken", token)
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)

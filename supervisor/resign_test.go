@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/electd/electd/elector"
 )
 
 // TestResignDuringStopEndsOnlyItsTerm: a second Resign made while the
@@ -57,18 +55,7 @@ func TestResignDuringStopEndsOnlyItsTerm(t *testing.T) {
 			t.Errorf("a Resign made during the stop grace was still blocked 2 s after term 120 was given up")
 		}
 		// This copy wins term 121 after its cool-down.
-		sent := h.clk.Now().Add(24 * time.Hour)
-		dl := elector.NewDeadline(h.clk, h.timing, sent)
-		h.el.terms <- elector.NewTerm(elector.Leader{ID: "me", Token: 121, Since: sent}, dl,
-			func(context.Context) error { h.resigns <- struct{}{}; return nil })
-		waitUntil(t, 20*time.Second, func() bool {
-			if len(h.el.terms) == 0 {
-				return true
-			}
-			h.clk.Advance(h.sup.cfg.CoolDown)
-			time.Sleep(10 * time.Millisecond) // polling with a deadline
-			return false
-		}, "term 121 taken")
+		h.grantAfterCoolDown(t, 121)
 		var err error
 		waitUntil(t, 20*time.Second, func() bool {
 			select {

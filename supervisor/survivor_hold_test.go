@@ -15,8 +15,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/electd/electd/elector"
 )
 
 func needFreezer(t *testing.T) {
@@ -137,21 +135,8 @@ func TestSurvivorResignDuringHoldResignsNextTerm(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Errorf("the Resign made during the wait was still blocked 2 s after term 92 was given up")
 	}
-	// Cool-down, then this copy wins term 93 (renewed "in the future", so
-	// that the clock can be stepped through the cool-down without a race
-	// against the sleep's timer).
-	sent := th.clk.Now().Add(24 * time.Hour)
-	dl := elector.NewDeadline(th.clk, th.timing, sent)
-	th.el.terms <- elector.NewTerm(elector.Leader{ID: "me", Token: 93, Since: sent}, dl,
-		func(context.Context) error { th.resigns <- struct{}{}; return nil })
-	waitUntil(t, 20*time.Second, func() bool {
-		if len(th.el.terms) == 0 {
-			return true
-		}
-		th.clk.Advance(th.sup.cfg.CoolDown)
-		time.Sleep(10 * time.Millisecond)
-		return false
-	}, "term 93 taken")
+	// Cool-down, then this copy wins term 93.
+	th.grantAfterCoolDown(t, 93)
 	select {
 	case err := <-second:
 		if th.ev.count("lost:resigned") >= 2 {
