@@ -99,6 +99,24 @@ func seenOrDone(c *Child, out *syncBuf, s string) func() bool {
 	}
 }
 
+// floodThenHUP forwards n times sig and then one SIGHUP to c, whose
+// namespace init (pid) is held stopped, and lets the init run again
+// (SIGCONT): the SIGHUP must still reach the command.
+func floodThenHUP(t *testing.T, c *Child, pid int, sig syscall.Signal, n int) {
+	t.Helper()
+	for range n {
+		if err := c.Signal(sig); err != nil {
+			t.Fatalf("Signal(%s): %v", signalName(sig), err)
+		}
+	}
+	if err := c.Signal(syscall.SIGHUP); err != nil {
+		t.Fatalf("Signal(SIGHUP): %v", err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatalf("SIGCONT the init: %v", err)
+	}
+}
+
 // TestForwardedSignalNotDroppedBeforeFork: Child.Signal accepts a signal
 // to forward as soon as the go message is written, and returns nil; the
 // signal must reach the command. Here the init is held stopped (a loaded
@@ -112,17 +130,7 @@ func TestForwardedSignalNotDroppedBeforeFork(t *testing.T) {
 		c, begun := beginHeld(t, loopSpec(`trap 'echo HUP' HUP; `, mode, out))
 		pid := c.Pid()
 		waitUntil(t, testDeadline, func() bool { return c.goSent.Load() }, "the go message written")
-		for range 64 {
-			if err := c.Signal(syscall.SIGCONT); err != nil {
-				t.Fatalf("Signal(SIGCONT): %v", err)
-			}
-		}
-		if err := c.Signal(syscall.SIGHUP); err != nil {
-			t.Fatalf("Signal(SIGHUP): %v", err)
-		}
-		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-			t.Fatalf("SIGCONT the init: %v", err)
-		}
+		floodThenHUP(t, c, pid, syscall.SIGCONT, 64)
 		if err := <-begun; err != nil {
 			t.Fatalf("Begin: %v", err)
 		}
@@ -165,17 +173,7 @@ func TestForwardFloodAfterStart(t *testing.T) {
 		out.waitFor(t, "up")
 		pid := c.Pid()
 		stopInit(t, pid)
-		for range burst {
-			if err := c.Signal(syscall.SIGWINCH); err != nil {
-				t.Fatalf("Signal(SIGWINCH): %v", err)
-			}
-		}
-		if err := c.Signal(syscall.SIGHUP); err != nil {
-			t.Fatalf("Signal(SIGHUP): %v", err)
-		}
-		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-			t.Fatalf("SIGCONT the init: %v", err)
-		}
+		floodThenHUP(t, c, pid, syscall.SIGWINCH, burst)
 		// Every byte read by the init (then the channel holds at most 64,
 		// which the relay hands on at once), then a bounded wait for the HUP.
 		waitUntil(t, testDeadline, func() bool { return queuedIn(pid, 3) == 0 }, "the init to read its control pipe")
