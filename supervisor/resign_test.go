@@ -8,6 +8,33 @@ import (
 	"time"
 )
 
+// resignTwice asks h's supervisor to resign, waits up to within for the
+// log line mark (the first Resign under way), asks again, and runs
+// release, which lets the term end; it waits for the term to be given up
+// and the first Resign answered with nil, and returns the channel that
+// gets the second Resign's answer.
+func (h *harness) resignTwice(t *testing.T, buf *syncBuf, mark string, within time.Duration, release func()) <-chan error {
+	t.Helper()
+	first := make(chan error, 1)
+	go func() { first <- h.sup.Resign(context.Background()) }()
+	waitLog(t, buf, mark, within)
+	second := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	go func() { second <- h.sup.Resign(ctx) }()
+	time.Sleep(200 * time.Millisecond) // let it reach the send (bounded; not a sync point for the check)
+	release()
+	select {
+	case <-h.resigns:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the term was not given up")
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("first resign: %v", err)
+	}
+	return second
+}
+
 // TestResignDuringStopEndsOnlyItsTerm: a second Resign made while the
 // first one's stop takes time (the grace period, SIGKILL, the sweep) is
 // answered when that term is given up, and never resigns the next term this
@@ -28,23 +55,9 @@ func TestResignDuringStopEndsOnlyItsTerm(t *testing.T) {
 		h.grant(120)
 		waitFor(t, "the child", func() bool { return h.sup.Child() != nil })
 		waitFor(t, "the child's trap", func() bool { _, err := os.Stat(ready); return err == nil })
-		first := make(chan error, 1)
-		go func() { first <- h.sup.Resign(context.Background()) }()
-		waitLog(t, buf, "msg=stopping", 10*time.Second)
-		second := make(chan error, 1)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		go func() { second <- h.sup.Resign(ctx) }()
-		time.Sleep(200 * time.Millisecond) // let it reach the send (bounded)
-		h.clk.Advance(4 * time.Second)     // the grace ends: SIGKILL
-		select {
-		case <-h.resigns:
-		case <-time.After(20 * time.Second):
-			t.Fatal("term 120 not given up")
-		}
-		if err := <-first; err != nil {
-			t.Fatalf("first resign: %v", err)
-		}
+		second := h.resignTwice(t, buf, "msg=stopping", 10*time.Second, func() {
+			h.clk.Advance(4 * time.Second) // the grace ends: SIGKILL
+		})
 		blocked := false
 		select {
 		case err := <-second:
