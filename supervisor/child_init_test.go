@@ -11,14 +11,40 @@ import (
 	"time"
 )
 
+// initOf reports whether process p is a namespace init (its argv[0] is
+// the init's) and whether it was given a command (a probe has none). A
+// process that is gone is no init.
+func initOf(p int) (isInit, hasCommand bool) {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline") // unreadable: gone
+	if !strings.HasPrefix(string(b), initArg0+"\x00") {
+		return false, false
+	}
+	return true, len(b) > len(initArg0)+1
+}
+
+// holdStopped SIGSTOPs process p (a namespace init caught starting), has it
+// killed at the test's end, and waits until it is stopped; false if p is
+// gone already.
+func holdStopped(t *testing.T, p int) bool {
+	t.Helper()
+	if err := syscall.Kill(p, syscall.SIGSTOP); err != nil {
+		return false
+	}
+	killAtCleanup(t, p, syscall.SIGKILL, syscall.SIGCONT)
+	waitUntil(t, testDeadline, func() bool {
+		st, err := readStat(p)
+		return err != nil || st.state == 'T'
+	}, "init %d to stop", p)
+	return true
+}
+
 // preparedInits lists our children that are prepared or running namespace
 // inits (not probes).
 func preparedInits() []int {
 	var inits []int
 	pids, _ := childPids()
 	for _, p := range pids {
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
-		if strings.HasPrefix(string(b), initArg0+"\x00") && len(b) > len(initArg0)+1 {
+		if _, cmd := initOf(p); cmd {
 			inits = append(inits, p)
 		}
 	}
