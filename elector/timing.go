@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/clock"
+	"github.com/electd/electd/internal/backoff"
 )
 
 // Defaults for Timing.
@@ -88,7 +89,8 @@ func (t Timing) Validate() error {
 
 // Checked is t with its defaults filled in (WithDefaults), or the rule it
 // breaks (Validate): the one check of a timing, which Candidate.Validate,
-// supervisor.New and the CLI all make.
+// the CLI and the supervisor (on each term, before its child starts) all
+// make.
 func (t Timing) Checked() (Timing, error) {
 	t = t.WithDefaults()
 	return t, t.Validate()
@@ -106,6 +108,22 @@ func (t Timing) CheckedAsSet(renewSet bool) (Timing, error) {
 	}
 	return t.Checked()
 }
+
+// The store requests' pace, for the backends (t after WithDefaults).
+
+// CleanupTimeout bounds leaving the store (removing a candidate's entry or
+// lease) after a campaign or term ended: two renewal intervals, at least
+// 500 ms, at most the TTL.
+func (t Timing) CleanupTimeout() time.Duration {
+	return min(max(2*t.RenewInterval, 500*time.Millisecond), t.TTL)
+}
+
+// WaitBackoff is the backoff of a waiting candidate's requests
+// (backoff.Waiting).
+func (t Timing) WaitBackoff() *backoff.Backoff { return backoff.Waiting(t.RenewInterval) }
+
+// RenewBackoff is the backoff of a leader's renewals (backoff.Renewing).
+func (t Timing) RenewBackoff() *backoff.Backoff { return backoff.Renewing(t.RenewInterval) }
 
 // Timing is the timing the term's deadline runs on: the candidate's, with
 // its defaults filled in.

@@ -218,3 +218,18 @@ type reported struct {
 }
 
 func (r *reported) Renewed(took time.Duration) { r.took = append(r.took, took) }
+
+func TestTimingCleanupTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		timing elector.Timing
+		want   time.Duration
+	}{
+		{elector.Timing{TTL: 15 * time.Second}, 6 * time.Second},              // two renewal intervals
+		{elector.Timing{TTL: time.Second}, 500 * time.Millisecond},            // at least 500 ms
+		{elector.Timing{TTL: 300 * time.Millisecond}, 300 * time.Millisecond}, // at most the TTL
+	} {
+		if got := tc.timing.WithDefaults().CleanupTimeout(); got != tc.want {
+			t.Errorf("%s: CleanupTimeout = %s, want %s", tc.timing.WithDefaults(), got, tc.want)
+		}
+	}
+}

@@ -60,7 +60,7 @@ func TestWaitNotSpentPreparing(t *testing.T) {
 			t.Skip("SKIP: the init was never caught before it was ready")
 		}
 		c, el := cand("waiter" + strconv.Itoa(attempt))
-		sup, err := supervisor.New(supervisor.Config{Elector: el, Timing: timing, Election: "job", ID: c.ID,
+		sup, err := supervisor.New(supervisor.Config{Elector: el, Election: "job", ID: c.ID,
 			Command: []string{"sleep", "1000"}, OnExit: supervisor.OnExitExit, Containment: supervisor.ContainPidns,
 			Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {

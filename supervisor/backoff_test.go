@@ -3,7 +3,6 @@ package supervisor
 import (
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -180,10 +179,9 @@ func TestHurry(t *testing.T) {
 		{name: "during the stop", duringStop: true},
 		{name: "before the stop"},
 	}
-	for _, mode := range modes {
+	forModes(t, modes, func(t *testing.T, mode Containment) {
 		for _, tc := range tests {
-			t.Run(string(mode)+"/"+tc.name, func(t *testing.T) {
-				needMode(t, mode)
+			t.Run(tc.name, func(t *testing.T) {
 				cmd, pidFile := treeChild(t, true, false, false)
 				logs := newSyncBuf()
 				th := &treeHarness{pidFile: pidFile}
@@ -210,19 +208,5 @@ func TestHurry(t *testing.T) {
 				}
 			})
 		}
-	}
-}
-
-// TestBackoffHugeMaxDoesNotOverflow: with a cap beyond 2^62 ns (--cool-down-max over
-// about 146 years) the doubling overflows, and the delay goes negative or
-// zero after a streak of ~35 failures: the crash loop loses its backoff.
-// Not a safety matter (no term is held during a cool-down).
-func TestBackoffHugeMaxDoesNotOverflow(t *testing.T) {
-	b := backoff{first: time.Second, max: math.MaxInt64}
-	for i := 0; i < 80; i++ {
-		b.step()
-		if d := b.delay(); d < time.Second {
-			t.Fatalf("after %d failures the delay is %v", b.steps, d)
-		}
-	}
+	})
 }

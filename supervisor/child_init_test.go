@@ -11,14 +11,40 @@ import (
 	"time"
 )
 
+// initOf reports whether process p is a namespace init (its argv[0] is
+// the init's) and whether it was given a command (a probe has none). A
+// process that is gone is no init.
+func initOf(p int) (isInit, hasCommand bool) {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline") // unreadable: gone
+	if !strings.HasPrefix(string(b), initArg0+"\x00") {
+		return false, false
+	}
+	return true, len(b) > len(initArg0)+1
+}
+
+// holdStopped SIGSTOPs process p (a namespace init caught starting), has it
+// killed at the test's end, and waits until it is stopped; false if p is
+// gone already.
+func holdStopped(t *testing.T, p int) bool {
+	t.Helper()
+	if err := syscall.Kill(p, syscall.SIGSTOP); err != nil {
+		return false
+	}
+	killAtCleanup(t, p, syscall.SIGKILL, syscall.SIGCONT)
+	waitUntil(t, testDeadline, func() bool {
+		st, err := readStat(p)
+		return err != nil || st.state == 'T'
+	}, "init %d to stop", p)
+	return true
+}
+
 // preparedInits lists our children that are prepared or running namespace
 // inits (not probes).
 func preparedInits() []int {
 	var inits []int
 	pids, _ := childPids()
 	for _, p := range pids {
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
-		if strings.HasPrefix(string(b), initArg0+"\x00") && len(b) > len(initArg0)+1 {
+		if _, cmd := initOf(p); cmd {
 			inits = append(inits, p)
 		}
 	}
@@ -29,49 +55,46 @@ func preparedInits() []int {
 // Begin gives the command the term's environment, and Release of an unused
 // one leaves nothing, not even a zombie.
 func TestPreparedInitRunsNothing(t *testing.T) {
-	for _, mode := range []Containment{ContainPidns, ContainUserns} {
-		t.Run(string(mode), func(t *testing.T) {
-			needMode(t, mode)
-			dir := t.TempDir()
-			marker := filepath.Join(dir, "ran")
-			spec := ChildSpec{Path: "/bin/sh", Args: []string{"-c", `echo "$ELECTD_FENCING_TOKEN" > ` + marker + `; exec sleep 1000`},
-				Containment: mode}
+	forModes(t, nsModes, func(t *testing.T, mode Containment) {
+		dir := t.TempDir()
+		marker := filepath.Join(dir, "ran")
+		spec := ChildSpec{Path: "/bin/sh", Args: []string{"-c", `echo "$ELECTD_FENCING_TOKEN" > ` + marker + `; exec sleep 1000`},
+			Containment: mode}
 
-			unused, err := PrepareChild(spec, testLogger(t), time.Now().Add(testDeadline))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if kids := childrenOf(unused.Pid()); len(kids) > 0 {
-				t.Fatalf("a prepared init has children %v before Begin", kids)
-			}
-			unused.Release()
-			if !procGone(unused.Pid()) {
-				t.Fatalf("init %d still exists (a zombie?) after Release", unused.Pid())
-			}
-			if _, err := os.Stat(marker); err == nil {
-				t.Fatal("the command of a released init ran")
-			}
+		unused, err := PrepareChild(spec, testLogger(t), time.Now().Add(testDeadline))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kids := childrenOf(unused.Pid()); len(kids) > 0 {
+			t.Fatalf("a prepared init has children %v before Begin", kids)
+		}
+		unused.Release()
+		if !procGone(unused.Pid()) {
+			t.Fatalf("init %d still exists (a zombie?) after Release", unused.Pid())
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatal("the command of a released init ran")
+		}
 
-			c, err := PrepareChild(spec, testLogger(t), time.Now().Add(testDeadline))
-			if err != nil {
-				t.Fatal(err)
-			}
-			run := spec
-			run.Env = []string{"ELECTD_FENCING_TOKEN=42"}
-			run.StartBy = time.Now().Add(testDeadline)
-			if err := c.Begin(run); err != nil {
-				t.Fatal(err)
-			}
-			waitUntil(t, testDeadline, func() bool {
-				b, _ := os.ReadFile(marker)
-				return len(b) > 0
-			}, "the command to write its token")
-			if b, _ := os.ReadFile(marker); strings.TrimSpace(string(b)) != "42" {
-				t.Fatalf("the command saw token %q, want the term's 42", b)
-			}
-			stopOK(t, c, context.Background())
-		})
-	}
+		c, err := PrepareChild(spec, testLogger(t), time.Now().Add(testDeadline))
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := spec
+		run.Env = []string{"ELECTD_FENCING_TOKEN=42"}
+		run.StartBy = time.Now().Add(testDeadline)
+		if err := c.Begin(run); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, testDeadline, func() bool {
+			b, _ := os.ReadFile(marker)
+			return len(b) > 0
+		}, "the command to write its token")
+		if b, _ := os.ReadFile(marker); strings.TrimSpace(string(b)) != "42" {
+			t.Fatalf("the command saw token %q, want the term's 42", b)
+		}
+		stopOK(t, c, context.Background())
+	})
 }
 
 // TestPreparedInitGoneStartsAnother: the candidate's prepared init was

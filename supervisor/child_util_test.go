@@ -206,17 +206,3 @@ func testchildBin(t *testing.T) string {
 	}
 	return helperBin
 }
-
-// needMode skips a test of a containment mode this host does not allow
-// (pidns needs CAP_SYS_ADMIN, userns unprivileged user namespaces); with CI
-// set it fails instead, since CI runs as root, and so does a mode other
-// than pidns in the tests re-run as nobody (TestUsernsAsNonRoot).
-func needMode(t *testing.T, mode Containment) {
-	t.Helper()
-	if _, _, err := ResolveContainment(mode); err != nil {
-		if os.Getenv("CI") != "" || (os.Getenv(envAsNobody) != "" && mode != ContainPidns) {
-			t.Fatalf("containment %s is needed here: %v", mode, err)
-		}
-		t.Skipf("SKIP: containment %s is not available: %v", mode, err)
-	}
-}

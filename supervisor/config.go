@@ -63,10 +63,7 @@ const DefaultCoolDownMax = 5 * time.Minute
 
 // Config configures the leadership loop.
 type Config struct {
-	Elector Campaigner
-	// Timing is the elector's timing, only to check StopTimeout against in
-	// New: a term runs on its own (elector.Term.Timing).
-	Timing   elector.Timing
+	Elector  Campaigner
 	Election string
 	ID       string
 
@@ -78,7 +75,10 @@ type Config struct {
 	Env            []string
 	Stdout, Stderr io.Writer
 
-	StopSignal  syscall.Signal // default SIGTERM
+	StopSignal syscall.Signal // default SIGTERM
+	// StopTimeout is the stop signal's grace. Each term is checked against
+	// it before a child starts under it: a term whose timing (Term.Timing)
+	// leaves no room for it is refused (see checkTerm).
 	StopTimeout time.Duration
 	// Containment asks for a containment mode (see Containment); New
 	// resolves the default, ContainAuto, to the strongest this host allows
@@ -137,12 +137,8 @@ func (c *Config) validate() error {
 	if c.RestartBackoffMax < c.RestartBackoff {
 		return elector.Configf("restart-backoff-max", "%s is shorter than the first backoff %s", c.RestartBackoffMax, c.RestartBackoff)
 	}
-	var err error
-	if c.Timing, err = c.Timing.Checked(); err != nil {
-		return err
-	}
-	if c.StopTimeout, err = StopTimeout(c.Timing, c.StopTimeout, true); err != nil {
-		return err
+	if c.StopTimeout < 0 {
+		return elector.Configf("stop-timeout", "must not be negative, got %s", c.StopTimeout)
 	}
 	if c.Events == nil {
 		c.Events = nopEvents{}

@@ -171,20 +171,14 @@ func TestUsernsBlocker(t *testing.T) {
 	}
 }
 
-// nsModes are the modes that run the child under the namespace init.
-var nsModes = []Containment{ContainPidns, ContainUserns}
-
 // TestNamespacePassesThrough: under the namespace init (pidns, userns) the
 // child's exit code, the signal that killed it, its output and environment
 // are exactly what they are without it, and forwarded signals reach it.
 func TestNamespacePassesThrough(t *testing.T) {
-	for _, mode := range nsModes {
-		t.Run(string(mode), func(t *testing.T) { testPassesThrough(t, mode) })
-	}
+	forModes(t, nsModes, testPassesThrough)
 }
 
 func testPassesThrough(t *testing.T, mode Containment) {
-	needMode(t, mode)
 	tests := []struct {
 		name     string
 		path     string // instead of sh -c script
@@ -249,13 +243,10 @@ func testPassesThrough(t *testing.T, mode Containment) {
 // process too (through the init's kill(-1)), so a tree that stops on
 // SIGTERM stops gracefully, not by SIGKILL.
 func TestNamespaceStopReachesWholeTree(t *testing.T) {
-	for _, mode := range nsModes {
-		t.Run(string(mode), func(t *testing.T) { testStopReachesWholeTree(t, mode) })
-	}
+	forModes(t, nsModes, testStopReachesWholeTree)
 }
 
 func testStopReachesWholeTree(t *testing.T, mode Containment) {
-	needMode(t, mode)
 	// The main process sets its trap before it starts the daemon, so that
 	// "daemon" on the output means both traps are set: with the trap after
 	// the "&", a stop could reach the main process first, end it by

@@ -25,7 +25,7 @@ type ChildBackoff struct {
 func (s *Supervisor) Backoff() ChildBackoff {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return ChildBackoff{Failures: s.cool.steps, CoolDown: s.cool.delay(), Until: s.coolUntil}
+	return ChildBackoff{Failures: s.cool.Steps(), CoolDown: s.cool.Delay(), Until: s.coolUntil}
 }
 
 // runEnded updates the cool-down's streak with a run of the child that
@@ -34,14 +34,14 @@ func (s *Supervisor) Backoff() ChildBackoff {
 // returns the streak.
 func (s *Supervisor) runEnded(ran time.Duration, exited bool, st ExitStatus, startErr bool) ChildBackoff {
 	s.mu.Lock()
-	if s.cool.lasted(ran) {
-		s.cool.reset()
+	if s.cool.Lasted(ran) {
+		s.cool.Reset()
 	}
 	switch {
 	case startErr || exited && st.Failed():
-		s.cool.step()
+		s.cool.Step()
 	case exited:
-		s.cool.reset() // exit code 0
+		s.cool.Reset() // exit code 0
 	}
 	s.mu.Unlock()
 	b := s.Backoff()

@@ -18,8 +18,11 @@
 //	 3  child.go (Child, ChildSpec, ExitStatus, the tree interface, fork and wait)
 //	 2  contain.go (containment modes, probes, treeMembers, the sweep's rule)
 //	 1  reap.go, aside.go (orphans and processes beside the child), nsinit.go,
-//	    stopby.go (stop-by arithmetic, stopTimer), backoff.go (the delay)
+//	    stopby.go (stop-by arithmetic, stopTimer, checkTerm)
 //	 0  proc.go (the one reader of /proc)
+//
+// The growing delay of the cool-down and of a restart in place is
+// internal/backoff's (Step and Delay, without jitter).
 //
 // The containment mode is chosen once, when a child is made (treeOf):
 // whatever differs between the modes is a method of the child's tree

@@ -26,35 +26,32 @@ import (
 // Under userns the report is not taken (see nsTree.trustsEmpty): Done waits
 // for the init's release there.
 func TestDoneWhenAloneBeforeInitReaped(t *testing.T) {
-	for _, mode := range nsModes {
-		t.Run(string(mode), func(t *testing.T) {
-			needMode(t, mode)
-			fifo := mkfifo(t, t.TempDir())
-			c, out := runSh(t, "echo up; read x < "+fifo+"; echo bye; exit 3", ChildSpec{Containment: mode})
-			out.waitFor(t, "up")
-			held, release := holdAtExit(t, c.Pid())
-			defer release()
-			letGo(t, fifo)
-			<-held
-			if mode != ContainPidns {
-				select {
-				case <-c.Done():
-					t.Fatal("Done before the init was reaped, under " + string(mode))
-				case <-time.After(300 * time.Millisecond): // a window for a wrong Done to show
-				}
-				release()
+	forModes(t, nsModes, func(t *testing.T, mode Containment) {
+		fifo := mkfifo(t, t.TempDir())
+		c, out := runSh(t, "echo up; read x < "+fifo+"; echo bye; exit 3", ChildSpec{Containment: mode})
+		out.waitFor(t, "up")
+		held, release := holdAtExit(t, c.Pid())
+		defer release()
+		letGo(t, fifo)
+		<-held
+		if mode != ContainPidns {
+			select {
+			case <-c.Done():
+				t.Fatal("Done before the init was reaped, under " + string(mode))
+			case <-time.After(300 * time.Millisecond): // a window for a wrong Done to show
 			}
-			st := waitDone(t, c)
-			if st.Code != 3 {
-				t.Fatalf("exit %+v, want code 3", st)
-			}
-			// Its output comes to its end: the init closed its stdio too.
-			out.waitFor(t, "bye\n")
-			if mode == ContainPidns && procGone(c.Pid()) {
-				t.Fatalf("the init %d is gone: the test did not hold it", c.Pid())
-			}
-		})
-	}
+			release()
+		}
+		st := waitDone(t, c)
+		if st.Code != 3 {
+			t.Fatalf("exit %+v, want code 3", st)
+		}
+		// Its output comes to its end: the init closed its stdio too.
+		out.waitFor(t, "bye\n")
+		if mode == ContainPidns && procGone(c.Pid()) {
+			t.Fatalf("the init %d is gone: the test did not hold it", c.Pid())
+		}
+	})
 }
 
 // A process of the tree that writes an "empty" line of its own into the
@@ -112,32 +109,29 @@ func TestForgedEmptyLine(t *testing.T) {
 // the init is held at its exit the daemon still runs, and Done must not
 // come; once it is released, Done comes with the daemon dead.
 func TestDoneWaitsForLeftovers(t *testing.T) {
-	for _, mode := range nsModes {
-		t.Run(string(mode), func(t *testing.T) {
-			needMode(t, mode)
-			fifo := mkfifo(t, t.TempDir())
-			script := `setsid sh -c 'read p rest < /proc/self/stat; echo "daemon $p"; exec sleep 1000' & read x < ` + fifo + `; exit 0`
-			c, out := runSh(t, script, ChildSpec{Containment: mode})
-			daemon := pidOf(t, out.waitFor(t, "\n"), "daemon")
-			held, release := holdAtExit(t, c.Pid())
-			defer release()
-			letGo(t, fifo)
-			<-held
-			if procDead(daemon) {
-				t.Fatalf("daemon %d dead while the init is held at its exit: the hold is not what the test means", daemon)
-			}
-			select {
-			case <-c.Done():
-				t.Fatalf("Done while daemon %d of the tree still runs (the init reported its namespace empty)", daemon)
-			case <-time.After(300 * time.Millisecond): // a window for a wrong Done to show
-			}
-			release()
-			waitDone(t, c)
-			if !procDead(daemon) {
-				t.Fatalf("Done, and daemon %d of the tree still runs", daemon)
-			}
-		})
-	}
+	forModes(t, nsModes, func(t *testing.T, mode Containment) {
+		fifo := mkfifo(t, t.TempDir())
+		script := `setsid sh -c 'read p rest < /proc/self/stat; echo "daemon $p"; exec sleep 1000' & read x < ` + fifo + `; exit 0`
+		c, out := runSh(t, script, ChildSpec{Containment: mode})
+		daemon := pidOf(t, out.waitFor(t, "\n"), "daemon")
+		held, release := holdAtExit(t, c.Pid())
+		defer release()
+		letGo(t, fifo)
+		<-held
+		if procDead(daemon) {
+			t.Fatalf("daemon %d dead while the init is held at its exit: the hold is not what the test means", daemon)
+		}
+		select {
+		case <-c.Done():
+			t.Fatalf("Done while daemon %d of the tree still runs (the init reported its namespace empty)", daemon)
+		case <-time.After(300 * time.Millisecond): // a window for a wrong Done to show
+		}
+		release()
+		waitDone(t, c)
+		if !procDead(daemon) {
+			t.Fatalf("Done, and daemon %d of the tree still runs", daemon)
+		}
+	})
 }
 
 // pidOf finds "WORD PID" in out and returns PID (read from /proc/self/stat,

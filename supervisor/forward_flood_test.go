@@ -99,6 +99,24 @@ func seenOrDone(c *Child, out *syncBuf, s string) func() bool {
 	}
 }
 
+// floodThenHUP forwards n times sig and then one SIGHUP to c, whose
+// namespace init (pid) is held stopped, and lets the init run again
+// (SIGCONT): the SIGHUP must still reach the command.
+func floodThenHUP(t *testing.T, c *Child, pid int, sig syscall.Signal, n int) {
+	t.Helper()
+	for range n {
+		if err := c.Signal(sig); err != nil {
+			t.Fatalf("Signal(%s): %v", signalName(sig), err)
+		}
+	}
+	if err := c.Signal(syscall.SIGHUP); err != nil {
+		t.Fatalf("Signal(SIGHUP): %v", err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatalf("SIGCONT the init: %v", err)
+	}
+}
+
 // TestForwardedSignalNotDroppedBeforeFork: Child.Signal accepts a signal
 // to forward as soon as the go message is written, and returns nil; the
 // signal must reach the command. Here the init is held stopped (a loaded
@@ -107,41 +125,28 @@ func seenOrDone(c *Child, out *syncBuf, s string) func() bool {
 // forwards from a 64-slot channel drained only after the fork and dropped
 // a byte when it was full: the SIGHUP was lost.
 func TestForwardedSignalNotDroppedBeforeFork(t *testing.T) {
-	for _, mode := range []Containment{ContainPidns, ContainUserns} {
-		t.Run(string(mode), func(t *testing.T) {
-			needMode(t, mode)
-			out := newSyncBuf()
-			c, begun := beginHeld(t, loopSpec(`trap 'echo HUP' HUP; `, mode, out))
-			pid := c.Pid()
-			waitUntil(t, testDeadline, func() bool { return c.goSent.Load() }, "the go message written")
-			for range 64 {
-				if err := c.Signal(syscall.SIGCONT); err != nil {
-					t.Fatalf("Signal(SIGCONT): %v", err)
-				}
-			}
-			if err := c.Signal(syscall.SIGHUP); err != nil {
-				t.Fatalf("Signal(SIGHUP): %v", err)
-			}
-			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-				t.Fatalf("SIGCONT the init: %v", err)
-			}
-			if err := <-begun; err != nil {
-				t.Fatalf("Begin: %v", err)
-			}
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
-				defer cancel()
-				_, _ = c.Stop(ctx)
-			})
-			// Trapped (echo HUP) or, if it came before the trap was set, the
-			// command's death by SIGHUP: either way it arrived.
-			ok := within(testDeadline, seenOrDone(c, out, "HUP"))
-			if st := c.Exit(); !ok || (!strings.Contains(out.String(), "HUP") && st.Signal != syscall.SIGHUP) {
-				t.Fatalf("Signal(SIGHUP) returned nil after 64 SIGCONT, but the command never got it (waited %s): output %q, exit %+v",
-					testDeadline, out.String(), st)
-			}
+	forModes(t, nsModes, func(t *testing.T, mode Containment) {
+		out := newSyncBuf()
+		c, begun := beginHeld(t, loopSpec(`trap 'echo HUP' HUP; `, mode, out))
+		pid := c.Pid()
+		waitUntil(t, testDeadline, func() bool { return c.goSent.Load() }, "the go message written")
+		floodThenHUP(t, c, pid, syscall.SIGCONT, 64)
+		if err := <-begun; err != nil {
+			t.Fatalf("Begin: %v", err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+			defer cancel()
+			_, _ = c.Stop(ctx)
 		})
-	}
+		// Trapped (echo HUP) or, if it came before the trap was set, the
+		// command's death by SIGHUP: either way it arrived.
+		ok := within(testDeadline, seenOrDone(c, out, "HUP"))
+		if st := c.Exit(); !ok || (!strings.Contains(out.String(), "HUP") && st.Signal != syscall.SIGHUP) {
+			t.Fatalf("Signal(SIGHUP) returned nil after 64 SIGCONT, but the command never got it (waited %s): output %q, exit %+v",
+				testDeadline, out.String(), st)
+		}
+	})
 }
 
 // TestForwardFloodAfterStart: the same with the command running, as
@@ -168,17 +173,7 @@ func TestForwardFloodAfterStart(t *testing.T) {
 		out.waitFor(t, "up")
 		pid := c.Pid()
 		stopInit(t, pid)
-		for range burst {
-			if err := c.Signal(syscall.SIGWINCH); err != nil {
-				t.Fatalf("Signal(SIGWINCH): %v", err)
-			}
-		}
-		if err := c.Signal(syscall.SIGHUP); err != nil {
-			t.Fatalf("Signal(SIGHUP): %v", err)
-		}
-		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-			t.Fatalf("SIGCONT the init: %v", err)
-		}
+		floodThenHUP(t, c, pid, syscall.SIGWINCH, burst)
 		// Every byte read by the init (then the channel holds at most 64,
 		// which the relay hands on at once), then a bounded wait for the HUP.
 		waitUntil(t, testDeadline, func() bool { return queuedIn(pid, 3) == 0 }, "the init to read its control pipe")

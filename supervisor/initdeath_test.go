@@ -250,18 +250,9 @@ func catchInit(t *testing.T, helper int, execd func() bool) (pid int, caught boo
 	end := time.Now().Add(testDeadline)
 	for time.Now().Before(end) {
 		for _, p := range childrenOf(helper) {
-			b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
-			if !strings.HasPrefix(string(b), initArg0+"\x00") {
+			if isInit, _ := initOf(p); !isInit || !holdStopped(t, p) {
 				continue
 			}
-			if err := syscall.Kill(p, syscall.SIGSTOP); err != nil {
-				continue
-			}
-			killAtCleanup(t, p, syscall.SIGKILL, syscall.SIGCONT)
-			waitUntil(t, testDeadline, func() bool {
-				st, err := readStat(p)
-				return err != nil || st.state == 'T'
-			}, "init %d to stop", p)
 			if len(childrenOf(p)) > 0 || execd() {
 				return p, false
 			}

@@ -21,7 +21,7 @@ import (
 var layers = map[string]int{
 	"doc.go":  0,
 	"proc.go": 0,
-	"reap.go": 1, "aside.go": 1, "nsinit.go": 1, "stopby.go": 1, "backoff.go": 1,
+	"reap.go": 1, "aside.go": 1, "nsinit.go": 1, "stopby.go": 1,
 	"contain.go":    2,
 	"child.go":      3,
 	"child_stop.go": 4,

@@ -8,7 +8,8 @@ import (
 
 // Run campaigns and leads until ctx ends, then stops the child, resigns and
 // returns nil. It returns an *ExitError under OnExitExit when the child
-// exits, and other errors when the elector fails for good.
+// exits, the refusal of a term whose timing leaves no room for StopTimeout
+// (see checkTerm), and other errors when the elector fails for good.
 func (s *Supervisor) Run(ctx context.Context) (err error) {
 	s.setRunning()
 	defer s.setStopped(&err)
@@ -33,6 +34,8 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 		switch e.reason {
 		case endShutdown:
 			return nil
+		case endRefused:
+			return e.refused
 		case endExited:
 			if s.cfg.OnExit == OnExitExit {
 				return &ExitError{Status: e.status}

@@ -93,7 +93,7 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 		done:    make(chan error, 1),
 		resigns: make(chan struct{}, 8),
 	}
-	cfg := Config{Elector: h.el, Timing: h.timing, Election: "e", ID: "me", StopTimeout: time.Second,
+	cfg := Config{Elector: h.el, Election: "e", ID: "me", StopTimeout: time.Second,
 		Events: h.ev, Clock: h.clk, CoolDown: time.Hour}
 	if mutate != nil {
 		mutate(&cfg)
@@ -139,6 +139,26 @@ func (h *harness) grant(token uint64) (*elector.Term, *elector.Deadline) {
 		func(context.Context) error { h.resigns <- struct{}{}; return nil })
 	h.el.terms <- term
 	return term, dl
+}
+
+// grantAfterCoolDown hands the supervisor term token and steps the clock
+// through its cool-down until it takes the term. The term is renewed "in
+// the future" (a day ahead), so that the clock can be stepped through the
+// cool-down without a race against the cool-down's timer.
+func (h *harness) grantAfterCoolDown(t *testing.T, token uint64) {
+	t.Helper()
+	sent := h.clk.Now().Add(24 * time.Hour)
+	dl := elector.NewDeadline(h.clk, h.timing, sent)
+	h.el.terms <- elector.NewTerm(elector.Leader{ID: "me", Token: token, Since: sent}, dl,
+		func(context.Context) error { h.resigns <- struct{}{}; return nil })
+	waitUntil(t, 20*time.Second, func() bool {
+		if len(h.el.terms) == 0 {
+			return true
+		}
+		h.clk.Advance(h.sup.cfg.CoolDown)
+		time.Sleep(10 * time.Millisecond) // polling with a deadline
+		return false
+	}, "term %d taken", token)
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -271,9 +291,11 @@ func TestOnExitExitPassesCode(t *testing.T) {
 	}
 }
 
+// TestConfigValidation: what New refuses. The stop timeout against the
+// timing is checked per term: TestTermTimingRefused.
 func TestConfigValidation(t *testing.T) {
 	base := func() Config {
-		return Config{Elector: &fakeElector{}, Timing: elector.Timing{TTL: 2 * time.Second}, StopTimeout: 500 * time.Millisecond}
+		return Config{Elector: &fakeElector{}, StopTimeout: 500 * time.Millisecond}
 	}
 	tests := []struct {
 		name   string
@@ -281,11 +303,9 @@ func TestConfigValidation(t *testing.T) {
 		field  string
 	}{
 		{name: "valid", mutate: func(*Config) {}},
-		{name: "stop-timeout too long for ttl", mutate: func(c *Config) { c.StopTimeout = 2 * time.Second }, field: "stop-timeout"},
-		{name: "ttl too short for any stop-timeout", mutate: func(c *Config) { c.Timing.TTL, c.StopTimeout = 100*time.Millisecond, 0 }, field: "ttl"},
+		{name: "negative stop-timeout", mutate: func(c *Config) { c.StopTimeout = -time.Second }, field: "stop-timeout"},
 		{name: "bad on-exit", mutate: func(c *Config) { c.OnExit = "explode" }, field: "on-exit"},
 		{name: "negative cool-down", mutate: func(c *Config) { c.CoolDown = -time.Second }, field: "cool-down"},
-		{name: "bad renew interval", mutate: func(c *Config) { c.Timing.RenewInterval = time.Second }, field: "renew-interval"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -68,7 +68,8 @@ func (e *InterruptedError) Unwrap() error { return e.Err }
 // If processes of the tree survived SIGKILL, afterExit does not run and
 // RunOnce returns that error instead.
 // Otherwise RunOnce returns a *TermEndedError or an *InterruptedError, or
-// the error that kept the child from starting.
+// the error that kept the child from starting (the refusal of a term whose
+// timing leaves no room for StopTimeout among them: see checkTerm).
 func (s *Supervisor) RunOnce(ctx context.Context, term *elector.Term, afterExit func(context.Context, ExitStatus)) (err error) {
 	if len(s.cfg.Command) == 0 {
 		return errors.New("supervisor: RunOnce needs a command")
@@ -78,6 +79,8 @@ func (s *Supervisor) RunOnce(ctx context.Context, term *elector.Term, afterExit 
 
 	e := s.hold(ctx, term, OnExitExit, afterExit)
 	switch {
+	case e.refused != nil:
+		return e.refused
 	case e.startErr != nil:
 		return fmt.Errorf("start %s: %w", s.cfg.Command[0], e.startErr)
 	case e.reason == endExited && e.treeErr != nil:

@@ -38,7 +38,7 @@ func newOnceRun(t *testing.T, command ...string) *onceRun {
 	o.dl = elector.NewDeadline(o.clk, timing, o.clk.Now())
 	o.term = elector.NewTerm(elector.Leader{ID: "me", Token: 5, Since: o.clk.Now()}, o.dl,
 		func(context.Context) error { o.step("resign"); return nil })
-	sup, err := New(Config{Elector: &fakeElector{}, Timing: timing, Election: "e", ID: "me",
+	sup, err := New(Config{Elector: &fakeElector{}, Election: "e", ID: "me",
 		Command: command, StopTimeout: 200 * time.Millisecond, Clock: o.clk})
 	if err != nil {
 		t.Fatalf("New: %v", err)

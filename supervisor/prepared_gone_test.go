@@ -24,8 +24,7 @@ func newPreparedInit(t *testing.T, seen map[int]bool) int {
 			if seen[p] {
 				continue
 			}
-			b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
-			if strings.HasPrefix(string(b), initArg0+"\x00") && len(b) > len(initArg0)+1 {
+			if _, cmd := initOf(p); cmd {
 				pid = p
 				return true
 			}

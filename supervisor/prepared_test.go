@@ -43,6 +43,27 @@ func strangerSurvived(t *testing.T, cmd *exec.Cmd) (bool, error) {
 	return ws.Signaled() && ws.Signal() == syscall.SIGTERM, err
 }
 
+// killAndTakePid kills the prepared init pid (as someone else would: the
+// OOM killer), waits until it is reaped, and has a stranger take its pid
+// (takePid); nil if another process took it first.
+func killAndTakePid(t *testing.T, pid int) *exec.Cmd {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, testDeadline, func() bool { return procGone(pid) }, "prepared init %d reaped", pid)
+	return takePid(t, pid)
+}
+
+// wantSpared fails the test unless stranger, which took the pid of the dead
+// prepared init, survived what (the init's release).
+func wantSpared(t *testing.T, stranger *exec.Cmd, what string, pid int) {
+	t.Helper()
+	if survived, err := strangerSurvived(t, stranger); !survived {
+		t.Fatalf("%s of the dead prepared init killed pid %d, another process's group (%v)", what, pid, err)
+	}
+}
+
 // TestReleaseSparesTheInitsPid: a candidate's prepared namespace init dies
 // (killed by someone else, the OOM killer) while it waits; electd's waiter
 // reaps it, and its pid is free. Then the loop ends (Run's ctx ended: electd
@@ -71,11 +92,7 @@ func TestReleaseSparesTheInitsPid(t *testing.T) {
 		pid := h.sup.prepared.Pid()
 		h.sup.mu.Unlock()
 
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		waitUntil(t, testDeadline, func() bool { return procGone(pid) }, "prepared init %d reaped", pid)
-		stranger := takePid(t, pid)
+		stranger := killAndTakePid(t, pid)
 		if stranger == nil {
 			t.Logf("attempt %d: pid %d was taken by another process; again", attempt, pid)
 			h.cancel()
@@ -86,10 +103,7 @@ func TestReleaseSparesTheInitsPid(t *testing.T) {
 		if err := h.runReturned(t, testDeadline, "Run did not return"); err != nil {
 			t.Errorf("Run: %v", err)
 		}
-		survived, werr := strangerSurvived(t, stranger)
-		if !survived {
-			t.Fatalf("Run's release of the dead prepared init killed pid %d, another process's group (%v)", pid, werr)
-		}
+		wantSpared(t, stranger, "Run's release", pid)
 		return
 	}
 }
@@ -110,11 +124,7 @@ func TestPrepareChildReleaseSparesTheInitsPid(t *testing.T) {
 			t.Fatal(err)
 		}
 		pid := c.Pid()
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		waitUntil(t, testDeadline, func() bool { return procGone(pid) }, "prepared init %d reaped", pid)
-		stranger := takePid(t, pid)
+		stranger := killAndTakePid(t, pid)
 		if stranger == nil {
 			c.Release()
 			continue
@@ -123,10 +133,7 @@ func TestPrepareChildReleaseSparesTheInitsPid(t *testing.T) {
 		if st := c.Exit(); st.Signal != syscall.SIGKILL {
 			t.Errorf("the released init's status: %+v, want SIGKILL", st)
 		}
-		survived, werr := strangerSurvived(t, stranger)
-		if !survived {
-			t.Fatalf("Release of the dead prepared init killed pid %d, another process's group (%v)", pid, werr)
-		}
+		wantSpared(t, stranger, "Release", pid)
 		return
 	}
 }

@@ -57,22 +57,19 @@ func sendUntil(t *testing.T, sig syscall.Signal, cond func() bool, what string) 
 // containment mode (under pidns and userns through the namespace init's
 // control pipe).
 func TestForwardSignals(t *testing.T) {
-	for _, mode := range []Containment{ContainPgroup, ContainPidns, ContainUserns} {
-		t.Run(string(mode), func(t *testing.T) {
-			needMode(t, mode)
-			c, out := runSh(t, `trap 'echo got-usr1' USR1; echo ready; while :; do sleep 1000 & wait; done`, ChildSpec{Containment: mode})
-			out.waitFor(t, "ready")
-			forwarding(t, func() *Child { return c }, syscall.SIGUSR1)
-			sendUntil(t, syscall.SIGUSR1, func() bool {
-				select {
-				case <-c.Done():
-					t.Fatalf("child died of the signal instead of trapping it: %+v", c.Exit())
-				default:
-				}
-				return strings.Contains(out.String(), "got-usr1")
-			}, "SIGUSR1 forwarded to the child")
-		})
-	}
+	forModes(t, []Containment{ContainPgroup, ContainPidns, ContainUserns}, func(t *testing.T, mode Containment) {
+		c, out := runSh(t, `trap 'echo got-usr1' USR1; echo ready; while :; do sleep 1000 & wait; done`, ChildSpec{Containment: mode})
+		out.waitFor(t, "ready")
+		forwarding(t, func() *Child { return c }, syscall.SIGUSR1)
+		sendUntil(t, syscall.SIGUSR1, func() bool {
+			select {
+			case <-c.Done():
+				t.Fatalf("child died of the signal instead of trapping it: %+v", c.Exit())
+			default:
+			}
+			return strings.Contains(out.String(), "got-usr1")
+		}, "SIGUSR1 forwarded to the child")
+	})
 }
 
 func TestForwardSignalsWithoutChild(t *testing.T) {

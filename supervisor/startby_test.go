@@ -31,20 +31,14 @@ func stopNewInit(t *testing.T, seen map[int]bool, marker string) (pid int, ok bo
 			if seen[p] {
 				continue
 			}
-			b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
-			if !strings.HasPrefix(string(b), initArg0+"\x00") || len(b) == len(initArg0)+1 {
+			if _, cmd := initOf(p); !cmd {
 				continue // not an init, or a probe (no command)
 			}
-			if err := syscall.Kill(p, syscall.SIGSTOP); err != nil {
-				continue
-			}
-			killAtCleanup(t, p, syscall.SIGKILL, syscall.SIGCONT)
 			// Once it is stopped it forks nothing more: it is caught in time
 			// if it has no child yet.
-			waitUntil(t, testDeadline, func() bool {
-				st, err := readStat(p)
-				return err != nil || st.state == 'T'
-			}, "init %d to stop", p)
+			if !holdStopped(t, p) {
+				continue
+			}
 			tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(p) + "/task/*/children")
 			for _, f := range tasks {
 				if b, _ := os.ReadFile(f); len(strings.TrimSpace(string(b))) > 0 {

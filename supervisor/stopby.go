@@ -132,6 +132,24 @@ func StopTimeout(t elector.Timing, asked time.Duration, set bool) (time.Duration
 		why, minTTL, renew, DefaultStopTimeout(withTTL(t, minTTL)))
 }
 
+// checkTerm is the stop rule where the stop timeout meets a term: the
+// term's timing (Term.Timing, the elector's) must be valid and leave room
+// for stopTimeout, or no child may start under the term. The error
+// (wrapping StopTimeout's *elector.ConfigError, which names --stop-timeout
+// or --ttl and what to set) says so; hold then gives the term up and the
+// loop ends with it.
+func checkTerm(term *elector.Term, stopTimeout time.Duration) error {
+	t, err := term.Timing().Checked()
+	if err == nil {
+		_, err = StopTimeout(t, stopTimeout, true)
+	}
+	if err != nil {
+		return fmt.Errorf("refuse term %d (timing %s) before starting a child: the stop timeout %s does not fit it; set --stop-timeout and --ttl as follows: %w",
+			term.Token, t, stopTimeout, err)
+	}
+	return nil
+}
+
 // shortestTTL is the shortest ttl, in whole milliseconds, for which
 // StopTimeout(withTTL(t, ttl), asked, set) succeeds. ok is false if no ttl
 // up to 2^62 ns (146 years) does.

@@ -1,11 +1,13 @@
 package supervisor
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
 )
 
@@ -131,6 +133,85 @@ func TestStopTimeout(t *testing.T) {
 			}
 			if with(tc.minTTL-ms) == nil {
 				t.Errorf("ttl %s is accepted too: %s is not the shortest", tc.minTTL-ms, tc.minTTL)
+			}
+		})
+	}
+}
+
+// TestTermTimingRefused: the stop timeout meets the timing where the
+// supervisor gets a term (checkTerm). A term whose timing leaves no room
+// for StopTimeout is given up before any child starts under it, and Run
+// (or RunOnce) ends with an error that names the flag to change.
+func TestTermTimingRefused(t *testing.T) {
+	tests := []struct {
+		name        string
+		timing      elector.Timing // the term's, as the elector has it
+		stopTimeout time.Duration
+		field       string // "": the term fits and is held
+	}{
+		{name: "fits", timing: elector.Timing{TTL: 2 * time.Second}, stopTimeout: 400 * time.Millisecond},
+		{name: "stop-timeout too long for ttl", timing: elector.Timing{TTL: 2 * time.Second}, stopTimeout: 2 * time.Second, field: "stop-timeout"},
+		{name: "ttl too short for any stop-timeout", timing: elector.Timing{TTL: 100 * time.Millisecond}, field: "ttl"},
+		{name: "bad renew interval", timing: elector.Timing{TTL: 2 * time.Second, RenewInterval: time.Second}, stopTimeout: 400 * time.Millisecond, field: "renew-interval"},
+	}
+	refused := func(t *testing.T, err error, field string) {
+		t.Helper()
+		var ce *elector.ConfigError
+		if !errors.As(err, &ce) || ce.Field != field {
+			t.Fatalf("got %v, want a ConfigError on %s", err, field)
+		}
+		if !strings.Contains(err.Error(), "--stop-timeout") || !strings.Contains(err.Error(), "--ttl") {
+			t.Errorf("%q does not name --stop-timeout and --ttl", err)
+		}
+	}
+	for _, tc := range tests {
+		t.Run("Run/"+tc.name, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) {
+				c.Command, c.Containment, c.StopTimeout = []string{"sleep", "1000"}, ContainPgroup, tc.stopTimeout
+			})
+			h.timing = tc.timing.WithDefaults()
+			h.grant(60)
+			if tc.field == "" {
+				waitFor(t, "child started", func() bool { return h.ev.has("child_started") })
+				return
+			}
+			err := h.runReturned(t, 10*time.Second, "Run did not end on a term whose timing does not fit")
+			refused(t, err, tc.field)
+			select {
+			case <-h.resigns:
+			default:
+				t.Error("the refused term was not resigned")
+			}
+			if h.ev.has("child_started") || !h.ev.has("lost:"+endRefused) {
+				t.Errorf("child started %v, lost:%s %v; want no child and the refusal recorded",
+					h.ev.has("child_started"), endRefused, h.ev.has("lost:"+endRefused))
+			}
+			var ce *elector.ConfigError
+			if err := h.sup.Live(); !errors.As(err, &ce) {
+				t.Errorf("Live = %v after the refusal, want it", err)
+			}
+		})
+		if tc.field == "" {
+			continue // RunOnce under a term that fits: TestRunOnce
+		}
+		t.Run("RunOnce/"+tc.name, func(t *testing.T) {
+			clk := clock.NewFake(time.Unix(1_000_000, 0))
+			resigned := false
+			term := elector.NewTerm(elector.Leader{ID: "me", Token: 61, Since: clk.Now()},
+				elector.NewDeadline(clk, tc.timing.WithDefaults(), clk.Now()),
+				func(context.Context) error { resigned = true; return nil })
+			sup, err := New(Config{Elector: &fakeElector{}, Election: "e", ID: "me", Command: []string{"sleep", "1000"},
+				Containment: ContainPgroup, StopTimeout: tc.stopTimeout, Clock: clk})
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a refusal is at once
+			defer cancel()
+			ran := false
+			err = sup.RunOnce(ctx, term, func(context.Context, ExitStatus) { ran = true })
+			refused(t, err, tc.field)
+			if !resigned || ran || sup.Child() != nil {
+				t.Errorf("resigned %v, afterExit ran %v, child %v; want resigned only", resigned, ran, sup.Child())
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/internal/backoff"
 )
 
 // ErrNotLeader is returned by Resign when this copy does not lead.
@@ -34,8 +35,8 @@ type Supervisor struct {
 	running   bool // Run is active
 	lastErr   error
 	// cool is the cool-down after the child's failures, coolUntil the end
-	// of the one under way (see backoff.go).
-	cool      backoff
+	// of the one under way (see cooldown.go).
+	cool      *backoff.Backoff
 	coolUntil time.Time
 	// hurry: skip the stop signal's grace, SIGKILL the tree (Hurry).
 	hurry bool
@@ -53,7 +54,7 @@ func New(cfg Config) (*Supervisor, error) {
 		cfg:         cfg,
 		log:         cfg.Logger.WithGroup("supervisor"),
 		resignNudge: make(chan struct{}, 1),
-		cool:        backoff{first: cfg.CoolDown, max: cfg.CoolDownMax},
+		cool:        backoff.New(cfg.CoolDown, cfg.CoolDownMax),
 	}, nil
 }
 

@@ -15,8 +15,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/electd/electd/elector"
 )
 
 func needFreezer(t *testing.T) {
@@ -112,24 +110,9 @@ func TestSurvivorResignDuringHoldResignsNextTerm(t *testing.T) {
 	th, buf := newTreeHarnessLog(t, ContainPgroup)
 	_, _, thaw := th.grantFrozen(t, 92)
 
-	first := make(chan error, 1)
-	go func() { first <- th.sup.Resign(context.Background()) }()
-	waitLog(t, buf, "survive SIGKILL; holding the term", 20*time.Second)
-	// An operator, seeing the leader stuck, asks it to resign again.
-	second := make(chan error, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	go func() { second <- th.sup.Resign(ctx) }()
-	time.Sleep(200 * time.Millisecond) // let it reach the send (bounded; not a sync point for the check)
-	thaw()
-	select {
-	case <-th.resigns:
-	case <-time.After(20 * time.Second):
-		t.Fatal("term 92 was not given up after the thaw")
-	}
-	if err := <-first; err != nil {
-		t.Fatalf("first resign: %v", err)
-	}
+	// An operator, seeing the leader stuck, asks it to resign again; the
+	// thaw lets term 92 end.
+	second := th.resignTwice(t, buf, "survive SIGKILL; holding the term", 20*time.Second, thaw)
 	select {
 	case err := <-second:
 		t.Logf("second Resign answered when term 92 ended: %v", err)
@@ -137,21 +120,8 @@ func TestSurvivorResignDuringHoldResignsNextTerm(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Errorf("the Resign made during the wait was still blocked 2 s after term 92 was given up")
 	}
-	// Cool-down, then this copy wins term 93 (renewed "in the future", so
-	// that the clock can be stepped through the cool-down without a race
-	// against the sleep's timer).
-	sent := th.clk.Now().Add(24 * time.Hour)
-	dl := elector.NewDeadline(th.clk, th.timing, sent)
-	th.el.terms <- elector.NewTerm(elector.Leader{ID: "me", Token: 93, Since: sent}, dl,
-		func(context.Context) error { th.resigns <- struct{}{}; return nil })
-	waitUntil(t, 20*time.Second, func() bool {
-		if len(th.el.terms) == 0 {
-			return true
-		}
-		th.clk.Advance(th.sup.cfg.CoolDown)
-		time.Sleep(10 * time.Millisecond)
-		return false
-	}, "term 93 taken")
+	// Cool-down, then this copy wins term 93.
+	th.grantAfterCoolDown(t, 93)
 	select {
 	case err := <-second:
 		if th.ev.count("lost:resigned") >= 2 {
@@ -225,44 +195,41 @@ func onePid(t *testing.T, pidFile string) int {
 // run is recorded after it is gone.
 func TestSurvivorHeldOnceExitWithSurvivor(t *testing.T) {
 	needFreezer(t)
-	for _, mode := range modes {
-		t.Run(string(mode), func(t *testing.T) {
-			needMode(t, mode)
-			cmd, pidFile, goFile := goChild(t)
-			o := newOnceRun(t, cmd...)
-			o.sup.cfg.Containment = mode
-			done := make(chan error, 1)
-			recorded := make(chan []int, 1)
-			go func() {
-				done <- o.sup.RunOnce(context.Background(), o.term, func(context.Context, ExitStatus) {
-					recorded <- aliveOf(readPids(pidFile))
-				})
-			}()
-			w := onePid(t, pidFile)
-			thaw := freeze(t, w)
-			writeScript(t, goFile, "")
-			select {
-			case alive := <-recorded:
+	forModes(t, modes, func(t *testing.T, mode Containment) {
+		cmd, pidFile, goFile := goChild(t)
+		o := newOnceRun(t, cmd...)
+		o.sup.cfg.Containment = mode
+		done := make(chan error, 1)
+		recorded := make(chan []int, 1)
+		go func() {
+			done <- o.sup.RunOnce(context.Background(), o.term, func(context.Context, ExitStatus) {
+				recorded <- aliveOf(readPids(pidFile))
+			})
+		}()
+		w := onePid(t, pidFile)
+		thaw := freeze(t, w)
+		writeScript(t, goFile, "")
+		select {
+		case alive := <-recorded:
+			t.Fatalf("run recorded with %v alive", alive)
+		case err := <-done:
+			t.Fatalf("RunOnce returned %v while worker %d survives", err, w)
+		case <-time.After(groupDrainTimeout + 3*time.Second): // bounded observation
+		}
+		thaw()
+		select {
+		case alive := <-recorded:
+			if len(alive) > 0 {
 				t.Fatalf("run recorded with %v alive", alive)
-			case err := <-done:
-				t.Fatalf("RunOnce returned %v while worker %d survives", err, w)
-			case <-time.After(groupDrainTimeout + 3*time.Second): // bounded observation
 			}
-			thaw()
-			select {
-			case alive := <-recorded:
-				if len(alive) > 0 {
-					t.Fatalf("run recorded with %v alive", alive)
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatal("no run recorded after the thaw")
-			}
-			var xe *ExitError
-			if err := <-done; !errors.As(err, &xe) || xe.Code() != 0 {
-				t.Fatalf("RunOnce = %v, want ExitError 0", err)
-			}
-		})
-	}
+		case <-time.After(20 * time.Second):
+			t.Fatal("no run recorded after the thaw")
+		}
+		var xe *ExitError
+		if err := <-done; !errors.As(err, &xe) || xe.Code() != 0 {
+			t.Fatalf("RunOnce = %v, want ExitError 0", err)
+		}
+	})
 }
 
 // TestSurvivorHeldRestartWithSurvivor (expected to pass): --on-exit restart,
@@ -270,39 +237,36 @@ func TestSurvivorHeldOnceExitWithSurvivor(t *testing.T) {
 // while it lives (however far the clock runs within the term), one after.
 func TestSurvivorHeldRestartWithSurvivor(t *testing.T) {
 	needFreezer(t)
-	for _, mode := range modes {
-		t.Run(string(mode), func(t *testing.T) {
-			needMode(t, mode)
-			cmd, pidFile, goFile := goChild(t)
-			h := newHarness(t, func(c *Config) {
-				c.Command, c.Containment, c.OnExit, c.Logger = cmd, mode, OnExitRestart, testLogger(t)
-				c.RestartBackoff = 100 * time.Millisecond
-			})
-			_, dl := h.grant(98)
-			w := onePid(t, pidFile)
-			thaw := freeze(t, w)
-			writeScript(t, goFile, "")
-			for end := time.Now().Add(groupDrainTimeout + 3*time.Second); time.Now().Before(end); {
-				// The store renews; the clock runs past any backoff.
-				h.clk.Advance(200 * time.Millisecond)
-				dl.Renewed(h.clk.Now())
-				if n := h.ev.count("child_started"); n > 1 {
-					t.Fatalf("restarted (%d starts) while worker %d of the old tree survives", n, w)
-				}
-				time.Sleep(20 * time.Millisecond) // bounded observation
-			}
-			thaw()
-			// The clock runs on slowly: a start that takes long (the
-			// namespace init on a loaded host) must not see its term's
-			// stop-by moment pass on the fake clock meanwhile.
-			waitUntil(t, 30*time.Second, func() bool {
-				h.clk.Advance(5 * time.Millisecond)
-				dl.Renewed(h.clk.Now())
-				return h.ev.count("child_started") == 2
-			}, "the restart after the thaw")
-			if len(aliveOf([]int{w})) > 0 {
-				t.Fatalf("restarted with worker %d alive", w)
-			}
+	forModes(t, modes, func(t *testing.T, mode Containment) {
+		cmd, pidFile, goFile := goChild(t)
+		h := newHarness(t, func(c *Config) {
+			c.Command, c.Containment, c.OnExit, c.Logger = cmd, mode, OnExitRestart, testLogger(t)
+			c.RestartBackoff = 100 * time.Millisecond
 		})
-	}
+		_, dl := h.grant(98)
+		w := onePid(t, pidFile)
+		thaw := freeze(t, w)
+		writeScript(t, goFile, "")
+		for end := time.Now().Add(groupDrainTimeout + 3*time.Second); time.Now().Before(end); {
+			// The store renews; the clock runs past any backoff.
+			h.clk.Advance(200 * time.Millisecond)
+			dl.Renewed(h.clk.Now())
+			if n := h.ev.count("child_started"); n > 1 {
+				t.Fatalf("restarted (%d starts) while worker %d of the old tree survives", n, w)
+			}
+			time.Sleep(20 * time.Millisecond) // bounded observation
+		}
+		thaw()
+		// The clock runs on slowly: a start that takes long (the
+		// namespace init on a loaded host) must not see its term's
+		// stop-by moment pass on the fake clock meanwhile.
+		waitUntil(t, 30*time.Second, func() bool {
+			h.clk.Advance(5 * time.Millisecond)
+			dl.Renewed(h.clk.Now())
+			return h.ev.count("child_started") == 2
+		}, "the restart after the thaw")
+		if len(aliveOf([]int{w})) > 0 {
+			t.Fatalf("restarted with worker %d alive", w)
+		}
+	})
 }

@@ -29,32 +29,30 @@ func TestTermHeldWhileTreeSurvives(t *testing.T) {
 		}
 		t.Skipf("SKIP: needs root and the cgroup v1 freezer at %s", freezerRoot)
 	}
-	for _, mode := range modes {
-		t.Run(string(mode), func(t *testing.T) {
-			th := newTreeHarness(t, mode, OnExitResign, false, false, false)
-			pids, frozen, thaw := th.grantFrozen(t, 70)
+	forModes(t, modes, func(t *testing.T, mode Containment) {
+		th := newTreeHarness(t, mode, OnExitResign, false, false, false)
+		pids, frozen, thaw := th.grantFrozen(t, 70)
 
-			resigned := make(chan error, 1)
-			go func() { resigned <- th.sup.Resign(context.Background()) }()
-			waitFor(t, "SIGKILL pending on the frozen worker, the others gone", func() bool {
-				return killPending(frozen) && len(aliveOf(pids)) == 1
-			})
-			// Stop gives up on a tree after groupDrainTimeout: the term must
-			// outlast that while the worker lives.
-			select {
-			case <-th.resigns:
-				t.Fatalf("the term was given up while worker %d of the tree survived SIGKILL", frozen)
-			case <-time.After(groupDrainTimeout + 2*time.Second):
-			}
-			thaw()
-			if alive := th.awaitResign(t); len(alive) > 0 {
-				t.Fatalf("workers %v of %v alive when the term was given up", alive, pids)
-			}
-			if err := <-resigned; err != nil {
-				t.Fatalf("resign: %v", err)
-			}
+		resigned := make(chan error, 1)
+		go func() { resigned <- th.sup.Resign(context.Background()) }()
+		waitFor(t, "SIGKILL pending on the frozen worker, the others gone", func() bool {
+			return killPending(frozen) && len(aliveOf(pids)) == 1
 		})
-	}
+		// Stop gives up on a tree after groupDrainTimeout: the term must
+		// outlast that while the worker lives.
+		select {
+		case <-th.resigns:
+			t.Fatalf("the term was given up while worker %d of the tree survived SIGKILL", frozen)
+		case <-time.After(groupDrainTimeout + 2*time.Second):
+		}
+		thaw()
+		if alive := th.awaitResign(t); len(alive) > 0 {
+			t.Fatalf("workers %v of %v alive when the term was given up", alive, pids)
+		}
+		if err := <-resigned; err != nil {
+			t.Fatalf("resign: %v", err)
+		}
+	})
 }
 
 // grantFrozen grants th the term token, then freezes the last worker of

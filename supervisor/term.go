@@ -8,6 +8,7 @@ import (
 
 	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
+	"github.com/electd/electd/internal/backoff"
 )
 
 // Why a term ended (besides elector.LossReason's "deadline", "lease_lost",
@@ -19,6 +20,7 @@ const (
 	endSuspended  = "suspended"          // the host slept during the term
 	endExited     = "child_exited"       // the child's main process exited on its own
 	endStartError = "child_start_failed" // the child could not be started
+	endRefused    = "timing_refused"     // the term's timing leaves no room for StopTimeout (checkTerm)
 )
 
 // ending is how a term ended, for Run and RunOnce to act on.
@@ -33,10 +35,15 @@ type ending struct {
 	// treeErr: processes of the tree survived SIGKILL, and the term ended
 	// before they were gone (see awaitTreeGone); afterExit did not run.
 	treeErr error
+	// refused: the term's timing leaves no room for StopTimeout
+	// (checkTerm); no child ran and the term was given up.
+	refused error
 }
 
 // hold holds one term: the only function that does, for `run` and `lock`
-// alike. It starts the child unless the term has already ended, waits for
+// alike. It refuses a term whose timing leaves no room for StopTimeout
+// (checkTerm): gives it up at once, and the ending carries the error. It
+// starts the child unless the term has already ended, waits for
 // the first reason to end the term, and leaves by one way only:
 //
 //  1. the child's whole tree is stopped (or, if its main process exited,
@@ -49,6 +56,11 @@ type ending struct {
 // old tree is gone and only while the term still holds: never once the term
 // has ended or its stop-by moment has passed.
 func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit, afterExit func(context.Context, ExitStatus)) ending {
+	if err := checkTerm(term, s.cfg.StopTimeout); err != nil {
+		s.log.Error("term refused; no child starts under it", "token", term.Token, "err", err)
+		s.give(ctx, term, endRefused, true)
+		return ending{reason: endRefused, refused: err}
+	}
 	s.mu.Lock()
 	s.term = term
 	s.mu.Unlock()
@@ -59,7 +71,7 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 		e       ending
 		child   *Child
 		started time.Time // when child started, on the injected clock
-		again   = backoff{first: s.cfg.RestartBackoff, max: s.cfg.RestartBackoffMax}
+		again   = backoff.New(s.cfg.RestartBackoff, s.cfg.RestartBackoffMax)
 		restart clock.Timer // armed while a restart is pending
 		killNow bool        // the deadline cannot be trusted: no grace
 		// survivor: a child whose tree outlived the term.
@@ -147,12 +159,12 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 				e.reason = endExited
 				break
 			}
-			if again.lasted(ran) {
-				again.reset()
+			if again.Lasted(ran) {
+				again.Reset()
 			}
-			again.step()
-			restart = s.cfg.Clock.NewTimer(again.delay())
-			s.logExit(e.status, ran, b, "restart_in", again.delay())
+			again.Step()
+			restart = s.cfg.Clock.NewTimer(again.Delay())
+			s.logExit(e.status, ran, b, "restart_in", again.Delay())
 		case <-restartC:
 			restart = nil
 			start()

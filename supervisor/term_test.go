@@ -161,8 +161,6 @@ func (th *treeHarness) awaitResign(t *testing.T) []int {
 
 func (th *treeHarness) cfgBackoff() time.Duration { return th.sup.cfg.RestartBackoff }
 
-var modes = []Containment{ContainPidns, ContainUserns, ContainPgroup}
-
 // checkGone fails the test unless alive (the workers alive at the moment
 // the term ended) is what mode promises: none; under pgroup, when the sweep
 // must spare strangers (orphanRule: electd is PID 1 or inherited
@@ -188,9 +186,9 @@ func checkGone(t *testing.T, mode Containment, pidFile, when string, alive, pids
 // --on-exit says, not one worker is alive when the term is given up (see
 // checkGone for pgroup's one exception).
 func TestTreeGoneBeforeResign(t *testing.T) {
-	for _, mode := range modes {
+	forModes(t, modes, func(t *testing.T, mode Containment) {
 		for _, onExit := range []OnExit{OnExitResign, OnExitExit} {
-			t.Run(string(mode)+"/"+string(onExit), func(t *testing.T) {
+			t.Run(string(onExit), func(t *testing.T) {
 				th := newTreeHarness(t, mode, onExit, true, true, true)
 				th.grant(t, 20)
 				pids := treePids(t, th.pidFile)
@@ -198,48 +196,44 @@ func TestTreeGoneBeforeResign(t *testing.T) {
 				waitFor(t, "child exit recorded", func() bool { return th.ev.has("child_exited:signaled") })
 			})
 		}
-	}
+	})
 }
 
 // TestRestartAfterTreeGone: under --on-exit restart, the old tree is gone
 // before the next child starts.
 func TestRestartAfterTreeGone(t *testing.T) {
-	for _, mode := range modes {
-		t.Run(string(mode), func(t *testing.T) {
-			th := newTreeHarness(t, mode, OnExitRestart, false, true, true)
-			th.grant(t, 21)
-			first := treePids(t, th.pidFile)
-			waitFor(t, "the first child's exit", func() bool { return th.ev.has("child_exited:signaled") })
-			// Armed: the deadline's timer, the stop timer, and the restart.
-			waitFor(t, "the restart armed", func() bool { return th.clk.Pending() == 3 })
-			alive := aliveOf(first)
-			th.clk.Advance(th.cfgBackoff())
-			waitFor(t, "a restart", func() bool { return th.ev.count("child_started") == 2 })
-			checkGone(t, mode, th.pidFile, "when the restart was armed", alive, first)
-		})
-	}
+	forModes(t, modes, func(t *testing.T, mode Containment) {
+		th := newTreeHarness(t, mode, OnExitRestart, false, true, true)
+		th.grant(t, 21)
+		first := treePids(t, th.pidFile)
+		waitFor(t, "the first child's exit", func() bool { return th.ev.has("child_exited:signaled") })
+		// Armed: the deadline's timer, the stop timer, and the restart.
+		waitFor(t, "the restart armed", func() bool { return th.clk.Pending() == 3 })
+		alive := aliveOf(first)
+		th.clk.Advance(th.cfgBackoff())
+		waitFor(t, "a restart", func() bool { return th.ev.count("child_started") == 2 })
+		checkGone(t, mode, th.pidFile, "when the restart was armed", alive, first)
+	})
 }
 
 // TestDeadlineKillsTermIgnoringTree: a main process and workers that all
 // ignore SIGTERM are SIGKILLed, every one, when the stop-by moment comes,
 // before the term is given up.
 func TestDeadlineKillsTermIgnoringTree(t *testing.T) {
-	for _, mode := range modes {
-		t.Run(string(mode), func(t *testing.T) {
-			th := newTreeHarness(t, mode, OnExitResign, true, false, true)
-			th.grant(t, 22)
-			pids := treePids(t, th.pidFile)
-			// The tree writes its pids before the start returns to the
-			// term: a deadline then makes it a late start, killed whole but
-			// not as a child that ran (1 of 300 runs beside two busy loops).
-			waitFor(t, "the child started", func() bool { return th.ev.count("child_started") == 1 })
-			th.clk.Advance(th.timing.Window())
-			checkGone(t, mode, th.pidFile, "when the term was given up", th.awaitResign(t), pids)
-			waitFor(t, "lost:deadline, child killed", func() bool {
-				return th.ev.has("lost:deadline") && th.ev.has("child_exited:killed")
-			})
+	forModes(t, modes, func(t *testing.T, mode Containment) {
+		th := newTreeHarness(t, mode, OnExitResign, true, false, true)
+		th.grant(t, 22)
+		pids := treePids(t, th.pidFile)
+		// The tree writes its pids before the start returns to the
+		// term: a deadline then makes it a late start, killed whole but
+		// not as a child that ran (1 of 300 runs beside two busy loops).
+		waitFor(t, "the child started", func() bool { return th.ev.count("child_started") == 1 })
+		th.clk.Advance(th.timing.Window())
+		checkGone(t, mode, th.pidFile, "when the term was given up", th.awaitResign(t), pids)
+		waitFor(t, "lost:deadline, child killed", func() bool {
+			return th.ev.has("lost:deadline") && th.ev.has("child_exited:killed")
 		})
-	}
+	})
 }
 
 // TestSuspendEndsTerm drives the boot clock apart from the monotonic one, as
@@ -349,23 +343,20 @@ func TestNoRestartAfterTheEnd(t *testing.T) {
 // TestRunOnceAfterExitAfterTree: lock's afterExit (where --once-per records
 // the run) runs only once every worker of the tree is gone.
 func TestRunOnceAfterExitAfterTree(t *testing.T) {
-	for _, mode := range modes {
-		t.Run(string(mode), func(t *testing.T) {
-			needMode(t, mode)
-			cmd, pidFile := treeChild(t, true, true, true)
-			o := newOnceRun(t, cmd...)
-			o.sup.cfg.Containment = mode
-			var alive []int
-			err := o.sup.RunOnce(context.Background(), o.term, func(context.Context, ExitStatus) {
-				alive = aliveOf(treePids(t, pidFile))
-			})
-			var xe *ExitError
-			if !errors.As(err, &xe) || xe.Code() != 137 {
-				t.Fatalf("RunOnce = %v, want ExitError 137", err)
-			}
-			checkGone(t, mode, pidFile, "when the run was recorded", alive, nil)
+	forModes(t, modes, func(t *testing.T, mode Containment) {
+		cmd, pidFile := treeChild(t, true, true, true)
+		o := newOnceRun(t, cmd...)
+		o.sup.cfg.Containment = mode
+		var alive []int
+		err := o.sup.RunOnce(context.Background(), o.term, func(context.Context, ExitStatus) {
+			alive = aliveOf(treePids(t, pidFile))
 		})
-	}
+		var xe *ExitError
+		if !errors.As(err, &xe) || xe.Code() != 137 {
+			t.Fatalf("RunOnce = %v, want ExitError 137", err)
+		}
+		checkGone(t, mode, pidFile, "when the run was recorded", alive, nil)
+	})
 }
 
 // TestSuspendBeforeHold: a suspension between the grant's acknowledgement

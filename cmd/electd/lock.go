@@ -188,7 +188,7 @@ func lockAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
 		return err
 	}
 	sup, err := newSupervisor(log, supervisor.Config{
-		Elector: el, Timing: lc.Candidate.Timing, Election: name, ID: lc.Candidate.ID,
+		Elector: el, Election: name, ID: lc.Candidate.ID,
 		Command: lc.command, Shell: lc.shell, Env: childEnv(os.Environ()),
 		StopSignal: lc.stopSignal, StopTimeout: lc.StopTimeout, OnExit: supervisor.OnExitExit,
 		Containment: lc.contain, Logger: log,

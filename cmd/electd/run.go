@@ -110,7 +110,7 @@ func parseRunConfig(c *cli.Context) (*runConfig, error) {
 		readyCode: c.Int("ready-code"), notReadyCode: c.Int("not-ready-code"),
 		onChange: c.String("on-change"), onChangeTimeout: c.Duration("on-change-timeout"),
 		sup: supervisor.Config{
-			Timing: timing, Election: election, ID: id,
+			Election: election, ID: id,
 			Command: command, Shell: c.Bool("shell"), Env: childEnv(os.Environ()),
 			StopSignal: stopSignal, StopTimeout: stopTimeout, OnExit: onExit,
 			CoolDown: c.Duration("cool-down"), CoolDownMax: c.Duration("cool-down-max"),

@@ -91,20 +91,17 @@ func (e *Elector) callTimeout() time.Duration {
 	return max(e.cfg.Timing.RenewInterval, 100*time.Millisecond)
 }
 
-// cleanupTimeout bounds leaving after a campaign or term ended.
-func (e *Elector) cleanupTimeout() time.Duration {
-	return min(max(2*e.cfg.Timing.RenewInterval, 500*time.Millisecond), e.cfg.Timing.TTL)
-}
+// cleanupTimeout bounds leaving after a campaign or term ended
+// (Timing.CleanupTimeout).
+func (e *Elector) cleanupTimeout() time.Duration { return e.cfg.Timing.CleanupTimeout() }
 
 // sleep waits d on the configured clock; false if ctx ended first.
 func (e *Elector) sleep(ctx context.Context, d time.Duration) bool {
 	return clock.Sleep(ctx, e.cfg.Clock, d) == nil
 }
 
-// newBackoff is the backoff of a waiter's requests (backoff.Waiting).
-func (e *Elector) newBackoff() *backoff.Backoff { return backoff.Waiting(e.cfg.Timing.RenewInterval) }
+// newBackoff is the backoff of a waiter's requests (Timing.WaitBackoff).
+func (e *Elector) newBackoff() *backoff.Backoff { return e.cfg.Timing.WaitBackoff() }
 
-// renewBackoff is the backoff of a leader's renewals (backoff.Renewing).
-func (e *Elector) renewBackoff() *backoff.Backoff {
-	return backoff.Renewing(e.cfg.Timing.RenewInterval)
-}
+// renewBackoff is the backoff of a leader's renewals (Timing.RenewBackoff).
+func (e *Elector) renewBackoff() *backoff.Backoff { return e.cfg.Timing.RenewBackoff() }

@@ -1,6 +1,9 @@
-// Package backoff is capped exponential backoff with jitter, for loops
-// that retry a store request. It holds no timer and starts no goroutine:
-// the caller waits Next on its own clock.
+// Package backoff is capped exponential backoff, the one growing delay of
+// electd: for loops that retry a store request (Next, with jitter) and for
+// the supervisor's cool-down after failures of the child and its delay
+// before a restart in place (Step and Delay, exact, as they are logged and
+// reported). It holds no timer and starts no goroutine: the caller waits
+// on its own clock.
 package backoff
 
 import (
@@ -8,11 +11,11 @@ import (
 	"time"
 )
 
-// Backoff doubles from Base up to Cap, with ±20 % jitter so that clients
-// cut off together do not retry together. The zero value waits nothing;
-// use New.
+// Backoff doubles from base up to cap, one step at a time, until Reset.
+// The zero value waits nothing; use New.
 type Backoff struct {
-	cur, base, cap time.Duration
+	base, cap time.Duration
+	steps     int // since the last Reset
 }
 
 // New returns a backoff from base up to cap (base is clamped to cap).
@@ -20,18 +23,40 @@ func New(base, cap time.Duration) *Backoff {
 	return &Backoff{base: min(base, cap), cap: cap}
 }
 
-// Next is the wait before the next attempt.
-func (b *Backoff) Next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.base
-	} else {
-		b.cur = min(2*b.cur, b.cap)
+// Delay is the wait now, exact: base before any step and after one, then
+// doubling with each further step, never more than cap.
+func (b *Backoff) Delay() time.Duration {
+	d := b.base
+	for i := 1; i < b.steps && d < b.cap; i++ {
+		if d > b.cap/2 {
+			return b.cap // doubling would pass cap, or overflow
+		}
+		d *= 2
 	}
-	return time.Duration(float64(b.cur) * (0.8 + 0.4*rand.Float64()))
+	return min(d, b.cap)
+}
+
+// Step counts one more failure.
+func (b *Backoff) Step() { b.steps++ }
+
+// Steps is how many steps were taken since the last Reset.
+func (b *Backoff) Steps() int { return b.steps }
+
+// Next takes a step and returns the wait before the next attempt: Delay
+// with ±20 % jitter, so that clients cut off together do not retry
+// together.
+func (b *Backoff) Next() time.Duration {
+	b.Step()
+	return time.Duration(float64(b.Delay()) * (0.8 + 0.4*rand.Float64()))
 }
 
 // Reset starts over from base.
-func (b *Backoff) Reset() { b.cur = 0 }
+func (b *Backoff) Reset() { b.steps = 0 }
+
+// Lasted reports whether a run of ran is long enough to start over (Reset):
+// at least cap. The supervisor's child that ran that long did work, and
+// its next failure starts a new streak.
+func (b *Backoff) Lasted(ran time.Duration) bool { return ran >= b.cap }
 
 // Waiting is the backoff of a candidate's requests while it waits: from
 // 25 ms up to the renewal interval (at most a second).

@@ -1,6 +1,7 @@
 package backoff
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -30,5 +31,19 @@ func TestBackoff(t *testing.T) {
 				b.Reset()
 			}
 		})
+	}
+}
+
+// TestBackoffHugeMaxDoesNotOverflow: with a cap beyond 2^62 ns (--cool-down-max over
+// about 146 years) the doubling overflows, and the delay goes negative or
+// zero after a streak of ~35 failures: the crash loop loses its backoff.
+// Not a safety matter (no term is held during a cool-down).
+func TestBackoffHugeMaxDoesNotOverflow(t *testing.T) {
+	b := New(time.Second, math.MaxInt64)
+	for i := 0; i < 80; i++ {
+		b.Step()
+		if d := b.Delay(); d < time.Second {
+			t.Fatalf("after %d failures the delay is %v", b.Steps(), d)
+		}
 	}
 }

@@ -122,23 +122,19 @@ func (c *Core) CallTimeout() time.Duration {
 }
 
 // CleanupTimeout bounds the removal of an entry after a term or campaign
-// ended.
-func (c *Core) CleanupTimeout() time.Duration {
-	return min(max(2*c.cand.Timing.RenewInterval, 500*time.Millisecond), c.cand.Timing.TTL)
-}
+// ended (Timing.CleanupTimeout).
+func (c *Core) CleanupTimeout() time.Duration { return c.cand.Timing.CleanupTimeout() }
 
 // Sleep waits d on the configured clock; false if ctx ended first.
 func (c *Core) Sleep(ctx context.Context, d time.Duration) bool {
 	return clock.Sleep(ctx, c.cand.Clock, d) == nil
 }
 
-// NewBackoff is the backoff of a waiter's requests (backoff.Waiting).
-func (c *Core) NewBackoff() *backoff.Backoff { return backoff.Waiting(c.cand.Timing.RenewInterval) }
+// NewBackoff is the backoff of a waiter's requests (Timing.WaitBackoff).
+func (c *Core) NewBackoff() *backoff.Backoff { return c.cand.Timing.WaitBackoff() }
 
-// RenewBackoff is the backoff of a leader's renewals (backoff.Renewing).
-func (c *Core) RenewBackoff() *backoff.Backoff {
-	return backoff.Renewing(c.cand.Timing.RenewInterval)
-}
+// RenewBackoff is the backoff of a leader's renewals (Timing.RenewBackoff).
+func (c *Core) RenewBackoff() *backoff.Backoff { return c.cand.Timing.RenewBackoff() }
 
 // NewEntry returns a fresh queue entry for this candidate: its id and a
 // random suffix, so that every candidacy is distinct even for equal ids.
