@@ -1,0 +1,172 @@
+package zk_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	gozk "github.com/go-zookeeper/zk"
+
+	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/electortest"
+	"github.com/electd/electd/internal/faultproxy"
+	"github.com/electd/electd/internal/testenv"
+)
+
+// TestZKEnsembleCutOff cuts the leader off the ensemble (a black hole
+// between its client and the one member it talks to). Its term must end,
+// ValidUntil passed, before the ensemble expires its session (its node's
+// deletion, seen by a watcher of its own) and so before the next
+// candidate is granted.
+func TestZKEnsembleCutOff(t *testing.T) {
+	const ttl = 2 * time.Second
+	ens := testenv.StartZKEnsemble(t)
+	h := &harness{ensemble: ens}
+	p := faultproxy.Start(t, ens.Members()[0].Addr())
+	ctx := context.Background()
+	a := h.New(t, electortest.Candidate{StoreAddr: p.Addr(), Candidate: elector.Candidate{Election: "cut", ID: "a", Timing: elector.Timing{TTL: ttl}}})
+	b := h.New(t, electortest.Candidate{StoreAddr: h.Addr(), Candidate: elector.Candidate{Election: "cut", ID: "b", Timing: elector.Timing{TTL: ttl}}})
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 10*time.Second, "a")
+	cb := electortest.Campaign(ctx, b)
+	electortest.Eventually(t, 10*time.Second, "b queued", func() bool { return h.Queued(t, "cut") == 2 })
+
+	// A watcher of the leader's node, on another member: the instant the
+	// ensemble expired a's session is (a little before) its deletion.
+	w := client(t, ens.Addrs()[1:])
+	names, _, err := w.Children("/electd/elections/cut")
+	if err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	var aNode string
+	for _, n := range names {
+		if aNode == "" || n[len(n)-10:] < aNode[len(aNode)-10:] {
+			aNode = n
+		}
+	}
+	ok, _, watch, err := w.ExistsW("/electd/elections/cut/" + aNode)
+	if err != nil || !ok {
+		t.Fatalf("watch a's node %s: exists %t, %v", aNode, ok, err)
+	}
+	deleted := make(chan time.Time, 1)
+	go func() {
+		if ev := <-watch; ev.Type == gozk.EventNodeDeleted {
+			deleted <- time.Now()
+		}
+		close(deleted)
+	}()
+	aDone := make(chan time.Time, 1)
+	go func() { <-ra.Term.Done(); aDone <- time.Now() }()
+
+	cut := time.Now()
+	p.Cut()
+	rb := electortest.MustLead(t, cb, 5*ttl, "b")
+	var dA, gone time.Time
+	select {
+	case dA = <-aDone:
+	default:
+		t.Fatalf("b granted %s after the cut while a's term is open", rb.At.Sub(cut))
+	}
+	select {
+	case gone = <-deleted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a's node was not seen deleted")
+	}
+	vA := ra.Term.ValidUntil()
+	ms := func(x time.Time) time.Duration { return x.Sub(cut).Round(time.Millisecond) }
+	t.Logf("cut at 0: a Done %s, a ValidUntil %s, a's session expired (node deleted) %s, b granted %s; margin %s; term %s",
+		ms(dA), ms(vA), ms(gone), ms(rb.At), gone.Sub(vA).Round(time.Millisecond), ra.Term.Timing())
+	if gone.IsZero() || !vA.Before(gone) || !dA.Before(gone) {
+		t.Fatalf("a's ValidUntil %s / Done %s not before the expiry of its session %s", ms(vA), ms(dA), ms(gone))
+	}
+	if !gone.Before(rb.At) && !gone.Equal(rb.At) {
+		t.Logf("b's grant %s was seen before the watcher saw the deletion %s (two clients, one event)", ms(rb.At), ms(gone))
+	}
+	if rb.Term.Token <= ra.Term.Token {
+		t.Fatalf("token %d after %d", rb.Term.Token, ra.Term.Token)
+	}
+	p.Heal()
+	electortest.Resign(t, rb.Term)
+}
+
+// loop campaigns with three candidates on every member, until the test
+// stops it and checks the terms (no overlap, growing tokens).
+func loop(t *testing.T, h *harness) *electortest.Terms {
+	var cands []elector.Elector
+	for _, id := range []string{"a", "b", "c"} {
+		cands = append(cands, h.New(t, electortest.Candidate{StoreAddr: h.Addr(), Candidate: elector.Candidate{
+			Election: "faults", ID: id, Timing: elector.Timing{TTL: 2 * time.Second}}}))
+	}
+	terms := electortest.CampaignLoop(t, cands...)
+	terms.WaitLeading(t, 20*time.Second)
+	return terms
+}
+
+// leaderAfter waits until a term holds that started after since, or that
+// has held a full TTL since back (it survived the fault).
+func leaderAfter(t *testing.T, terms *electortest.Terms, back time.Time) {
+	t.Helper()
+	electortest.Eventually(t, 30*time.Second, "a leader after the fault", func() bool {
+		s, ok := terms.Leading()
+		return ok && (s.Start.After(back) || time.Since(back) > 2*time.Second)
+	})
+}
+
+// TestZKEnsembleMemberKilled kills a follower, then brings it back.
+func TestZKEnsembleMemberKilled(t *testing.T) {
+	ens := testenv.StartZKEnsemble(t)
+	terms := loop(t, &harness{ensemble: ens})
+	lead := ens.Leader(t)
+	for _, m := range ens.Members() {
+		if m != lead {
+			m.Kill(t)
+			leaderAfter(t, terms, time.Now())
+			m.Start(t)
+			break
+		}
+	}
+	leaderAfter(t, terms, time.Now())
+	spans := terms.Stop(t)
+	t.Logf("%d terms around a member's kill, none overlapping, tokens growing", len(spans))
+}
+
+// TestZKEnsembleLeaderKilled kills the ensemble's leader (the others elect
+// another), then brings it back.
+func TestZKEnsembleLeaderKilled(t *testing.T) {
+	ens := testenv.StartZKEnsemble(t)
+	terms := loop(t, &harness{ensemble: ens})
+	lead := ens.Leader(t)
+	lead.Kill(t)
+	killed := time.Now()
+	leaderAfter(t, terms, killed)
+	t.Logf("a leader %s after the ensemble's leader was killed", time.Since(killed).Round(time.Millisecond))
+	lead.Start(t)
+	leaderAfter(t, terms, time.Now())
+	spans := terms.Stop(t)
+	t.Logf("%d terms around the ensemble leader's kill, none overlapping, tokens growing", len(spans))
+}
+
+// TestZKEnsembleRestarted kills every member and starts them again on
+// their data: tokens keep growing (the zxid's epoch grows).
+func TestZKEnsembleRestarted(t *testing.T) {
+	ens := testenv.StartZKEnsemble(t)
+	terms := loop(t, &harness{ensemble: ens})
+	before, _ := terms.Leading()
+	ens.Restart(t)
+	back := time.Now()
+	leaderAfter(t, terms, back)
+	after, _ := terms.Leading()
+	spans := terms.Stop(t)
+	t.Logf("%d terms around the whole ensemble's restart, none overlapping; token %#x before, %#x after", len(spans), before.Token, after.Token)
+	if after.Token <= before.Token {
+		t.Fatalf("token %#x after the restart, not greater than %#x before", after.Token, before.Token)
+	}
+	// A candidate that queues after the restart leads in the new epoch.
+	h := &harness{ensemble: ens}
+	d := h.New(t, electortest.Candidate{StoreAddr: h.Addr(), Candidate: elector.Candidate{Election: "faults", ID: "d", Timing: elector.Timing{TTL: 2 * time.Second}}})
+	rd := electortest.MustLead(t, electortest.Campaign(context.Background(), d), 10*time.Second, "d")
+	t.Logf("a candidate queued after the restart leads with %#x", rd.Term.Token)
+	if rd.Term.Token>>32 <= before.Token>>32 {
+		t.Fatalf("token %#x after the restart is not of a later epoch than %#x", rd.Term.Token, before.Token)
+	}
+	electortest.Resign(t, rd.Term)
+}
