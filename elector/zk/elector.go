@@ -34,8 +34,9 @@ type Elector struct {
 
 	wakeups atomic.Uint64
 
-	mu   sync.Mutex
-	sess *session // nil before the first request and after a reset
+	mu     sync.Mutex
+	sess   *session // nil before the first request and after a reset
+	warned int64    // the session whose negotiated timeout was logged
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -118,19 +119,23 @@ func (e *Elector) Wakeups() uint64 { return e.wakeups.Load() }
 // ensemble clamps the asked timeout (--ttl) to [2, 20] of its ticks, and
 // the session lasts what it negotiated. The renewal interval keeps its
 // ratio to the TTL.
+// A difference is logged once per session.
 func (e *Elector) timing(g gen) (elector.Timing, error) {
-	return negotiated(e.cfg.Timing, g.timeout, e.log)
-}
-
-func negotiated(want elector.Timing, got time.Duration, log *slog.Logger) (elector.Timing, error) {
+	want, got := e.cfg.Timing, g.timeout
 	t := want
 	if got == want.TTL {
 		return t, nil
 	}
 	t.TTL = got
 	t.RenewInterval = time.Duration(float64(want.RenewInterval) * float64(got) / float64(want.TTL))
-	log.Warn("the zookeeper ensemble negotiated another session timeout than --ttl: deadlines run on the negotiated one",
-		"ttl", want.TTL, "negotiated", got, "renew_interval", t.RenewInterval)
+	e.mu.Lock()
+	first := e.warned != g.id
+	e.warned = g.id
+	e.mu.Unlock()
+	if first {
+		e.log.Warn("the zookeeper ensemble negotiated another session timeout than --ttl: deadlines run on the negotiated one",
+			"ttl", want.TTL, "negotiated", got, "renew_interval", t.RenewInterval, "session", fmt.Sprintf("%#x", g.id))
+	}
 	if err := t.Validate(); err != nil {
 		return t, elector.Configf("ttl", "the ensemble negotiated a session timeout of %s for --ttl %s (it clamps it to 2..20 ticks), which the timing rule refuses: %v", got, want.TTL, err)
 	}
