@@ -70,35 +70,34 @@ func (e *Elector) attempt(ctx context.Context, try bool) (*elector.Term, error) 
 	if err != nil {
 		return nil, err
 	}
-	own, st, err := e.enqueue(ctx, s)
+	own, st, err := e.join(ctx, s, g)
 	if err != nil {
-		if ctx.Err() != nil {
-			// The create may still land: the session goes, and the node with it.
-			e.reset(s, fmt.Errorf("campaign cancelled during its create: %w", ctx.Err()))
-			return nil, ctx.Err()
-		}
-		return nil, storeErr("campaign", fmt.Errorf("create the candidate node: %w", err))
-	}
-	if st.EphemeralOwner != g.id {
-		// Created in a later session than g: start again in that one.
-		e.leave(s, own)
-		return nil, storeErr("campaign", errors.New("the session changed while the candidate node was created"))
+		return nil, err
 	}
 	checked := false
 	for {
 		sent := e.cfg.Clock.Now()
-		l, err := e.children(ctx, s)
+		l, err := e.line(ctx, s)
 		if err != nil {
 			e.leave(s, own)
 			return nil, e.abandoned(s, fmt.Errorf("list the election: %w", err))
 		}
-		i := indexOf(l, own)
-		if i < 0 {
+		if indexOf(l.all, own) < 0 {
 			// Our node is gone: its session ended.
 			return nil, storeErr("campaign", fmt.Errorf("candidate node %s deleted (session %#x ended)", own, g.id))
 		}
+		if seq, _ := seqOf(own); seq < l.floor {
+			// Passed by a switchover: queue again, behind its target.
+			e.leave(s, own)
+			if own, st, err = e.join(ctx, s, g); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		el := l.eligible()
+		i := indexOf(el, own)
 		if !checked {
-			if err := e.checkSlots(ctx, s, l, own); err != nil {
+			if err := e.checkSlots(ctx, s, el, own); err != nil {
 				e.leave(s, own)
 				return nil, err
 			}
@@ -111,7 +110,7 @@ func (e *Elector) attempt(ctx context.Context, try bool) (*elector.Term, error) 
 			e.leave(s, own)
 			return nil, elector.ErrBusy
 		}
-		woken, err := e.waitAhead(ctx, s, l[max(0, i-e.cfg.Slots):i])
+		woken, err := e.waitAhead(ctx, s, el[max(0, i-e.cfg.Slots):i])
 		if err != nil {
 			e.leave(s, own)
 			return nil, e.abandoned(s, err)
@@ -120,6 +119,25 @@ func (e *Elector) attempt(ctx context.Context, try bool) (*elector.Term, error) 
 			e.wakeups.Add(1)
 		}
 	}
+}
+
+// join creates the candidate's node in session g.
+func (e *Elector) join(ctx context.Context, s *session, g gen) (string, *zk.Stat, error) {
+	own, st, err := e.enqueue(ctx, s)
+	if err != nil {
+		if ctx.Err() != nil {
+			// The create may still land: the session goes, and the node with it.
+			e.reset(s, fmt.Errorf("campaign cancelled during its create: %w", ctx.Err()))
+			return "", nil, ctx.Err()
+		}
+		return "", nil, storeErr("campaign", fmt.Errorf("create the candidate node: %w", err))
+	}
+	if st.EphemeralOwner != g.id {
+		// Created in a later session than g: start again in that one.
+		e.leave(s, own)
+		return "", nil, storeErr("campaign", errors.New("the session changed while the candidate node was created"))
+	}
+	return own, st, nil
 }
 
 // abandoned is the error of an attempt that stops on err: ctx's own, the
@@ -212,6 +230,16 @@ func (e *Elector) waitAhead(ctx context.Context, s *session, ahead []string) (bo
 		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(e.closed)},
 		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.quit)},
 	}
+	// A switchover (switchover.go) changes who leads without deleting the
+	// nodes ahead: every waiter watches the handover node too.
+	hw, err := do(ctx, s, func(z *zk.Conn) (<-chan zk.Event, error) {
+		_, _, ch, err := z.ExistsW(e.base + "/" + handoverNode)
+		return ch, err
+	})
+	if err != nil {
+		return false, fmt.Errorf("watch the handover node: %w", err)
+	}
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(hw)})
 	for _, name := range ahead {
 		type w struct {
 			ok bool

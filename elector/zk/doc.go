@@ -73,8 +73,10 @@
 //     under the session timeout's drift and epsilon margin, or run
 //     ZooKeeper's defaults (tickTime 2000, syncLimit 5 against a 15s
 //     --ttl: the margin is the renewal interval left, 3s).
-//   - Switchover (Term.ResignTo) is not offered: a node cannot be moved
-//     in line.
+//   - Switchover (Term.ResignTo, plain elections only) goes through a
+//     handover node (switchover.go): the candidates it passes queue again
+//     behind its target, in the order they notice, and every waiter is
+//     woken once by it.
 //   - The run record (--once-per) is a persistent node beside the line
 //     (NAME/run) that lapses by the recording host's clock: ZooKeeper's TTL
 //     nodes need a server setting electd does not ask for.
@@ -84,5 +86,6 @@
 // Files: backend.go (the URL, Dial, the store's Conn, errors), session.go
 // (one elector's client, the negotiated timeout, its sessions), elector.go
 // (Elector, nodes, Leader), campaign.go (the queue), term.go (the deadline
-// and its renewals), observe.go, lock.go (run records), status.go.
+// and its renewals), switchover.go (the handover node and the line's
+// floor), observe.go, lock.go (run records), status.go.
 package zk

@@ -244,10 +244,11 @@ func (e *Elector) Leader(ctx context.Context) (elector.Leader, error) {
 		return elector.Leader{}, &elector.StoreError{Op: "leader", Err: err}
 	}
 	for {
-		l, err := e.children(ctx, s)
+		lu, err := e.line(ctx, s)
 		if err != nil {
 			return elector.Leader{}, storeErr("leader", err)
 		}
+		l := lu.eligible()
 		if len(l) == 0 {
 			return elector.Leader{}, elector.ErrNoLeader
 		}

@@ -89,7 +89,20 @@ func (e *Elector) observeOnce(ctx context.Context) (elector.Leader, []<-chan zk.
 	if err != nil {
 		return elector.Leader{}, nil, err
 	}
-	l := line(k.names)
+	// The handover node, read after the listing, sets the floor; the
+	// children watch fires on a switchover too (the leader's node goes).
+	floor, err := do(ctx, s, func(z *zk.Conn) ([]byte, error) {
+		b, _, err := z.Get(e.base + "/" + handoverNode)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil, nil
+		}
+		return b, err
+	})
+	if err != nil {
+		return elector.Leader{}, []<-chan zk.Event{k.ch}, err
+	}
+	fl, _ := seqOf(string(floor))
+	l := lineup{all: line(k.names), floor: fl}.eligible()
 	if len(l) == 0 {
 		return elector.Leader{}, []<-chan zk.Event{k.ch}, nil
 	}

@@ -17,10 +17,11 @@ func (e *Elector) Queue(ctx context.Context) (elector.Queue, error) {
 	if err != nil {
 		return elector.Queue{}, storeErr("status", err)
 	}
-	l, err := e.children(ctx, s)
+	lu, err := e.line(ctx, s)
 	if err != nil {
 		return elector.Queue{}, storeErr("status", err)
 	}
+	l := lu.eligible() // a passed node (below a switchover's floor) is about to queue again
 	q := elector.Queue{Slots: 1}
 	for _, name := range l {
 		d, st, ok, err := e.node(ctx, s, name)

@@ -33,6 +33,9 @@ func (e *Elector) lead(ctx context.Context, s *session, g gen, own string, st *z
 		e.leave(s, own)
 		return nil
 	})
+	if e.cfg.Slots == 1 {
+		term = term.WithSwitchover(e, func(ctx context.Context, id string) error { return e.handTo(ctx, s, own, id) })
+	}
 	e.log.Info("leading", "token", self.Token, "node", own, "session", fmt.Sprintf("%#x", g.id), "timing", t.String())
 	e.wg.Add(1)
 	go e.keep(s, g, own, dl, t)
@@ -53,7 +56,11 @@ func (e *Elector) keep(s *session, g gen, own string, dl *elector.Deadline, t el
 	// However the term ends, its node goes (or its session, when the node
 	// cannot be deleted): a candidate whose term ended campaigns again from
 	// scratch, and must not find itself queued behind its own old node.
-	defer e.leave(s, own)
+	defer func() {
+		if !errors.Is(dl.Err(), elector.ErrResigned) { // Resign and ResignTo delete it themselves
+			e.leave(s, own)
+		}
+	}()
 	clk := e.cfg.Clock
 	p := e.base + "/" + own
 	ctx, cancel := context.WithCancel(context.Background())
