@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -153,7 +154,10 @@ func answersPlain(_ context.Context, c net.Conn) bool {
 		return false
 	}
 	b := make([]byte, 256)
-	n, _ := c.Read(b)
+	n, err := io.ReadAtLeast(c, b, len("Zookeeper version"))
+	if err != nil {
+		return false
+	}
 	return strings.HasPrefix(string(b[:n]), "Zookeeper version")
 }
 
