@@ -234,7 +234,7 @@ func decode(b []byte) nodeData {
 }
 
 // Leader reads the first candidate node: the leader (with slots, the
-// first holder).
+// first holder) once it has written its term's start.
 func (e *Elector) Leader(ctx context.Context) (elector.Leader, error) {
 	s, err := e.session()
 	if err != nil {
@@ -256,7 +256,10 @@ func (e *Elector) Leader(ctx context.Context) (elector.Leader, error) {
 		if err != nil {
 			return elector.Leader{}, storeErr("leader", err)
 		}
-		if ok {
+		switch {
+		case ok && d.Since.IsZero():
+			return elector.Leader{}, elector.ErrNoLeader // first in line, its term not begun
+		case ok:
 			return leaderOf(d, st), nil
 		}
 		// gone between the two reads: read again

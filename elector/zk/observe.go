@@ -39,7 +39,7 @@ func (e *Elector) Observe(ctx context.Context) <-chan elector.Leader {
 				{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(e.closed)},
 			}
 			var retry clock.Timer
-			if err != nil {
+			if err != nil && !errors.Is(err, errPending) {
 				e.log.Debug("observe: store error, reading again", "err", err)
 				retry = e.cfg.Clock.NewTimer(retryDelay)
 				cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(retry.C())})
@@ -119,5 +119,14 @@ func (e *Elector) observeOnce(ctx context.Context) (elector.Leader, []<-chan zk.
 		// Gone meanwhile (the children watch fires) or a store error.
 		return elector.Leader{}, []<-chan zk.Event{k.ch}, err
 	}
-	return leaderOf(decode(r.b), r.st), []<-chan zk.Event{k.ch, r.ch}, nil
+	d := decode(r.b)
+	if d.Since.IsZero() {
+		// First in line, its term not begun (it writes its start before
+		// it leads): nothing to tell until the data watch fires.
+		return elector.Leader{}, []<-chan zk.Event{k.ch, r.ch}, errPending
+	}
+	return leaderOf(d, r.st), []<-chan zk.Event{k.ch, r.ch}, nil
 }
+
+// errPending: the first node in line has not begun its term yet.
+var errPending = errors.New("the first candidate has not begun its term")

@@ -37,7 +37,7 @@ func (e *Elector) Queue(ctx context.Context) (elector.Queue, error) {
 		seq, _ := seqOf(name)
 		c := elector.Queued{ID: d.ID, Address: d.Address, Order: seq, Token: uint64(st.Czxid),
 			Arrived: time.UnixMilli(st.Ctime)}
-		if len(q.Candidates) < q.Slots {
+		if len(q.Candidates) < q.Slots && !d.Since.IsZero() { // a holder has written its term's start
 			c.Holder, c.Since = true, d.Since
 		}
 		q.Candidates = append(q.Candidates, c)
