@@ -65,14 +65,14 @@
 //     such a late writer: a resource that refuses tokens lower than the
 //     highest it has seen refuses the old leader.
 //   - A renewal is a read, answered by whichever server the client is
-//     connected to. A follower that has lost the ensemble's leader still
-//     answers for up to syncLimit·tickTime before it drops its clients,
-//     and its touches of the session do not reach the leader meanwhile: in
-//     that window a renewal can count although the leader expires the
-//     session by its own earlier reading. Keep syncLimit·tickTime well
-//     under the session timeout's drift and epsilon margin, or run
-//     ZooKeeper's defaults (tickTime 2000, syncLimit 5 against a 15s
-//     --ttl: the margin is the renewal interval left, 3s).
+//     connected to. A follower cut off from the ensemble's leader, while
+//     this client still reaches it, answers reads for up to
+//     syncLimit·tickTime before it drops its clients, and its touches of
+//     the session no longer reach the leader: in that window a renewal can
+//     count although the leader expires the session on its own, earlier,
+//     reading. electd does not subtract that bound (it does not know the
+//     servers' settings): this partition of a follower from its leader is
+//     the case the deadline rule does not cover; the fencing token does.
 //   - Switchover (Term.ResignTo, plain elections only) goes through a
 //     handover node (switchover.go): the candidates it passes queue again
 //     behind its target, in the order they notice, and every waiter is
