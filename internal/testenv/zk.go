@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -79,19 +80,9 @@ func StartZKEnsemble(t testing.TB) *ZKEnsemble {
 func startZKs(t testing.TB, n int) []*ZK {
 	t.Helper()
 	java, jar := zkBinaries(t)
-	ports, err := freePorts(3 * n)
-	if err != nil {
-		t.Fatalf("testenv: zookeeper ports: %v", err)
-	}
 	zs := make([]*ZK, n)
 	for i := range zs {
-		z := &ZK{id: i + 1, dir: t.TempDir(), client: ports[3*i]}
-		if n > 1 {
-			for j := range n {
-				z.peers = append(z.peers, ports[3*j+1])
-				z.elections = append(z.elections, ports[3*j+2])
-			}
-		}
+		z := &ZK{id: i + 1, dir: t.TempDir()}
 		if err := os.MkdirAll(filepath.Join(z.dir, "data"), 0o755); err != nil {
 			t.Fatalf("testenv: %v", err)
 		}
@@ -109,14 +100,47 @@ func startZKs(t testing.TB, n int) []*ZK {
 		t.Cleanup(func() { z.srv.cleanup(t) })
 		zs[i] = z
 	}
-	startAll(t, zs)
-	return zs
+	// New ports for every server after a collision (another process took
+	// one between the choice and the bind), as firstStart does.
+	for try := 1; ; try++ {
+		if err := pickZKPorts(zs); err != nil {
+			t.Fatalf("testenv: zookeeper ports: %v", err)
+		}
+		i, err := startEach(zs)
+		if err == nil {
+			return zs
+		}
+		killEach(t, zs)
+		if !errors.Is(err, errPortInUse) || try == startTries {
+			t.Fatalf("testenv: %v (try %d)\n%s", err, try, zs[i].srv.tail())
+		}
+		t.Logf("testenv: %v; retrying with new ports", err)
+	}
 }
 
-// startAll starts every server of zs at once (an ensemble member serves
-// only once a quorum runs) and waits until each serves.
-func startAll(t testing.TB, zs []*ZK) {
-	t.Helper()
+// pickZKPorts gives each server of zs a client port and, in an ensemble,
+// the peer and election ports of every member.
+func pickZKPorts(zs []*ZK) error {
+	ports, err := freePorts(3 * len(zs))
+	if err != nil {
+		return err
+	}
+	for i, z := range zs {
+		z.client, z.peers, z.elections = ports[3*i], nil, nil
+		if len(zs) > 1 {
+			for j := range zs {
+				z.peers = append(z.peers, ports[3*j+1])
+				z.elections = append(z.elections, ports[3*j+2])
+			}
+		}
+	}
+	return nil
+}
+
+// startEach starts every server of zs at once (an ensemble member serves
+// only once a quorum runs) and waits until each serves; on failure it
+// returns one that failed and why (a port collision first).
+func startEach(zs []*ZK) (int, error) {
 	errs := make([]error, len(zs))
 	var wg sync.WaitGroup
 	for i, z := range zs {
@@ -127,10 +151,27 @@ func startAll(t testing.TB, zs []*ZK) {
 		}()
 	}
 	wg.Wait()
+	failed := -1
 	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("testenv: %v\n%s", err, zs[i].srv.tail())
+		if errors.Is(err, errPortInUse) {
+			return i, err // the one a retry on new ports fixes
 		}
+		if err != nil && failed < 0 {
+			failed = i
+		}
+	}
+	if failed >= 0 {
+		return failed, errs[failed]
+	}
+	return 0, nil
+}
+
+// startAll is startEach for servers whose ports are fixed (a restart): a
+// failure fails t.
+func startAll(t testing.TB, zs []*ZK) {
+	t.Helper()
+	if i, err := startEach(zs); err != nil {
+		t.Fatalf("testenv: %v\n%s", err, zs[i].srv.tail())
 	}
 }
 
