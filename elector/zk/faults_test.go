@@ -2,6 +2,8 @@ package zk_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,29 +104,56 @@ func loop(t *testing.T, h *harness) *electortest.Terms {
 }
 
 // leaderAfter waits until a term holds that started after since, or that
-// has held a full TTL since back (it survived the fault).
-func leaderAfter(t *testing.T, terms *electortest.Terms, back time.Time) {
+// has held a full TTL since back (it survived the fault). On a timeout it
+// shows the election's nodes as the ensemble holds them.
+func leaderAfter(t *testing.T, h *harness, terms *electortest.Terms, back time.Time) {
 	t.Helper()
-	electortest.Eventually(t, 30*time.Second, "a leader after the fault", func() bool {
-		s, ok := terms.Leading()
-		return ok && (s.Start.After(back) || time.Since(back) > 2*time.Second)
-	})
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if s, ok := terms.Leading(); ok && (s.Start.After(back) || time.Since(back) > 2*time.Second) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no leader 30s after the fault; terms held %v; the election's nodes: %s", terms.Open(), nodes(t, h, "faults"))
+		}
+		time.Sleep(10 * time.Millisecond) // polling the terms, not synchronising
+	}
+}
+
+// nodes describes an election's nodes: name, data and owning session.
+func nodes(t *testing.T, h *harness, election string) string {
+	c := client(t, h.addrs())
+	p := "/electd/elections/" + election
+	names, _, err := c.Children(p)
+	if err != nil {
+		return "(list: " + err.Error() + ")"
+	}
+	var b strings.Builder
+	for _, n := range names {
+		d, st, err := c.Get(p + "/" + n)
+		if err != nil {
+			fmt.Fprintf(&b, "\n  %s: %v", n, err)
+			continue
+		}
+		fmt.Fprintf(&b, "\n  %s: %s (session %#x)", n, d, st.EphemeralOwner)
+	}
+	return b.String()
 }
 
 // TestZKEnsembleMemberKilled kills a follower, then brings it back.
 func TestZKEnsembleMemberKilled(t *testing.T) {
 	ens := testenv.StartZKEnsemble(t)
-	terms := loop(t, &harness{ensemble: ens})
+	h := &harness{ensemble: ens}
+	terms := loop(t, h)
 	lead := ens.Leader(t)
 	for _, m := range ens.Members() {
 		if m != lead {
 			m.Kill(t)
-			leaderAfter(t, terms, time.Now())
+			leaderAfter(t, h, terms, time.Now())
 			m.Start(t)
 			break
 		}
 	}
-	leaderAfter(t, terms, time.Now())
+	leaderAfter(t, h, terms, time.Now())
 	spans := terms.Stop(t)
 	t.Logf("%d terms around a member's kill, none overlapping, tokens growing", len(spans))
 }
@@ -133,14 +162,15 @@ func TestZKEnsembleMemberKilled(t *testing.T) {
 // another), then brings it back.
 func TestZKEnsembleLeaderKilled(t *testing.T) {
 	ens := testenv.StartZKEnsemble(t)
-	terms := loop(t, &harness{ensemble: ens})
+	h := &harness{ensemble: ens}
+	terms := loop(t, h)
 	lead := ens.Leader(t)
 	lead.Kill(t)
 	killed := time.Now()
-	leaderAfter(t, terms, killed)
+	leaderAfter(t, h, terms, killed)
 	t.Logf("a leader %s after the ensemble's leader was killed", time.Since(killed).Round(time.Millisecond))
 	lead.Start(t)
-	leaderAfter(t, terms, time.Now())
+	leaderAfter(t, h, terms, time.Now())
 	spans := terms.Stop(t)
 	t.Logf("%d terms around the ensemble leader's kill, none overlapping, tokens growing", len(spans))
 }
@@ -149,11 +179,12 @@ func TestZKEnsembleLeaderKilled(t *testing.T) {
 // their data: tokens keep growing (the zxid's epoch grows).
 func TestZKEnsembleRestarted(t *testing.T) {
 	ens := testenv.StartZKEnsemble(t)
-	terms := loop(t, &harness{ensemble: ens})
+	h := &harness{ensemble: ens}
+	terms := loop(t, h)
 	before, _ := terms.Leading()
 	ens.Restart(t)
 	back := time.Now()
-	leaderAfter(t, terms, back)
+	leaderAfter(t, h, terms, back)
 	after, _ := terms.Leading()
 	spans := terms.Stop(t)
 	t.Logf("%d terms around the whole ensemble's restart, none overlapping; token %#x before, %#x after", len(spans), before.Token, after.Token)
@@ -161,7 +192,6 @@ func TestZKEnsembleRestarted(t *testing.T) {
 		t.Fatalf("token %#x after the restart, not greater than %#x before", after.Token, before.Token)
 	}
 	// A candidate that queues after the restart leads in the new epoch.
-	h := &harness{ensemble: ens}
 	d := h.New(t, electortest.Candidate{StoreAddr: h.Addr(), Candidate: elector.Candidate{Election: "faults", ID: "d", Timing: elector.Timing{TTL: 2 * time.Second}}})
 	rd := electortest.MustLead(t, electortest.Campaign(context.Background(), d), 10*time.Second, "d")
 	t.Logf("a candidate queued after the restart leads with %#x", rd.Term.Token)
