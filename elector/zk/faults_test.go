@@ -141,38 +141,40 @@ func nodes(t *testing.T, h *harness, election string) string {
 
 // TestZKEnsembleMemberKilled kills a follower, then brings it back.
 func TestZKEnsembleMemberKilled(t *testing.T) {
-	ens := testenv.StartZKEnsemble(t)
-	h := &harness{ensemble: ens}
-	terms := loop(t, h)
-	lead := ens.Leader(t)
-	for _, m := range ens.Members() {
-		if m != lead {
-			m.Kill(t)
-			leaderAfter(t, h, terms, time.Now())
-			m.Start(t)
-			break
+	killAndStart(t, "a follower", func(ens *testenv.ZKEnsemble) *testenv.ZK {
+		lead := ens.Leader(t)
+		for _, m := range ens.Members() {
+			if m != lead {
+				return m
+			}
 		}
-	}
-	leaderAfter(t, h, terms, time.Now())
-	spans := terms.Stop(t)
-	t.Logf("%d terms around a member's kill, none overlapping, tokens growing", len(spans))
+		t.Fatal("no follower")
+		return nil
+	})
 }
 
 // TestZKEnsembleLeaderKilled kills the ensemble's leader (the others elect
 // another), then brings it back.
 func TestZKEnsembleLeaderKilled(t *testing.T) {
+	killAndStart(t, "the ensemble's leader", func(ens *testenv.ZKEnsemble) *testenv.ZK { return ens.Leader(t) })
+}
+
+// killAndStart runs three candidates on an ensemble, kills the member
+// pick names, and starts it again: a leader holds after each step, and the
+// terms never overlap, with growing tokens.
+func killAndStart(t *testing.T, what string, pick func(*testenv.ZKEnsemble) *testenv.ZK) {
 	ens := testenv.StartZKEnsemble(t)
 	h := &harness{ensemble: ens}
 	terms := loop(t, h)
-	lead := ens.Leader(t)
-	lead.Kill(t)
+	m := pick(ens)
+	m.Kill(t)
 	killed := time.Now()
 	leaderAfter(t, h, terms, killed)
-	t.Logf("a leader %s after the ensemble's leader was killed", time.Since(killed).Round(time.Millisecond))
-	lead.Start(t)
+	t.Logf("a leader %s after %s was killed", time.Since(killed).Round(time.Millisecond), what)
+	m.Start(t)
 	leaderAfter(t, h, terms, time.Now())
 	spans := terms.Stop(t)
-	t.Logf("%d terms around the ensemble leader's kill, none overlapping, tokens growing", len(spans))
+	t.Logf("%d terms around the kill of %s, none overlapping, tokens growing", len(spans), what)
 }
 
 // TestZKEnsembleRestarted kills every member and starts them again on
