@@ -1,0 +1,306 @@
+package zk_test
+
+// Adversary tests (issue 30): attempts to get two valid terms at once, or a
+// token that does not grow, out of the ZooKeeper backend on a real server.
+// Each test states the attack and the property it asserts; a failure is a
+// hole.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	gozk "github.com/go-zookeeper/zk"
+
+	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/electortest"
+	"github.com/electd/electd/elector/zk"
+	"github.com/electd/electd/internal/testenv"
+)
+
+// zkPorts reads a member's quorum and election ports, and every member's,
+// from the zoo.cfg testenv wrote beside its log.
+func zkPorts(t *testing.T, m *testenv.ZK) (quorum, election map[int]int) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(m.LogPath()), "zoo.cfg"))
+	if err != nil {
+		t.Fatalf("read zoo.cfg: %v", err)
+	}
+	quorum, election = map[int]int{}, map[int]int{}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || !strings.HasPrefix(k, "server.") {
+			continue
+		}
+		id, _ := strconv.Atoi(strings.TrimPrefix(k, "server."))
+		parts := strings.Split(v, ":")
+		quorum[id], _ = strconv.Atoi(parts[1])
+		election[id], _ = strconv.Atoi(parts[2])
+	}
+	return quorum, election
+}
+
+// memberID is a member's id (its myid).
+func memberID(t *testing.T, m *testenv.ZK) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(m.LogPath()), "data", "myid"))
+	if err != nil {
+		t.Fatalf("read myid: %v", err)
+	}
+	id, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return id
+}
+
+// tcpSocketsOf lists the (local port, remote port) of every TCP socket
+// process pid holds.
+func tcpSocketsOf(t *testing.T, pid int) [][2]int {
+	t.Helper()
+	inodes := map[string]bool{}
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("read %s: %v", dir, err)
+	}
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && strings.HasPrefix(l, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+		}
+	}
+	var out [][2]int
+	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		fh, err := os.Open(file)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			fs := strings.Fields(sc.Text())
+			if len(fs) < 10 || !inodes[fs[9]] {
+				continue
+			}
+			port := func(a string) int {
+				_, h, _ := strings.Cut(a, ":")
+				p, _ := strconv.ParseUint(h, 16, 16)
+				return int(p)
+			}
+			out = append(out, [2]int{port(fs[1]), port(fs[2])})
+		}
+		_ = fh.Close()
+	}
+	return out
+}
+
+func nft(t *testing.T, args ...string) {
+	t.Helper()
+	out, err := exec.Command("nft", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("nft %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// isolateFollower cuts member f off from its peers, and only from them: its
+// client port stays reachable. Every TCP packet of f's quorum and election
+// sockets (found by f's pid in /proc) is dropped, both ways, and so is every
+// new connection to a peer's quorum or election port (f dials the leader
+// and its peers again once its own connection times out: the other members
+// keep the connections they have). It returns the heal.
+func isolateFollower(t *testing.T, f *testenv.ZK, others []*testenv.ZK) func() {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("cutting a member off its peers needs nft as root")
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("no nft")
+	}
+	q, e := zkPorts(t, f)
+	fid := memberID(t, f)
+	own := map[int]bool{q[fid]: true, e[fid]: true}
+	peer := map[int]bool{}
+	for _, o := range others {
+		id := memberID(t, o)
+		peer[q[id]], peer[e[id]] = true, true
+	}
+	drop := map[int]bool{q[fid]: true, e[fid]: true}
+	for _, s := range tcpSocketsOf(t, f.Pid()) {
+		if own[s[0]] || peer[s[1]] {
+			drop[s[0]] = true // f's end of a peer connection
+		}
+	}
+	var ports, peers []string
+	for p := range drop {
+		if p != 0 {
+			ports = append(ports, strconv.Itoa(p))
+		}
+	}
+	for p := range peer {
+		peers = append(peers, strconv.Itoa(p))
+	}
+	slices.Sort(ports)
+	table := fmt.Sprintf("advzk%d", os.Getpid())
+	rules := fmt.Sprintf(`table inet %[1]s {
+	chain out {
+		type filter hook output priority -10; policy accept;
+		tcp sport { %[2]s } drop
+		tcp dport { %[2]s } drop
+		tcp dport { %[3]s } tcp flags & (syn|ack) == syn drop
+	}
+}
+`, table, strings.Join(ports, ", "), strings.Join(peers, ", "))
+	path := filepath.Join(t.TempDir(), "cut.nft")
+	if err := os.WriteFile(path, []byte(rules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nft(t, "-f", path)
+	t.Logf("cut member %d (%s) off its peers:\n%s", fid, f.Addr(), rules)
+	var once sync.Once
+	heal := func() { once.Do(func() { _ = exec.Command("nft", "delete", "table", "inet", table).Run() }) }
+	t.Cleanup(heal)
+	return heal
+}
+
+// TestAdversaryFollowerPartitioned (PRIORITY ONE). A leads connected ONLY
+// to follower F; B queues connected only to the other two members. F is cut
+// off from its peers (its client link stays up). F keeps answering A's reads
+// (the renewals) and pings until it notices, syncLimit·tickTime later, while
+// the ensemble's leader hears no more touches of A's session and expires it
+// on its own clock. The property: B's term must not begin before A's
+// ValidUntil (and A's Done), both on this host's clock.
+func TestAdversaryFollowerPartitioned(t *testing.T) {
+	ens := testenv.StartZKEnsemble(t)
+	lead := ens.Leader(t)
+	var f, g *testenv.ZK
+	for _, m := range ens.Members() {
+		if m == lead {
+			continue
+		}
+		if f == nil {
+			f = m
+		} else {
+			g = m
+		}
+	}
+	t.Logf("ensemble: leader %s, F (A's only server) %s mode %q, G %s; testenv zoo.cfg: tickTime=200 initLimit=10 syncLimit=5 (F gives up on its leader after 5·200ms = 1s)",
+		lead.Addr(), f.Addr(), f.Mode(), g.Addr())
+	// Short renewals so that the last renewal F answers is close to the moment F gives up.
+	timing := elector.Timing{TTL: 4 * time.Second, RenewInterval: 100 * time.Millisecond}
+	a := electortest.DialURL(t, zk.Backend, "zk://"+f.Addr(), elector.Candidate{Election: "part", ID: "a", Timing: timing})
+	b := electortest.DialURL(t, zk.Backend, "zk://"+lead.Addr()+","+g.Addr(), elector.Candidate{Election: "part", ID: "b", Timing: timing})
+	ctx := context.Background()
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 20*time.Second, "a")
+	t.Logf("a leads: token %#x, timing %s", ra.Term.Token, ra.Term.Timing())
+	cb := electortest.Campaign(ctx, b)
+	h := &harness{ensemble: ens}
+	electortest.Eventually(t, 10*time.Second, "b queued", func() bool { return h.Queued(t, "part") == 2 })
+
+	// A watcher of a's node on the majority side: the deletion is the
+	// ensemble's leader expiring a's session.
+	w := client(t, []string{lead.Addr()})
+	names, _, err := w.Children("/electd/elections/part")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var aNode string
+	for _, n := range names {
+		if aNode == "" || n[len(n)-10:] < aNode[len(aNode)-10:] {
+			aNode = n
+		}
+	}
+	_, _, watch, err := w.ExistsW("/electd/elections/part/" + aNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := make(chan time.Time, 1)
+	go func() {
+		if ev := <-watch; ev.Type == gozk.EventNodeDeleted {
+			deleted <- time.Now()
+		}
+		close(deleted)
+	}()
+	aDone := make(chan time.Time, 1)
+	go func() { <-ra.Term.Done(); aDone <- time.Now() }()
+	// Sample a's ValidUntil while it holds (End clamps it to the end time).
+	var vmu sync.Mutex
+	var maxValid time.Time
+	stopSample := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stopSample:
+				return
+			case <-ra.Term.Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			v := ra.Term.ValidUntil()
+			vmu.Lock()
+			if ra.Term.Err() == nil && v.After(maxValid) {
+				maxValid = v
+			}
+			vmu.Unlock()
+		}
+	}()
+	time.Sleep(time.Second) // steady renewals
+
+	heal := isolateFollower(t, f, []*testenv.ZK{lead, g})
+	cut := time.Now()
+	// F's mode, as F tells it, over time.
+	modes := make(chan string, 1)
+	go func() {
+		var sb strings.Builder
+		last := "follower"
+		for time.Since(cut) < 8*time.Second {
+			if m := f.Mode(); m != last {
+				fmt.Fprintf(&sb, " %s→%q", time.Since(cut).Round(10*time.Millisecond), m)
+				last = m
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		modes <- sb.String()
+	}()
+	rb := electortest.MustLead(t, cb, 30*time.Second, "b")
+	var dA time.Time
+	select {
+	case dA = <-aDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's term never ended")
+	}
+	close(stopSample)
+	var gone time.Time
+	select {
+	case gone = <-deleted:
+	case <-time.After(5 * time.Second):
+	}
+	vmu.Lock()
+	vA := maxValid
+	vmu.Unlock()
+	ms := func(x time.Time) string {
+		if x.IsZero() {
+			return "never"
+		}
+		return x.Sub(cut).Round(time.Millisecond).String()
+	}
+	t.Logf("cut at 0: a's last ValidUntil while it held %s, a Done %s (err %v), a's node deleted (seen on the leader) %s, b granted %s (token %#x > %#x: %t); F's modes:%s",
+		ms(vA), ms(dA), ra.Term.Err(), ms(gone), ms(rb.At), rb.Term.Token, ra.Term.Token, rb.Term.Token > ra.Term.Token, <-modes)
+	heal()
+	if rb.Term.Token <= ra.Term.Token {
+		t.Errorf("token %#x after %#x", rb.Term.Token, ra.Term.Token)
+	}
+	end := vA
+	if dA.After(end) {
+		end = dA
+	}
+	if rb.At.Before(end) {
+		t.Errorf("HOLE: two valid terms: b's term began at %s while a's term was valid until %s (Done at %s): overlap %s",
+			ms(rb.At), ms(vA), ms(dA), end.Sub(rb.At).Round(time.Millisecond))
+	}
+	electortest.Resign(t, rb.Term)
+}
