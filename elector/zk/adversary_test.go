@@ -7,6 +7,7 @@ package zk_test
 
 import (
 	"bufio"
+	"errors"
 	"context"
 	"fmt"
 	"os"
@@ -21,9 +22,11 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 
+	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
 	"github.com/electd/electd/elector/zk"
+	"github.com/electd/electd/internal/faultproxy"
 	"github.com/electd/electd/internal/testenv"
 )
 
@@ -301,6 +304,237 @@ func TestAdversaryFollowerPartitioned(t *testing.T) {
 	if rb.At.Before(end) {
 		t.Errorf("HOLE: two valid terms: b's term began at %s while a's term was valid until %s (Done at %s): overlap %s",
 			ms(rb.At), ms(vA), ms(dA), end.Sub(rb.At).Round(time.Millisecond))
+	}
+	electortest.Resign(t, rb.Term)
+}
+
+// adversaryCut is the shared race: a leads through a fault proxy, b waits
+// on the server directly; fault() breaks a's link; b's grant must come
+// after a's ValidUntil (sampled while it held) and a's Done.
+func adversaryCut(t *testing.T, addr, election string, timing elector.Timing, before func(p *faultproxy.Proxy), fault func(p *faultproxy.Proxy)) (ra, rb electortest.Result) {
+	t.Helper()
+	p := faultproxy.Start(t, addr)
+	a := electortest.DialURL(t, zk.Backend, "zk://"+p.Addr(), elector.Candidate{Election: election, ID: "a", Timing: timing})
+	b := electortest.DialURL(t, zk.Backend, "zk://"+addr, elector.Candidate{Election: election, ID: "b", Timing: timing})
+	ctx := context.Background()
+	ra = electortest.MustLead(t, electortest.Campaign(ctx, a), 10*time.Second, "a")
+	cb := electortest.Campaign(ctx, b)
+	time.Sleep(500 * time.Millisecond)
+	electortest.StillWaiting(t, cb, "b")
+	if before != nil {
+		before(p)
+	}
+	var mu sync.Mutex
+	var maxValid time.Time
+	go func() {
+		for ra.Term.Err() == nil {
+			v := ra.Term.ValidUntil()
+			mu.Lock()
+			if ra.Term.Err() == nil && v.After(maxValid) {
+				maxValid = v
+			}
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	aDone := make(chan time.Time, 1)
+	go func() { <-ra.Term.Done(); aDone <- time.Now() }()
+	cut := time.Now()
+	fault(p)
+	rb = electortest.MustLead(t, cb, 60*time.Second, "b")
+	var dA time.Time
+	select {
+	case dA = <-aDone:
+	case <-time.After(time.Second):
+		t.Errorf("HOLE: b granted %s after the fault while a's term is still open", rb.At.Sub(cut))
+		return ra, rb
+	}
+	mu.Lock()
+	vA := maxValid
+	mu.Unlock()
+	ms := func(x time.Time) string { return x.Sub(cut).Round(time.Millisecond).String() }
+	t.Logf("fault at 0: a's ValidUntil %s, a Done %s (%v), b granted %s; a's timing %s; tokens %#x then %#x",
+		ms(vA), ms(dA), ra.Term.Err(), ms(rb.At), ra.Term.Timing(), ra.Term.Token, rb.Term.Token)
+	if rb.At.Before(vA) || rb.At.Before(dA) {
+		t.Errorf("HOLE: b's term began at %s, a's valid until %s, Done %s", ms(rb.At), ms(vA), ms(dA))
+	}
+	if rb.Term.Token <= ra.Term.Token {
+		t.Errorf("HOLE: token %#x after %#x", rb.Term.Token, ra.Term.Token)
+	}
+	p.Heal()
+	return ra, rb
+}
+
+// TestAdversaryNegotiatedTimeout: --ttl asks for a session timeout the
+// server clamps (tickTime 200ms: 400ms..4s). The term's timing must be the
+// negotiated one (the server's handshake answer), the renewal interval
+// scaled, and b must not be granted before a's term ends when a's link is
+// cut: asked 10s (clamped to 4s: a deadline on --ttl would run 6s past the
+// expiry), 1s (granted as asked) and 300ms (raised to 400ms).
+func TestAdversaryNegotiatedTimeout(t *testing.T) {
+	srv := testenv.StartZK(t)
+	for _, c := range []struct {
+		ask, renew, want time.Duration
+	}{
+		{10 * time.Second, 0, 4 * time.Second},
+		{time.Second, 0, time.Second},
+		{300 * time.Millisecond, 50 * time.Millisecond, 400 * time.Millisecond},
+	} {
+		t.Run(c.ask.String(), func(t *testing.T) {
+			timing := elector.Timing{TTL: c.ask, RenewInterval: c.renew}
+			ra, _ := adversaryCut(t, srv.Addr(), "neg"+strings.ReplaceAll(c.ask.String(), ".", "_"), timing, nil, func(p *faultproxy.Proxy) { p.Cut() })
+			got := ra.Term.Timing()
+			wantRenew := c.renew
+			if wantRenew == 0 {
+				wantRenew = c.ask / 5
+			}
+			wantRenew = time.Duration(float64(wantRenew) * float64(c.want) / float64(c.ask))
+			if got.TTL != c.want || got.RenewInterval != wantRenew {
+				t.Errorf("asked ttl %s: term timing %s, want ttl %s renew %s", c.ask, got, c.want, wantRenew)
+			}
+		})
+	}
+}
+
+// TestAdversarySlowReplies: a's link is slowed (each way) so that every
+// renewal's answer comes late, then cut. A deadline counted from the
+// reply's arrival instead of the request's send would outlast the session.
+func TestAdversarySlowReplies(t *testing.T) {
+	srv := testenv.StartZK(t)
+	// Round trip ≈ 600ms, under the renewal interval (a renewal's request
+	// is abandoned after one interval), so renewals succeed, each answered
+	// ≈ 600ms after its send.
+	timing := elector.Timing{TTL: 4 * time.Second, RenewInterval: 1500 * time.Millisecond}
+	adversaryCut(t, srv.Addr(), "slow", timing,
+		func(p *faultproxy.Proxy) { p.SetDelay(300 * time.Millisecond); time.Sleep(4 * time.Second) },
+		func(p *faultproxy.Proxy) { p.Cut() })
+}
+
+// TestAdversaryExpiredThenBack: a's link is cut until the server expires
+// its session, then healed: the client reconnects, learns of the expiry
+// and opens a new session. a's term must have ended before b's grant, and
+// a must not lead again with its old node: a new campaign of a queues
+// behind b.
+func TestAdversaryExpiredThenBack(t *testing.T) {
+	srv := testenv.StartZK(t)
+	timing := elector.Timing{TTL: time.Second}
+	var pp *faultproxy.Proxy
+	ra, rb := adversaryCut(t, srv.Addr(), "expired", timing, func(p *faultproxy.Proxy) { pp = p }, func(p *faultproxy.Proxy) { p.Cut() })
+	_ = ra
+	pp.Heal()
+	// a's elector again (the same one): its client reconnects on a new session.
+	h := &harness{single: srv}
+	electortest.Eventually(t, 10*time.Second, "b alone in line", func() bool { return h.Queued(t, "expired") == 1 })
+	time.Sleep(time.Second)
+	if n := h.Queued(t, "expired"); n != 1 {
+		t.Errorf("HOLE: %d nodes in line after a's session expired and its client came back (a stale node)", n)
+	}
+	electortest.Resign(t, rb.Term)
+}
+
+// TestAdversarySlowRoundTripLosesTerm: a healthy session whose round trip
+// exceeds the renewal interval. Not a safety hole: every renewal is
+// abandoned after one interval, so the term ends at its first deadline
+// although the server answers every renewal (the liveness cost of the
+// renewal's timeout).
+func TestAdversarySlowRoundTripLosesTerm(t *testing.T) {
+	srv := testenv.StartZK(t)
+	p := faultproxy.Start(t, srv.Addr())
+	timing := elector.Timing{TTL: 2 * time.Second, RenewInterval: 300 * time.Millisecond}
+	a := electortest.DialURL(t, zk.Backend, "zk://"+p.Addr(), elector.Candidate{Election: "rtt", ID: "a", Timing: timing})
+	ra := electortest.MustLead(t, electortest.Campaign(context.Background(), a), 10*time.Second, "a")
+	p.SetDelay(200 * time.Millisecond) // round trip 400ms > renew 300ms, far under the session timeout
+	slowed := time.Now()
+	select {
+	case <-ra.Term.Done():
+		t.Logf("a's term ended %s after the round trip went to 400ms (renewal interval 300ms, ttl 2s): %v",
+			time.Since(slowed).Round(time.Millisecond), ra.Term.Err())
+	case <-time.After(6 * time.Second):
+		t.Logf("a's term survived a 400ms round trip")
+	}
+}
+
+// TestAdversaryFakeClock: every deadline on the injected clock. With the
+// fake clock frozen, a's term must outlive its TTL in real time (no
+// deadline on the real clock), its ValidUntil must be the listing's send
+// time on the fake clock plus the window, and advancing the fake clock
+// past the window (with no renewal able to land after it) must end it.
+func TestAdversaryFakeClock(t *testing.T) {
+	srv := testenv.StartZK(t)
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	fc := clock.NewFake(start)
+	timing := elector.Timing{TTL: time.Second}
+	a := electortest.DialURL(t, zk.Backend, "zk://"+srv.Addr(), elector.Candidate{Election: "fake", ID: "a", Timing: timing, Clock: fc})
+	ra := electortest.MustLead(t, electortest.Campaign(context.Background(), a), 10*time.Second, "a")
+	w := ra.Term.Timing().Window()
+	if got, want := ra.Term.ValidUntil(), start.Add(w); !got.Equal(want) {
+		t.Errorf("ValidUntil %s on the frozen fake clock, want start+window %s", got, want)
+	}
+	if !ra.Term.Leader.Since.Equal(start) {
+		t.Errorf("Since %s, want the fake clock's %s", ra.Term.Leader.Since, start)
+	}
+	select {
+	case <-ra.Term.Done():
+		t.Fatalf("HOLE: the term ended on the real clock (%v) while the fake clock stood still", ra.Term.Err())
+	case <-time.After(3 * time.Second):
+	}
+	fc.Advance(w + time.Millisecond)
+	select {
+	case <-ra.Term.Done():
+		if !errors.Is(ra.Term.Err(), elector.ErrLeaseExpired) {
+			t.Logf("ended with %v", ra.Term.Err())
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatalf("the term outlived its window on the fake clock (ValidUntil %s, now %s)", ra.Term.ValidUntil(), fc.Now())
+	}
+}
+
+// TestAdversaryNoOrphans: candidates that give up (TryCampaign busy, a
+// cancelled wait, a cancel right as the campaign starts, Close while
+// waiting) leave no node behind to block the line.
+func TestAdversaryNoOrphans(t *testing.T) {
+	srv := testenv.StartZK(t)
+	h := &harness{single: srv}
+	timing := elector.Timing{TTL: time.Second}
+	a := electortest.DialURL(t, zk.Backend, "zk://"+srv.Addr(), elector.Candidate{Election: "orph", ID: "a", Timing: timing})
+	ra := electortest.MustLead(t, electortest.Campaign(context.Background(), a), 10*time.Second, "a")
+	for i := range 20 {
+		c := electortest.DialURL(t, zk.Backend, "zk://"+srv.Addr(), elector.Candidate{Election: "orph", ID: fmt.Sprintf("c%d", i), Timing: timing})
+		switch i % 4 {
+		case 0:
+			if _, err := c.(elector.Locker).TryCampaign(context.Background()); !errors.Is(err, elector.ErrBusy) {
+				t.Errorf("try: %v", err)
+			}
+		case 1:
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			_, err := c.Campaign(ctx)
+			cancel()
+			if err == nil {
+				t.Error("led while a leads")
+			}
+		case 2:
+			ctx, cancel := context.WithCancel(context.Background())
+			ch := electortest.Campaign(ctx, c)
+			time.Sleep(time.Duration(i) * time.Millisecond)
+			cancel()
+			if r := <-ch; r.Err == nil {
+				t.Error("led while a leads")
+			}
+		case 3:
+			ch := electortest.Campaign(context.Background(), c)
+			time.Sleep(time.Duration(i*3) * time.Millisecond)
+			_ = c.Close()
+			<-ch
+		}
+	}
+	electortest.Eventually(t, 5*time.Second, "only a's node left", func() bool { return h.Queued(t, "orph") == 1 })
+	b := electortest.DialURL(t, zk.Backend, "zk://"+srv.Addr(), elector.Candidate{Election: "orph", ID: "b", Timing: timing})
+	cb := electortest.Campaign(context.Background(), b)
+	time.Sleep(300 * time.Millisecond)
+	electortest.Resign(t, ra.Term)
+	rb := electortest.MustLead(t, cb, 3*time.Second, "b (blocked by an orphan?)")
+	if rb.Term.Token <= ra.Term.Token {
+		t.Errorf("HOLE: token %#x after %#x", rb.Term.Token, ra.Term.Token)
 	}
 	electortest.Resign(t, rb.Term)
 }
