@@ -177,7 +177,24 @@ func isolateFollower(t *testing.T, f *testenv.ZK, others []*testenv.ZK) func() {
 // the ensemble's leader hears no more touches of A's session and expires it
 // on its own clock. The property: B's term must not begin before A's
 // ValidUntil (and A's Done), both on this host's clock.
-func TestAdversaryFollowerPartitioned(t *testing.T) {
+func TestAdversaryFollowerPartitioned(t *testing.T) { followerPartitioned(t, false, 100*time.Millisecond) }
+
+// TestAdversaryFollowerPartitionedZone is the same with a's URL naming all
+// three members, as a real deployment would: a's links to the other two go
+// through fault proxies that are closed from the start (a and F on one side
+// of a zone partition, the ensemble's majority on the other), so a's
+// client can only ever reach F.
+func TestAdversaryFollowerPartitionedZone(t *testing.T) {
+	followerPartitioned(t, true, 100*time.Millisecond)
+}
+
+// TestAdversaryFollowerPartitionedDefaults is the zone partition with
+// electd's default renewal interval (ttl/5 = 800ms): the last renewal F
+// answers falls anywhere in F's last second, so the overlap varies from
+// run to run (up to about a second).
+func TestAdversaryFollowerPartitionedDefaults(t *testing.T) { followerPartitioned(t, true, 0) }
+
+func followerPartitioned(t *testing.T, zone bool, renew time.Duration) {
 	ens := testenv.StartZKEnsemble(t)
 	lead := ens.Leader(t)
 	var f, g *testenv.ZK
@@ -194,8 +211,19 @@ func TestAdversaryFollowerPartitioned(t *testing.T) {
 	t.Logf("ensemble: leader %s, F (A's only server) %s mode %q, G %s; testenv zoo.cfg: tickTime=200 initLimit=10 syncLimit=5 (F gives up on its leader after 5·200ms = 1s)",
 		lead.Addr(), f.Addr(), f.Mode(), g.Addr())
 	// Short renewals so that the last renewal F answers is close to the moment F gives up.
-	timing := elector.Timing{TTL: 4 * time.Second, RenewInterval: 100 * time.Millisecond}
-	a := electortest.DialURL(t, zk.Backend, "zk://"+f.Addr(), elector.Candidate{Election: "part", ID: "a", Timing: timing})
+	timing := elector.Timing{TTL: 4 * time.Second, RenewInterval: renew}
+	aURL := "zk://" + f.Addr()
+	if zone {
+		pl, pg := faultproxy.Start(t, lead.Addr()), faultproxy.Start(t, g.Addr())
+		// Closed (connections refused), not black-holed: go-zookeeper
+		// waits 10·recvTimeout (≈27s here) for a handshake's answer
+		// before it tries the next server.
+		_ = pl.Close()
+		_ = pg.Close()
+		aURL = "zk://" + pl.Addr() + "," + f.Addr() + "," + pg.Addr()
+	}
+	t.Logf("a dials %s", aURL)
+	a := electortest.DialURL(t, zk.Backend, aURL, elector.Candidate{Election: "part", ID: "a", Timing: timing})
 	b := electortest.DialURL(t, zk.Backend, "zk://"+lead.Addr()+","+g.Addr(), elector.Candidate{Election: "part", ID: "b", Timing: timing})
 	ctx := context.Background()
 	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 20*time.Second, "a")
