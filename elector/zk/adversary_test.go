@@ -566,3 +566,97 @@ func TestAdversaryNoOrphans(t *testing.T) {
 	}
 	electortest.Resign(t, rb.Term)
 }
+
+// TestAdversaryCloseWhileLeading: Close of a leading elector closes its
+// session (the server deletes its node at once, and the next candidate
+// leads); the term's Done must close before that candidate's grant. The
+// term is ended by its keeper goroutine once it sees the elector closed,
+// which runs concurrently with the session's close; renewals run every
+// 10ms so that Close often lands during one.
+func TestAdversaryCloseWhileLeading(t *testing.T) {
+	srv := testenv.StartZK(t)
+	timing := elector.Timing{TTL: time.Second, RenewInterval: 10 * time.Millisecond}
+	worst := -time.Hour
+	for i := range 15 {
+		election := fmt.Sprintf("close%d", i)
+		a := electortest.DialURL(t, zk.Backend, "zk://"+srv.Addr(), elector.Candidate{Election: election, ID: "a", Timing: timing})
+		b := electortest.DialURL(t, zk.Backend, "zk://"+srv.Addr(), elector.Candidate{Election: election, ID: "b", Timing: timing})
+		ra := electortest.MustLead(t, electortest.Campaign(context.Background(), a), 10*time.Second, "a")
+		cb := electortest.Campaign(context.Background(), b)
+		time.Sleep(200*time.Millisecond + time.Duration(i)*time.Millisecond)
+		aDone := make(chan time.Time, 1)
+		go func() { <-ra.Term.Done(); aDone <- time.Now() }()
+		_ = a.Close()
+		rb := electortest.MustLead(t, cb, 5*time.Second, "b")
+		dA := <-aDone
+		if d := dA.Sub(rb.At); d > worst {
+			worst = d
+		}
+		if rb.At.Before(dA) {
+			t.Errorf("HOLE (round %d): b granted %s before a's Done (a closed)", i, dA.Sub(rb.At))
+		}
+		electortest.Resign(t, rb.Term)
+	}
+	t.Logf("worst: a's Done %s after b's grant (negative: before)", worst)
+}
+
+// TestAdversaryRestartTokens: a standalone server killed and started again
+// on its data directory: the next leader's token must exceed every earlier
+// one (the zxid counter continues from the log).
+func TestAdversaryRestartTokens(t *testing.T) {
+	srv := testenv.StartZK(t)
+	timing := elector.Timing{TTL: time.Second}
+	var last uint64
+	for round := range 3 {
+		a := electortest.DialURL(t, zk.Backend, "zk://"+srv.Addr(), elector.Candidate{Election: "restart", ID: fmt.Sprintf("a%d", round), Timing: timing})
+		ra := electortest.MustLead(t, electortest.Campaign(context.Background(), a), 20*time.Second, "a")
+		t.Logf("round %d: token %#x", round, ra.Term.Token)
+		if ra.Term.Token <= last {
+			t.Errorf("HOLE: token %#x after %#x", ra.Term.Token, last)
+		}
+		last = ra.Term.Token
+		srv.Kill(t)
+		select {
+		case <-ra.Term.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("a's term outlived its server by 5s")
+		}
+		srv.Start(t)
+	}
+}
+
+// TestAdversarySwitchoverTokens: a hands its term to c over b's head; b is
+// passed and queues again. Terms must not overlap (a's Done before c's
+// grant) and tokens must grow through a → c → b, however late b notices
+// the floor.
+func TestAdversarySwitchoverTokens(t *testing.T) {
+	srv := testenv.StartZK(t)
+	timing := elector.Timing{TTL: time.Second}
+	mk := func(id string) elector.Locker {
+		return electortest.DialURL(t, zk.Backend, "zk://"+srv.Addr(), elector.Candidate{Election: "sw", ID: id, Timing: timing})
+	}
+	a, b, c := mk("a"), mk("b"), mk("c")
+	ctx := context.Background()
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 10*time.Second, "a")
+	cb := electortest.Campaign(ctx, b)
+	h := &harness{single: srv}
+	electortest.Eventually(t, 5*time.Second, "b queued", func() bool { return h.Queued(t, "sw") == 2 })
+	cc := electortest.Campaign(ctx, c)
+	electortest.Eventually(t, 5*time.Second, "c queued", func() bool { return h.Queued(t, "sw") == 3 })
+	if err := ra.Term.ResignTo(ctx, "c"); err != nil {
+		t.Fatalf("resign to c: %v", err)
+	}
+	dA := time.Now() // Done is closed before ResignTo writes anything
+	rc := electortest.MustLead(t, cc, 5*time.Second, "c")
+	electortest.StillWaiting(t, cb, "b")
+	if rc.At.Before(dA) || rc.Term.Token <= ra.Term.Token {
+		t.Errorf("HOLE: c granted at %s (a's Done at %s), token %#x after %#x", rc.At, dA, rc.Term.Token, ra.Term.Token)
+	}
+	electortest.Resign(t, rc.Term)
+	rb := electortest.MustLead(t, cb, 5*time.Second, "b")
+	t.Logf("tokens: a %#x, c %#x, b %#x", ra.Term.Token, rc.Term.Token, rb.Term.Token)
+	if rb.Term.Token <= rc.Term.Token {
+		t.Errorf("HOLE: b's token %#x after c's %#x", rb.Term.Token, rc.Term.Token)
+	}
+	electortest.Resign(t, rb.Term)
+}
