@@ -8,6 +8,8 @@ package zk_test
 import (
 	"bufio"
 	"errors"
+	"io"
+	"net"
 	"context"
 	"fmt"
 	"os"
@@ -32,7 +34,7 @@ import (
 
 // zkPorts reads a member's quorum and election ports, and every member's,
 // from the zoo.cfg testenv wrote beside its log.
-func zkPorts(t *testing.T, m *testenv.ZK) (quorum, election map[int]int) {
+func zkPorts(t *testing.T, m zkMember) (quorum, election map[int]int) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(filepath.Dir(m.LogPath()), "zoo.cfg"))
 	if err != nil {
@@ -53,7 +55,7 @@ func zkPorts(t *testing.T, m *testenv.ZK) (quorum, election map[int]int) {
 }
 
 // memberID is a member's id (its myid).
-func memberID(t *testing.T, m *testenv.ZK) int {
+func memberID(t *testing.T, m zkMember) int {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(filepath.Dir(m.LogPath()), "data", "myid"))
 	if err != nil {
@@ -116,7 +118,7 @@ func nft(t *testing.T, args ...string) {
 // new connection to a peer's quorum or election port (f dials the leader
 // and its peers again once its own connection times out: the other members
 // keep the connections they have). It returns the heal.
-func isolateFollower(t *testing.T, f *testenv.ZK, others []*testenv.ZK) func() {
+func isolateFollower(t *testing.T, f zkMember, others []zkMember) func() {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("cutting a member off its peers needs nft as root")
@@ -194,22 +196,51 @@ func TestAdversaryFollowerPartitionedZone(t *testing.T) {
 // run to run (up to about a second).
 func TestAdversaryFollowerPartitionedDefaults(t *testing.T) { followerPartitioned(t, true, 0) }
 
-func followerPartitioned(t *testing.T, zone bool, renew time.Duration) {
-	ens := testenv.StartZKEnsemble(t)
-	lead := ens.Leader(t)
-	var f, g *testenv.ZK
-	for _, m := range ens.Members() {
-		if m == lead {
-			continue
-		}
-		if f == nil {
-			f = m
-		} else {
-			g = m
-		}
+// zkMember is an ensemble member: testenv's, or one this file starts
+// with a zoo.cfg of its own (startEnsemble).
+type zkMember interface {
+	Addr() string
+	Pid() int
+	LogPath() string
+	Mode() string
+}
+
+func testenvEnsemble(t *testing.T) []zkMember {
+	var ms []zkMember
+	for _, m := range testenv.StartZKEnsemble(t).Members() {
+		ms = append(ms, m)
 	}
-	t.Logf("ensemble: leader %s, F (A's only server) %s mode %q, G %s; testenv zoo.cfg: tickTime=200 initLimit=10 syncLimit=5 (F gives up on its leader after 5·200ms = 1s)",
-		lead.Addr(), f.Addr(), f.Mode(), g.Addr())
+	return ms
+}
+
+func followerPartitioned(t *testing.T, zone bool, renew time.Duration) {
+	followerPartitionedOn(t, testenvEnsemble(t), "testenv zoo.cfg: tickTime=200 initLimit=10 syncLimit=5 (F gives up on its leader after 5·200ms = 1s)", zone, renew)
+}
+
+func followerPartitionedOn(t *testing.T, members []zkMember, cfg string, zone bool, renew time.Duration) {
+	var lead, f, g zkMember
+	electortest.Eventually(t, time.Minute, "an ensemble leader", func() bool {
+		lead, f, g = nil, nil, nil
+		for _, m := range members {
+			switch m.Mode() {
+			case "leader":
+				lead = m
+			case "follower":
+				if f == nil {
+					f = m
+				} else {
+					g = m
+				}
+			}
+		}
+		return lead != nil && f != nil && g != nil
+	})
+	var all []string
+	for _, m := range members {
+		all = append(all, m.Addr())
+	}
+	t.Logf("ensemble: leader %s, F (A's only server) %s mode %q, G %s; %s",
+		lead.Addr(), f.Addr(), f.Mode(), g.Addr(), cfg)
 	// Short renewals so that the last renewal F answers is close to the moment F gives up.
 	timing := elector.Timing{TTL: 4 * time.Second, RenewInterval: renew}
 	aURL := "zk://" + f.Addr()
@@ -229,8 +260,11 @@ func followerPartitioned(t *testing.T, zone bool, renew time.Duration) {
 	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 20*time.Second, "a")
 	t.Logf("a leads: token %#x, timing %s", ra.Term.Token, ra.Term.Timing())
 	cb := electortest.Campaign(ctx, b)
-	h := &harness{ensemble: ens}
-	electortest.Eventually(t, 10*time.Second, "b queued", func() bool { return h.Queued(t, "part") == 2 })
+	qc := client(t, all)
+	electortest.Eventually(t, 10*time.Second, "b queued", func() bool {
+		names, _, err := qc.Children("/electd/elections/part")
+		return err == nil && len(names) == 2
+	})
 
 	// A watcher of a's node on the majority side: the deletion is the
 	// ensemble's leader expiring a's session.
@@ -281,7 +315,7 @@ func followerPartitioned(t *testing.T, zone bool, renew time.Duration) {
 	}()
 	time.Sleep(time.Second) // steady renewals
 
-	heal := isolateFollower(t, f, []*testenv.ZK{lead, g})
+	heal := isolateFollower(t, f, []zkMember{lead, g})
 	cut := time.Now()
 	// F's mode, as F tells it, over time.
 	modes := make(chan string, 1)
@@ -659,4 +693,100 @@ func TestAdversarySwitchoverTokens(t *testing.T) {
 		t.Errorf("HOLE: b's token %#x after c's %#x", rb.Term.Token, rc.Term.Token)
 	}
 	electortest.Resign(t, rb.Term)
+}
+
+// ownMember is a ZooKeeper server this file starts itself, to choose the
+// ensemble's syncLimit (testenv's is 5).
+type ownMember struct {
+	dir  string
+	port int
+	cmd  *exec.Cmd
+}
+
+func (m *ownMember) Addr() string    { return "127.0.0.1:" + strconv.Itoa(m.port) }
+func (m *ownMember) Pid() int        { return m.cmd.Process.Pid }
+func (m *ownMember) LogPath() string { return filepath.Join(m.dir, "zookeeper.log") }
+func (m *ownMember) Mode() string {
+	c, err := net.DialTimeout("tcp", m.Addr(), time.Second)
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("srvr")); err != nil {
+		return ""
+	}
+	b, _ := io.ReadAll(c)
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Mode: "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// startEnsemble starts three members with tickTime 200ms and the given
+// syncLimit, as testenv does (Debian's jar, QuorumPeerMain).
+func startEnsemble(t *testing.T, syncLimit int) ([]zkMember, string) {
+	t.Helper()
+	jar := "/usr/share/java/zookeeper.jar"
+	java, err := exec.LookPath("java")
+	if _, serr := os.Stat(jar); err != nil || serr != nil {
+		t.Skip("no java or zookeeper jar")
+	}
+	var ports []int
+	var lns []net.Listener
+	for range 9 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+	cfgDesc := fmt.Sprintf("own zoo.cfg: tickTime=200 initLimit=10 syncLimit=%d (F gives up on its leader after %s)", syncLimit, time.Duration(syncLimit)*200*time.Millisecond)
+	var ms []zkMember
+	for i := range 3 {
+		m := &ownMember{dir: t.TempDir(), port: ports[3*i]}
+		if err := os.MkdirAll(filepath.Join(m.dir, "data"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(m.dir, "data", "myid"), []byte(strconv.Itoa(i+1)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg := []string{"tickTime=200", "initLimit=10", "syncLimit=" + strconv.Itoa(syncLimit),
+			"dataDir=" + filepath.Join(m.dir, "data"), "clientPort=" + strconv.Itoa(m.port), "clientPortAddress=127.0.0.1",
+			"admin.enableServer=false", "4lw.commands.whitelist=*"}
+		for j := range 3 {
+			cfg = append(cfg, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", j+1, ports[3*j+1], ports[3*j+2]))
+		}
+		cfgPath := filepath.Join(m.dir, "zoo.cfg")
+		if err := os.WriteFile(cfgPath, []byte(strings.Join(cfg, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		logf, err := os.Create(m.LogPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.cmd = exec.Command(java, "-Xmx256m", "-Dzookeeper.log.dir="+m.dir, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+			"-cp", jar+":/usr/share/java/slf4j-simple.jar", "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfgPath)
+		m.cmd.Stdout, m.cmd.Stderr = logf, logf
+		if err := m.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.cmd.Process.Kill(); _ = m.cmd.Wait(); _ = logf.Close() })
+		ms = append(ms, m)
+	}
+	return ms, cfgDesc
+}
+
+// TestAdversaryFollowerPartitionedSyncLimit15 is the zone partition on an
+// ensemble whose syncLimit is 15 (F answers for 3s after the cut): the
+// overlap grows with syncLimit·tickTime, up to the session timeout.
+func TestAdversaryFollowerPartitionedSyncLimit15(t *testing.T) {
+	ms, desc := startEnsemble(t, 15)
+	followerPartitionedOn(t, ms, desc, true, 100*time.Millisecond)
 }
