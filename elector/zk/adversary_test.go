@@ -7,11 +7,11 @@ package zk_test
 
 import (
 	"bufio"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
-	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -179,7 +179,9 @@ func isolateFollower(t *testing.T, f zkMember, others []zkMember) func() {
 // the ensemble's leader hears no more touches of A's session and expires it
 // on its own clock. The property: B's term must not begin before A's
 // ValidUntil (and A's Done), both on this host's clock.
-func TestAdversaryFollowerPartitioned(t *testing.T) { followerPartitioned(t, false, 100*time.Millisecond) }
+func TestAdversaryFollowerPartitioned(t *testing.T) {
+	followerPartitioned(t, false, 100*time.Millisecond)
+}
 
 // TestAdversaryFollowerPartitionedZone is the same with a's URL naming all
 // three members, as a real deployment would: a's links to the other two go
