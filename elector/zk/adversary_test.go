@@ -792,3 +792,58 @@ func TestAdversaryFollowerPartitionedSyncLimit15(t *testing.T) {
 	ms, desc := startEnsemble(t, 15)
 	followerPartitionedOn(t, ms, desc, true, 100*time.Millisecond)
 }
+
+// TestAdversaryCutFollowerReadsVsSync is the root cause and a way out,
+// shown with a plain client connected only to follower F: once F is cut
+// off its peers, F still answers reads (Exists) until it gives up on its
+// leader, but a Sync (which F must pass to the leader) or a write does
+// not complete. A renewal made of Sync+Exists, or of a write, proves the
+// quorum heard from the session; a bare read does not.
+func TestAdversaryCutFollowerReadsVsSync(t *testing.T) {
+	members := testenvEnsemble(t)
+	var lead, f, g zkMember
+	electortest.Eventually(t, time.Minute, "an ensemble leader", func() bool {
+		lead, f, g = nil, nil, nil
+		for _, m := range members {
+			switch m.Mode() {
+			case "leader":
+				lead = m
+			case "follower":
+				if f == nil {
+					f = m
+				} else {
+					g = m
+				}
+			}
+		}
+		return lead != nil && f != nil && g != nil
+	})
+	c := client(t, []string{f.Addr()})
+	if _, err := c.Create("/probe", nil, 0, gozk.WorldACL(gozk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	isolateFollower(t, f, []zkMember{lead, g})
+	cut := time.Now()
+	// Reads first: a read of a session waits behind that session's
+	// pending Sync or write at F, so they must not be in flight yet.
+	var reads []string
+	served := 0
+	for time.Since(cut) < 600*time.Millisecond {
+		ok, _, err := c.Exists("/probe")
+		if ok && err == nil {
+			served++
+		}
+		reads = append(reads, fmt.Sprintf("%s:%t/%v", time.Since(cut).Round(time.Millisecond), ok, err))
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("reads (Exists) served by F after the cut: %v", reads)
+	if served == 0 {
+		t.Errorf("F served no read after the cut")
+	}
+	at := time.Now()
+	_, err := c.Sync("/probe")
+	t.Logf("sync sent %s after the cut, answered %s later: %v", at.Sub(cut).Round(time.Millisecond), time.Since(at).Round(time.Millisecond), err)
+	if err == nil {
+		t.Errorf("sync succeeded through a cut-off follower")
+	}
+}
