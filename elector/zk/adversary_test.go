@@ -518,24 +518,46 @@ func TestAdversarySlowRoundTripLosesTerm(t *testing.T) {
 	}
 }
 
-// TestAdversaryFakeClock: every deadline on the injected clock. With the
-// fake clock frozen, a's term must outlive its TTL in real time (no
-// deadline on the real clock), its ValidUntil must be the listing's send
-// time on the fake clock plus the window, and advancing the fake clock
-// past the window (with no renewal able to land after it) must end it.
+// TestAdversaryFakeClock: every deadline on the injected clock. The term
+// starts once a Sync has gone through at least lag (on the elector's
+// clock) after the packet it vouches for, so the fake clock runs (a
+// millisecond per millisecond) until a leads, then stands still. a's
+// ValidUntil must be the send time of a packet on the fake clock plus the
+// window, and Since a fake time; with the fake clock frozen, a's term must
+// outlive its TTL in real time (no deadline on the real clock), and
+// advancing the fake clock past the window (with no renewal able to land
+// after it) must end it.
 func TestAdversaryFakeClock(t *testing.T) {
 	srv := testenv.StartZK(t)
 	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	fc := clock.NewFake(start)
 	timing := elector.Timing{TTL: time.Second}
 	a := electortest.DialURL(t, zk.Backend, "zk://"+srv.Addr(), elector.Candidate{Election: "fake", ID: "a", Timing: timing, Clock: fc})
-	ra := electortest.MustLead(t, electortest.Campaign(context.Background(), a), 10*time.Second, "a")
+	ca := electortest.Campaign(context.Background(), a)
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				fc.Advance(time.Millisecond)
+			}
+		}
+	}()
+	ra := electortest.MustLead(t, ca, 10*time.Second, "a")
+	close(stop)
+	<-stopped
+	frozen := fc.Now()
 	w := ra.Term.Timing().Window()
-	if got, want := ra.Term.ValidUntil(), start.Add(w); !got.Equal(want) {
-		t.Errorf("ValidUntil %s on the frozen fake clock, want start+window %s", got, want)
+	if sent := ra.Term.ValidUntil().Add(-w); sent.Before(start) || !sent.Before(frozen) {
+		t.Errorf("ValidUntil %s: its send time %s is not a time of the fake clock before the grant (from %s to %s)", ra.Term.ValidUntil(), sent, start, frozen)
 	}
-	if !ra.Term.Leader.Since.Equal(start) {
-		t.Errorf("Since %s, want the fake clock's %s", ra.Term.Leader.Since, start)
+	if since := ra.Term.Leader.Since; since.Before(start) || since.After(frozen) {
+		t.Errorf("Since %s, want a time of the fake clock (from %s to %s)", since, start, frozen)
 	}
 	select {
 	case <-ra.Term.Done():

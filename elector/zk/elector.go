@@ -35,8 +35,9 @@ type Elector struct {
 	wakeups atomic.Uint64
 
 	mu     sync.Mutex
-	sess   *session // nil before the first request and after a reset
-	warned int64    // the session whose negotiated timeout was logged
+	sess   *session      // nil before the first request and after a reset
+	warned int64         // the session whose negotiated timeout was logged
+	probed time.Duration // the least session timeout a server grants; 0 until probed
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -73,7 +74,7 @@ func (e *Elector) session() (*session, error) {
 	default:
 	}
 	if e.sess == nil {
-		s, err := e.cfg.Store.open(e.cfg.Timing.TTL)
+		s, err := e.cfg.Store.openOn(e.cfg.Timing.TTL, e.cfg.Clock)
 		if err != nil {
 			return nil, err
 		}
@@ -140,6 +141,31 @@ func (e *Elector) timing(g gen) (elector.Timing, error) {
 		return t, elector.Configf("ttl", "the ensemble negotiated a session timeout of %s for --ttl %s (it clamps it to 2..20 ticks), which the timing rule refuses: %v", got, want.TTL, err)
 	}
 	return t, nil
+}
+
+// lag is how long before a Sync a packet must have been sent on its
+// connection to count (lagOf): the tick is bounded by half the least
+// session timeout a server grants, probed once per elector (a failed
+// probe is tried again by the next campaign), and by half the negotiated
+// timeout t.TTL.
+func (e *Elector) lag(ctx context.Context, t elector.Timing) time.Duration {
+	e.mu.Lock()
+	probed := e.probed
+	e.mu.Unlock()
+	if probed == 0 {
+		pctx, cancel := context.WithTimeout(ctx, t.TTL)
+		d, err := e.cfg.Store.probeMinTimeout(pctx)
+		cancel()
+		if err != nil {
+			e.log.Debug("the servers' tick is bounded by half the session timeout", "err", err)
+		} else {
+			e.mu.Lock()
+			e.probed = d
+			e.mu.Unlock()
+			probed = d
+		}
+	}
+	return lagOf(tickOf(t.TTL, probed))
 }
 
 // nodeData is what a candidate's node holds.
