@@ -54,7 +54,8 @@
 // per connection; a reconnection starts afresh. lag is half a tick (the
 // leader's ping period) plus a margin of a quarter tick and 20ms (the
 // ping period's jitter and one-way latency). Servers do not tell clients
-// their tick: each elector asks once, on a throwaway connection, for a
+// their tick: each elector asks once, before it opens its first session,
+// on a throwaway connection, for a
 // session of 1ms, which the server raises to its minSessionTimeout (2 ticks
 // by default): the tick is taken as half that, and never more than half
 // the negotiated timeout (a timeout is at least 2 ticks; that bound alone

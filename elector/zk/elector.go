@@ -66,6 +66,7 @@ func New(cfg Config) (*Elector, error) {
 // session returns the elector's session, opening it on first use (and
 // after a reset).
 func (e *Elector) session() (*session, error) {
+	e.probe()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	select {
@@ -143,29 +144,41 @@ func (e *Elector) timing(g gen) (elector.Timing, error) {
 	return t, nil
 }
 
+// probe learns, before the elector opens its first session (so that it
+// holds one connection at a time), the least session timeout a server
+// grants; a failed probe is tried again before the next session.
+func (e *Elector) probe() {
+	e.mu.Lock()
+	done := e.probed != 0 || e.sess != nil
+	e.mu.Unlock()
+	select {
+	case <-e.closed:
+		done = true
+	default:
+	}
+	if done {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.Timing.TTL)
+	defer cancel()
+	d, err := e.cfg.Store.probeMinTimeout(ctx)
+	if err != nil {
+		e.log.Debug("the servers' tick is bounded by half the session timeout", "err", err)
+		return
+	}
+	e.mu.Lock()
+	e.probed = d
+	e.mu.Unlock()
+}
+
 // lag is how long before a Sync a packet must have been sent on its
 // connection to count (lagOf): the tick is bounded by half the least
-// session timeout a server grants, probed once per elector (a failed
-// probe is tried again by the next campaign), and by half the negotiated
+// session timeout a server grants (probe), and by half the negotiated
 // timeout t.TTL.
-func (e *Elector) lag(ctx context.Context, t elector.Timing) time.Duration {
+func (e *Elector) lag(t elector.Timing) time.Duration {
 	e.mu.Lock()
-	probed := e.probed
-	e.mu.Unlock()
-	if probed == 0 {
-		pctx, cancel := context.WithTimeout(ctx, t.TTL)
-		d, err := e.cfg.Store.probeMinTimeout(pctx)
-		cancel()
-		if err != nil {
-			e.log.Debug("the servers' tick is bounded by half the session timeout", "err", err)
-		} else {
-			e.mu.Lock()
-			e.probed = d
-			e.mu.Unlock()
-			probed = d
-		}
-	}
-	return lagOf(tickOf(t.TTL, probed))
+	defer e.mu.Unlock()
+	return lagOf(tickOf(t.TTL, e.probed))
 }
 
 // nodeData is what a candidate's node holds.

@@ -67,6 +67,18 @@ func (l *link) last() (time.Time, bool) {
 	return l.writes[len(l.writes)-1], true
 }
 
+// next is the send time of the earliest packet written on l after t.
+func (l *link) next(t time.Time) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, w := range l.writes {
+		if w.After(t) {
+			return w, true
+		}
+	}
+	return time.Time{}, false
+}
+
 // before is the send time of the latest packet written on l at or before
 // cut.
 func (l *link) before(cut time.Time) (time.Time, bool) {
@@ -143,9 +155,10 @@ func tickOf(timeout, probed time.Duration) time.Duration {
 	return timeout / 2
 }
 
-// probeMinTimeout asks a server of c for a session of 1ms over a
-// connection of its own; the server answers with its minSessionTimeout,
-// the least it grants. The throwaway session is closed at once.
+// probeMinTimeout asks a server of c (each in turn, a second at most
+// each) for a session of 1ms over a connection of its own; the server
+// answers with its minSessionTimeout, the least it grants. The throwaway
+// session is closed at once.
 func (c *Conn) probeMinTimeout(ctx context.Context) (time.Duration, error) {
 	var errs []error
 	for _, h := range c.hosts {
@@ -165,7 +178,7 @@ func (c *Conn) probeHost(ctx context.Context, host string) (time.Duration, error
 	var got time.Duration
 	wait := time.Second
 	if dl, ok := ctx.Deadline(); ok {
-		wait = time.Until(dl)
+		wait = min(wait, time.Until(dl))
 	}
 	nc, err := c.dialer(func(t time.Duration, _ int64) { got = t })("tcp", host, wait)
 	if err != nil {

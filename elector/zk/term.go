@@ -17,8 +17,8 @@ import (
 // follows (prove): the write of Since into the node goes through the
 // ensemble's leader, so the latest packet sent on the same connection at
 // least lag before that write vouches for the session, when one is recent
-// enough; else the term proves the session (a read, lag, a Sync: at most
-// lag plus a round trip more).
+// enough; else the term proves the session (prove: lag after the write, a
+// Sync and a read).
 func (e *Elector) lead(ctx context.Context, s *session, g gen, own string, st *zk.Stat, t elector.Timing, lag time.Duration) (*elector.Term, error) {
 	clk := e.cfg.Clock
 	p := e.base + "/" + own
@@ -36,7 +36,7 @@ func (e *Elector) lead(ctx context.Context, s *session, g gen, own string, st *z
 	if !ok || t.DeadlineAfter(sent).Sub(clk.Now()) < 2*t.RenewInterval+lag {
 		var found bool
 		var err error
-		if sent, found, err = e.prove(ctx, s, p, lag, t.RenewInterval); err == nil && !found {
+		if sent, found, err = e.prove(ctx, s, p, lag, t.Window(), wrote.Add(-time.Nanosecond)); err == nil && !found {
 			err = fmt.Errorf("candidate node %s deleted (session %#x ended)", own, g.id)
 		}
 		if err != nil {
@@ -81,20 +81,25 @@ func (e *Elector) keep(s *session, g gen, own string, dl *elector.Deadline, t el
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dl.OnEnd(cancel)
+	// Close and the session's end end the term at once, whatever a
+	// renewal under way is waiting for.
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		select {
+		case <-dl.Done():
+		case <-e.closed:
+			dl.End(elector.ErrClosed)
+		case <-g.lost:
+			dl.End(elector.ErrLeaseLost)
+		}
+	}()
 	gone := e.watchGone(ctx, s, p)
 	for {
 		timer := clk.NewTimer(t.RenewInterval)
 		select {
 		case <-dl.Done():
 			timer.Stop()
-			return
-		case <-e.closed:
-			timer.Stop()
-			dl.End(elector.ErrClosed)
-			return
-		case <-g.lost:
-			timer.Stop()
-			dl.End(elector.ErrLeaseLost)
 			return
 		case err := <-gone:
 			timer.Stop()
@@ -108,7 +113,7 @@ func (e *Elector) keep(s *session, g gen, own string, dl *elector.Deadline, t el
 			continue
 		case <-timer.C():
 		}
-		sent, ok, err := e.prove(ctx, s, p, lag, t.RenewInterval)
+		sent, ok, err := e.prove(ctx, s, p, lag, t.RenewInterval, dl.ValidUntil().Add(-t.Window()))
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
@@ -131,31 +136,47 @@ func (e *Elector) keep(s *session, g gen, own string, dl *elector.Deadline, t el
 // answers reads from memory); a Sync must pass through the leader, which
 // applies every touch the follower relayed before forwarding it (in its
 // answers to the leader's pings, every tickTime/2, on the same stream).
-// So: send a read of p (the touch: it is not waited for, only written
-// first), wait lag, Sync; the evidence is the latest packet sent on that
-// same connection at least lag before the Sync (evidence), and the read's
-// answer, which comes before the Sync's, says whether p exists (its
-// deletion by another client is the watch's to see). Each request is
-// abandoned after each.
-func (e *Elector) prove(ctx context.Context, s *session, p string, lag, each time.Duration) (time.Time, bool, error) {
+// So: take the earliest packet sent on the current connection after
+// after (the evidence the deadline already has), or send a read of p to
+// be one; wait until lag has passed since it; then Sync p, with a read of
+// p alongside (the node still there). The evidence is the latest packet
+// sent on that same connection at least lag before the Sync (evidence).
+// Each request is abandoned after each.
+func (e *Elector) prove(ctx context.Context, s *session, p string, lag, each time.Duration, after time.Time) (time.Time, bool, error) {
 	clk := e.cfg.Clock
-	wire := s.current()
-	rctx, cancel := context.WithTimeout(ctx, lag+each)
-	defer cancel()
-	touch := start(s, func(z *zk.Conn) (bool, error) {
+	exists := func(z *zk.Conn) (bool, error) {
 		ok, _, err := z.Exists(p)
 		return ok, err
-	})
-	if err := clock.Sleep(rctx, clk, lag); err != nil {
-		return time.Time{}, false, err
+	}
+	wire := s.current()
+	if wire == nil {
+		return time.Time{}, false, errLinkChanged
+	}
+	rctx, cancel := context.WithTimeout(ctx, each)
+	defer cancel()
+	n, ok := wire.next(after)
+	if !ok {
+		if _, err := do(rctx, s, exists); err != nil {
+			return time.Time{}, false, fmt.Errorf("read %s: %w", p, err)
+		}
+		if n, ok = wire.next(after); !ok {
+			return time.Time{}, false, errLinkChanged
+		}
+	}
+	if wait := n.Add(lag).Sub(clk.Now()); wait > 0 {
+		if err := clock.Sleep(ctx, clk, wait); err != nil {
+			return time.Time{}, false, err
+		}
 	}
 	synced := clk.Now()
 	sctx, scancel := context.WithTimeout(ctx, each)
 	defer scancel()
-	if _, err := do(sctx, s, func(z *zk.Conn) (string, error) { return z.Sync(p) }); err != nil {
+	passed := start(s, func(z *zk.Conn) (string, error) { return z.Sync(p) })
+	check := start(s, exists)
+	if _, err := passed.wait(sctx); err != nil {
 		return time.Time{}, false, fmt.Errorf("sync %s: %w", p, err)
 	}
-	found, err := touch.wait(sctx)
+	found, err := check.wait(sctx)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("read %s: %w", p, err)
 	}
