@@ -61,13 +61,16 @@
 // the negotiated timeout (a timeout is at least 2 ticks; that bound alone
 // when the probe fails).
 //
-// A renewal (every RenewInterval, term.go keep) reads the leader's own node
-// (the touch), waits lag, then Syncs it; on success ValidUntil moves by the
-// rule (elector.Deadline.Renewed), and the read's answer says whether the
-// node is still there. A term starts on the write of its start (Since)
-// into the node: the latest packet sent lag before it gives the first
-// deadline when it leaves room for a missed renewal, else a proof like a
-// renewal's follows (lag and a round trip more). A session keeps the least
+// A renewal (every RenewInterval, term.go keep and prove) takes the first
+// packet sent on the current connection after its deadline's evidence (a
+// read of the node is sent to be one when there is none), waits until lag
+// has passed since it, then Syncs the leader's node with a read of it
+// alongside; on success ValidUntil moves by the rule
+// (elector.Deadline.Renewed), and the read says whether the node is still
+// there. A term starts on the write of its start (Since) into the node:
+// the latest packet sent lag before it gives the first deadline when that
+// leaves room for a missed renewal, else a proof like a renewal's follows
+// (lag after the write, and a round trip). A session keeps the least
 // timeout its handshakes answered: a reconnection to a member that
 // answers less ends the session's terms (their deadlines ran on more).
 //

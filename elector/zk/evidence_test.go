@@ -85,6 +85,21 @@ func TestEvidence(t *testing.T) {
 	if last, ok := wire.last(); !ok || !last.Equal(t0.Add(150*time.Millisecond)) {
 		t.Errorf("last packet %v %t, want t0+150ms", last.Sub(t0), ok)
 	}
+	// The first packet newer than a deadline's evidence: what the next
+	// renewal waits lag after.
+	for _, c := range []struct {
+		after, want time.Time
+		ok          bool
+	}{
+		{t0.Add(-time.Nanosecond), t0, true},
+		{t0, t0.Add(100 * time.Millisecond), true},
+		{t0.Add(120 * time.Millisecond), t0.Add(150 * time.Millisecond), true},
+		{t0.Add(150 * time.Millisecond), time.Time{}, false},
+	} {
+		if got, ok := wire.next(c.after); ok != c.ok || !got.Equal(c.want) {
+			t.Errorf("next after t0+%s: %v %t, want t0+%s %t", c.after.Sub(t0), got.Sub(t0), ok, c.want.Sub(t0), c.ok)
+		}
+	}
 
 	// A reconnection: the old connection's packets vouch for nothing more,
 	// and the new one starts empty.
