@@ -70,13 +70,13 @@ func (e *Elector) attempt(ctx context.Context, try bool) (*elector.Term, error) 
 	if err != nil {
 		return nil, err
 	}
+	lag := e.lag(timing)
 	own, st, err := e.join(ctx, s, g)
 	if err != nil {
 		return nil, err
 	}
 	checked := false
 	for {
-		sent := e.cfg.Clock.Now()
 		l, err := e.line(ctx, s)
 		if err != nil {
 			e.leave(s, own)
@@ -104,7 +104,7 @@ func (e *Elector) attempt(ctx context.Context, try bool) (*elector.Term, error) 
 			checked = true
 		}
 		if i < e.cfg.Slots {
-			return e.lead(ctx, s, g, own, st, timing, sent)
+			return e.lead(ctx, s, g, own, st, timing, lag)
 		}
 		if try {
 			e.leave(s, own)

@@ -31,14 +31,48 @@
 // timeout that leaves no valid renewal interval under elector.Timing's rule
 // is refused (a ConfigError naming ttl).
 //
-// go-zookeeper sends its own pings but does not say when one was sent and
-// answered, so they count for nothing. The leader reads its own node every
-// renewal interval (term.go, keep), taking the send time before the
-// request; an answer that the node exists proves the session alive when the
-// server read it, so ValidUntil becomes that send time plus the negotiated
-// timeout·(1−drift) − ε (elector.Timing.DeadlineAfter, the rule every
-// backend applies). The term starts on the listing that showed the node
-// first, by that listing's send time.
+// The ensemble's LEADER decides when a session expires: the negotiated
+// timeout after the last touch of the session it has processed (rounded up
+// to a tick). A packet touches the session on the server the client is
+// connected to; a follower passes its touches on to the leader only in its
+// answers to the leader's pings (every tickTime/2), on the same stream as
+// the requests it forwards. A read proves nothing: a follower cut off from
+// its leader answers reads (and pings) from memory for up to
+// syncLimit·tickTime while its touches no longer reach the leader. A Sync,
+// or a write, must go through the leader, which checks the session; and it
+// does so after applying every touch the follower relayed before
+// forwarding it (on a standalone server, or connected to the leader, a
+// touch counts at once: the rule holds there too). Hence the rule (term.go, prove and lead; evidence.go):
+//
+//	ValidUntil = s_P + negotiated timeout·(1−drift) − ε
+//
+// where s_P is the send time (this host's clock, taken before the write)
+// of the latest packet written on the SAME TCP connection as a Sync or
+// write that completed, at least lag before that request was sent. The
+// connection wrapper records the write time of every packet (go-zookeeper's
+// own pings included: they touch the session too) on the elector's clock,
+// per connection; a reconnection starts afresh. lag is half a tick (the
+// leader's ping period) plus a margin of a quarter tick and 20ms (the
+// ping period's jitter and one-way latency). Servers do not tell clients
+// their tick: each elector asks once, before it opens its first session,
+// on a throwaway connection, for a
+// session of 1ms, which the server raises to its minSessionTimeout (2 ticks
+// by default): the tick is taken as half that, and never more than half
+// the negotiated timeout (a timeout is at least 2 ticks; that bound alone
+// when the probe fails).
+//
+// A renewal (every RenewInterval, term.go keep and prove) takes the first
+// packet sent on the current connection after its deadline's evidence (a
+// read of the node is sent to be one when there is none), waits until lag
+// has passed since it, then Syncs the leader's node with a read of it
+// alongside; on success ValidUntil moves by the rule
+// (elector.Deadline.Renewed), and the read says whether the node is still
+// there. A term starts on the write of its start (Since) into the node:
+// the latest packet sent lag before it gives the first deadline when that
+// leaves room for a missed renewal, else a proof like a renewal's follows
+// (lag after the write, and a round trip). A session keeps the least
+// timeout its handshakes answered: a reconnection to a member that
+// answers less ends the session's terms (their deadlines ran on more).
 //
 // A term ends (Done closes) at the earliest of: that deadline, the
 // session's expiry (the client's StateExpired), its node's deletion (a
@@ -64,15 +98,12 @@
 //     suspension. The fencing token is what protects a resource against
 //     such a late writer: a resource that refuses tokens lower than the
 //     highest it has seen refuses the old leader.
-//   - A renewal is a read, answered by whichever server the client is
-//     connected to. A follower cut off from the ensemble's leader, while
-//     this client still reaches it, answers reads for up to
-//     syncLimit·tickTime before it drops its clients, and its touches of
-//     the session no longer reach the leader: in that window a renewal can
-//     count although the leader expires the session on its own, earlier,
-//     reading. electd does not subtract that bound (it does not know the
-//     servers' settings): this partition of a follower from its leader is
-//     the case the deadline rule does not cover; the fencing token does.
+//   - The rule assumes that no server's minSessionTimeout is set below
+//     2·tickTime (else the probe's tick is too small), that the servers
+//     share their tickTime, and that the ensemble's leader sends its pings
+//     on time: a leader paused longer than the margin is like a paused
+//     process. With those, a follower cut off from its leader, which
+//     still answers reads, cannot stretch a term: its Syncs fail.
 //   - Switchover (Term.ResignTo, plain elections only) goes through a
 //     handover node (switchover.go): the candidates it passes queue again
 //     behind its target, in the order they notice, and every waiter is
@@ -84,8 +115,9 @@
 //     token; ZooKeeper does not say when a session expires (Expires zero).
 //
 // Files: backend.go (the URL, Dial, the store's Conn, errors), session.go
-// (one elector's client, the negotiated timeout, its sessions), elector.go
-// (Elector, nodes, Leader), campaign.go (the queue), term.go (the deadline
-// and its renewals), switchover.go (the handover node and the line's
+// (one elector's client, the negotiated timeout, its sessions),
+// evidence.go (packet send times per connection, lag, the tick's probe),
+// elector.go (Elector, nodes, Leader), campaign.go (the queue), term.go
+// (the deadline and its renewals), switchover.go (the handover node and the line's
 // floor), observe.go, lock.go (run records), status.go.
 package zk

@@ -35,8 +35,9 @@ type Elector struct {
 	wakeups atomic.Uint64
 
 	mu     sync.Mutex
-	sess   *session // nil before the first request and after a reset
-	warned int64    // the session whose negotiated timeout was logged
+	sess   *session      // nil before the first request and after a reset
+	warned int64         // the session whose negotiated timeout was logged
+	probed time.Duration // the least session timeout a server grants; 0 until probed
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -65,6 +66,7 @@ func New(cfg Config) (*Elector, error) {
 // session returns the elector's session, opening it on first use (and
 // after a reset).
 func (e *Elector) session() (*session, error) {
+	e.probe()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	select {
@@ -73,7 +75,7 @@ func (e *Elector) session() (*session, error) {
 	default:
 	}
 	if e.sess == nil {
-		s, err := e.cfg.Store.open(e.cfg.Timing.TTL)
+		s, err := e.cfg.Store.openOn(e.cfg.Timing.TTL, e.cfg.Clock)
 		if err != nil {
 			return nil, err
 		}
@@ -140,6 +142,43 @@ func (e *Elector) timing(g gen) (elector.Timing, error) {
 		return t, elector.Configf("ttl", "the ensemble negotiated a session timeout of %s for --ttl %s (it clamps it to 2..20 ticks), which the timing rule refuses: %v", got, want.TTL, err)
 	}
 	return t, nil
+}
+
+// probe learns, before the elector opens its first session (so that it
+// holds one connection at a time), the least session timeout a server
+// grants; a failed probe is tried again before the next session.
+func (e *Elector) probe() {
+	e.mu.Lock()
+	done := e.probed != 0 || e.sess != nil
+	e.mu.Unlock()
+	select {
+	case <-e.closed:
+		done = true
+	default:
+	}
+	if done {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.Timing.TTL)
+	defer cancel()
+	d, err := e.cfg.Store.probeMinTimeout(ctx)
+	if err != nil {
+		e.log.Debug("the servers' tick is bounded by half the session timeout", "err", err)
+		return
+	}
+	e.mu.Lock()
+	e.probed = d
+	e.mu.Unlock()
+}
+
+// lag is how long before a Sync a packet must have been sent on its
+// connection to count (lagOf): the tick is bounded by half the least
+// session timeout a server grants (probe), and by half the negotiated
+// timeout t.TTL.
+func (e *Elector) lag(t elector.Timing) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return lagOf(tickOf(t.TTL, e.probed))
 }
 
 // nodeData is what a candidate's node holds.

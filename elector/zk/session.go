@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/electd/electd/clock"
 )
 
 // errSessionClosed: the session was closed by electd (the elector's Close,
@@ -69,17 +71,22 @@ type session struct {
 	cur         gen
 	lost        chan struct{} // cur's
 	granted     chan struct{} // closed while a session is held
-	seenTimeout time.Duration // from the last handshake answer
+	seenTimeout time.Duration // the least of seenID's handshake answers
 	seenID      int64
+	wire        *link // the connection the client uses now
 	closed      bool
 }
 
 // open starts a client of c's hosts asking for a session of timeout; it
 // connects in the background (ready waits for the session).
-func (c *Conn) open(timeout time.Duration) (*session, error) {
+func (c *Conn) open(timeout time.Duration) (*session, error) { return c.openOn(timeout, nil) }
+
+// openOn is open with the send times of packets taken on clk (nil: the
+// real clock).
+func (c *Conn) openOn(timeout time.Duration, clk clock.Clock) (*session, error) {
 	s := &session{quit: make(chan struct{}), granted: make(chan struct{})}
 	conn, _, err := zk.Connect(c.hosts, timeout,
-		zk.WithDialer(c.dialer(s.sniffed)),
+		zk.WithDialer(s.recording(clock.OrReal(clk), c.dialer(s.sniffed))),
 		zk.WithEventCallback(s.event),
 		zk.WithLogger(zkLogger{c.logger}),
 		zk.WithLogInfo(false))
@@ -99,11 +106,22 @@ func (c *Conn) open(timeout time.Duration) (*session, error) {
 	return s, nil
 }
 
+// sniffed notes a handshake's answer. A session keeps the least timeout
+// any of its handshakes answered (a reconnection to a member with another
+// configuration may answer a smaller one, which the ensemble applies from
+// then on): when it shrinks under the current gen's, that gen ends (its
+// deadlines ran on the larger one) and the reconnection starts a new one.
 func (s *session) sniffed(timeout time.Duration, id int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if timeout > 0 && id != 0 {
+	if timeout <= 0 || id == 0 {
+		return
+	}
+	if id != s.seenID || timeout < s.seenTimeout {
 		s.seenTimeout, s.seenID = timeout, id
+	}
+	if id == s.cur.id && timeout < s.cur.timeout {
+		s.endLocked()
 	}
 }
 
@@ -178,19 +196,34 @@ func (s *session) close() {
 // when ctx ends first: the request then finishes in the background, owned
 // by s (close waits for it).
 func do[T any](ctx context.Context, s *session, f func(z *zk.Conn) (T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
+	return start(s, f).wait(ctx)
+}
+
+// pending is a request of s's client under way (start).
+type pending[T any] chan answer[T]
+
+type answer[T any] struct {
+	v   T
+	err error
+}
+
+// start sends one request of s's client in the background, owned by s
+// (close waits for it); wait reads its answer.
+func start[T any](s *session, f func(z *zk.Conn) (T, error)) pending[T] {
+	ch := make(pending[T], 1)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		v, err := f(s.zk)
-		ch <- result{v, err}
+		ch <- answer[T]{v, err}
 	}()
+	return ch
+}
+
+// wait returns the request's answer, or ctx's error when ctx ends first.
+func (p pending[T]) wait(ctx context.Context) (T, error) {
 	select {
-	case r := <-ch:
+	case r := <-p:
 		return r.v, r.err
 	case <-ctx.Done():
 		var zero T
