@@ -186,6 +186,7 @@ func (z *ZK) args(t testing.TB, jar string) []string {
 		"clientPortAddress=127.0.0.1",
 		"admin.enableServer=false",
 		"4lw.commands.whitelist=*",
+		"maxClientCnxns=0", // the suites open more than the default 60 connections from 127.0.0.1
 	}
 	for j := range z.peers {
 		cfg = append(cfg, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", j+1, z.peers[j], z.elections[j]))

@@ -1,9 +1,11 @@
 package zk_test
 
-// Adversary tests (issue 30): attempts to get two valid terms at once, or a
-// token that does not grow, out of the ZooKeeper backend on a real server.
-// Each test states the attack and the property it asserts; a failure is a
-// hole.
+// Tests of a term's deadline and end (term.go) under faults on a real
+// server or ensemble: a follower cut off from the ensemble's leader (the
+// case the deadline rule of evidence.go exists for), the negotiated
+// timeout, slow replies, an expired session, a frozen clock, Close while
+// leading, restarts and switchovers. Each states the fault and asserts the
+// promise exactly: no two valid terms at once, tokens that only grow.
 
 import (
 	"bufio"
@@ -172,31 +174,31 @@ func isolateFollower(t *testing.T, f zkMember, others []zkMember) func() {
 	return heal
 }
 
-// TestAdversaryFollowerPartitioned (PRIORITY ONE). A leads connected ONLY
+// TestTermFollowerPartitioned (PRIORITY ONE). A leads connected ONLY
 // to follower F; B queues connected only to the other two members. F is cut
 // off from its peers (its client link stays up). F keeps answering A's reads
 // (the renewals) and pings until it notices, syncLimit·tickTime later, while
 // the ensemble's leader hears no more touches of A's session and expires it
 // on its own clock. The property: B's term must not begin before A's
 // ValidUntil (and A's Done), both on this host's clock.
-func TestAdversaryFollowerPartitioned(t *testing.T) {
+func TestTermFollowerPartitioned(t *testing.T) {
 	followerPartitioned(t, false, 100*time.Millisecond)
 }
 
-// TestAdversaryFollowerPartitionedZone is the same with a's URL naming all
+// TestTermFollowerPartitionedZone is the same with a's URL naming all
 // three members, as a real deployment would: a's links to the other two go
 // through fault proxies that are closed from the start (a and F on one side
 // of a zone partition, the ensemble's majority on the other), so a's
 // client can only ever reach F.
-func TestAdversaryFollowerPartitionedZone(t *testing.T) {
+func TestTermFollowerPartitionedZone(t *testing.T) {
 	followerPartitioned(t, true, 100*time.Millisecond)
 }
 
-// TestAdversaryFollowerPartitionedDefaults is the zone partition with
+// TestTermFollowerPartitionedDefaults is the zone partition with
 // electd's default renewal interval (ttl/5 = 800ms): the last renewal F
 // answers falls anywhere in F's last second, so the overlap varies from
 // run to run (up to about a second).
-func TestAdversaryFollowerPartitionedDefaults(t *testing.T) { followerPartitioned(t, true, 0) }
+func TestTermFollowerPartitionedDefaults(t *testing.T) { followerPartitioned(t, true, 0) }
 
 // zkMember is an ensemble member: testenv's, or one this file starts
 // with a zoo.cfg of its own (startEnsemble).
@@ -372,10 +374,10 @@ func followerPartitionedOn(t *testing.T, members []zkMember, cfg string, zone bo
 	electortest.Resign(t, rb.Term)
 }
 
-// adversaryCut is the shared race: a leads through a fault proxy, b waits
+// cutLeader is the shared race: a leads through a fault proxy, b waits
 // on the server directly; fault() breaks a's link; b's grant must come
 // after a's ValidUntil (sampled while it held) and a's Done.
-func adversaryCut(t *testing.T, addr, election string, timing elector.Timing, before func(p *faultproxy.Proxy), fault func(p *faultproxy.Proxy)) (ra, rb electortest.Result) {
+func cutLeader(t *testing.T, addr, election string, timing elector.Timing, before func(p *faultproxy.Proxy), fault func(p *faultproxy.Proxy)) (ra, rb electortest.Result) {
 	t.Helper()
 	p := faultproxy.Start(t, addr)
 	a := electortest.DialURL(t, zk.Backend, "zk://"+p.Addr(), elector.Candidate{Election: election, ID: "a", Timing: timing})
@@ -429,13 +431,13 @@ func adversaryCut(t *testing.T, addr, election string, timing elector.Timing, be
 	return ra, rb
 }
 
-// TestAdversaryNegotiatedTimeout: --ttl asks for a session timeout the
+// TestTermNegotiatedTimeout: --ttl asks for a session timeout the
 // server clamps (tickTime 200ms: 400ms..4s). The term's timing must be the
 // negotiated one (the server's handshake answer), the renewal interval
 // scaled, and b must not be granted before a's term ends when a's link is
 // cut: asked 10s (clamped to 4s: a deadline on --ttl would run 6s past the
 // expiry), 1s (granted as asked) and 300ms (raised to 400ms).
-func TestAdversaryNegotiatedTimeout(t *testing.T) {
+func TestTermNegotiatedTimeout(t *testing.T) {
 	srv := testenv.StartZK(t)
 	for _, c := range []struct {
 		ask, renew, want time.Duration
@@ -446,7 +448,7 @@ func TestAdversaryNegotiatedTimeout(t *testing.T) {
 	} {
 		t.Run(c.ask.String(), func(t *testing.T) {
 			timing := elector.Timing{TTL: c.ask, RenewInterval: c.renew}
-			ra, _ := adversaryCut(t, srv.Addr(), "neg"+strings.ReplaceAll(c.ask.String(), ".", "_"), timing, nil, func(p *faultproxy.Proxy) { p.Cut() })
+			ra, _ := cutLeader(t, srv.Addr(), "neg"+strings.ReplaceAll(c.ask.String(), ".", "_"), timing, nil, func(p *faultproxy.Proxy) { p.Cut() })
 			got := ra.Term.Timing()
 			wantRenew := c.renew
 			if wantRenew == 0 {
@@ -460,30 +462,30 @@ func TestAdversaryNegotiatedTimeout(t *testing.T) {
 	}
 }
 
-// TestAdversarySlowReplies: a's link is slowed (each way) so that every
+// TestTermSlowReplies: a's link is slowed (each way) so that every
 // renewal's answer comes late, then cut. A deadline counted from the
 // reply's arrival instead of the request's send would outlast the session.
-func TestAdversarySlowReplies(t *testing.T) {
+func TestTermSlowReplies(t *testing.T) {
 	srv := testenv.StartZK(t)
 	// Round trip ≈ 600ms, under the renewal interval (a renewal's request
 	// is abandoned after one interval), so renewals succeed, each answered
 	// ≈ 600ms after its send.
 	timing := elector.Timing{TTL: 4 * time.Second, RenewInterval: 1500 * time.Millisecond}
-	adversaryCut(t, srv.Addr(), "slow", timing,
+	cutLeader(t, srv.Addr(), "slow", timing,
 		func(p *faultproxy.Proxy) { p.SetDelay(300 * time.Millisecond); time.Sleep(4 * time.Second) },
 		func(p *faultproxy.Proxy) { p.Cut() })
 }
 
-// TestAdversaryExpiredThenBack: a's link is cut until the server expires
+// TestTermExpiredThenBack: a's link is cut until the server expires
 // its session, then healed: the client reconnects, learns of the expiry
 // and opens a new session. a's term must have ended before b's grant, and
 // a must not lead again with its old node: a new campaign of a queues
 // behind b.
-func TestAdversaryExpiredThenBack(t *testing.T) {
+func TestTermExpiredThenBack(t *testing.T) {
 	srv := testenv.StartZK(t)
 	timing := elector.Timing{TTL: time.Second}
 	var pp *faultproxy.Proxy
-	ra, rb := adversaryCut(t, srv.Addr(), "expired", timing, func(p *faultproxy.Proxy) { pp = p }, func(p *faultproxy.Proxy) { p.Cut() })
+	ra, rb := cutLeader(t, srv.Addr(), "expired", timing, func(p *faultproxy.Proxy) { pp = p }, func(p *faultproxy.Proxy) { p.Cut() })
 	_ = ra
 	pp.Heal()
 	// a's elector again (the same one): its client reconnects on a new session.
@@ -496,12 +498,12 @@ func TestAdversaryExpiredThenBack(t *testing.T) {
 	electortest.Resign(t, rb.Term)
 }
 
-// TestAdversarySlowRoundTripLosesTerm: a healthy session whose round trip
+// TestTermSlowRoundTripLosesTerm: a healthy session whose round trip
 // exceeds the renewal interval. Not a safety hole: every renewal is
 // abandoned after one interval, so the term ends at its first deadline
 // although the server answers every renewal (the liveness cost of the
 // renewal's timeout).
-func TestAdversarySlowRoundTripLosesTerm(t *testing.T) {
+func TestTermSlowRoundTripLosesTerm(t *testing.T) {
 	srv := testenv.StartZK(t)
 	p := faultproxy.Start(t, srv.Addr())
 	timing := elector.Timing{TTL: 2 * time.Second, RenewInterval: 300 * time.Millisecond}
@@ -518,7 +520,7 @@ func TestAdversarySlowRoundTripLosesTerm(t *testing.T) {
 	}
 }
 
-// TestAdversaryFakeClock: every deadline on the injected clock. The term
+// TestTermFakeClock: every deadline on the injected clock. The term
 // starts once a Sync has gone through at least lag (on the elector's
 // clock) after the packet it vouches for, so the fake clock runs (a
 // millisecond per millisecond) until a leads, then stands still. a's
@@ -527,7 +529,7 @@ func TestAdversarySlowRoundTripLosesTerm(t *testing.T) {
 // outlive its TTL in real time (no deadline on the real clock), and
 // advancing the fake clock past the window (with no renewal able to land
 // after it) must end it.
-func TestAdversaryFakeClock(t *testing.T) {
+func TestTermFakeClock(t *testing.T) {
 	srv := testenv.StartZK(t)
 	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	fc := clock.NewFake(start)
@@ -575,10 +577,10 @@ func TestAdversaryFakeClock(t *testing.T) {
 	}
 }
 
-// TestAdversaryNoOrphans: candidates that give up (TryCampaign busy, a
+// TestTermNoOrphans: candidates that give up (TryCampaign busy, a
 // cancelled wait, a cancel right as the campaign starts, Close while
 // waiting) leave no node behind to block the line.
-func TestAdversaryNoOrphans(t *testing.T) {
+func TestTermNoOrphans(t *testing.T) {
 	srv := testenv.StartZK(t)
 	h := &harness{single: srv}
 	timing := elector.Timing{TTL: time.Second}
@@ -625,13 +627,13 @@ func TestAdversaryNoOrphans(t *testing.T) {
 	electortest.Resign(t, rb.Term)
 }
 
-// TestAdversaryCloseWhileLeading: Close of a leading elector closes its
+// TestTermCloseWhileLeading: Close of a leading elector closes its
 // session (the server deletes its node at once, and the next candidate
 // leads); the term's Done must close before that candidate's grant. The
 // term is ended by its keeper goroutine once it sees the elector closed,
 // which runs concurrently with the session's close; renewals run every
 // 10ms so that Close often lands during one.
-func TestAdversaryCloseWhileLeading(t *testing.T) {
+func TestTermCloseWhileLeading(t *testing.T) {
 	srv := testenv.StartZK(t)
 	timing := elector.Timing{TTL: time.Second, RenewInterval: 10 * time.Millisecond}
 	worst := -time.Hour
@@ -658,10 +660,10 @@ func TestAdversaryCloseWhileLeading(t *testing.T) {
 	t.Logf("worst: a's Done %s after b's grant (negative: before)", worst)
 }
 
-// TestAdversaryRestartTokens: a standalone server killed and started again
+// TestTermRestartTokens: a standalone server killed and started again
 // on its data directory: the next leader's token must exceed every earlier
 // one (the zxid counter continues from the log).
-func TestAdversaryRestartTokens(t *testing.T) {
+func TestTermRestartTokens(t *testing.T) {
 	srv := testenv.StartZK(t)
 	timing := elector.Timing{TTL: time.Second}
 	var last uint64
@@ -683,11 +685,11 @@ func TestAdversaryRestartTokens(t *testing.T) {
 	}
 }
 
-// TestAdversarySwitchoverTokens: a hands its term to c over b's head; b is
+// TestTermSwitchoverTokens: a hands its term to c over b's head; b is
 // passed and queues again. Terms must not overlap (a's Done before c's
 // grant) and tokens must grow through a → c → b, however late b notices
 // the floor.
-func TestAdversarySwitchoverTokens(t *testing.T) {
+func TestTermSwitchoverTokens(t *testing.T) {
 	srv := testenv.StartZK(t)
 	timing := elector.Timing{TTL: time.Second}
 	mk := func(id string) elector.Locker {
@@ -807,21 +809,21 @@ func startEnsemble(t *testing.T, syncLimit int) ([]zkMember, string) {
 	return ms, cfgDesc
 }
 
-// TestAdversaryFollowerPartitionedSyncLimit15 is the zone partition on an
+// TestTermFollowerPartitionedSyncLimit15 is the zone partition on an
 // ensemble whose syncLimit is 15 (F answers for 3s after the cut): the
 // overlap grows with syncLimit·tickTime, up to the session timeout.
-func TestAdversaryFollowerPartitionedSyncLimit15(t *testing.T) {
+func TestTermFollowerPartitionedSyncLimit15(t *testing.T) {
 	ms, desc := startEnsemble(t, 15)
 	followerPartitionedOn(t, ms, desc, true, 100*time.Millisecond)
 }
 
-// TestAdversaryCutFollowerReadsVsSync is the root cause and a way out,
+// TestTermCutFollowerReadsVsSync is the root cause and a way out,
 // shown with a plain client connected only to follower F: once F is cut
 // off its peers, F still answers reads (Exists) until it gives up on its
 // leader, but a Sync (which F must pass to the leader) or a write does
 // not complete. A renewal made of Sync+Exists, or of a write, proves the
 // quorum heard from the session; a bare read does not.
-func TestAdversaryCutFollowerReadsVsSync(t *testing.T) {
+func TestTermCutFollowerReadsVsSync(t *testing.T) {
 	members := testenvEnsemble(t)
 	var lead, f, g zkMember
 	electortest.Eventually(t, time.Minute, "an ensemble leader", func() bool {
