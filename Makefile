@@ -6,13 +6,13 @@ KUBE_APISERVER := $(BIN)/kube-apiserver
 KUBE_APISERVER_MOD := test/servers/kube-apiserver
 GOTESTFLAGS ?=
 
-.PHONY: test deps etcd kube-apiserver redis-server nft build release vet fmt demo clean fuzz
+.PHONY: test deps etcd kube-apiserver redis-server zookeeper nft build release vet fmt demo clean fuzz
 
-## test: install what the tests need (redis-server, nft, etcd, kube-apiserver), then run every test with -race.
+## test: install what the tests need (redis-server, zookeeper, nft, etcd, kube-apiserver), then run every test with -race.
 test: deps
 	ELECTD_ETCD_BIN=$(ETCD) ELECTD_KUBE_APISERVER_BIN=$(KUBE_APISERVER) $(GO) test -race -count=1 -timeout 20m $(GOTESTFLAGS) ./...
 
-deps: etcd kube-apiserver redis-server nft
+deps: etcd kube-apiserver redis-server zookeeper nft
 
 ## etcd: build etcd from the go.etcd.io/etcd/server/v3 module pinned in go.mod.
 etcd: $(ETCD)
@@ -42,6 +42,15 @@ redis-server:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server >/dev/null; }
 	@redis-server --version
+
+## zookeeper: install Debian's package (3.8; about 5 s, OpenJDK comes with it)
+## when its server is missing: the tests run its jar with java (internal/testenv/zk.go).
+ZK_SERVER := /usr/share/zookeeper/bin/zkServer.sh
+zookeeper:
+	@test -x $(ZK_SERVER) || { echo "installing zookeeper from Debian's packages"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq zookeeper >/dev/null; }
+	@test -x $(ZK_SERVER) && echo "zookeeper: $(ZK_SERVER)"
 
 ## nft: install Debian's nftables when it is missing (as root): the tests cut
 ## one electd off a Redis Sentinel or Cluster, or an etcd cluster, with a rule

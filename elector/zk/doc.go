@@ -1,0 +1,123 @@
+// Package zk is the ZooKeeper backend: zk://h1:2181,h2:2181[/chroot]
+// (zks:// for the ensemble's TLS client port), with digest authentication
+// from the URL's user:pass.
+//
+// # Election
+//
+// Each candidate creates an ephemeral sequential node under
+// [chroot]/electd/elections/NAME/ (go-zookeeper's protected create, so that
+// a create whose answer was lost is found again), holding its id, address
+// and slot count. The first Slots nodes in sequence order hold; every other
+// candidate watches only the Slots nodes just ahead of it (one, for a plain
+// election), so a leader's exit wakes its successor alone and candidates
+// are served in arrival order. A candidate whose slot count differs from
+// the first other candidate's is refused (elector.SlotsError).
+//
+// The fencing token is the leader node's creation zxid (Czxid): zxids only
+// grow across the ensemble's history (the epoch is in their high 32 bits),
+// and a node created later has a greater one, so every term's token is
+// greater than every earlier term's in that election, across ensemble
+// restarts too. A holder writes its term's start into its node (Since).
+//
+// # Sessions and the deadline
+//
+// Every elector has a ZooKeeper session of its own (session.go). The
+// ensemble expires a session once the NEGOTIATED session timeout passes
+// with no packet from the client; the server clamps the timeout asked
+// (--ttl) to 2..20 of its ticks. go-zookeeper keeps the negotiated value to
+// itself, so the connection is wrapped (sniffer) and the handshake's answer
+// read: every deadline and renewal interval runs on the negotiated timeout
+// (the interval keeps its ratio to --ttl), a difference is logged, and a
+// timeout that leaves no valid renewal interval under elector.Timing's rule
+// is refused (a ConfigError naming ttl).
+//
+// The ensemble's LEADER decides when a session expires: the negotiated
+// timeout after the last touch of the session it has processed (rounded up
+// to a tick). A packet touches the session on the server the client is
+// connected to; a follower passes its touches on to the leader only in its
+// answers to the leader's pings (every tickTime/2), on the same stream as
+// the requests it forwards. A read proves nothing: a follower cut off from
+// its leader answers reads (and pings) from memory for up to
+// syncLimit·tickTime while its touches no longer reach the leader. A Sync,
+// or a write, must go through the leader, which checks the session; and it
+// does so after applying every touch the follower relayed before
+// forwarding it (on a standalone server, or connected to the leader, a
+// touch counts at once: the rule holds there too). Hence the rule (term.go, prove and lead; evidence.go):
+//
+//	ValidUntil = s_P + negotiated timeout·(1−drift) − ε
+//
+// where s_P is the send time (this host's clock, taken before the write)
+// of the latest packet written on the SAME TCP connection as a Sync or
+// write that completed, at least lag before that request was sent. The
+// connection wrapper records the write time of every packet (go-zookeeper's
+// own pings included: they touch the session too) on the elector's clock,
+// per connection; a reconnection starts afresh. lag is half a tick (the
+// leader's ping period) plus a margin of a quarter tick and 20ms (the
+// ping period's jitter and one-way latency). Servers do not tell clients
+// their tick: each elector asks once, before it opens its first session,
+// on a throwaway connection, for a
+// session of 1ms, which the server raises to its minSessionTimeout (2 ticks
+// by default): the tick is taken as half that, and never more than half
+// the negotiated timeout (a timeout is at least 2 ticks; that bound alone
+// when the probe fails).
+//
+// A renewal (every RenewInterval, term.go keep and prove) takes the first
+// packet sent on the current connection after its deadline's evidence (a
+// read of the node is sent to be one when there is none), waits until lag
+// has passed since it, then Syncs the leader's node with a read of it
+// alongside; on success ValidUntil moves by the rule
+// (elector.Deadline.Renewed), and the read says whether the node is still
+// there. A term starts on the write of its start (Since) into the node:
+// the latest packet sent lag before it gives the first deadline when that
+// leaves room for a missed renewal, else a proof like a renewal's follows
+// (lag after the write, and a round trip). A session keeps the least
+// timeout its handshakes answered: a reconnection to a member that
+// answers less ends the session's terms (their deadlines ran on more).
+//
+// A term ends (Done closes) at the earliest of: that deadline, the
+// session's expiry (the client's StateExpired), its node's deletion (a
+// watch, or a renewal that finds it gone), Resign, Close. A request that
+// fails does not end a term the deadline still covers. However a term
+// ends, its node is deleted; when it cannot be (the ensemble is
+// unreachable), the session is closed and the node goes with it (at once,
+// or when the ensemble expires the session). A campaign that fails or is
+// cancelled does the same, and one cancelled while its create is in
+// flight closes its session. After an expiry the client opens a new
+// session and a campaign starts again from scratch: no node of an earlier
+// session is trusted.
+//
+// # What is and is not guaranteed
+//
+//   - No overlap, by the deadline rule, as long as this host's clock and
+//     the ensemble's leader's run at rates within Drift of each other and
+//     the process is not paused: a pause longer than the remaining window
+//     (a stopped process, a suspended VM) lets ZooKeeper expire the session
+//     and grant the next candidate while the paused leader still believes
+//     it leads; it finds out only when it runs again (Done closes at once
+//     then, for the deadline has passed), and Term.Suspended tells of host
+//     suspension. The fencing token is what protects a resource against
+//     such a late writer: a resource that refuses tokens lower than the
+//     highest it has seen refuses the old leader.
+//   - The rule assumes that no server's minSessionTimeout is set below
+//     2·tickTime (else the probe's tick is too small), that the servers
+//     share their tickTime, and that the ensemble's leader sends its pings
+//     on time: a leader paused longer than the margin is like a paused
+//     process. With those, a follower cut off from its leader, which
+//     still answers reads, cannot stretch a term: its Syncs fail.
+//   - Switchover (Term.ResignTo, plain elections only) goes through a
+//     handover node (switchover.go): the candidates it passes queue again
+//     behind its target, in the order they notice, and every waiter is
+//     woken once by it.
+//   - The run record (--once-per) is a persistent node beside the line
+//     (NAME/run) that lapses by the recording host's clock: ZooKeeper's TTL
+//     nodes need a server setting electd does not ask for.
+//   - Status (Queue) shows the line with each node's creation time and
+//     token; ZooKeeper does not say when a session expires (Expires zero).
+//
+// Files: backend.go (the URL, Dial, the store's Conn, errors), session.go
+// (one elector's client, the negotiated timeout, its sessions),
+// evidence.go (packet send times per connection, lag, the tick's probe),
+// elector.go (Elector, nodes, Leader), campaign.go (the queue), term.go
+// (the deadline and its renewals), switchover.go (the handover node and the line's
+// floor), observe.go, lock.go (run records), status.go.
+package zk

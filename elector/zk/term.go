@@ -1,0 +1,240 @@
+package zk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/electd/electd/clock"
+	"github.com/electd/electd/elector"
+)
+
+// lead begins a term for the candidate node own, first in line (among
+// the first Slots). Its first deadline comes from the rule every renewal
+// follows (prove): the write of Since into the node goes through the
+// ensemble's leader, so the latest packet sent on the same connection at
+// least lag before that write vouches for the session, when one is recent
+// enough; else the term proves the session (prove: lag after the write, a
+// Sync and a read).
+func (e *Elector) lead(ctx context.Context, s *session, g gen, own string, st *zk.Stat, t elector.Timing, lag time.Duration) (*elector.Term, error) {
+	clk := e.cfg.Clock
+	p := e.base + "/" + own
+	since := clk.Now()
+	wire := s.current()
+	wrote := clk.Now()
+	if _, err := do(ctx, s, func(z *zk.Conn) (*zk.Stat, error) { return z.Set(p, e.data(since), -1) }); err != nil {
+		e.leave(s, own)
+		return nil, e.abandoned(s, fmt.Errorf("write the term's start into %s: %w", own, err))
+	}
+	// The evidence the write gives must leave room for a missed renewal
+	// (each takes lag and a round trip), as Timing.Validate asks of the
+	// window; else prove.
+	sent, ok := evidence(s, wire, wrote, lag)
+	if !ok || t.DeadlineAfter(sent).Sub(clk.Now()) < 2*t.RenewInterval+lag {
+		var found bool
+		var err error
+		if sent, found, err = e.prove(ctx, s, p, lag, t.Window(), wrote.Add(-time.Nanosecond)); err == nil && !found {
+			err = fmt.Errorf("candidate node %s deleted (session %#x ended)", own, g.id)
+		}
+		if err != nil {
+			e.leave(s, own)
+			return nil, e.abandoned(s, fmt.Errorf("prove the session at the term's start: %w", err))
+		}
+	}
+	dl := elector.NewDeadline(clk, t, sent).ReportTo(e.cfg.Instrument)
+	dl.Renewed(sent) // reported as the term's first renewal
+	self := elector.Leader{ID: e.cfg.ID, Address: e.cfg.Address, Token: uint64(st.Czxid), Since: since}
+	term := elector.NewTerm(self, dl, func(context.Context) error {
+		e.leave(s, own)
+		return nil
+	})
+	if e.cfg.Slots == 1 {
+		term = term.WithSwitchover(e, func(ctx context.Context, id string) error { return e.handTo(ctx, s, own, id) })
+	}
+	e.log.Info("leading", "token", self.Token, "node", own, "session", fmt.Sprintf("%#x", g.id), "timing", t.String())
+	e.wg.Add(1)
+	go e.keep(s, g, own, dl, t, lag)
+	return term, nil
+}
+
+// keep renews the term's deadline until it ends. Every RenewInterval it
+// proves the session alive at the ensemble's leader (prove) and moves the
+// deadline to the send time of the packet that proof vouches for plus the
+// negotiated timeout·(1−drift) − ε (elector.Timing). The term ends at the
+// earliest of that deadline, the session's end, the node's deletion, the
+// resignation and Close; a proof that fails only misses a renewal.
+func (e *Elector) keep(s *session, g gen, own string, dl *elector.Deadline, t elector.Timing, lag time.Duration) {
+	defer e.wg.Done()
+	// However the term ends, its node goes (or its session, when the node
+	// cannot be deleted): a candidate whose term ended campaigns again from
+	// scratch, and must not find itself queued behind its own old node.
+	defer func() {
+		if !errors.Is(dl.Err(), elector.ErrResigned) { // Resign and ResignTo delete it themselves
+			e.leave(s, own)
+		}
+	}()
+	clk := e.cfg.Clock
+	p := e.base + "/" + own
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dl.OnEnd(cancel)
+	// Close and the session's end end the term at once, whatever a
+	// renewal under way is waiting for.
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		select {
+		case <-dl.Done():
+		case <-e.closed:
+			dl.End(elector.ErrClosed)
+		case <-g.lost:
+			dl.End(elector.ErrLeaseLost)
+		}
+	}()
+	gone := e.watchGone(ctx, s, p)
+	for {
+		timer := clk.NewTimer(t.RenewInterval)
+		select {
+		case <-dl.Done():
+			timer.Stop()
+			return
+		case err := <-gone:
+			timer.Stop()
+			if err == nil {
+				dl.End(elector.ErrLeadershipLost)
+				return
+			}
+			// A watch dropped on a reconnection: a new one.
+			e.log.Debug("watch on the leader node dropped", "err", err)
+			gone = e.watchGone(ctx, s, p)
+			continue
+		case <-timer.C():
+		}
+		sent, ok, err := e.prove(ctx, s, p, lag, t.RenewInterval, dl.ValidUntil().Add(-t.Window()))
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				e.cfg.Instrument.StoreError("renew", err)
+				e.log.Warn("renewal failed; the term lasts until its deadline", "err", err, "valid_until", dl.ValidUntil())
+			}
+		case !ok:
+			dl.End(elector.ErrLeadershipLost)
+			return
+		default:
+			e.cfg.Instrument.StoreAnswered("renew")
+			dl.Renewed(sent)
+		}
+	}
+}
+
+// prove shows that the ensemble's LEADER has heard from the session, and
+// returns the send time that proof vouches for and whether node p still
+// exists. A read proves nothing (a follower cut off from the leader
+// answers reads from memory); a Sync must pass through the leader, which
+// applies every touch the follower relayed before forwarding it (in its
+// answers to the leader's pings, every tickTime/2, on the same stream).
+// So: take the earliest packet sent on the current connection after
+// after (the evidence the deadline already has), or send a read of p to
+// be one; wait until lag has passed since it; then Sync p, with a read of
+// p alongside (the node still there). The evidence is the latest packet
+// sent on that same connection at least lag before the Sync (evidence).
+// Each request is abandoned after each.
+func (e *Elector) prove(ctx context.Context, s *session, p string, lag, each time.Duration, after time.Time) (time.Time, bool, error) {
+	clk := e.cfg.Clock
+	exists := func(z *zk.Conn) (bool, error) {
+		ok, _, err := z.Exists(p)
+		return ok, err
+	}
+	wire := s.current()
+	if wire == nil {
+		return time.Time{}, false, errLinkChanged
+	}
+	rctx, cancel := context.WithTimeout(ctx, each)
+	defer cancel()
+	n, ok := wire.next(after)
+	if !ok {
+		if _, err := do(rctx, s, exists); err != nil {
+			return time.Time{}, false, fmt.Errorf("read %s: %w", p, err)
+		}
+		if n, ok = wire.next(after); !ok {
+			return time.Time{}, false, errLinkChanged
+		}
+	}
+	if wait := n.Add(lag).Sub(clk.Now()); wait > 0 {
+		if err := clock.Sleep(ctx, clk, wait); err != nil {
+			return time.Time{}, false, err
+		}
+	}
+	synced := clk.Now()
+	sctx, scancel := context.WithTimeout(ctx, each)
+	defer scancel()
+	passed := start(s, func(z *zk.Conn) (string, error) { return z.Sync(p) })
+	check := start(s, exists)
+	if _, err := passed.wait(sctx); err != nil {
+		return time.Time{}, false, fmt.Errorf("sync %s: %w", p, err)
+	}
+	found, err := check.wait(sctx)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read %s: %w", p, err)
+	}
+	sent, ok := evidence(s, wire, synced, lag)
+	if !ok {
+		return time.Time{}, false, errLinkChanged
+	}
+	return sent, found, nil
+}
+
+// evidence is the send time of the latest packet written on wire at least
+// lag before a request that went through the ensemble's leader, sent on
+// wire at or after via and answered: false when the client has changed
+// connection since (the request may have gone on another one), or when no
+// packet is that old.
+func evidence(s *session, wire *link, via time.Time, lag time.Duration) (time.Time, bool) {
+	if wire == nil || s.current() != wire {
+		return time.Time{}, false
+	}
+	return wire.before(via.Add(-lag))
+}
+
+// watchGone watches node p: its channel receives nil when p is deleted (or
+// found gone), or the error that dropped the watch; nothing when ctx ends.
+func (e *Elector) watchGone(ctx context.Context, s *session, p string) <-chan error {
+	out := make(chan error, 1)
+	type w struct {
+		ok bool
+		ch <-chan zk.Event
+	}
+	r, err := do(ctx, s, func(z *zk.Conn) (w, error) {
+		ok, _, ch, err := z.ExistsW(p)
+		return w{ok, ch}, err
+	})
+	switch {
+	case err != nil:
+		out <- fmt.Errorf("watch %s: %w", p, err)
+		return out
+	case !r.ok:
+		out <- nil
+		return out
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		select {
+		case ev := <-r.ch:
+			switch ev.Type {
+			case zk.EventNodeDeleted:
+				out <- nil
+			case zk.EventNotWatching:
+				out <- fmt.Errorf("watch on %s dropped: %w", p, ev.Err)
+			default:
+				out <- errors.New("watch on " + p + " fired: " + ev.Type.String())
+			}
+		case <-ctx.Done():
+		case <-s.quit:
+		}
+	}()
+	return out
+}
