@@ -42,37 +42,45 @@
 // or a write, must go through the leader, which checks the session; and it
 // does so after applying every touch the follower relayed before
 // forwarding it (on a standalone server, or connected to the leader, a
-// touch counts at once: the rule holds there too). Hence the rule (term.go, prove and lead; evidence.go):
+// touch counts at once: the rule holds there too). A packet's SEND time
+// does not say when it reached the follower (a stalled link delivers a
+// packet and a later Sync together, and the follower forwards the Sync
+// before its next ping answer relays the packet's touch); the ANSWER to a
+// request of ours does: the follower had the request by then. Hence the
+// rule (term.go, prove and lead; evidence.go):
 //
 //	ValidUntil = s_P + negotiated timeout·(1−drift) − ε
 //
-// where s_P is the send time (this host's clock, taken before the write)
-// of the latest packet written on the SAME TCP connection as a Sync or
-// write that completed, at least lag before that request was sent. The
-// connection wrapper records the write time of every packet (go-zookeeper's
-// own pings included: they touch the session too) on the elector's clock,
-// per connection; a reconnection starts afresh. lag is half a tick (the
-// leader's ping period) plus a margin of a quarter tick and 20ms (the
-// ping period's jitter and one-way latency). Servers do not tell clients
-// their tick: each elector asks once, before it opens its first session,
-// on a throwaway connection, for a
-// session of 1ms, which the server raises to its minSessionTimeout (2 ticks
-// by default): the tick is taken as half that, and never more than half
-// the negotiated timeout (a timeout is at least 2 ticks; that bound alone
-// when the probe fails).
+// where s_P is the send time (this host's clock, taken before the call)
+// of the latest request of ours whose answer was read (the time taken as
+// soon as the call returns) at least lag before a Sync or write that
+// completed was sent, on the SAME TCP connection, with no reconnection
+// between: the Sync reaches the follower at least lag after the request
+// did, whatever the latency. Every request of the session's client is
+// timed so (session.go, start), on the elector's clock, per connection; a
+// reconnection starts afresh. lag is half a tick (the leader's ping
+// period) plus a margin of a quarter tick and 20ms (the ping period's
+// jitter). Servers do not tell clients their tick: each elector asks
+// once, before it opens its first session, on a throwaway connection, for
+// a session of 1ms, which the server raises to its minSessionTimeout (2
+// ticks by default): the tick is taken as half that, and never more than
+// half the negotiated timeout (a timeout is at least 2 ticks; that bound
+// alone when the probe fails).
 //
-// A renewal (every RenewInterval, term.go keep and prove) takes the first
-// packet sent on the current connection after its deadline's evidence (a
-// read of the node is sent to be one when there is none), waits until lag
-// has passed since it, then Syncs the leader's node with a read of it
+// A renewal (every RenewInterval, term.go keep and prove) takes the
+// earliest answered request of ours on the current connection sent after
+// its deadline's evidence (usually the previous renewal's; a read of the
+// node is sent to be one when there is none), waits until lag has passed
+// since its answer, then Syncs the leader's node with a read of it
 // alongside; on success ValidUntil moves by the rule
 // (elector.Deadline.Renewed), and the read says whether the node is still
 // there. A term starts on the write of its start (Since) into the node:
-// the latest packet sent lag before it gives the first deadline when that
-// leaves room for a missed renewal, else a proof like a renewal's follows
-// (lag after the write, and a round trip). A session keeps the least
-// timeout its handshakes answered: a reconnection to a member that
-// answers less ends the session's terms (their deadlines ran on more).
+// the latest request answered lag before the write was sent gives the
+// first deadline when that leaves room for a missed renewal, else a proof
+// like a renewal's follows (lag after the write's answer, a Sync and a
+// read). A session keeps the least timeout its handshakes answered: a
+// reconnection to a member that answers less ends the session's terms
+// (their deadlines ran on more).
 //
 // A term ends (Done closes) at the earliest of: that deadline, the
 // session's expiry (the client's StateExpired), its node's deletion (a
@@ -115,9 +123,10 @@
 //     token; ZooKeeper does not say when a session expires (Expires zero).
 //
 // Files: backend.go (the URL, Dial, the store's Conn, errors), session.go
-// (one elector's client, the negotiated timeout, its sessions),
-// evidence.go (packet send times per connection, lag, the tick's probe),
-// elector.go (Elector, nodes, Leader), campaign.go (the queue), term.go
-// (the deadline and its renewals), switchover.go (the handover node and the line's
-// floor), observe.go, lock.go (run records), status.go.
+// (one elector's client, the negotiated timeout, its sessions, the timing
+// of every request), evidence.go (the send and answer times of our
+// requests per connection, lag, the tick's probe), elector.go (Elector,
+// nodes, Leader), campaign.go (the queue), term.go (the deadline and its
+// renewals), switchover.go (the handover node and the line's floor),
+// observe.go, lock.go (run records), status.go.
 package zk

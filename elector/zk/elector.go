@@ -171,8 +171,8 @@ func (e *Elector) probe() {
 	e.mu.Unlock()
 }
 
-// lag is how long before a Sync a packet must have been sent on its
-// connection to count (lagOf): the tick is bounded by half the least
+// lag is how long before a Sync is sent the answer to a request on its
+// connection must have been read for the request to count (lagOf): the tick is bounded by half the least
 // session timeout a server grants (probe), and by half the negotiated
 // timeout t.TTL.
 func (e *Elector) lag(t elector.Timing) time.Duration {

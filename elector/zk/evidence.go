@@ -11,115 +11,104 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-
-	"github.com/electd/electd/clock"
 )
 
 // The deadline rule (doc.go, "Sessions and the deadline"): the ensemble's
 // LEADER decides when a session expires, from the touches it hears. A
-// follower touches the session for each packet it receives, and passes
+// follower F touches the session for each packet it receives, and passes
 // those touches on to the leader only in its answers to the leader's pings
-// (every tickTime/2), on the same stream as the requests it forwards. A
-// Sync (or a write) that completes went through the leader after every
-// ping answer the follower wrote before it: so every packet written on the
-// same TCP connection at least lag before the Sync was sent has touched
-// the session at the leader, and the session cannot expire before that
-// packet's send time plus the negotiated timeout. This file keeps the
-// evidence: the send time of every packet, per connection.
+// (every tickTime/2), on the same stream as the requests it forwards. When
+// the client reads the answer to a request of its own, F has had that
+// request (and touched the session) by then; a Sync (or a write) sent on
+// the same TCP connection at least lag after that answer reaches F at
+// least lag later, whatever the latency, and F forwards it after the ping
+// answer that relays the touch. So a Sync that completes shows that the
+// session cannot expire before the SEND time of that earlier request plus
+// the negotiated timeout. Send times alone cannot show when a packet
+// reached F (a stalled link delivers a packet and a later Sync together).
+// This file keeps the evidence: the send and answer times of the
+// session's own requests, per connection (start records them).
 
-// keepWrites is how long a connection's write times are kept: longer than
-// any session timeout (20 ticks), which is as long as one can serve.
-const keepWrites = 5 * time.Minute
+// keepExchanges is how long a connection's exchanges are kept: longer
+// than any session timeout (20 ticks), which is as long as one can serve.
+const keepExchanges = 5 * time.Minute
 
-// maxWrites bounds the write times a connection keeps (the oldest go).
-const maxWrites = 4096
+// maxExchanges bounds the exchanges a connection keeps (the oldest go).
+const maxExchanges = 4096
 
-// link is one TCP (or TLS) connection of a session's client and the send
-// times of the packets written on it, by the elector's clock. A new dial
-// is a new link: evidence never crosses a reconnection.
-type link struct {
-	mu     sync.Mutex
-	writes []time.Time // ascending
+// exchange is one request of our own on a link: when it was sent (taken
+// before the call) and when its answer was read (taken right after the
+// call returned), by the elector's clock.
+type exchange struct {
+	sent, answered time.Time
 }
 
-// wrote records a packet written at t (taken before the write: the server
-// reads it later, so the touch it makes is no earlier).
-func (l *link) wrote(t time.Time) {
+// link is one TCP (or TLS) connection of a session's client and the
+// requests of ours answered on it, in the order of their answers. A new
+// dial is a new link: evidence never crosses a reconnection.
+type link struct {
+	mu        sync.Mutex
+	exchanges []exchange // answered ascending
+}
+
+// answered records a request sent at sent whose answer was read at at.
+func (l *link) answered(sent, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if n := len(l.writes); n > 0 && t.Before(l.writes[n-1]) {
-		t = l.writes[n-1] // a clock stepped back: keep the times ascending
+	if n := len(l.exchanges); n > 0 && at.Before(l.exchanges[n-1].answered) {
+		at = l.exchanges[n-1].answered // a clock stepped back: keep the answers ascending (later is safe)
 	}
 	old := 0
-	for old < len(l.writes) && (t.Sub(l.writes[old]) > keepWrites || len(l.writes)-old >= maxWrites) {
+	for old < len(l.exchanges) && (at.Sub(l.exchanges[old].answered) > keepExchanges || len(l.exchanges)-old >= maxExchanges) {
 		old++
 	}
-	l.writes = append(l.writes[old:], t)
+	l.exchanges = append(l.exchanges[old:], exchange{sent: sent, answered: at})
 }
 
-// last is the send time of the latest packet written on l.
-func (l *link) last() (time.Time, bool) {
+// firstAnswer is the answer time of the earliest answered request on l
+// sent after t: the earliest time lag after which a Sync vouches for a
+// send time newer than t.
+func (l *link) firstAnswer(t time.Time) (time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.writes) == 0 {
-		return time.Time{}, false
-	}
-	return l.writes[len(l.writes)-1], true
-}
-
-// next is the send time of the earliest packet written on l after t.
-func (l *link) next(t time.Time) (time.Time, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, w := range l.writes {
-		if w.After(t) {
-			return w, true
+	for _, x := range l.exchanges {
+		if x.sent.After(t) {
+			return x.answered, true
 		}
 	}
 	return time.Time{}, false
 }
 
-// before is the send time of the latest packet written on l at or before
+// before is the latest send time of a request on l answered at or before
 // cut.
 func (l *link) before(cut time.Time) (time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for i := len(l.writes) - 1; i >= 0; i-- {
-		if !l.writes[i].After(cut) {
-			return l.writes[i], true
+	var best time.Time
+	ok := false
+	for _, x := range l.exchanges {
+		if x.answered.After(cut) {
+			break
+		}
+		if !ok || x.sent.After(best) {
+			best, ok = x.sent, true
 		}
 	}
-	return time.Time{}, false
+	return best, ok
 }
 
-// recorder is a connection that records the send time of every write on
-// its link. go-zookeeper writes each packet in one Write, from one
-// goroutine at a time (the handshake, then its send loop: requests and its
-// own pings).
-type recorder struct {
-	net.Conn
-	clk  clock.Clock
-	link *link
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	r.link.wrote(r.clk.Now())
-	return r.Conn.Write(b)
-}
-
-// recording wraps dial so that every connection it opens records its
-// writes on a new link, which becomes the session's current one.
-func (s *session) recording(clk clock.Clock, dial zk.Dialer) zk.Dialer {
+// recording wraps dial so that every connection it opens is a new link,
+// which becomes the session's current one.
+func (s *session) recording(dial zk.Dialer) zk.Dialer {
 	return func(network, addr string, timeout time.Duration) (net.Conn, error) {
 		nc, err := dial(network, addr, timeout)
 		if err != nil {
 			return nil, err
 		}
-		l := &link{}
 		s.mu.Lock()
-		s.wire = l
+		s.wire = &link{}
 		s.mu.Unlock()
-		return &recorder{Conn: nc, clk: clk, link: l}, nil
+		return nc, nil
 	}
 }
 
@@ -132,12 +121,13 @@ func (s *session) current() *link {
 
 // errLinkChanged: the client reconnected while a proof was in flight, so
 // the request that went through the leader may not have followed the
-// packets it was to vouch for.
+// requests it was to vouch for.
 var errLinkChanged = errors.New("the connection to the ensemble changed during the renewal")
 
-// lagOf is how long before a Sync (or write) a packet must have been
-// written on the same connection for the Sync's success to prove that its
-// touch reached the ensemble's leader: half a tick (the leader pings each
+// lagOf is how long before a Sync (or write) is sent the answer to an
+// earlier request on the same connection must have been read for the
+// Sync's success to prove that the request's touch reached the ensemble's
+// leader: half a tick (the leader pings each
 // follower every tickTime/2) plus a margin of a quarter tick and 20ms for
 // the leader's ping period jitter and one-way latency.
 func lagOf(tick time.Duration) time.Duration {

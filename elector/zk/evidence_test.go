@@ -1,6 +1,8 @@
 package zk
 
 import (
+	"context"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -35,118 +37,139 @@ func pipeDialer(t *testing.T, dials *int) func(network, addr string, timeout tim
 	}
 }
 
-// TestEvidence: the packet a Sync vouches for is the latest written on the
-// Sync's connection at least lag before it, by the elector's clock; none
-// when none is that old, and none across a reconnection.
+// TestEvidence: the request a Sync vouches for is the latest SENT among
+// our own requests on the Sync's connection whose answer was read at least
+// lag before the Sync was sent, by the elector's clock (start records the
+// send and answer times); a request answered late counts only from its
+// answer, a failed one never, and none across a reconnection.
 func TestEvidence(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	fc := clock.NewFake(t0)
-	s := &session{}
+	s := &session{clk: fc}
 	dials := 0
-	dial := s.recording(fc, pipeDialer(t, &dials))
+	dial := s.recording(pipeDialer(t, &dials))
 	const lag = 170 * time.Millisecond
-	send := func(c net.Conn) {
+	// ask sends a request that is answered rtt later (or fails), and
+	// waits for its answer.
+	ask := func(rtt time.Duration, fail error) {
 		t.Helper()
-		if _, err := c.Write([]byte("packet")); err != nil {
-			t.Fatal(err)
+		_, err := start(s, func(*zk.Conn) (struct{}, error) {
+			fc.Advance(rtt)
+			return struct{}{}, fail
+		}).wait(context.Background())
+		if !errors.Is(err, fail) {
+			t.Fatalf("request: %v, want %v", err, fail)
 		}
 	}
 
-	c1, err := dial("tcp", "a:2181", time.Second)
-	if err != nil {
+	if _, err := dial("tcp", "a:2181", time.Second); err != nil {
 		t.Fatal(err)
 	}
 	wire := s.current()
 	if _, ok := evidence(s, wire, fc.Now(), lag); ok {
-		t.Fatal("evidence on a connection with no packet")
+		t.Fatal("evidence on a connection with no answered request")
 	}
-	send(c1)                           // t0 (the handshake)
-	fc.Advance(100 * time.Millisecond) // t0+100ms
-	send(c1)
-	fc.Advance(50 * time.Millisecond) // t0+150ms
-	send(c1)
-	fc.Advance(100 * time.Millisecond) // t0+250ms: a Sync sent now
+	ask(30*time.Millisecond, nil) // A: sent t0, answered t0+30ms
+	fc.Advance(70 * time.Millisecond)
+	ask(150*time.Millisecond, nil) // B: sent t0+100ms, answered t0+250ms (a stalled link)
+	fc.Advance(10 * time.Millisecond)
+	ask(10*time.Millisecond, nil)                          // C: sent t0+260ms, answered t0+270ms
+	ask(5*time.Millisecond, errors.New("connection lost")) // sent t0+270ms, failed: no evidence
+	// E: sent t0+240ms (before C), answered t0+280ms.
+	wire.answered(t0.Add(240*time.Millisecond), t0.Add(280*time.Millisecond))
 	for _, c := range []struct {
 		sync time.Time
 		want time.Time
 		ok   bool
 	}{
-		{t0.Add(100 * time.Millisecond), time.Time{}, false}, // nothing 170ms before
-		{t0.Add(170 * time.Millisecond), t0, true},           // exactly lag: counts
-		{t0.Add(269 * time.Millisecond), t0, true},
-		{t0.Add(270 * time.Millisecond), t0.Add(100 * time.Millisecond), true},
-		{t0.Add(320 * time.Millisecond), t0.Add(150 * time.Millisecond), true},
+		{t0.Add(190 * time.Millisecond), time.Time{}, false}, // no answer 170ms before
+		{t0.Add(200 * time.Millisecond), t0, true},           // exactly lag after A's answer: counts
+		{t0.Add(419 * time.Millisecond), t0, true},           // B was sent long before, but answered too late
+		{t0.Add(420 * time.Millisecond), t0.Add(100 * time.Millisecond), true},
+		{t0.Add(440 * time.Millisecond), t0.Add(260 * time.Millisecond), true},
+		{t0.Add(450 * time.Millisecond), t0.Add(260 * time.Millisecond), true}, // E answered, sent before C
+		{t0.Add(time.Hour), t0.Add(260 * time.Millisecond), true},              // the failed request is no evidence
 	} {
 		got, ok := evidence(s, wire, c.sync, lag)
 		if ok != c.ok || !got.Equal(c.want) {
-			t.Errorf("sync at t0+%s: evidence %v %t, want %v %t", c.sync.Sub(t0), got.Sub(t0), ok, c.want.Sub(t0), c.ok)
+			t.Errorf("sync at t0+%s: evidence %v %t, want t0+%v %t", c.sync.Sub(t0), got.Sub(t0), ok, c.want.Sub(t0), c.ok)
 		}
 	}
-	if last, ok := wire.last(); !ok || !last.Equal(t0.Add(150*time.Millisecond)) {
-		t.Errorf("last packet %v %t, want t0+150ms", last.Sub(t0), ok)
-	}
-	// The first packet newer than a deadline's evidence: what the next
-	// renewal waits lag after.
+	// The first answer to a request sent after a deadline's evidence: what
+	// the next renewal waits lag after.
 	for _, c := range []struct {
 		after, want time.Time
 		ok          bool
 	}{
-		{t0.Add(-time.Nanosecond), t0, true},
-		{t0, t0.Add(100 * time.Millisecond), true},
-		{t0.Add(120 * time.Millisecond), t0.Add(150 * time.Millisecond), true},
-		{t0.Add(150 * time.Millisecond), time.Time{}, false},
+		{t0.Add(-time.Nanosecond), t0.Add(30 * time.Millisecond), true},
+		{t0, t0.Add(250 * time.Millisecond), true},
+		{t0.Add(100 * time.Millisecond), t0.Add(270 * time.Millisecond), true},
+		{t0.Add(250 * time.Millisecond), t0.Add(270 * time.Millisecond), true},
+		{t0.Add(260 * time.Millisecond), time.Time{}, false},
 	} {
-		if got, ok := wire.next(c.after); ok != c.ok || !got.Equal(c.want) {
-			t.Errorf("next after t0+%s: %v %t, want t0+%s %t", c.after.Sub(t0), got.Sub(t0), ok, c.want.Sub(t0), c.ok)
+		if got, ok := wire.firstAnswer(c.after); ok != c.ok || !got.Equal(c.want) {
+			t.Errorf("first answer after t0+%s: t0+%v %t, want t0+%s %t", c.after.Sub(t0), got.Sub(t0), ok, c.want.Sub(t0), c.ok)
 		}
 	}
 
-	// A reconnection: the old connection's packets vouch for nothing more,
-	// and the new one starts empty.
-	c2, err := dial("tcp", "b:2181", time.Second)
+	// A request under way across a reconnection counts on neither
+	// connection.
+	_, err := start(s, func(*zk.Conn) (struct{}, error) {
+		if _, err := dial("tcp", "b:2181", time.Second); err != nil {
+			return struct{}{}, err
+		}
+		fc.Advance(10 * time.Millisecond)
+		return struct{}{}, nil
+	}).wait(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if dials != 2 || s.current() == wire {
 		t.Fatalf("%d dials; a new dial must be a new link", dials)
 	}
+	if got, ok := wire.before(fc.Now()); !ok || !got.Equal(t0.Add(260*time.Millisecond)) {
+		t.Errorf("the request across the reconnection was recorded on the old connection: %v", got.Sub(t0))
+	}
 	if _, ok := evidence(s, wire, fc.Now().Add(time.Second), lag); ok {
 		t.Error("evidence from the connection before a reconnection")
 	}
 	fresh := s.current()
 	if _, ok := evidence(s, fresh, fc.Now().Add(time.Second), lag); ok {
-		t.Error("evidence on a new connection before any packet")
+		t.Error("evidence on a new connection before any answered request (one answered across the reconnection counted)")
 	}
-	send(c2)
+	sent := fc.Now()
+	ask(20*time.Millisecond, nil)
 	at := fc.Now()
-	if got, ok := evidence(s, fresh, at.Add(lag), lag); !ok || !got.Equal(at) {
-		t.Errorf("evidence on the new connection %v %t, want its packet", got, ok)
+	if got, ok := evidence(s, fresh, at.Add(lag), lag); !ok || !got.Equal(sent) {
+		t.Errorf("evidence on the new connection %v %t, want its request's send time", got, ok)
 	}
 	if _, ok := evidence(s, fresh, at.Add(lag-time.Millisecond), lag); ok {
-		t.Error("a packet less than lag before the Sync counted")
+		t.Error("a request answered less than lag before the Sync counted")
 	}
 }
 
-// TestLinkKeeps: write times older than keepWrites go, and at most
-// maxWrites are kept; a clock stepping back does not reorder them.
+// TestLinkKeeps: exchanges answered longer than keepExchanges ago go, and
+// at most maxExchanges are kept; a clock stepping back does not reorder
+// the answers.
 func TestLinkKeeps(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	l := &link{}
-	l.wrote(t0)
-	l.wrote(t0.Add(keepWrites + time.Second))
+	l.answered(t0, t0)
+	l.answered(t0.Add(keepExchanges+time.Second), t0.Add(keepExchanges+time.Second))
 	if _, ok := l.before(t0.Add(time.Second)); ok {
-		t.Error("a write older than keepWrites was kept")
+		t.Error("an exchange older than keepExchanges was kept")
 	}
-	for i := range maxWrites + 10 {
-		l.wrote(t0.Add(keepWrites + 2*time.Second + time.Duration(i)*time.Millisecond))
+	for i := range maxExchanges + 10 {
+		at := t0.Add(keepExchanges + 2*time.Second + time.Duration(i)*time.Millisecond)
+		l.answered(at, at)
 	}
-	if len(l.writes) != maxWrites {
-		t.Errorf("%d writes kept, want %d", len(l.writes), maxWrites)
+	if len(l.exchanges) != maxExchanges {
+		t.Errorf("%d exchanges kept, want %d", len(l.exchanges), maxExchanges)
 	}
-	last, _ := l.last()
-	l.wrote(last.Add(-time.Hour))
-	if got, _ := l.last(); !got.Equal(last) {
-		t.Errorf("a write stamped earlier than the last one moved last to %v", got)
+	last := l.exchanges[len(l.exchanges)-1]
+	l.answered(last.answered.Add(-2*time.Hour), last.answered.Add(-time.Hour))
+	if got := l.exchanges[len(l.exchanges)-1].answered; !got.Equal(last.answered) {
+		t.Errorf("an answer stamped earlier than the last one was recorded at %v, want %v", got, last.answered)
 	}
 }
 

@@ -64,6 +64,7 @@ type gen struct {
 // them; closing the client answers every pending one).
 type session struct {
 	zk   *zk.Conn
+	clk  clock.Clock // the elector's: the send and answer times of requests
 	wg   sync.WaitGroup
 	quit chan struct{}
 
@@ -81,12 +82,12 @@ type session struct {
 // connects in the background (ready waits for the session).
 func (c *Conn) open(timeout time.Duration) (*session, error) { return c.openOn(timeout, nil) }
 
-// openOn is open with the send times of packets taken on clk (nil: the
-// real clock).
+// openOn is open with the send and answer times of requests taken on clk
+// (nil: the real clock).
 func (c *Conn) openOn(timeout time.Duration, clk clock.Clock) (*session, error) {
-	s := &session{quit: make(chan struct{}), granted: make(chan struct{})}
+	s := &session{clk: clock.OrReal(clk), quit: make(chan struct{}), granted: make(chan struct{})}
 	conn, _, err := zk.Connect(c.hosts, timeout,
-		zk.WithDialer(s.recording(clock.OrReal(clk), c.dialer(s.sniffed))),
+		zk.WithDialer(s.recording(c.dialer(s.sniffed))),
 		zk.WithEventCallback(s.event),
 		zk.WithLogger(zkLogger{c.logger}),
 		zk.WithLogInfo(false))
@@ -208,13 +209,19 @@ type answer[T any] struct {
 }
 
 // start sends one request of s's client in the background, owned by s
-// (close waits for it); wait reads its answer.
+// (close waits for it); wait reads its answer. A request answered on the
+// connection it started on is recorded there (evidence.go): its send time,
+// taken before the call, and its answer's, taken as soon as it returns.
 func start[T any](s *session, f func(z *zk.Conn) (T, error)) pending[T] {
 	ch := make(pending[T], 1)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		wire, sent := s.current(), s.clk.Now()
 		v, err := f(s.zk)
+		if at := s.clk.Now(); err == nil && wire != nil && s.current() == wire {
+			wire.answered(sent, at)
+		}
 		ch <- answer[T]{v, err}
 	}()
 	return ch

@@ -15,10 +15,11 @@ import (
 // lead begins a term for the candidate node own, first in line (among
 // the first Slots). Its first deadline comes from the rule every renewal
 // follows (prove): the write of Since into the node goes through the
-// ensemble's leader, so the latest packet sent on the same connection at
-// least lag before that write vouches for the session, when one is recent
-// enough; else the term proves the session (prove: lag after the write, a
-// Sync and a read).
+// ensemble's leader, so the latest request of ours answered on the same
+// connection at least lag before that write was sent vouches for the
+// session from its send time, when that leaves room for a missed renewal;
+// else the term proves the session (prove: lag after the write's answer,
+// a Sync and a read).
 func (e *Elector) lead(ctx context.Context, s *session, g gen, own string, st *zk.Stat, t elector.Timing, lag time.Duration) (*elector.Term, error) {
 	clk := e.cfg.Clock
 	p := e.base + "/" + own
@@ -62,7 +63,7 @@ func (e *Elector) lead(ctx context.Context, s *session, g gen, own string, st *z
 
 // keep renews the term's deadline until it ends. Every RenewInterval it
 // proves the session alive at the ensemble's leader (prove) and moves the
-// deadline to the send time of the packet that proof vouches for plus the
+// deadline to the send time of the request that proof vouches for plus the
 // negotiated timeout·(1−drift) − ε (elector.Timing). The term ends at the
 // earliest of that deadline, the session's end, the node's deletion, the
 // resignation and Close; a proof that fails only misses a renewal.
@@ -136,12 +137,13 @@ func (e *Elector) keep(s *session, g gen, own string, dl *elector.Deadline, t el
 // answers reads from memory); a Sync must pass through the leader, which
 // applies every touch the follower relayed before forwarding it (in its
 // answers to the leader's pings, every tickTime/2, on the same stream).
-// So: take the earliest packet sent on the current connection after
-// after (the evidence the deadline already has), or send a read of p to
-// be one; wait until lag has passed since it; then Sync p, with a read of
-// p alongside (the node still there). The evidence is the latest packet
-// sent on that same connection at least lag before the Sync (evidence).
-// Each request is abandoned after each.
+// So: take the earliest request of ours on the current connection sent
+// after after (the evidence the deadline already has; a renewal finds the
+// previous one's), or send a read of p to be one; wait until lag has
+// passed since its ANSWER; then Sync p, with a read of p alongside (the
+// node still there). The evidence is the latest send time of a request
+// of ours answered on that same connection at least lag before the Sync
+// was sent (evidence). Each request is abandoned after each.
 func (e *Elector) prove(ctx context.Context, s *session, p string, lag, each time.Duration, after time.Time) (time.Time, bool, error) {
 	clk := e.cfg.Clock
 	exists := func(z *zk.Conn) (bool, error) {
@@ -154,16 +156,16 @@ func (e *Elector) prove(ctx context.Context, s *session, p string, lag, each tim
 	}
 	rctx, cancel := context.WithTimeout(ctx, each)
 	defer cancel()
-	n, ok := wire.next(after)
+	a, ok := wire.firstAnswer(after)
 	if !ok {
 		if _, err := do(rctx, s, exists); err != nil {
 			return time.Time{}, false, fmt.Errorf("read %s: %w", p, err)
 		}
-		if n, ok = wire.next(after); !ok {
+		if a, ok = wire.firstAnswer(after); !ok {
 			return time.Time{}, false, errLinkChanged
 		}
 	}
-	if wait := n.Add(lag).Sub(clk.Now()); wait > 0 {
+	if wait := a.Add(lag).Sub(clk.Now()); wait > 0 {
 		if err := clock.Sleep(ctx, clk, wait); err != nil {
 			return time.Time{}, false, err
 		}
@@ -187,11 +189,11 @@ func (e *Elector) prove(ctx context.Context, s *session, p string, lag, each tim
 	return sent, found, nil
 }
 
-// evidence is the send time of the latest packet written on wire at least
-// lag before a request that went through the ensemble's leader, sent on
-// wire at or after via and answered: false when the client has changed
-// connection since (the request may have gone on another one), or when no
-// packet is that old.
+// evidence is the send time of the latest request of ours answered on
+// wire at least lag before a request that went through the ensemble's
+// leader was sent (at or after via) on wire and answered: false when the
+// client has changed connection since (the request may have gone on
+// another one), or when no answer is that old.
 func evidence(s *session, wire *link, via time.Time, lag time.Duration) (time.Time, bool) {
 	if wire == nil || s.current() != wire {
 		return time.Time{}, false
