@@ -217,12 +217,10 @@ func testenvEnsemble(t *testing.T) []zkMember {
 	return ms
 }
 
-func followerPartitioned(t *testing.T, zone bool, renew time.Duration) {
-	followerPartitionedOn(t, testenvEnsemble(t), "testenv zoo.cfg: tickTime=200 initLimit=10 syncLimit=5 (F gives up on its leader after 5·200ms = 1s)", zone, renew)
-}
-
-func followerPartitionedOn(t *testing.T, members []zkMember, cfg string, zone bool, renew time.Duration) {
-	var lead, f, g zkMember
+// roles waits (a minute at most) until the ensemble of members has a
+// leader and two followers, and returns them.
+func roles(t *testing.T, members []zkMember) (lead, f, g zkMember) {
+	t.Helper()
 	electortest.Eventually(t, time.Minute, "an ensemble leader", func() bool {
 		lead, f, g = nil, nil, nil
 		for _, m := range members {
@@ -239,6 +237,15 @@ func followerPartitionedOn(t *testing.T, members []zkMember, cfg string, zone bo
 		}
 		return lead != nil && f != nil && g != nil
 	})
+	return lead, f, g
+}
+
+func followerPartitioned(t *testing.T, zone bool, renew time.Duration) {
+	followerPartitionedOn(t, testenvEnsemble(t), "testenv zoo.cfg: tickTime=200 initLimit=10 syncLimit=5 (F gives up on its leader after 5·200ms = 1s)", zone, renew)
+}
+
+func followerPartitionedOn(t *testing.T, members []zkMember, cfg string, zone bool, renew time.Duration) {
+	lead, f, g := roles(t, members)
 	var all []string
 	for _, m := range members {
 		all = append(all, m.Addr())
@@ -294,29 +301,7 @@ func followerPartitionedOn(t *testing.T, members []zkMember, cfg string, zone bo
 		}
 		close(deleted)
 	}()
-	aDone := make(chan time.Time, 1)
-	go func() { <-ra.Term.Done(); aDone <- time.Now() }()
-	// Sample a's ValidUntil while it holds (End clamps it to the end time).
-	var vmu sync.Mutex
-	var maxValid time.Time
-	stopSample := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-stopSample:
-				return
-			case <-ra.Term.Done():
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			v := ra.Term.ValidUntil()
-			vmu.Lock()
-			if ra.Term.Err() == nil && v.After(maxValid) {
-				maxValid = v
-			}
-			vmu.Unlock()
-		}
-	}()
+	held := sample(ra.Term, 20*time.Millisecond)
 	time.Sleep(time.Second) // steady renewals
 
 	heal := isolateFollower(t, f, []zkMember{lead, g})
@@ -338,19 +323,16 @@ func followerPartitionedOn(t *testing.T, members []zkMember, cfg string, zone bo
 	rb := electortest.MustLead(t, cb, 30*time.Second, "b")
 	var dA time.Time
 	select {
-	case dA = <-aDone:
+	case dA = <-held.ended:
 	case <-time.After(10 * time.Second):
 		t.Fatal("a's term never ended")
 	}
-	close(stopSample)
 	var gone time.Time
 	select {
 	case gone = <-deleted:
 	case <-time.After(5 * time.Second):
 	}
-	vmu.Lock()
-	vA := maxValid
-	vmu.Unlock()
+	vA := held.maxValid()
 	ms := func(x time.Time) string {
 		if x.IsZero() {
 			return "never"
@@ -374,6 +356,75 @@ func followerPartitionedOn(t *testing.T, members []zkMember, cfg string, zone bo
 	electortest.Resign(t, rb.Term)
 }
 
+// sampled follows a leader's term while it holds: the greatest ValidUntil
+// it showed (End clamps it to the end time), when that moved (changed,
+// dropped when full) and when the term ended (ended). Its goroutines end
+// with the term.
+type sampled struct {
+	mu      sync.Mutex
+	max     time.Time
+	changed chan time.Time
+	ended   chan time.Time
+}
+
+// sample starts following term, reading its ValidUntil every every.
+func sample(term *elector.Term, every time.Duration) *sampled {
+	s := &sampled{changed: make(chan time.Time, 100), ended: make(chan time.Time, 1)}
+	go func() {
+		last := term.ValidUntil()
+		for term.Err() == nil {
+			v := term.ValidUntil()
+			s.mu.Lock()
+			if term.Err() == nil && v.After(s.max) {
+				s.max = v
+			}
+			s.mu.Unlock()
+			if !v.Equal(last) {
+				last = v
+				select {
+				case s.changed <- time.Now():
+				default:
+				}
+			}
+			time.Sleep(every)
+		}
+	}()
+	go func() { <-term.Done(); s.ended <- time.Now() }()
+	return s
+}
+
+// maxValid is the greatest ValidUntil the term showed while it held.
+func (s *sampled) maxValid() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.max
+}
+
+// before checks that b's term (rb), granted after a fault at cut, began
+// after a's term (ra, followed by s) ended and after a's greatest
+// ValidUntil (vA), with a greater token. ok is false when a's term was
+// still open wait after b's grant.
+func (s *sampled) before(t *testing.T, ra, rb electortest.Result, cut time.Time, wait time.Duration) (vA, dA time.Time, ok bool) {
+	t.Helper()
+	select {
+	case dA = <-s.ended:
+	case <-time.After(wait):
+		t.Errorf("HOLE: b granted %s after the fault while a's term is still open", rb.At.Sub(cut))
+		return vA, dA, false
+	}
+	vA = s.maxValid()
+	ms := func(x time.Time) string { return x.Sub(cut).Round(time.Millisecond).String() }
+	t.Logf("fault at 0: a's ValidUntil %s, a Done %s (%v), b granted %s; a's timing %s; tokens %#x then %#x",
+		ms(vA), ms(dA), ra.Term.Err(), ms(rb.At), ra.Term.Timing(), ra.Term.Token, rb.Term.Token)
+	if rb.At.Before(vA) || rb.At.Before(dA) {
+		t.Errorf("HOLE: b's term began at %s, a's valid until %s, Done %s", ms(rb.At), ms(vA), ms(dA))
+	}
+	if rb.Term.Token <= ra.Term.Token {
+		t.Errorf("HOLE: token %#x after %#x", rb.Term.Token, ra.Term.Token)
+	}
+	return vA, dA, true
+}
+
 // cutLeader is the shared race: a leads through a fault proxy, b waits
 // on the server directly; fault() breaks a's link; b's grant must come
 // after a's ValidUntil (sampled while it held) and a's Done.
@@ -390,42 +441,12 @@ func cutLeader(t *testing.T, addr, election string, timing elector.Timing, befor
 	if before != nil {
 		before(p)
 	}
-	var mu sync.Mutex
-	var maxValid time.Time
-	go func() {
-		for ra.Term.Err() == nil {
-			v := ra.Term.ValidUntil()
-			mu.Lock()
-			if ra.Term.Err() == nil && v.After(maxValid) {
-				maxValid = v
-			}
-			mu.Unlock()
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
-	aDone := make(chan time.Time, 1)
-	go func() { <-ra.Term.Done(); aDone <- time.Now() }()
+	held := sample(ra.Term, 5*time.Millisecond)
 	cut := time.Now()
 	fault(p)
 	rb = electortest.MustLead(t, cb, 60*time.Second, "b")
-	var dA time.Time
-	select {
-	case dA = <-aDone:
-	case <-time.After(time.Second):
-		t.Errorf("HOLE: b granted %s after the fault while a's term is still open", rb.At.Sub(cut))
+	if _, _, ok := held.before(t, ra, rb, cut, time.Second); !ok {
 		return ra, rb
-	}
-	mu.Lock()
-	vA := maxValid
-	mu.Unlock()
-	ms := func(x time.Time) string { return x.Sub(cut).Round(time.Millisecond).String() }
-	t.Logf("fault at 0: a's ValidUntil %s, a Done %s (%v), b granted %s; a's timing %s; tokens %#x then %#x",
-		ms(vA), ms(dA), ra.Term.Err(), ms(rb.At), ra.Term.Timing(), ra.Term.Token, rb.Term.Token)
-	if rb.At.Before(vA) || rb.At.Before(dA) {
-		t.Errorf("HOLE: b's term began at %s, a's valid until %s, Done %s", ms(rb.At), ms(vA), ms(dA))
-	}
-	if rb.Term.Token <= ra.Term.Token {
-		t.Errorf("HOLE: token %#x after %#x", rb.Term.Token, ra.Term.Token)
 	}
 	p.Heal()
 	return ra, rb
@@ -522,9 +543,9 @@ func TestTermSlowRoundTripLosesTerm(t *testing.T) {
 
 // TestTermFakeClock: every deadline on the injected clock. The term
 // starts once a Sync has gone through at least lag (on the elector's
-// clock) after the packet it vouches for, so the fake clock runs (a
-// millisecond per millisecond) until a leads, then stands still. a's
-// ValidUntil must be the send time of a packet on the fake clock plus the
+// clock) after the answer to the request it vouches for, so the fake clock
+// runs (a millisecond per millisecond) until a leads, then stands still.
+// a's ValidUntil must be the send time of a request on the fake clock plus the
 // window, and Since a fake time; with the fake clock frozen, a's term must
 // outlive its TTL in real time (no deadline on the real clock), and
 // advancing the fake clock past the window (with no renewal able to land
@@ -825,23 +846,7 @@ func TestTermFollowerPartitionedSyncLimit15(t *testing.T) {
 // quorum heard from the session; a bare read does not.
 func TestTermCutFollowerReadsVsSync(t *testing.T) {
 	members := testenvEnsemble(t)
-	var lead, f, g zkMember
-	electortest.Eventually(t, time.Minute, "an ensemble leader", func() bool {
-		lead, f, g = nil, nil, nil
-		for _, m := range members {
-			switch m.Mode() {
-			case "leader":
-				lead = m
-			case "follower":
-				if f == nil {
-					f = m
-				} else {
-					g = m
-				}
-			}
-		}
-		return lead != nil && f != nil && g != nil
-	})
+	lead, f, g := roles(t, members)
 	c := client(t, []string{f.Addr()})
 	if _, err := c.Create("/probe", nil, 0, gozk.WorldACL(gozk.PermAll)); err != nil {
 		t.Fatal(err)
