@@ -76,9 +76,10 @@
 // (elector.Deadline.Renewed), and the read says whether the node is still
 // there. A term starts on the write of its start (Since) into the node:
 // the latest request answered lag before the write was sent gives the
-// first deadline when that leaves room for a missed renewal, else a proof
-// like a renewal's follows (lag after the write's answer, a Sync and a
-// read). A session keeps the least timeout its handshakes answered: a
+// first deadline when that leaves as much as a renewal leaves (the window
+// less an interval, and room for a missed renewal: a supervisor's stop
+// timeout counts on it), else a proof like a renewal's follows (lag after
+// the write's answer, a Sync and a read). A session keeps the least timeout its handshakes answered: a
 // reconnection to a member that answers less ends the session's terms
 // (their deadlines ran on more).
 //

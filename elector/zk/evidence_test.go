@@ -10,6 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/electd/electd/clock"
+	"github.com/electd/electd/elector"
 )
 
 // pipeDialer dials net.Pipe connections, counting the dials; the far ends
@@ -175,7 +176,8 @@ func TestLinkKeeps(t *testing.T) {
 
 // TestLag: the tick is half the least timeout a server grants (probed) or
 // half the negotiated one, whichever is less; lag is half a tick plus a
-// quarter tick plus 20ms.
+// quarter tick plus 20ms; and the room a term's first deadline must leave
+// (firstRoom).
 func TestLag(t *testing.T) {
 	for _, c := range []struct {
 		timeout, probed, tick time.Duration
@@ -190,6 +192,20 @@ func TestLag(t *testing.T) {
 	}
 	if got, want := lagOf(200*time.Millisecond), 170*time.Millisecond; got != want {
 		t.Errorf("lagOf(200ms) = %s, want %s", got, want)
+	}
+	// The room a term's first deadline must leave: what a renewal leaves
+	// (the window less an interval), and never less than a missed
+	// renewal needs (two intervals and lag).
+	for _, c := range []struct {
+		timing elector.Timing
+		want   time.Duration
+	}{
+		{elector.Timing{TTL: 2 * time.Second, RenewInterval: 400 * time.Millisecond}, 1570 * time.Millisecond}, // window 1.97s
+		{elector.Timing{TTL: 2 * time.Second, RenewInterval: 900 * time.Millisecond}, 1970 * time.Millisecond}, // 2·900ms+170ms
+	} {
+		if got := firstRoom(c.timing.WithDefaults(), 170*time.Millisecond); got != c.want {
+			t.Errorf("firstRoom(%s) = %s, want %s", c.timing.WithDefaults(), got, c.want)
+		}
 	}
 }
 

@@ -30,11 +30,10 @@ func (e *Elector) lead(ctx context.Context, s *session, g gen, own string, st *z
 		e.leave(s, own)
 		return nil, e.abandoned(s, fmt.Errorf("write the term's start into %s: %w", own, err))
 	}
-	// The evidence the write gives must leave room for a missed renewal
-	// (each takes lag and a round trip), as Timing.Validate asks of the
-	// window; else prove.
+	// The evidence the write gives must leave what a renewal leaves
+	// (firstRoom); else prove.
 	sent, ok := evidence(s, wire, wrote, lag)
-	if !ok || t.DeadlineAfter(sent).Sub(clk.Now()) < 2*t.RenewInterval+lag {
+	if !ok || t.DeadlineAfter(sent).Sub(clk.Now()) < firstRoom(t, lag) {
 		var found bool
 		var err error
 		if sent, found, err = e.prove(ctx, s, p, lag, t.Window(), wrote.Add(-time.Nanosecond)); err == nil && !found {
@@ -59,6 +58,18 @@ func (e *Elector) lead(ctx context.Context, s *session, g gen, own string, st *z
 	e.wg.Add(1)
 	go e.keep(s, g, own, dl, t, lag)
 	return term, nil
+}
+
+// firstRoom is the least time a term's first deadline must leave when it
+// starts on evidence older than its write: room for a missed renewal (each
+// takes lag and a round trip), as Timing.Validate asks of the window, and
+// no less than a renewal leaves (its evidence is the previous renewal's
+// request, about RenewInterval old). A supervisor stops its child at
+// ValidUntil − stop timeout − StopMargin, and its stop timeout may use the
+// window less two renewal intervals: a first deadline shorter than a
+// renewal's would stop the child before the first renewal lands.
+func firstRoom(t elector.Timing, lag time.Duration) time.Duration {
+	return max(2*t.RenewInterval+lag, t.Window()-t.RenewInterval)
 }
 
 // keep renews the term's deadline until it ends. Every RenewInterval it
