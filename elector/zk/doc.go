@@ -57,8 +57,9 @@
 // completed was sent, on the SAME TCP connection, with no reconnection
 // between: the Sync reaches the follower at least lag after the request
 // did, whatever the latency. Every request of the session's client is
-// timed so (session.go, start), on the elector's clock, per connection; a
-// reconnection starts afresh. lag is half a tick (the leader's ping
+// timed so (session.go, start), on the elector's clock, per connection,
+// but the digest authentication (a server answers it without touching the
+// session); a reconnection starts afresh. lag is half a tick (the leader's ping
 // period) plus a margin of a quarter tick and 20ms (the ping period's
 // jitter). Servers do not tell clients their tick: each elector asks
 // once, before it opens its first session, on a throwaway connection, for

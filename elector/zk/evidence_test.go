@@ -76,6 +76,13 @@ func TestEvidence(t *testing.T) {
 	fc.Advance(10 * time.Millisecond)
 	ask(10*time.Millisecond, nil)                          // C: sent t0+260ms, answered t0+270ms
 	ask(5*time.Millisecond, errors.New("connection lost")) // sent t0+270ms, failed: no evidence
+	// sent t0+275ms, answered t0+276ms, untimed (an auth packet): no evidence
+	if _, err := launch(s, false, func(*zk.Conn) (struct{}, error) {
+		fc.Advance(time.Millisecond)
+		return struct{}{}, nil
+	}).wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	// E: sent t0+240ms (before C), answered t0+280ms.
 	wire.answered(t0.Add(240*time.Millisecond), t0.Add(280*time.Millisecond))
 	for _, c := range []struct {
@@ -89,7 +96,7 @@ func TestEvidence(t *testing.T) {
 		{t0.Add(420 * time.Millisecond), t0.Add(100 * time.Millisecond), true},
 		{t0.Add(440 * time.Millisecond), t0.Add(260 * time.Millisecond), true},
 		{t0.Add(450 * time.Millisecond), t0.Add(260 * time.Millisecond), true}, // E answered, sent before C
-		{t0.Add(time.Hour), t0.Add(260 * time.Millisecond), true},              // the failed request is no evidence
+		{t0.Add(time.Hour), t0.Add(260 * time.Millisecond), true},              // the failed and untimed requests are no evidence
 	} {
 		got, ok := evidence(s, wire, c.sync, lag)
 		if ok != c.ok || !got.Equal(c.want) {

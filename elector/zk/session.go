@@ -96,10 +96,12 @@ func (c *Conn) openOn(timeout time.Duration, clk clock.Clock) (*session, error) 
 	}
 	s.zk = conn
 	if c.user != "" {
-		// Sent once connected, and again by the client on every reconnection.
-		if _, err := do(context.Background(), s, func(z *zk.Conn) (struct{}, error) {
+		// Sent once connected, and again by the client on every
+		// reconnection. Not timed: a server answers an auth packet
+		// itself, without touching the session.
+		if _, err := launch(s, false, func(z *zk.Conn) (struct{}, error) {
 			return struct{}{}, z.AddAuth("digest", []byte(c.user+":"+c.pass))
-		}); err != nil {
+		}).wait(context.Background()); err != nil {
 			s.close()
 			return nil, fmt.Errorf("digest authentication as %q: %w", c.user, err)
 		}
@@ -213,13 +215,18 @@ type answer[T any] struct {
 // connection it started on is recorded there (evidence.go): its send time,
 // taken before the call, and its answer's, taken as soon as it returns.
 func start[T any](s *session, f func(z *zk.Conn) (T, error)) pending[T] {
+	return launch(s, true, f)
+}
+
+// launch is start, recording the exchange only if timed.
+func launch[T any](s *session, timed bool, f func(z *zk.Conn) (T, error)) pending[T] {
 	ch := make(pending[T], 1)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		wire, sent := s.current(), s.clk.Now()
 		v, err := f(s.zk)
-		if at := s.clk.Now(); err == nil && wire != nil && s.current() == wire {
+		if at := s.clk.Now(); timed && err == nil && wire != nil && s.current() == wire {
 			wire.answered(sent, at)
 		}
 		ch <- answer[T]{v, err}
