@@ -17,8 +17,8 @@ import (
 // follows (prove): the write of Since into the node goes through the
 // ensemble's leader, so the latest request of ours answered on the same
 // connection at least lag before that write was sent vouches for the
-// session from its send time, when that leaves room for a missed renewal;
-// else the term proves the session (prove: lag after the write's answer,
+// session from its send time, when that leaves what a renewal leaves
+// (firstRoom); else the term proves the session (prove: lag after the write's answer,
 // a Sync and a read).
 func (e *Elector) lead(ctx context.Context, s *session, g gen, own string, st *zk.Stat, t elector.Timing, lag time.Duration) (*elector.Term, error) {
 	clk := e.cfg.Clock
