@@ -68,21 +68,21 @@
 // half the negotiated timeout (a timeout is at least 2 ticks; that bound
 // alone when the probe fails).
 //
-// A renewal (every RenewInterval, term.go keep and prove) takes the
-// earliest answered request of ours on the current connection sent after
-// its deadline's evidence (usually the previous renewal's; a read of the
-// node is sent to be one when there is none), waits until lag has passed
-// since its answer, then Syncs the leader's node with a read of it
-// alongside; on success ValidUntil moves by the rule
+// A renewal (RenewInterval after the previous one, term.go keep and
+// prove) sends a read of the leader's node (the touch), waits until lag
+// has passed since its answer, then Syncs the node with a read of it
+// alongside (the previous renewal's requests vouch too, but they are an
+// interval old: a deadline counted from them leaves no room for a late
+// renewal); on success ValidUntil moves by the rule
 // (elector.Deadline.Renewed), and the read says whether the node is still
 // there. A term starts on the write of its start (Since) into the node:
 // the latest request answered lag before the write was sent gives the
 // first deadline when that leaves as much as a renewal leaves (the window
 // less an interval, and room for a missed renewal: a supervisor's stop
 // timeout counts on it), else a proof like a renewal's follows (lag after
-// the write's answer, a Sync and a read). A session keeps the least timeout its handshakes answered: a
-// reconnection to a member that answers less ends the session's terms
-// (their deadlines ran on more).
+// the write's answer, a Sync and a read). A session keeps the least
+// timeout its handshakes answered: a reconnection to a member that answers
+// less ends the session's terms (their deadlines ran on more).
 //
 // A term ends (Done closes) at the earliest of: that deadline, the
 // session's expiry (the client's StateExpired), its node's deletion (a

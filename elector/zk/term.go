@@ -63,8 +63,8 @@ func (e *Elector) lead(ctx context.Context, s *session, g gen, own string, st *z
 // firstRoom is the least time a term's first deadline must leave when it
 // starts on evidence older than its write: room for a missed renewal (each
 // takes lag and a round trip), as Timing.Validate asks of the window, and
-// no less than a renewal leaves (its evidence is the previous renewal's
-// request, about RenewInterval old). A supervisor stops its child at
+// no less than a renewal leaves with one interval between renewals. A
+// supervisor stops its child at
 // ValidUntil − stop timeout − StopMargin, and its stop timeout may use the
 // window less two renewal intervals: a first deadline shorter than a
 // renewal's would stop the child before the first renewal lands.
@@ -72,8 +72,9 @@ func firstRoom(t elector.Timing, lag time.Duration) time.Duration {
 	return max(2*t.RenewInterval+lag, t.Window()-t.RenewInterval)
 }
 
-// keep renews the term's deadline until it ends. Every RenewInterval it
-// proves the session alive at the ensemble's leader (prove) and moves the
+// keep renews the term's deadline until it ends. RenewInterval after
+// each renewal it proves the session alive at the ensemble's leader
+// (prove: a touch, lag after its answer a Sync) and moves the
 // deadline to the send time of the request that proof vouches for plus the
 // negotiated timeout·(1−drift) − ε (elector.Timing). The term ends at the
 // earliest of that deadline, the session's end, the node's deletion, the
@@ -125,7 +126,11 @@ func (e *Elector) keep(s *session, g gen, own string, dl *elector.Deadline, t el
 			continue
 		case <-timer.C():
 		}
-		sent, ok, err := e.prove(ctx, s, p, lag, t.RenewInterval, dl.ValidUntil().Add(-t.Window()))
+		// A request sent from now on: a touch of the renewal's own. (The
+		// previous renewal's requests are evidence too, but about an
+		// interval old: a deadline counted from them would leave no room
+		// for a late renewal.)
+		sent, ok, err := e.prove(ctx, s, p, lag, t.RenewInterval, clk.Now())
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
@@ -149,10 +154,9 @@ func (e *Elector) keep(s *session, g gen, own string, dl *elector.Deadline, t el
 // applies every touch the follower relayed before forwarding it (in its
 // answers to the leader's pings, every tickTime/2, on the same stream).
 // So: take the earliest request of ours on the current connection sent
-// after after (the evidence the deadline already has; a renewal finds the
-// previous one's), or send a read of p to be one; wait until lag has
-// passed since its ANSWER; then Sync p, with a read of p alongside (the
-// node still there). The evidence is the latest send time of a request
+// after after (lead's write of the term's start), or send a read of p to
+// be one (the touch: a renewal's); wait until lag has passed since its
+// ANSWER; then Sync p, with a read of p alongside (the node still there). The evidence is the latest send time of a request
 // of ours answered on that same connection at least lag before the Sync
 // was sent (evidence). Each request is abandoned after each.
 func (e *Elector) prove(ctx context.Context, s *session, p string, lag, each time.Duration, after time.Time) (time.Time, bool, error) {
