@@ -69,8 +69,8 @@ func TestTermEnsembleLeaderKilled(t *testing.T) {
 }
 
 // TestTermCloseDuringLagWait: on a fake clock, a renewal is started and
-// left waiting on it (for its lag, or its next timer); Close must end the
-// term at once (Done) and the node must go (b leads).
+// left waiting for its lag; Close must end the term at once (Done) and
+// the node must go (b leads).
 func TestTermCloseDuringLagWait(t *testing.T) {
 	srv := testenv.StartZK(t)
 	fc := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -92,8 +92,8 @@ func TestTermCloseDuringLagWait(t *testing.T) {
 	ra := electortest.MustLead(t, ca, 10*time.Second, "a")
 	close(stop)
 	<-stopped
-	// Fire the renewal timer; prove then waits lag after an answer, or
-	// the next timer, on the (now frozen) fake clock.
+	// Fire the renewal timer; prove then sends a read and waits lag
+	// after its answer on the (now frozen) fake clock.
 	fc.Advance(ra.Term.Timing().RenewInterval + time.Millisecond)
 	time.Sleep(300 * time.Millisecond)
 	b := electortest.DialURL(t, zk.Backend, "zk://"+srv.Addr(), elector.Candidate{Election: "closewait", ID: "b", Timing: timing})
