@@ -68,8 +68,8 @@
 // half the negotiated timeout (a timeout is at least 2 ticks; that bound
 // alone when the probe fails).
 //
-// A renewal (RenewInterval after the previous one, term.go keep and
-// prove) sends a read of the leader's node (the touch), waits until lag
+// A renewal (RenewInterval less lag after the previous one, term.go keep
+// and prove) sends a read of the leader's node (the touch), waits until lag
 // has passed since its answer, then Syncs the node with a read of it
 // alongside (the previous renewal's requests vouch too, but they are an
 // interval old: a deadline counted from them leaves no room for a late

@@ -79,6 +79,16 @@ func (l *link) firstAnswer(t time.Time) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// roundTrip is the time the latest answered request on l took (0 if none).
+func (l *link) roundTrip() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.exchanges); n > 0 {
+		return l.exchanges[n-1].answered.Sub(l.exchanges[n-1].sent)
+	}
+	return 0
+}
+
 // before is the latest send time of a request on l answered at or before
 // cut.
 func (l *link) before(cut time.Time) (time.Time, bool) {

@@ -72,8 +72,8 @@ func firstRoom(t elector.Timing, lag time.Duration) time.Duration {
 	return max(2*t.RenewInterval+lag, t.Window()-t.RenewInterval)
 }
 
-// keep renews the term's deadline until it ends. RenewInterval after
-// each renewal it proves the session alive at the ensemble's leader
+// keep renews the term's deadline until it ends. RenewInterval less lag
+// after each renewal it proves the session alive at the ensemble's leader
 // (prove: a touch, lag after its answer a Sync) and moves the
 // deadline to the send time of the request that proof vouches for plus the
 // negotiated timeout·(1−drift) − ε (elector.Timing). The term ends at the
@@ -109,7 +109,17 @@ func (e *Elector) keep(s *session, g gen, own string, dl *elector.Deadline, t el
 	}()
 	gone := e.watchGone(ctx, s, p)
 	for {
-		timer := clk.NewTimer(t.RenewInterval)
+		// A touch of the renewal's own goes out lag early, so that the
+		// Sync follows about an interval after the last one; on a link
+		// whose round trip exceeds the interval less lag, the previous
+		// renewal's requests are the fresher evidence (touch false).
+		wire := s.current()
+		touch := wire == nil || wire.roundTrip() <= t.RenewInterval-lag
+		every := t.RenewInterval
+		if touch {
+			every -= lag
+		}
+		timer := clk.NewTimer(every)
 		select {
 		case <-dl.Done():
 			timer.Stop()
@@ -126,11 +136,11 @@ func (e *Elector) keep(s *session, g gen, own string, dl *elector.Deadline, t el
 			continue
 		case <-timer.C():
 		}
-		// A request sent from now on: a touch of the renewal's own. (The
-		// previous renewal's requests are evidence too, but about an
-		// interval old: a deadline counted from them would leave no room
-		// for a late renewal.)
-		sent, ok, err := e.prove(ctx, s, p, lag, t.RenewInterval, clk.Now())
+		after := dl.ValidUntil().Add(-t.Window())
+		if touch {
+			after = clk.Now() // a request sent from now on
+		}
+		sent, ok, err := e.prove(ctx, s, p, lag, t.RenewInterval, after)
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
