@@ -73,7 +73,9 @@
 // has passed since its answer, then Syncs the node with a read of it
 // alongside (the previous renewal's requests vouch too, but they are an
 // interval old: a deadline counted from them leaves no room for a late
-// renewal); on success ValidUntil moves by the rule
+// renewal; only on a link whose round trip exceeds the interval less lag
+// are they the evidence, a renewal then Syncing an interval after the
+// last); on success ValidUntil moves by the rule
 // (elector.Deadline.Renewed), and the read says whether the node is still
 // there. A term starts on the write of its start (Since) into the node:
 // the latest request answered lag before the write was sent gives the
