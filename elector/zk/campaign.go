@@ -70,7 +70,7 @@ func (e *Elector) attempt(ctx context.Context, try bool) (*elector.Term, error) 
 	if err != nil {
 		return nil, err
 	}
-	lag := e.lag(timing)
+	lag := timing.Lag
 	own, st, err := e.join(ctx, s, g)
 	if err != nil {
 		return nil, err

@@ -120,26 +120,28 @@ func (e *Elector) Wakeups() uint64 { return e.wakeups.Load() }
 // timing is the candidate's timing on a session's negotiated timeout: the
 // ensemble clamps the asked timeout (--ttl) to [2, 20] of its ticks, and
 // the session lasts what it negotiated. The renewal interval keeps its
-// ratio to the TTL.
-// A difference is logged once per session.
+// ratio to the TTL, and Lag is the renewal's (lag): a renewal's evidence
+// is a request sent lag before its Sync, which the room for a missed
+// renewal and the supervisor's stop budget must leave. A negotiated
+// timeout that differs is logged once per session.
 func (e *Elector) timing(g gen) (elector.Timing, error) {
 	want, got := e.cfg.Timing, g.timeout
 	t := want
-	if got == want.TTL {
-		return t, nil
+	if got != want.TTL {
+		t.TTL = got
+		t.RenewInterval = time.Duration(float64(want.RenewInterval) * float64(got) / float64(want.TTL))
+		e.mu.Lock()
+		first := e.warned != g.id
+		e.warned = g.id
+		e.mu.Unlock()
+		if first {
+			e.log.Warn("the zookeeper ensemble negotiated another session timeout than --ttl: deadlines run on the negotiated one",
+				"ttl", want.TTL, "negotiated", got, "renew_interval", t.RenewInterval, "session", fmt.Sprintf("%#x", g.id))
+		}
 	}
-	t.TTL = got
-	t.RenewInterval = time.Duration(float64(want.RenewInterval) * float64(got) / float64(want.TTL))
-	e.mu.Lock()
-	first := e.warned != g.id
-	e.warned = g.id
-	e.mu.Unlock()
-	if first {
-		e.log.Warn("the zookeeper ensemble negotiated another session timeout than --ttl: deadlines run on the negotiated one",
-			"ttl", want.TTL, "negotiated", got, "renew_interval", t.RenewInterval, "session", fmt.Sprintf("%#x", g.id))
-	}
+	t.Lag = e.lag(t)
 	if err := t.Validate(); err != nil {
-		return t, elector.Configf("ttl", "the ensemble negotiated a session timeout of %s for --ttl %s (it clamps it to 2..20 ticks), which the timing rule refuses: %v", got, want.TTL, err)
+		return t, elector.Configf("ttl", "the ensemble negotiated a session timeout of %s for --ttl %s (it clamps it to 2..20 ticks), with a renewal lag of %s (¾ of its tick and 20ms), which the timing rule refuses: %v", got, want.TTL, t.Lag, err)
 	}
 	return t, nil
 }

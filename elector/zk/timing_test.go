@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -41,6 +42,10 @@ func TestZKNegotiatedTimeout(t *testing.T) {
 		if got.TTL != tc.want || got.RenewInterval != tc.want/5 {
 			t.Errorf("ttl asked %s: the term runs on %s, want the negotiated %s (renewals every %s)", tc.ask, got, tc.want, tc.want/5)
 		}
+		// The tick is 200ms: a renewal's evidence is 3/4 of it and 20ms older than its Sync.
+		if got.Lag != 170*time.Millisecond {
+			t.Errorf("ttl asked %s: the term's timing has lag %s, want 170ms", tc.ask, got.Lag)
+		}
 		if v := term.ValidUntil(); v.After(time.Now().Add(got.Window())) {
 			t.Errorf("ttl asked %s: ValidUntil %s from now, beyond the negotiated window %s", tc.ask, time.Until(v), got.Window())
 		}
@@ -63,6 +68,17 @@ func TestZKNegotiatedTimeout(t *testing.T) {
 	if n := h.Queued(t, "negotiate-refused"); n != 0 {
 		t.Fatalf("the refused campaign left %d nodes", n)
 	}
+
+	// Renewals every 60ms for a 150ms TTL become every 160ms of the 400ms
+	// granted: two of them (320ms) fit its window (386ms), not with the
+	// renewal's lag (170ms) too.
+	e = h.New(t, electortest.Candidate{StoreAddr: h.Addr(), Candidate: elector.Candidate{
+		Election: "negotiate-lag", ID: "a", Timing: elector.Timing{TTL: 150 * time.Millisecond, RenewInterval: 60 * time.Millisecond}}})
+	_, err = e.Campaign(ctx)
+	if !errors.As(err, &ce) || ce.Field != "ttl" || !strings.Contains(err.Error(), "renewal lag 170ms") {
+		t.Fatalf("campaign on a negotiated timeout whose renewal lag leaves no room for a missed renewal: %v, want a ConfigError naming ttl and the lag", err)
+	}
+	t.Logf("refused: %v", err)
 }
 
 // acks records each renewal that counted: when it was acknowledged, and
