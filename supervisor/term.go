@@ -62,6 +62,10 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 		s.give(ctx, term, endRefused, true)
 		return ending{reason: endRefused, refused: err}
 	}
+	if stop != s.cfg.StopTimeout {
+		s.log.Info("the term's timing leaves less room than the configured one: its child gets the default stop timeout of that timing",
+			"token", term.Token, "timing", term.Timing().String(), "stop_timeout", stop)
+	}
 	s.mu.Lock()
 	s.term = term
 	s.mu.Unlock()
