@@ -108,9 +108,32 @@ func (l *link) before(cut time.Time) (time.Time, bool) {
 }
 
 // recording wraps dial so that every connection it opens is a new link,
-// which becomes the session's current one.
-func (s *session) recording(dial zk.Dialer) zk.Dialer {
+// which becomes the session's current one. A reconnection of a session
+// that holds (a gen) first asks the server, on a throwaway connection,
+// what timeout it grants (grants): a member with a lower maxSessionTimeout
+// applies its smaller timeout to the session as soon as it has the
+// handshake (its leader moves the session's expiry EARLIER), before the
+// client can read the answer; so the gen, whose deadlines ran on the
+// larger one, ends before the handshake is sent. A server that does not
+// answer the probe is not dialled: the client tries the next.
+func (s *session) recording(dial zk.Dialer, grants func(host string, ask, wait time.Duration) (time.Duration, error)) zk.Dialer {
 	return func(network, addr string, timeout time.Duration) (net.Conn, error) {
+		s.mu.Lock()
+		held := s.cur.timeout // 0: no session held
+		s.mu.Unlock()
+		if held > 0 {
+			got, err := grants(addr, held, timeout)
+			if err != nil {
+				return nil, fmt.Errorf("ask %s which session timeout it grants before reconnecting: %w", addr, err)
+			}
+			if got < held {
+				s.mu.Lock()
+				if s.cur.timeout == held {
+					s.endLocked()
+				}
+				s.mu.Unlock()
+			}
+		}
 		nc, err := dial(network, addr, timeout)
 		if err != nil {
 			return nil, err
@@ -162,7 +185,7 @@ func tickOf(timeout, probed time.Duration) time.Duration {
 func (c *Conn) probeMinTimeout(ctx context.Context) (time.Duration, error) {
 	var errs []error
 	for _, h := range c.hosts {
-		d, err := c.probeHost(ctx, h)
+		d, err := c.probeHost(ctx, h, time.Millisecond)
 		if err == nil {
 			return d, nil
 		}
@@ -174,7 +197,10 @@ func (c *Conn) probeMinTimeout(ctx context.Context) (time.Duration, error) {
 	return 0, fmt.Errorf("probe the servers' least session timeout: %w", errors.Join(errs...))
 }
 
-func (c *Conn) probeHost(ctx context.Context, host string) (time.Duration, error) {
+// probeHost asks host, on a connection of its own, for a session of ask
+// and returns the timeout it grants (its minSessionTimeout for 1ms); the
+// throwaway session is closed at once.
+func (c *Conn) probeHost(ctx context.Context, host string, ask time.Duration) (time.Duration, error) {
 	var got time.Duration
 	wait := time.Second
 	if dl, ok := ctx.Deadline(); ok {
@@ -192,7 +218,7 @@ func (c *Conn) probeHost(ctx context.Context, host string) (time.Duration, error
 	// (ms), session 0, a password of 16 zero bytes.
 	req := make([]byte, 4+4+8+4+8+4+16)
 	binary.BigEndian.PutUint32(req[0:], uint32(len(req)-4))
-	binary.BigEndian.PutUint32(req[16:], 1)
+	binary.BigEndian.PutUint32(req[16:], uint32(max(ask.Milliseconds(), 1)))
 	binary.BigEndian.PutUint32(req[28:], 16)
 	if _, err := nc.Write(req); err != nil {
 		return 0, fmt.Errorf("send a handshake to %s: %w", host, err)

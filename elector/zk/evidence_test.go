@@ -48,7 +48,10 @@ func TestEvidence(t *testing.T) {
 	fc := clock.NewFake(t0)
 	s := &session{clk: fc}
 	dials := 0
-	dial := s.recording(pipeDialer(t, &dials))
+	dial := s.recording(pipeDialer(t, &dials), func(string, time.Duration, time.Duration) (time.Duration, error) {
+		t.Error("a first connection asked what the server grants")
+		return 0, nil
+	})
 	const lag = 170 * time.Millisecond
 	// ask sends a request that is answered rtt later (or fails), and
 	// waits for its answer.
@@ -255,5 +258,61 @@ func TestLeastTimeout(t *testing.T) {
 	s.sniffed(5*time.Second, 8) // a new session: its own answer
 	if s.seenTimeout != 5*time.Second {
 		t.Errorf("a new session's answer %s, want 5s", s.seenTimeout)
+	}
+}
+
+// TestReconnectGrants: a reconnection of a session that holds first asks
+// the server which timeout it grants. A server that grants less than the
+// session's ends the session's gen before the handshake goes out (its
+// leader would apply the smaller timeout on receiving it); one that grants
+// as much keeps it; one that does not answer is not dialled.
+func TestReconnectGrants(t *testing.T) {
+	const held = 4 * time.Second
+	tests := []struct {
+		name      string
+		grants    time.Duration
+		err       error
+		ended     bool // the gen ended
+		dialled   bool
+	}{
+		{name: "grants as much", grants: held, dialled: true},
+		{name: "grants more", grants: 2 * held, dialled: true},
+		{name: "grants less", grants: 400 * time.Millisecond, ended: true, dialled: true},
+		{name: "does not answer", err: errors.New("i/o timeout")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			lost := make(chan struct{})
+			s := &session{clk: clock.Real{}, granted: make(chan struct{}), lost: lost}
+			s.cur = gen{id: 7, timeout: held, lost: lost}
+			dials := 0
+			var asked time.Duration
+			dial := s.recording(pipeDialer(t, &dials), func(host string, ask, _ time.Duration) (time.Duration, error) {
+				asked = ask
+				select {
+				case <-lost:
+					t.Error("the gen ended before the server was asked")
+				default:
+				}
+				return tc.grants, tc.err
+			})
+			_, err := dial("tcp", "b:2181", time.Second)
+			if asked != held {
+				t.Errorf("asked the server for %s, want the session's %s", asked, held)
+			}
+			if (err == nil) != tc.dialled || (dials == 1) != tc.dialled {
+				t.Errorf("dial: %v after %d dials, want dialled %t", err, dials, tc.dialled)
+			}
+			select {
+			case <-lost:
+				if !tc.ended {
+					t.Error("the gen ended")
+				}
+			default:
+				if tc.ended {
+					t.Error("the gen holds after a reconnection to a server that grants less")
+				}
+			}
+		})
 	}
 }

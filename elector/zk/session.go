@@ -87,7 +87,7 @@ func (c *Conn) open(timeout time.Duration) (*session, error) { return c.openOn(t
 func (c *Conn) openOn(timeout time.Duration, clk clock.Clock) (*session, error) {
 	s := &session{clk: clock.OrReal(clk), quit: make(chan struct{}), granted: make(chan struct{})}
 	conn, _, err := zk.Connect(c.hosts, timeout,
-		zk.WithDialer(s.recording(c.dialer(s.sniffed))),
+		zk.WithDialer(s.recording(c.dialer(s.sniffed), c.grants)),
 		zk.WithEventCallback(s.event),
 		zk.WithLogger(zkLogger{c.logger}),
 		zk.WithLogInfo(false))
@@ -107,6 +107,14 @@ func (c *Conn) openOn(timeout time.Duration, clk clock.Clock) (*session, error) 
 		}
 	}
 	return s, nil
+}
+
+// grants is what host answers a handshake asking for a session of ask
+// (probeHost), within wait.
+func (c *Conn) grants(host string, ask, wait time.Duration) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	return c.probeHost(ctx, host, ask)
 }
 
 // sniffed notes a handshake's answer. A session keeps the least timeout
