@@ -100,7 +100,12 @@ const (
 	refuse  = iota // accept and close at once
 	forward        // both ways
 	deaf           // the client's bytes reach the server; the server's answers are read and dropped
+	slow           // as forward, the server's answers delivered slowDown late
 )
+
+// slowDown is how late a switchProxy in mode slow delivers the server's
+// bytes.
+const slowDown = 2 * time.Second
 
 // switchProxy forwards connections to target in its current mode; drop
 // closes every connection open. Close (in t.Cleanup) waits for its
@@ -113,8 +118,8 @@ type switchProxy struct {
 	mu       sync.Mutex
 	mode     int
 	conns    map[net.Conn]struct{}
-	accepted [3]int          // connections accepted per mode
-	heard    []time.Duration // the session timeouts of the handshake answers dropped in deaf mode
+	accepted [4]int          // connections accepted per mode
+	heard    []time.Duration // the session timeouts of the handshake answers in modes deaf and slow
 	heardAt  []time.Time     // when
 	closed   bool
 }
@@ -208,14 +213,62 @@ func (p *switchProxy) accept() {
 		}()
 		go func() {
 			defer p.wg.Done()
-			if mode == deaf {
+			switch mode {
+			case deaf:
 				p.swallow(s)
-			} else {
+			case slow:
+				p.late(c, s)
+			default:
 				_, _ = io.Copy(c, s) // ends when either side closes
 			}
 			p.untrack(s)
 			p.untrack(c)
 		}()
+	}
+}
+
+// late delivers the server's bytes to c, each slowDown after it was
+// read, noting the timeout its handshake answer granted.
+func (p *switchProxy) late(c, s net.Conn) {
+	type chunk struct {
+		b  []byte
+		at time.Time
+	}
+	q := make(chan chunk, 64)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer close(q)
+		var head []byte
+		for {
+			b := make([]byte, 4096)
+			n, err := s.Read(b)
+			if n > 0 {
+				if len(head) < 20 {
+					head = append(head, b[:min(n, 20-len(head))]...)
+					if len(head) == 20 {
+						p.mu.Lock()
+						p.heard = append(p.heard, time.Duration(int32(binary.BigEndian.Uint32(head[8:12])))*time.Millisecond)
+						p.heardAt = append(p.heardAt, time.Now())
+						p.mu.Unlock()
+					}
+				}
+				q <- chunk{b[:n], time.Now()}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for ch := range q {
+		// The latency is the fault being simulated, not a synchronisation.
+		time.Sleep(time.Until(ch.at.Add(slowDown)))
+		if _, err := c.Write(ch.b); err != nil {
+			p.untrack(s) // ends the reader
+			for range q {
+			}
+			return
+		}
 	}
 }
 
@@ -255,7 +308,19 @@ func (p *switchProxy) swallow(s net.Conn) {
 // a's session expires at the ensemble about 400ms after member 3 saw the
 // handshake, b is granted, and a's ValidUntil (up to 4s·0.99 after a's
 // last renewal) is still ahead: two valid terms.
-func TestTermStartLowerMaxTimeoutAnswerLost(t *testing.T) {
+func TestTermStartLowerMaxTimeoutAnswerLost(t *testing.T) { lowerMaxTimeout(t, deaf) }
+
+// TestTermStartLowerMaxTimeoutAnswerLate is the same with nothing lost:
+// member 3's answers reach a's client slowDown (2s) late, on a link slow
+// one way. The client reads the smaller timeout and its term ends
+// (session.go sniffed), but only 2s after member 3 applied it: the
+// ensemble expired the session and b was granted in between. Expected
+// now: a's Done (and ValidUntil, clamped to it) after b's grant.
+func TestTermStartLowerMaxTimeoutAnswerLate(t *testing.T) { lowerMaxTimeout(t, slow) }
+
+// lowerMaxTimeout is the race of the two tests above; mode is Y's once
+// the fault begins.
+func lowerMaxTimeout(t *testing.T, mode int) {
 	ms := startMembersWith(t, map[int][]string{2: {"maxSessionTimeout=400"}})
 	var members []zkMember
 	for _, m := range ms {
@@ -320,14 +385,17 @@ func TestTermStartLowerMaxTimeoutAnswerLost(t *testing.T) {
 	// which time member 1 has relayed a's last touch (4s) to the leader,
 	// so that the deaf handshake's touch (400ms) is the session's last.
 	x.set(refuse)
+	y.mu.Lock()
+	refused := y.accepted[refuse] // a's first dial may have tried Y
+	y.mu.Unlock()
 	cut := time.Now()
 	x.drop()
 	electortest.Eventually(t, 10*time.Second, "a's client refused by Y", func() bool {
 		y.mu.Lock()
 		defer y.mu.Unlock()
-		return y.accepted[refuse] > 0
+		return y.accepted[refuse] > refused
 	})
-	y.set(deaf)
+	y.set(mode)
 	deafAt := time.Now()
 	rb := electortest.MustLead(t, cb, 30*time.Second, "b")
 	var gone time.Time
@@ -348,8 +416,8 @@ func TestTermStartLowerMaxTimeoutAnswerLost(t *testing.T) {
 	for _, h := range heardAt {
 		at = append(at, rel(h))
 	}
-	t.Logf("Y deaf from %s", rel(deafAt))
-	t.Logf("fault at 0: member 3 answered a's reconnection with timeouts %v at %v (dropped; Y accepted %v refuse/forward/deaf); a's node deleted %s; b granted %s",
+	t.Logf("Y in mode %d (2 deaf, 3 slow) from %s", mode, rel(deafAt))
+	t.Logf("fault at 0: member 3 answered a's reconnection with timeouts %v at %v (read by Y; Y accepted %v refuse/forward/deaf/slow); a's node deleted %s; b granted %s",
 		heard, at, acc, rel(gone), rel(rb.At))
 	held.before(t, ra, rb, cut, 6*time.Second)
 }
