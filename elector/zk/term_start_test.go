@@ -291,7 +291,8 @@ func (p *switchProxy) swallow(s net.Conn) {
 // exists for it: "a reconnection to a member that answers less ends the
 // session's terms"). But the ensemble applies the smaller timeout as soon
 // as that member accepts the reconnection, not when the client reads the
-// answer: ZooKeeper 3.5+ (the leader's ExpiryQueue.update) moves a
+// answer: the leader's SessionTrackerImpl.touchSession and
+// ExpiryQueue.update (ZooKeeper 3.8.0 as installed, read with javap) move a
 // session's expiry to now + the timeout of the latest touch, EARLIER too,
 // and the follower's REVALIDATE is such a touch, with the timeout that
 // member negotiated. If that handshake's answer never reaches the client
@@ -303,8 +304,10 @@ func (p *switchProxy) swallow(s net.Conn) {
 // Setup: three members, tickTime 200ms; member 3 has
 // maxSessionTimeout=400. a leads with --ttl 4s through proxy X to member 1
 // (negotiated 4s); proxy Y to member 3 refuses until the fault. b queues
-// on members 1 and 2. Fault: X drops a's connection and refuses; Y
-// forwards a's handshake to member 3 but drops its answer. Expected now:
+// on members 1 and 2. Fault: X drops a's connection and refuses; once Y
+// has refused a's client again (its next dial comes a second later, after
+// member 1 relayed a's last touch, 4s, to the leader), Y forwards a's
+// handshake to member 3 but drops its answer. Expected now:
 // a's session expires at the ensemble about 400ms after member 3 saw the
 // handshake, b is granted, and a's ValidUntil (up to 4s·0.99 after a's
 // last renewal) is still ahead: two valid terms.
