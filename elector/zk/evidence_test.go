@@ -269,11 +269,11 @@ func TestLeastTimeout(t *testing.T) {
 func TestReconnectGrants(t *testing.T) {
 	const held = 4 * time.Second
 	tests := []struct {
-		name      string
-		grants    time.Duration
-		err       error
-		ended     bool // the gen ended
-		dialled   bool
+		name    string
+		grants  time.Duration
+		err     error
+		ended   bool // the gen ended
+		dialled bool
 	}{
 		{name: "grants as much", grants: held, dialled: true},
 		{name: "grants more", grants: 2 * held, dialled: true},
