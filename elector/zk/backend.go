@@ -123,9 +123,14 @@ func (c *Conn) acl() []zk.ACL {
 }
 
 // dialer opens TCP (or TLS) connections for the ZooKeeper client; sniff
-// reads what each connection's handshake answer says.
-func (c *Conn) dialer(sniff func(timeout time.Duration, session int64)) zk.Dialer {
+// reads what each connection's handshake answer says, which must come
+// within answerWithin of the dial (0: no bound but the client's).
+func (c *Conn) dialer(sniff func(timeout time.Duration, session int64), answerWithin time.Duration) zk.Dialer {
 	return func(network, addr string, timeout time.Duration) (net.Conn, error) {
+		var by time.Time
+		if answerWithin > 0 {
+			by = time.Now().Add(answerWithin)
+		}
 		d := &net.Dialer{Timeout: timeout}
 		var nc net.Conn
 		var err error
@@ -142,7 +147,7 @@ func (c *Conn) dialer(sniff func(timeout time.Duration, session int64)) zk.Diale
 		if err != nil {
 			return nil, err
 		}
-		return &sniffer{Conn: nc, found: sniff}, nil
+		return &sniffer{Conn: nc, found: sniff, by: by}, nil
 	}
 }
 

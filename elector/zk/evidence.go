@@ -206,7 +206,7 @@ func (c *Conn) probeHost(ctx context.Context, host string, ask time.Duration) (t
 	if dl, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(dl))
 	}
-	nc, err := c.dialer(func(t time.Duration, _ int64) { got = t })("tcp", host, wait)
+	nc, err := c.dialer(func(t time.Duration, _ int64) { got = t }, 0)("tcp", host, wait)
 	if err != nil {
 		return 0, fmt.Errorf("dial %s: %w", host, err)
 	}
