@@ -414,3 +414,65 @@ func stallThenLoseRelay(t *testing.T, syncLimit int, renew time.Duration) {
 	}
 	electortest.Resign(t, rb.Term)
 }
+
+// TestTermEvidenceSecondSyncUnderStall is the fault above with a plain
+// client connected only to F, to show what does prove the relay: a touch
+// (Exists), lag later a Sync (forwarded while the leader→F direction
+// stalls), then the stall released with F→leader lost. The first Sync
+// succeeds though F's relay of the touch never reached the leader (the
+// hole). A second Sync, sent after the first one's answer, is forwarded
+// after the relays F wrote on receiving the pings that preceded the first
+// Sync's answer (the leader sent one in the lag between the touch and the
+// first Sync: its own ping period, not the link's delivery): it completes
+// only if those relays reached the leader, and here it fails.
+func TestTermEvidenceSecondSyncUnderStall(t *testing.T) {
+	ms, relays := startRelayedEnsemble(t, 5)
+	lead, f, g := roles(t, ms)
+	if memberID(t, f) != 1 {
+		f, g = g, f
+	}
+	if memberID(t, f) != 1 {
+		t.Skipf("member 1 leads (%s): no relayed follower", lead.Addr())
+	}
+	relay := relays[memberID(t, lead)]
+	c := client(t, []string{f.Addr()})
+	if _, err := c.Create("/probe", nil, 0, gozk.WorldACL(gozk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	relay.set(func() { relay.holdDown = true })
+	stall := time.Now()
+	quiet := time.NewTimer(50 * time.Millisecond)
+	<-quiet.C
+	n0 := relay.chunks()
+	touched := time.Now()
+	if _, _, err := c.Exists("/probe"); err != nil {
+		t.Fatalf("touch: %v", err)
+	}
+	lag := 200*time.Millisecond/2 + 200*time.Millisecond/4 + 20*time.Millisecond
+	wait := time.NewTimer(lag)
+	<-wait.C
+	first := make(chan error, 1)
+	go func() { _, err := c.Sync("/probe"); first <- err }()
+	if _, _, ok := relay.upAfter(n0, time.Now().Add(2*time.Second)); !ok {
+		t.Fatal("F did not forward the Sync")
+	}
+	relay.set(func() { relay.dropUp, relay.dead, relay.holdDown = true, true, false })
+	released := time.Now()
+	var err1 error
+	select {
+	case err1 = <-first:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first Sync never returned")
+	}
+	answered := time.Now()
+	_, err2 := c.Sync("/probe")
+	ms0 := func(x time.Time) string { return x.Sub(stall).Round(time.Millisecond).String() }
+	t.Logf("stall at 0; touch sent %s; first Sync sent %s, F forwarded it, stall released with F→leader lost %s, answered %s: %v; second Sync (returned %s): %v",
+		ms0(touched), ms0(touched.Add(lag)), ms0(released), ms0(answered), err1, ms0(time.Now()), err2)
+	if err1 != nil {
+		t.Errorf("the first Sync failed (%v): the hole's premise did not hold", err1)
+	}
+	if err2 == nil {
+		t.Errorf("the second Sync succeeded though F's relays were lost")
+	}
+}
