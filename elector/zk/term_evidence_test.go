@@ -46,6 +46,7 @@ type quorumRelay struct {
 	changed  chan struct{} // closed and replaced on every state change and every up chunk
 	holdDown bool          // target→F bytes are not delivered (held, in order)
 	dropUp   bool          // F→target bytes are read and discarded
+	holdUp   bool          // F→target bytes are not delivered (held, in order)
 	dead     bool          // new connections are accepted and left silent
 	closed   bool
 	upChunks int // F→target chunks delivered
@@ -94,7 +95,7 @@ func (r *quorumRelay) accept() {
 }
 
 // pump copies src to dst: up (F→target) unless dropped, down
-// (target→F) once not held.
+// (target→F), each once not held.
 func (r *quorumRelay) pump(src, dst net.Conn, up bool) {
 	defer r.wg.Done()
 	defer func() { _ = src.Close(); _ = dst.Close() }()
@@ -103,7 +104,7 @@ func (r *quorumRelay) pump(src, dst net.Conn, up bool) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			r.mu.Lock()
-			for !up && r.holdDown && !r.closed {
+			for ((!up && r.holdDown) || (up && r.holdUp)) && !r.closed {
 				ch := r.changed
 				r.mu.Unlock()
 				<-ch
@@ -266,14 +267,23 @@ func startRelayedEnsemble(t *testing.T, syncLimit int) (ms []zkMember, relays ma
 // TestTermEvidenceLeaderToFollowerStall (syncLimit 15: F bears 3s of
 // silence from its leader; the longest renewal interval ttl 4s allows).
 func TestTermEvidenceLeaderToFollowerStall(t *testing.T) {
-	stallThenLoseRelay(t, 15, 1900*time.Millisecond)
+	stallThenLoseRelay(t, 15, 1900*time.Millisecond, false)
+}
+
+// TestTermEvidenceStallEachWay loses no byte: the F→leader direction
+// stalls in its turn as the leader→F direction recovers, and stays
+// stalled until the leader gives up on F (syncLimit·tickTime of silence)
+// and closes the link with F's relay of the touch still held in it.
+// Delays alone, on an ensemble's quorum link, no process paused.
+func TestTermEvidenceStallEachWay(t *testing.T) {
+	stallThenLoseRelay(t, 5, 0, true)
 }
 
 // TestTermEvidenceLeaderToFollowerStallDefaults is the same on testenv's
 // syncLimit (5: 1s of silence) with electd's default renewal interval
 // (ttl/5 = 800ms): the stall needed is one interval.
 func TestTermEvidenceLeaderToFollowerStallDefaults(t *testing.T) {
-	stallThenLoseRelay(t, 5, 0)
+	stallThenLoseRelay(t, 5, 0, false)
 }
 
 // stallThenLoseRelay: a leads connected only to member 1 (F), b waits
@@ -289,7 +299,8 @@ func TestTermEvidenceLeaderToFollowerStallDefaults(t *testing.T) {
 // leader last heard of a's session before the stall: it expires it a
 // session timeout after that, and b is granted while a's ValidUntil,
 // counted from the touch, is still ahead.
-func stallThenLoseRelay(t *testing.T, syncLimit int, renew time.Duration) {
+// With holdUp, F→leader is held instead of lost (TestTermEvidenceStallEachWay).
+func stallThenLoseRelay(t *testing.T, syncLimit int, renew time.Duration, holdUp bool) {
 	ms, relays := startRelayedEnsemble(t, syncLimit)
 	lead, f, g := roles(t, ms)
 	if memberID(t, f) != 1 {
@@ -372,7 +383,10 @@ func stallThenLoseRelay(t *testing.T, syncLimit int, renew time.Duration) {
 	if !ok {
 		t.Fatalf("F forwarded nothing to its leader within an interval of the stall (a's last renewal seen %s)", ms0(c))
 	}
-	relay.set(func() { relay.dropUp, relay.dead, relay.holdDown = true, true, false })
+	relay.set(func() {
+		relay.dropUp, relay.holdUp = !holdUp, holdUp
+		relay.dead, relay.holdDown = true, false
+	})
 	released := time.Now()
 	var renewed time.Time
 	select {
@@ -380,11 +394,13 @@ func stallThenLoseRelay(t *testing.T, syncLimit int, renew time.Duration) {
 	case <-time.After(tm.RenewInterval):
 	}
 	after := ra.Term.ValidUntil()
-	// F hears nothing more from its leader: it gives up on it after
-	// syncLimit·tickTime and drops a's connection; it cannot rejoin.
-	relay.set(func() { relay.holdDown = true })
-	t.Logf("stall at 0 (a's renewal before it seen at %s, ValidUntil then %s); F forwarded a chunk (the Sync) at %s; F→leader lost and the stall released at %s; a's ValidUntil moved at %s to %s (evidence sent at about %s)",
-		ms0(c), ms0(before), ms0(fwd), ms0(released), ms0(renewed), ms0(after), ms0(after.Add(-tm.Window())))
+	if !holdUp {
+		// F hears nothing more from its leader: it gives up on it after
+		// syncLimit·tickTime and drops a's connection; it cannot rejoin.
+		relay.set(func() { relay.holdDown = true })
+	}
+	t.Logf("stall at 0 (a's renewal before it seen at %s, ValidUntil then %s); F forwarded a chunk (the Sync) at %s; F→leader %s and the stall released at %s; a's ValidUntil moved at %s to %s (evidence sent at about %s)",
+		ms0(c), ms0(before), ms0(fwd), map[bool]string{false: "lost", true: "held"}[holdUp], ms0(released), ms0(renewed), ms0(after), ms0(after.Add(-tm.Window())))
 
 	rb := electortest.MustLead(t, cb, 30*time.Second, "b")
 	var dA time.Time
