@@ -31,6 +31,7 @@ import (
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
 	"github.com/electd/electd/elector/zk"
+	"github.com/electd/electd/internal/faultproxy"
 )
 
 // quorumRelay is a TCP relay in front of one member's quorum port, used by
@@ -286,7 +287,7 @@ func TestTermEvidenceLeaderToFollowerStallDefaults(t *testing.T) {
 	stallThenLoseRelay(t, 5, 0, false)
 }
 
-// stallThenLoseRelay: a leads connected only to member 1 (F), b waits
+// stallThenLoseRelay: a leads connected to member 1 (F), b waits
 // connected to the other two. Right after one of a's renewals completes,
 // the leader→F direction of F's quorum link stalls (held, not lost: F sees
 // silence, as under TCP retransmission backoff) while F→leader flows. a's
@@ -315,7 +316,16 @@ func stallThenLoseRelay(t *testing.T, syncLimit int, renew time.Duration, holdUp
 		syncLimit, time.Duration(syncLimit)*200*time.Millisecond, lid, lead.Addr(), f.Addr(), memberID(t, g), g.Addr())
 
 	timing := elector.Timing{TTL: 4 * time.Second, RenewInterval: renew}
-	a := electortest.DialURL(t, zk.Backend, "zk://"+f.Addr(), elector.Candidate{Election: "stall", ID: "a", Timing: timing})
+	// a's URL names all three members, as a deployment's would, but a and
+	// F are on one side of a zone partition that the stall ends in: a's
+	// links to the other two go through proxies closed from the start
+	// (refused, as in TestTermFollowerPartitionedZone), so a's client
+	// connects to F and, once F gives up, to no one.
+	pl, pg := faultproxy.Start(t, lead.Addr()), faultproxy.Start(t, g.Addr())
+	_ = pl.Close()
+	_ = pg.Close()
+	aURL := "zk://" + pl.Addr() + "," + f.Addr() + "," + pg.Addr()
+	a := electortest.DialURL(t, zk.Backend, aURL, elector.Candidate{Election: "stall", ID: "a", Timing: timing})
 	b := electortest.DialURL(t, zk.Backend, "zk://"+lead.Addr()+","+g.Addr(), elector.Candidate{Election: "stall", ID: "b", Timing: timing})
 	ctx := context.Background()
 	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 30*time.Second, "a")
