@@ -24,8 +24,22 @@ var errSessionClosed = errors.New("zookeeper session closed")
 type sniffer struct {
 	net.Conn
 	found func(timeout time.Duration, session int64)
-	head  []byte // the answer's first bytes so far
-	done  bool
+	head  []byte    // the answer's first bytes so far
+	done  bool      // the answer was read
+	by    time.Time // the answer must come by then (zero: no bound)
+}
+
+// SetReadDeadline passes t on, but no later than by while the handshake's
+// answer has not been read: go-zookeeper waits for it ten times its
+// receive timeout (6⅔ session timeouts), and a server that accepts the
+// connection but does not answer (one that has not joined its quorum yet)
+// would hold the client that long, where the next server may serve. The
+// client calls it from the goroutine that reads.
+func (s *sniffer) SetReadDeadline(t time.Time) error {
+	if !s.done && !s.by.IsZero() && (t.IsZero() || t.After(s.by)) {
+		t = s.by
+	}
+	return s.Conn.SetReadDeadline(t)
 }
 
 // handshakeHead is the length prefix, protocol version, timeout (ms) and
@@ -87,7 +101,7 @@ func (c *Conn) open(timeout time.Duration) (*session, error) { return c.openOn(t
 func (c *Conn) openOn(timeout time.Duration, clk clock.Clock) (*session, error) {
 	s := &session{clk: clock.OrReal(clk), quit: make(chan struct{}), granted: make(chan struct{})}
 	conn, _, err := zk.Connect(c.hosts, timeout,
-		zk.WithDialer(s.recording(c.dialer(s.sniffed), c.grants)),
+		zk.WithDialer(s.recording(c.dialer(s.sniffed, timeout), c.grants)),
 		zk.WithEventCallback(s.event),
 		zk.WithLogger(zkLogger{c.logger}),
 		zk.WithLogInfo(false))
