@@ -39,10 +39,17 @@
 // the requests it forwards. A read proves nothing: a follower cut off from
 // its leader answers reads (and pings) from memory for up to
 // syncLimit·tickTime while its touches no longer reach the leader. A Sync,
-// or a write, must go through the leader, which checks the session; and it
-// does so after applying every touch the follower relayed before
-// forwarding it (on a standalone server, or connected to the leader, a
-// touch counts at once: the rule holds there too). A packet's SEND time
+// or a write, must go through the leader, which processes it after every
+// touch the follower relayed before forwarding it, and answers it only
+// after its outstanding proposals (a session's close among them) commit
+// (on a standalone server, or connected to the leader, a touch counts at
+// once: the rule holds there too). One Sync can overtake a relay: when the
+// leader→follower stream stalls, the follower has no ping to answer, the
+// Sync goes ahead, and the held relay may never arrive. A second Sync,
+// sent after the first one's answer, cannot: the leader answered the first
+// lag after the touch reached the follower, so a ping it sent after the
+// touch came first on that stream and the follower relayed the touch
+// before it passed the answer on (term.go, relayed). A packet's SEND time
 // does not say when it reached the follower (a stalled link delivers a
 // packet and a later Sync together, and the follower forwards the Sync
 // before its next ping answer relays the packet's touch); the ANSWER to a
@@ -54,9 +61,10 @@
 // where s_P is the send time (this host's clock, taken before the call)
 // of the latest request of ours whose answer was read (the time taken as
 // soon as the call returns) at least lag before a Sync or write that
-// completed was sent, on the SAME TCP connection, with no reconnection
-// between: the Sync reaches the follower at least lag after the request
-// did, whatever the latency. Every request of the session's client is
+// completed was sent, and a second Sync sent after its answer completed
+// too, on the SAME TCP connection, with no reconnection between: the first
+// Sync reaches the follower at least lag after the request did, whatever
+// the latency. Every request of the session's client is
 // timed so (session.go, start), on the elector's clock, per connection,
 // but the digest authentication (a server answers it without touching the
 // session); a reconnection starts afresh. lag is half a tick (the leader's ping
@@ -70,8 +78,8 @@
 //
 // A renewal (RenewInterval less lag after the previous one, term.go keep
 // and prove) sends a read of the leader's node (the touch), waits until lag
-// has passed since its answer, then Syncs the node with a read of it
-// alongside (the previous renewal's requests vouch too, but they are an
+// has passed since its answer, then Syncs the node twice, the second time
+// with a read of it alongside (the previous renewal's requests vouch too, but they are an
 // interval old: a deadline counted from them leaves no room for a late
 // renewal; only on a link whose round trip exceeds the interval less lag
 // are they the evidence, a renewal then Syncing an interval after the
@@ -81,10 +89,20 @@
 // the latest request answered lag before the write was sent gives the
 // first deadline when that leaves as much as a renewal leaves (the window
 // less an interval, and room for a missed renewal: a supervisor's stop
-// timeout counts on it), else a proof like a renewal's follows (lag after
-// the write's answer, a Sync and a read). A session keeps the least
-// timeout its handshakes answered: a reconnection to a member that answers
-// less ends the session's terms (their deadlines ran on more).
+// timeout counts on it), once a Sync after the write's answer completed,
+// else a proof like a renewal's follows (lag after the write's answer, two
+// Syncs and a read). Timing.Lag carries lag to the supervisor, whose stop
+// budget leaves room for it.
+//
+// A session keeps the least timeout its handshakes answered; and since a
+// member applies the timeout it grants as soon as it has the handshake (it
+// may move the session's expiry EARLIER, if its maxSessionTimeout is
+// lower), before the client reads the answer, a reconnection of a session
+// that holds first asks the member, on a throwaway connection, what it
+// grants: one that grants less ends the session's terms before the
+// handshake goes out, and one that does not answer is not dialled. A
+// handshake must be answered within the session timeout asked (a member
+// not yet in its quorum accepts connections and answers nothing).
 //
 // A term ends (Done closes) at the earliest of: that deadline, the
 // session's expiry (the client's StateExpired), its node's deletion (a

@@ -17,9 +17,10 @@ import (
 // follows (prove): the write of Since into the node goes through the
 // ensemble's leader, so the latest request of ours answered on the same
 // connection at least lag before that write was sent vouches for the
-// session from its send time, when that leaves what a renewal leaves
-// (firstRoom); else the term proves the session (prove: lag after the write's answer,
-// a Sync and a read).
+// session from its send time, once a Sync after the write's answer has
+// followed its relay (relayed), when that leaves what a renewal leaves
+// (firstRoom); else the term proves the session (prove: lag after the
+// write's answer, two Syncs and a read).
 func (e *Elector) lead(ctx context.Context, s *session, g gen, own string, st *zk.Stat, t elector.Timing, lag time.Duration) (*elector.Term, error) {
 	clk := e.cfg.Clock
 	p := e.base + "/" + own
@@ -30,9 +31,20 @@ func (e *Elector) lead(ctx context.Context, s *session, g gen, own string, st *z
 		e.leave(s, own)
 		return nil, e.abandoned(s, fmt.Errorf("write the term's start into %s: %w", own, err))
 	}
-	// The evidence the write gives must leave what a renewal leaves
-	// (firstRoom); else prove.
+	// The write went through the ensemble's leader like a first Sync
+	// (relayed): a Sync after its answer follows the relay of the request
+	// answered lag before the write, whose send time is the evidence when
+	// that leaves what a renewal leaves (firstRoom); else prove.
 	sent, ok := evidence(s, wire, wrote, lag)
+	if ok && t.DeadlineAfter(sent).Sub(clk.Now()) >= firstRoom(t, lag) {
+		if _, err := do(ctx, s, func(z *zk.Conn) (string, error) { return z.Sync(p) }); err != nil {
+			e.leave(s, own)
+			return nil, e.abandoned(s, fmt.Errorf("sync %s after the term's start: %w", own, err))
+		}
+		_, ok = evidence(s, wire, wrote, lag) // still on the write's connection
+	} else {
+		ok = false
+	}
 	if !ok || t.DeadlineAfter(sent).Sub(clk.Now()) < firstRoom(t, lag) {
 		var found bool
 		var err error
@@ -166,9 +178,11 @@ func (e *Elector) keep(s *session, g gen, own string, dl *elector.Deadline, t el
 // So: take the earliest request of ours on the current connection sent
 // after after (lead's write of the term's start), or send a read of p to
 // be one (the touch: a renewal's); wait until lag has passed since its
-// ANSWER; then Sync p, with a read of p alongside (the node still there). The evidence is the latest send time of a request
-// of ours answered on that same connection at least lag before the Sync
-// was sent (evidence). Each request is abandoned after each.
+// ANSWER; then Sync p, and once that is answered Sync p again, with a
+// read of p alongside (the node still there): relayed says why two. The
+// evidence is the latest send time of a request of ours answered on that
+// same connection at least lag before the first Sync was sent (evidence).
+// Each step is abandoned after each.
 func (e *Elector) prove(ctx context.Context, s *session, p string, lag, each time.Duration, after time.Time) (time.Time, bool, error) {
 	clk := e.cfg.Clock
 	exists := func(z *zk.Conn) (bool, error) {
@@ -198,10 +212,14 @@ func (e *Elector) prove(ctx context.Context, s *session, p string, lag, each tim
 	synced := clk.Now()
 	sctx, scancel := context.WithTimeout(ctx, each)
 	defer scancel()
+	if _, err := do(sctx, s, func(z *zk.Conn) (string, error) { return z.Sync(p) }); err != nil {
+		return time.Time{}, false, fmt.Errorf("sync %s: %w", p, err)
+	}
+	// The second Sync follows the relay (see relayed).
 	passed := start(s, func(z *zk.Conn) (string, error) { return z.Sync(p) })
 	check := start(s, exists)
 	if _, err := passed.wait(sctx); err != nil {
-		return time.Time{}, false, fmt.Errorf("sync %s: %w", p, err)
+		return time.Time{}, false, fmt.Errorf("sync %s again: %w", p, err)
 	}
 	found, err := check.wait(sctx)
 	if err != nil {
@@ -213,6 +231,20 @@ func (e *Elector) prove(ctx context.Context, s *session, p string, lag, each tim
 	}
 	return sent, found, nil
 }
+
+// relayed: why a proof takes two Syncs. The ensemble's leader L answers
+// the first at least lag after the touch reached the follower F (the
+// client sent it lag after the touch's answer), and lag exceeds L's ping
+// period: so a ping L sent after the touch precedes that answer on the
+// L→F stream, and F answers the ping, relaying the touch, before it
+// passes the Sync's answer on. The second Sync, sent after that answer,
+// follows the relay on the F→L stream, and L processes the two in order.
+// One Sync proves less: it may overtake a relay that a stall of the L→F
+// stream held back (F had no ping to answer yet), and that relay may
+// never reach L (TestTermEvidenceLeaderToFollowerStall). A Sync answered
+// after L expired the session does not reach the client: L answers a
+// Sync only after its outstanding proposals (the session's close among
+// them) commit, and F applies them in order, closing the connection.
 
 // evidence is the send time of the latest request of ours answered on
 // wire at least lag before a request that went through the ensemble's
