@@ -78,7 +78,8 @@ var allKinds = []kind{sigtermElectd, kill9Electd, kill9Child, kill9Main, resign,
 	masterKill, masterStop, plannedFailover, slotFailover, slotManual, reshard, misconf, oom,
 	killRaftLeader, killRaftFollower, partitionRaftLeader, partitionRaftFollower, slowMember,
 	pinnedPartitionRaftLeader, transferPartitionRaftLeader,
-	serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer, lateRequest}
+	serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer, lateRequest,
+	killZKLeader, killZKFollower, rollingZK}
 
 // proxyKinds act on a node's fault proxy: not drawn for a store that
 // cannot be proxied (its nodes reach it directly; a cut there is a
@@ -125,6 +126,7 @@ var ownKinds = []own{
 	{is: startedAs[*testenv.Redlock],
 		kinds: []kind{serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer, lateRequest},
 		about: (*cluster).aboutQuorum},
+	{is: startedAs[*testenv.ZKEnsemble], kinds: zkKinds, about: (*cluster).aboutZK}, // zk_test.go
 }
 
 // ownOf is the entry of ownKinds of s (nil: s has no faults of its own).
@@ -426,6 +428,9 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 	case killRaftLeader, killRaftFollower, partitionRaftLeader, partitionRaftFollower, slowMember,
 		pinnedPartitionRaftLeader, transferPartitionRaftLeader:
 		c.injectMember(f, rng, lead)
+
+	case killZKLeader, killZKFollower, rollingZK:
+		c.injectZK(f, rng, lead)
 
 	default:
 		c.injectTopology(f, rng)
