@@ -79,7 +79,7 @@ var allKinds = []kind{sigtermElectd, kill9Electd, kill9Child, kill9Main, resign,
 	killRaftLeader, killRaftFollower, partitionRaftLeader, partitionRaftFollower, slowMember,
 	pinnedPartitionRaftLeader, transferPartitionRaftLeader,
 	serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer, lateRequest,
-	killZKLeader, killZKFollower, rollingZK}
+	killZKLeader, killZKFollower, rollingZK, partitionZK}
 
 // proxyKinds act on a node's fault proxy: not drawn for a store that
 // cannot be proxied (its nodes reach it directly; a cut there is a
@@ -429,7 +429,7 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 		pinnedPartitionRaftLeader, transferPartitionRaftLeader:
 		c.injectMember(f, rng, lead)
 
-	case killZKLeader, killZKFollower, rollingZK:
+	case killZKLeader, killZKFollower, rollingZK, partitionZK:
 		c.injectZK(f, rng, lead)
 
 	default:

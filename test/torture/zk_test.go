@@ -18,10 +18,11 @@ const (
 	killZKLeader   kind = "kill-zk-leader"   // kill -9 the ensemble's leader; start it again 0–1.5 TTL after the kill
 	killZKFollower kind = "kill-zk-follower" // kill -9 a follower (half of the time the one the electd leader's session uses)
 	rollingZK      kind = "rolling-zk"       // kill -9 and start every member, one after another, each once the others form a quorum again
+	partitionZK    kind = "partition-zk"     // cut one member off from its peers, both ways, for 0.5–2.5 TTL (clients still reach it)
 )
 
 // zkKinds are the ensemble's own kinds.
-var zkKinds = []kind{killZKLeader, killZKFollower, rollingZK}
+var zkKinds = []kind{killZKLeader, killZKFollower, rollingZK, partitionZK}
 
 // zkWait bounds the harness's waits on the ensemble: a member's start
 // (testenv's own bound is a minute on a loaded host) and a new leader.
@@ -73,17 +74,28 @@ func (c *cluster) injectZK(f *fault, rng *rand.Rand, lead *node) {
 		}
 		f.healed = time.Now()
 		f.note += fmt.Sprintf("; took %s; %s after it", ms(f.healed.Sub(f.at)), c.zkModes())
+
+	case partitionZK:
+		c.injectZKPartition(f, rng, lead)
 	}
 }
 
-// zkTarget picks the member f kills: the leader (killZKLeader), or a
-// follower, half of the time the one the electd leader lead's session is
-// connected to when that is a follower (its proxy carries its renewals);
-// and says which it is.
+// zkTarget picks the member f acts on, and says which it is: the leader
+// (killZKLeader); a follower, half of the time the one the electd leader
+// lead's session is connected to (its proxy carries its renewals) when
+// that is a follower (killZKFollower); half of the time the one lead's
+// session uses, else any (partitionZK).
 func (c *cluster) zkTarget(f *fault, rng *rand.Rand, lead *node) (int, string) {
 	e := c.zkEnsemble()
 	leader := c.zkLeaderIndex(f)
-	if f.kind == killZKLeader {
+	switch f.kind {
+	case partitionZK:
+		if used, ok := c.zkInUse(lead); ok && rng.IntN(2) == 0 {
+			return used, "the member " + lead.id + "'s session uses, " + zkRole(used == leader)
+		}
+		i := rng.IntN(len(e.Members()))
+		return i, zkRole(i == leader)
+	case killZKLeader:
 		if used, ok := c.zkInUse(lead); ok && used == leader {
 			return leader, "the leader, which " + lead.id + "'s session uses"
 		}
@@ -133,28 +145,10 @@ func (c *cluster) zkLeaderIndex(f *fault) int {
 // awaitZKLeader waits until the members other than old (killed) follow a
 // new leader among them, and returns its index.
 func (c *cluster) awaitZKLeader(f *fault, old int) int {
-	now := -1
-	c.pollFor(f, zkWait, "the other members to follow a new leader", func(context.Context) error {
-		leaders, followers := -1, 0
-		for i, m := range c.zkEnsemble().Members() {
-			if i == old {
-				continue
-			}
-			switch mode := m.Mode(); mode {
-			case "leader":
-				leaders = i
-			case "follower":
-				followers++
-			default:
-				return fmt.Errorf("z%d is %q", i, mode)
-			}
-		}
-		if leaders < 0 || followers != len(c.zkEnsemble().Members())-2 {
-			return fmt.Errorf("no leader among them")
-		}
-		now = leaders
-		return nil
-	})
+	now, ok := c.awaitZKLeaderBy(old, time.Now().Add(zkWait))
+	if !ok {
+		c.fatalf(f, "the other members followed no new leader within %s: %s", zkWait, c.zkModes())
+	}
 	return now
 }
 
@@ -186,4 +180,12 @@ func (c *cluster) zkModes() string {
 		out = append(out, fmt.Sprintf("z%d %s", i, m.Mode()))
 	}
 	return strings.Join(out, ", ")
+}
+
+// zkRole names a member's role.
+func zkRole(leads bool) string {
+	if leads {
+		return "the leader"
+	}
+	return "a follower"
 }
