@@ -170,9 +170,9 @@
 // (zk_test.go, zk_partition_test.go), each healed once every member serves
 // again under one leader:
 //
-//	kill-zk-leader        kill -9 the ensemble's leader (noting when the other
-//	                      two follow a new one), start it again 0–1.5 TTL after
-//	                      the kill
+//	kill-zk-leader        kill -9 the ensemble's leader, wait until the other two
+//	                      follow a new one (noted), start it again 0–1.5 TTL
+//	                      after the kill (or then, if later)
 //	kill-zk-follower      the same for a follower: half of the time the one the
 //	                      electd leader's session is connected to (the proxy that
 //	                      carries its renewals), else either

@@ -15,7 +15,7 @@ import (
 // kills -9 the standalone server, or every member of the ensemble at once,
 // and starts them again on their data.
 const (
-	killZKLeader   kind = "kill-zk-leader"   // kill -9 the ensemble's leader; start it again 0–1.5 TTL after the kill
+	killZKLeader   kind = "kill-zk-leader"   // kill -9 the ensemble's leader; start it again 0–1.5 TTL after the kill, once the others lead
 	killZKFollower kind = "kill-zk-follower" // kill -9 a follower (half of the time the one the electd leader's session uses)
 	rollingZK      kind = "rolling-zk"       // kill -9 and start every member, one after another, each once the others form a quorum again
 	partitionZK    kind = "partition-zk"     // cut one member off from its peers, both ways, for 0.5–2.5 TTL (clients still reach it)
@@ -59,6 +59,7 @@ func (c *cluster) injectZK(f *fault, rng *rand.Rand, lead *node) {
 		}
 		time.Sleep(time.Until(f.at.Add(d))) // the member's absence is the experiment
 		m.Start(t)
+		f.note += fmt.Sprintf("; serving again %s after the kill", ms(time.Since(f.at)))
 		c.awaitZKQuorum(f)
 		f.healed = time.Now()
 		f.note += fmt.Sprintf("; %s after the heal", c.zkModes())
