@@ -304,7 +304,7 @@
 // -race, on seeds that drew both, where the same seeds took 64 and 48 s
 // before them (load average 4–11 from other sessions: mostly noise).
 // ZooKeeper (zk, zk-ensemble) took 55 and 61 s for 20 faults each, the two
-// in parallel (load average 4–11), and 9 min 27 s and 11 min 43 s for 200.
+// in parallel (load average 4–12), and 9 min 27 s and 11 min 43 s for 200.
 // `make torture` runs the
 // long version: TORTURE_FAULTS (default 200) per backend, writing the table
 // to a report file. Knobs:
