@@ -189,7 +189,8 @@
 //	                      memory for up to syncLimit·tickTime (1 s) and its Syncs
 //	                      fail, which is the case elector/zk's deadline rule
 //	                      is built for; a leader cut off is replaced by the other
-//	                      two
+//	                      two. Without root, nft or a cgroup v2 hierarchy under
+//	                      /sys/fs/cgroup it is noted as NOT APPLIED and logged
 //
 // The figures count, per kind, how often a new term followed: after the
 // faults that leave the leader a majority, none should (a term that ends

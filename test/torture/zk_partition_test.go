@@ -55,6 +55,14 @@ func (c *cluster) injectZKPartition(f *fault, rng *rand.Rand, lead *node) {
 	leader := c.zkLeaderIndex(f)
 	m, d := e.Members()[i], between(rng, c.cfg.ttl, 0.5, 2.5)
 	f.note = fmt.Sprintf("z%d (%s) cut off from its peers for %s", i, why, d)
+	if err := zkCutSupported(); err != nil {
+		// The environment, not the ensemble: counted, noted, not applied.
+		f.at = time.Now()
+		f.healed = f.at
+		f.note += "; NOT APPLIED: " + err.Error()
+		c.t.Logf("torture %s: partition-zk not applied: %v", c.s.Name, err)
+		return
+	}
 	ports, self, err := readZKPorts(m.Addr())
 	if err != nil {
 		c.fatalf(f, "partition-zk: %v", err)
@@ -101,6 +109,19 @@ func (c *cluster) awaitZKLeaderBy(old int, deadline time.Time) (int, bool) {
 		time.Sleep(settlePoll) // polling the members with a deadline
 	}
 	return -1, false
+}
+
+// zkCutSupported says why this host cannot cut a member off its peers:
+// the cut needs root, nft and a cgroup v2 hierarchy under /sys/fs/cgroup.
+func zkCutSupported() error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("cutting a zookeeper member off its peers needs root (euid %d)", os.Geteuid())
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		return fmt.Errorf("nft not found (apt-get install -y nftables): %w", err)
+	}
+	_, _, err := cgroup2Root()
+	return err
 }
 
 // readZKPorts asks the member at addr for its configuration ("conf"): the
