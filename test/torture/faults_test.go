@@ -118,7 +118,8 @@ type own struct {
 // ownKinds are the topologies' own faults, each drawn only on its own
 // kind of store: Sentinel's and Cluster's (topology_test.go), the etcd
 // cluster's (etcd_cluster_test.go), a Redlock quorum's (redlock_test.go)
-// and a ZooKeeper ensemble's (zk_test.go). A store with faults of its own is one entry here.
+// and a ZooKeeper ensemble's (zk_test.go). A store with faults of its own
+// is one entry here.
 var ownKinds = []own{
 	{is: startedAs[*testenv.Sentinel], kinds: []kind{masterKill, masterStop, plannedFailover, misconf, oom}},
 	{is: startedAs[*testenv.Cluster], kinds: []kind{slotFailover, slotManual, reshard, misconf, oom}},
