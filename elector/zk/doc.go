@@ -146,7 +146,7 @@
 //
 // Files: backend.go (the URL, Dial, the store's Conn, errors), session.go
 // (one elector's client, the negotiated timeout, its sessions, the timing
-// of every request), evidence.go (the send and answer times of our
+// of every request), servers.go (the order the client tries servers in), evidence.go (the send and answer times of our
 // requests per connection, lag, the tick's probe), elector.go (Elector,
 // nodes, Leader), campaign.go (the queue), term.go (the deadline and its
 // renewals), switchover.go (the handover node and the line's floor),

@@ -102,6 +102,7 @@ func (c *Conn) openOn(timeout time.Duration, clk clock.Clock) (*session, error) 
 	s := &session{clk: clock.OrReal(clk), quit: make(chan struct{}), granted: make(chan struct{})}
 	conn, _, err := zk.Connect(c.hosts, timeout,
 		zk.WithDialer(s.recording(c.dialer(s.sniffed, timeout), c.grants)),
+		zk.WithHostProvider(&servers{}),
 		zk.WithEventCallback(s.event),
 		zk.WithLogger(zkLogger{c.logger}),
 		zk.WithLogInfo(false))
