@@ -145,7 +145,7 @@ func (e *env) zkIdle(ctx context.Context, b *backend) error {
 		fmt.Sprintf("%s (%s); %s watch events", num(edReq, 1), zkByOp(edPer, 1), num(edPer[zkNotify], 1)), "", "")
 	e.rep.add(zkSec, fmt.Sprintf("textbook recipe (go-zookeeper), session %s", zkLongTTL), fig,
 		fmt.Sprintf("%s (%s); %s watch events", num(plReq, 1), zkByOp(plPer, 1), num(plPer[zkNotify], 1)), "(peer)", "")
-	e.rep.note(zkSec, "idle: per tool, the leader alone for %s (baseline), then the leader and %d followers (after %s to settle) for %s; a follower's rate is (window − baseline) / %d. Requests are counted at a proxy in front of the server that reads the client protocol's frames (test/bench/zk_count.go): handshakes (\"connect\"), requests by op code (a ping is go-zookeeper's keep-alive, sent when the connection has been quiet for a third of the negotiated timeout), and the watch notifications the server sent. The leaders alone, a minute: electd %s; the recipe %s.",
+	e.rep.note(zkSec, "idle: per tool, the leader alone for %s (baseline), then the leader and %d followers (after %s to settle) for %s; a follower's rate is (window − baseline) / %d. Requests are counted at a proxy in front of the server that reads the client protocol's frames (test/bench/zk_count.go): handshakes (\"connect\"), requests by op code (a ping is go-zookeeper's keep-alive, sent every third of the negotiated timeout whatever else the connection carries), and the watch notifications the server sent. The leaders alone, a minute: electd %s; the recipe %s.",
 		win, zkIdleN, settle, win, zkIdleN, zkByOp(edBase.m, 1), zkByOp(plBase.m, 1))
 	logf("zk idle: electd follower %.1f/min (%s), plain follower %.1f/min (%s)", edReq, zkByOp(edPer, 1), plReq, zkByOp(plPer, 1))
 	return nil
@@ -216,7 +216,7 @@ func (e *env) zkChanges(ctx context.Context, b *backend) error {
 			e.rep.failed(fmt.Sprintf("zk per change N=%d", n), err)
 		}
 	}
-	e.rep.note(zkSec, "per change: in-process candidates (elector/zk, each with a session of its own, as electd processes have; --ttl %s), through the counting proxy, joining over 2 s. %d leader changes per N: each leader holds its term for %s, then resigns (Term.Resign) and campaigns again at once (a new node at the back of the line). Per change = (requests in the window − the idle rate measured over %s just before × the window's length) / %d, by op: pings (go-zookeeper's keep-alives, which every session sends when quiet for a third of its timeout) go on through the window and are subtracted, so the total is noisy at N = 1000; the figure without pings is the election's own work. Handover: resign call → the next leader's Campaign return.",
+	e.rep.note(zkSec, "per change: in-process candidates (elector/zk, each with a session of its own, as electd processes have; --ttl %s), through the counting proxy, joining over 2 s. %d leader changes per N: each leader holds its term for %s, then resigns (Term.Resign) and campaigns again at once (a new node at the back of the line). Per change = (requests in the window − the idle rate measured over %s just before × the window's length) / %d, by op: pings (go-zookeeper's keep-alives, which every session sends every third of its timeout) go on through the window and are subtracted, so the total is noisy at N = 1000; the figure without pings is the election's own work. Handover: resign call → the next leader's Campaign return.",
 		zkLongTTL, scaleChanges, kubeHold, idleWin, scaleChanges)
 	return nil
 }
