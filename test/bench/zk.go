@@ -102,7 +102,7 @@ func (e *env) zkPhase(ctx context.Context) error {
 		z := &zkEnv{srv: srv, admin: admin}
 		b := &backend{name: "zk", url: "zk://" + srv.Addr(), zk: z}
 		logf("zk: zookeeper on %s (%s), ready in %s", srv.Addr(), srv.Mode(), time.Since(started).Round(time.Millisecond))
-		e.rep.note(zkSec, "One standalone ZooKeeper 3.8 server (Debian's package, internal/testenv.StartZK: tickTime %s, so the server grants sessions of %s to %s; electd's default --ttl 15s would be negotiated down to %s) on loopback, shared by every figure; electd reaches it as zk://127.0.0.1:PORT (no chroot, no auth). The handover and crash figures are in the sections of the other backends (subject \"electd, zk\").",
+		e.rep.note(zkSec, "One standalone ZooKeeper 3.8 server (Debian's package, internal/testenv.StartZK: tickTime %s, so the server grants sessions of %s to %s; electd's default --ttl 15s would be negotiated down to %s) on loopback, shared by every figure; electd reaches it as zk://127.0.0.1:PORT (no chroot, no auth). The handover and crash figures are in the sections of the other backends (subject \"electd, zk\"); so are those on a 3-server ensemble (internal/testenv.StartZKEnsemble, same tick; \"electd, zk-ensemble\": handover by POST /resign and crash failover at 2 s).",
 			zkTick, 2*zkTick, 20*zkTick, 20*zkTick)
 		e.rep.note(zkSec, "%s when this phase began; the machine is shared and every millisecond figure is noisy.", loadavg())
 		steps := []struct {
@@ -111,6 +111,7 @@ func (e *env) zkPhase(ctx context.Context) error {
 		}{
 			{"zk: graceful handover", func() error { return e.zkHandover(ctx, b) }},
 			{"zk: crash failover", func() error { return e.zkCrash(ctx, b) }},
+			{"zk: ensemble", func() error { return e.zkEnsemble(ctx, t) }},
 			{"zk: cut-off leader", func() error { return e.zkCut(ctx, b) }},
 			{"zk: idle follower", func() error { return e.zkIdle(ctx, b) }},
 			{"zk: per leader change", func() error { return e.zkChanges(ctx, b) }},
@@ -210,4 +211,33 @@ func zkByOp(d map[string]float64, prec int) string {
 // watch events not).
 func zkRequests(d map[string]float64) float64 {
 	return sumMap(d, func(k string) bool { return k == zkNotify })
+}
+
+// zkEnsemble: handover (POST /resign) and crash failover at 2 s on a
+// 3-server ensemble (internal/testenv.StartZKEnsemble), electd given all
+// three servers; the ensemble is killed afterwards. t must be the phase's
+// benchTB, on its goroutine.
+func (e *env) zkEnsemble(ctx context.Context, t *benchTB) error {
+	t0 := time.Now()
+	ens := testenv.StartZKEnsemble(t)
+	defer ens.Kill(t)
+	admin, _, err := zkConnect(ens.Addrs(), 10*time.Second)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	b := &backend{name: "zk-ensemble", url: "zk://" + strings.Join(ens.Addrs(), ","), zk: &zkEnv{admin: admin}}
+	logf("zk: ensemble on %s, ready in %s", strings.Join(ens.Addrs(), ","), time.Since(t0).Round(time.Millisecond))
+	gaps, total, err := e.handoverElectd(ctx, b, "resign")
+	if err != nil {
+		e.rep.failed("handover zk-ensemble resign", err)
+	} else {
+		d := summarize(gaps)
+		e.rep.add("Graceful handover", "electd, zk-ensemble", "POST /resign: old child's exit → new child's start", d.short(), "p99 < 20 ms", verdict(d.n > 0 && d.p99 < handoverTarget))
+		e.rep.note("Graceful handover", "electd on zk-ensemble (3 ZooKeeper servers, electd given all three), resign: %s (p90 %s); from the request to the new child's start: %s.", d, ms(p90(gaps)), summarize(total))
+		logf("zk ensemble handover resign: %s (p90 %s)", d, ms(p90(gaps)))
+	}
+	trials := max(2, e.cfg.trials/2)
+	e.crashElectd(ctx, b, e.tree(), zkShortTTL, trials, max(1, min(e.cfg.groups, trials)))
+	return nil
 }
