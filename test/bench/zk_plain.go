@@ -61,11 +61,12 @@ func startPlain(addrs []string, name, id string, ttl time.Duration) (*plainLock,
 	return p, nil
 }
 
-// close stops the recipe and closes the session.
+// close stops the recipe and closes the session (first: a request in
+// flight then fails at once), then waits for run to return.
 func (p *plainLock) close() {
 	close(p.quit)
-	<-p.done
 	p.conn.Close()
+	<-p.done
 }
 
 func (p *plainLock) times() (started, stopped, disconnected time.Time, err error) {
