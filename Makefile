@@ -120,7 +120,11 @@ torture: deps
 ## the etcd cluster's renewal windows, about 1 min), and electd's k8s:// backend beside client-go's
 ## leaderelection on a real kube-apiserver (phase k8s, about 6.5 min; it needs bin/kube-apiserver), and
 ## renewals with etcd auth on and off side by side (phase auth, a 10-minute window): 26 min in all on
-## 2 cores on 2026-12-06;
+## 2 cores on 2026-12-06; and electd's zk:// backend on a standalone ZooKeeper (Debian's zookeeper
+## package) beside the textbook lock recipe on go-zookeeper: handover, crash failover, a cut-off
+## leader, an idle follower's requests and requests per leader change at N = 10, 100, 1000, and
+## handover and crash failover on a 3-server ensemble (phase zk, about 6 min; -quick: N = 10 and 100,
+## about 2.5 min);
 ## prints a table and writes it as Markdown to bin/bench-results.md (see docs/BENCHMARKS.md).
 ## One phase: make bench BENCHFLAGS='-only redlock' (add -quick for a smoke test). The etcd cluster's
 ## figures before and after a change, in one run: make bench BENCHFLAGS='-baseline REV' (electd built at
