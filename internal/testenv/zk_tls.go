@@ -26,10 +26,10 @@ type ZKOptions struct {
 }
 
 // zkTLSJars are the jars Netty's TLS handler needs that the zookeeper
-// jar's manifest does not name (Debian's package runs Netty without TLS):
+// jar's manifest does not name (Debian's package leaves netty-codec out):
 // without them every TLS connection fails with a NoClassDefFoundError of
 // io.netty.handler.codec.ByteToMessageDecoder.
-var zkTLSJars = []string{"/usr/share/java/netty-codec.jar", "/usr/share/java/netty-resolver.jar"}
+var zkTLSJars = []string{"/usr/share/java/netty-codec.jar"}
 
 // zkTLS is one server's TLS set-up: its key store (key and certificate in
 // one PEM file, as ZooKeeper wants it) and testenv's own client.
