@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -32,9 +33,11 @@ type ZK struct {
 	lifecycle
 	id        int
 	dir       string
-	client    int // client port
+	client    int // client port (TLS only with opts.CA)
 	peers     []int
 	elections []int
+	opts      ZKOptions
+	tls       *zkTLS // nil without opts.CA
 }
 
 // ZKEnsemble is a 3-server ZooKeeper ensemble on loopback.
@@ -66,7 +69,13 @@ func zkBinaries(t testing.TB) (java, jar string) {
 // the test is skipped (failed when $CI is set).
 func StartZK(t testing.TB) *ZK {
 	t.Helper()
-	zs := startZKs(t, 1)
+	return StartZKWith(t, ZKOptions{})
+}
+
+// StartZKWith is StartZK with a TLS client port (see ZKOptions).
+func StartZKWith(t testing.TB, opts ZKOptions) *ZK {
+	t.Helper()
+	zs := startZKs(t, 1, opts)
 	return zs[0]
 }
 
@@ -74,15 +83,25 @@ func StartZK(t testing.TB) *ZK {
 // waits until every member serves.
 func StartZKEnsemble(t testing.TB) *ZKEnsemble {
 	t.Helper()
-	return &ZKEnsemble{members: startZKs(t, 3)}
+	return StartZKEnsembleWith(t, ZKOptions{})
 }
 
-func startZKs(t testing.TB, n int) []*ZK {
+// StartZKEnsembleWith is StartZKEnsemble with TLS client ports (see
+// ZKOptions); the members speak to each other in clear text.
+func StartZKEnsembleWith(t testing.TB, opts ZKOptions) *ZKEnsemble {
+	t.Helper()
+	return &ZKEnsemble{members: startZKs(t, 3, opts)}
+}
+
+func startZKs(t testing.TB, n int, opts ZKOptions) []*ZK {
 	t.Helper()
 	java, jar := zkBinaries(t)
 	zs := make([]*ZK, n)
 	for i := range zs {
-		z := &ZK{id: i + 1, dir: t.TempDir()}
+		z := &ZK{id: i + 1, dir: t.TempDir(), opts: opts}
+		if opts.CA != nil {
+			z.tls = newZKTLS(t, opts.CA, z.dir)
+		}
 		if err := os.MkdirAll(filepath.Join(z.dir, "data"), 0o755); err != nil {
 			t.Fatalf("testenv: %v", err)
 		}
@@ -182,12 +201,11 @@ func (z *ZK) args(t testing.TB, jar string) []string {
 		"initLimit=10",
 		"syncLimit=5",
 		"dataDir=" + filepath.Join(z.dir, "data"),
-		"clientPort=" + strconv.Itoa(z.client),
-		"clientPortAddress=127.0.0.1",
 		"admin.enableServer=false",
 		"4lw.commands.whitelist=*",
 		"maxClientCnxns=0", // the suites open more than the default 60 connections from 127.0.0.1
 	}
+	cfg = append(cfg, z.portConfig()...)
 	for j := range z.peers {
 		cfg = append(cfg, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", j+1, z.peers[j], z.elections[j]))
 	}
@@ -195,21 +213,25 @@ func (z *ZK) args(t testing.TB, jar string) []string {
 	if err := os.WriteFile(path, []byte(strings.Join(cfg, "\n")+"\n"), 0o644); err != nil {
 		t.Errorf("testenv: write %s: %v", path, err)
 	}
+	cp := []string{jar, "/usr/share/java/slf4j-simple.jar"}
+	if z.tls != nil {
+		cp = append(cp, zkTLSJars...)
+	}
 	return []string{"-Xmx256m", "-Dzookeeper.log.dir=" + z.dir, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-		"-cp", jar + string(os.PathListSeparator) + "/usr/share/java/slf4j-simple.jar", zkMain, path}
+		"-cp", strings.Join(cp, string(os.PathListSeparator)), zkMain, path}
 }
 
 // probe succeeds when the server serves ("srvr" names its mode) and the
 // server on the port is ours ("conf" names our data directory).
 func (z *ZK) probe(int) error {
-	out, err := fourLetter(z.Addr(), "srvr")
+	out, err := fourLetter(z.clientTLS(), z.Addr(), "srvr")
 	if err != nil {
 		return err
 	}
 	if !strings.Contains(out, "Mode: ") {
 		return fmt.Errorf("zookeeper on %s does not serve: %q", z.Addr(), strings.TrimSpace(out))
 	}
-	conf, err := fourLetter(z.Addr(), "conf")
+	conf, err := fourLetter(z.clientTLS(), z.Addr(), "conf")
 	if err != nil {
 		return err
 	}
@@ -222,7 +244,7 @@ func (z *ZK) probe(int) error {
 // Mode is the server's role as "srvr" tells it: standalone, leader or
 // follower ("" when it does not answer or serve).
 func (z *ZK) Mode() string {
-	out, err := fourLetter(z.Addr(), "srvr")
+	out, err := fourLetter(z.clientTLS(), z.Addr(), "srvr")
 	if err != nil {
 		return ""
 	}
@@ -234,9 +256,10 @@ func (z *ZK) Mode() string {
 	return ""
 }
 
-// fourLetter sends a four-letter word and reads the answer.
-func fourLetter(addr, word string) (string, error) {
-	c, err := dial(nil, addr)
+// fourLetter sends a four-letter word and reads the answer, over TLS when
+// tlsCfg is not nil.
+func fourLetter(tlsCfg *tls.Config, addr, word string) (string, error) {
+	c, err := dial(tlsCfg, addr)
 	if err != nil {
 		return "", err
 	}
