@@ -216,12 +216,14 @@ func (e *Elector) prove(ctx context.Context, s *session, p string, lag, each tim
 		return time.Time{}, false, fmt.Errorf("sync %s: %w", p, err)
 	}
 	// The second Sync follows the relay (see relayed).
+	actx, acancel := context.WithTimeout(ctx, each)
+	defer acancel()
 	passed := start(s, func(z *zk.Conn) (string, error) { return z.Sync(p) })
 	check := start(s, exists)
-	if _, err := passed.wait(sctx); err != nil {
+	if _, err := passed.wait(actx); err != nil {
 		return time.Time{}, false, fmt.Errorf("sync %s again: %w", p, err)
 	}
-	found, err := check.wait(sctx)
+	found, err := check.wait(actx)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("read %s: %w", p, err)
 	}

@@ -112,7 +112,8 @@ func (a *acks) last() (ack, int) {
 // TestZKDeadlineFromSendTime: behind a link that delays every packet by
 // 150ms each way, each renewal is acknowledged about 300ms after it was
 // sent, and ValidUntil is the SEND time plus the window, not the time of
-// the answer.
+// the answer. (A renewal there costs lag and three round trips, 1.07s:
+// ttl 4s, so that a renewal fits twice in the window.)
 func TestZKDeadlineFromSendTime(t *testing.T) {
 	const delay = 150 * time.Millisecond
 	srv := testenv.StartZK(t)
@@ -121,7 +122,7 @@ func TestZKDeadlineFromSendTime(t *testing.T) {
 	p.SetDelay(delay)
 	in := &acks{}
 	e := h.New(t, electortest.Candidate{StoreAddr: p.Addr(), Candidate: elector.Candidate{
-		Election: "sendtime", ID: "a", Timing: elector.Timing{TTL: 2 * time.Second}, Instrument: in}})
+		Election: "sendtime", ID: "a", Timing: elector.Timing{TTL: 4 * time.Second}, Instrument: in}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	term, err := e.Campaign(ctx)
