@@ -113,11 +113,13 @@ func (c *Conn) path(p string) string {
 	return c.chroot + p
 }
 
-// acl is the ACL of the nodes electd creates: the digest user's own with
-// credentials, anyone's without.
+// acl is the ACL of the nodes electd creates: the digest user's alone
+// with credentials (not the creator's every identity: over TLS a server
+// also names a client by its certificate's subject, which would admit any
+// client holding a certificate of that subject), anyone's without.
 func (c *Conn) acl() []zk.ACL {
 	if c.user != "" {
-		return zk.AuthACL(zk.PermAll)
+		return zk.DigestACL(zk.PermAll, c.user, c.pass)
 	}
 	return zk.WorldACL(zk.PermAll)
 }

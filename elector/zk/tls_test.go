@@ -181,11 +181,9 @@ func TestZKTLSRefused(t *testing.T) {
 		{"no client certificate", store.Options{URL: srv.URL(), CAFile: ca.CertFile},
 			"cert-file", "refused electd's client certificate, or wants one"},
 	}
-	// A plain URL is recognised on a TLS port whose handshake completes
-	// without a client certificate. (Against srv, which wants one,
-	// ZooKeeper's TLS 1.2 handshake ends in the server's alert, which
-	// store's diagnosis does not recognise: the start only warns that the
-	// store does not answer.)
+	// A plain URL is recognised on a TLS port, whether its handshake
+	// completes without a client certificate (open) or ends in the
+	// server's alert, ZooKeeper's TLS 1.2 asking for one (srv).
 	open := testenv.StartZKWith(t, testenv.ZKOptions{CA: ca})
 	plain := testenv.StartZK(t)
 	tests = append(tests, []struct {
@@ -195,6 +193,8 @@ func TestZKTLSRefused(t *testing.T) {
 		says  string
 	}{
 		{"plain URL on the TLS port", store.Options{URL: strings.Replace(open.URL(), "zks://", "zk://", 1)},
+			"store", "answers with TLS; use zks://"},
+		{"plain URL on a TLS port that wants a client certificate", store.Options{URL: strings.Replace(srv.URL(), "zks://", "zk://", 1)},
 			"store", "answers with TLS; use zks://"},
 		{"TLS URL on a plain port", store.Options{URL: "zks://" + plain.Addr(), CAFile: ca.CertFile},
 			"store", "answers without TLS; use zk://"},
@@ -244,10 +244,9 @@ func TestZKTLSDigestAuthRedacted(t *testing.T) {
 		u := strings.Replace(srv.URL(), "zks://", "zks://alice:"+url.QueryEscape(pw)+"@", 1) + "/apps/tls"
 		return store.Options{URL: u, CAFile: ca.CertFile, CertFile: kp.CertFile, KeyFile: kp.KeyFile}
 	}
-	// withOtherCert is o with a client certificate of another subject:
-	// ZooKeeper authenticates a TLS client as its certificate's subject
-	// too (scheme x509), and the creator-only ACL admits every identity
-	// of the creator's connection, that one included.
+	// withOtherCert is o with a client certificate of another subject
+	// (ZooKeeper authenticates a TLS client as its certificate's subject
+	// too, scheme x509).
 	otherKP := ca.Client(t, "someone-else")
 	withOtherCert := func(o store.Options) store.Options {
 		o.CertFile, o.KeyFile = otherKP.CertFile, otherKP.KeyFile
@@ -293,12 +292,13 @@ func TestZKTLSDigestAuthRedacted(t *testing.T) {
 	if _, _, err := anon.Children("/apps/tls/electd/elections/auth"); !errors.Is(err, gozk.ErrNoAuth) {
 		t.Fatalf("a TLS client without the credentials listed the election: %v, want ErrNoAuth", err)
 	}
-	// The same certificate without the password is admitted (x509).
+	// The same certificate without the password is refused too: the ACL
+	// names the digest user alone, not the creator's x509 identity.
 	sameCert := ca.ClientTLS(t, &kp)
 	sameCert.ServerName = "127.0.0.1"
-	if _, _, err := tlsClient(t, sameCert, srv.Addr()).Children("/apps/tls/electd/elections/auth"); err != nil {
-		t.Fatalf("a client with electd's certificate but no password could not list the election: %v; "+
-			"want it admitted (ZooKeeper's x509 identity is in the creator-only ACL; docs/OPERATIONS.md says so)", err)
+	if _, _, err := tlsClient(t, sameCert, srv.Addr()).Children("/apps/tls/electd/elections/auth"); !errors.Is(err, gozk.ErrNoAuth) {
+		t.Fatalf("a client with electd's certificate but no password listed the election: %v, want ErrNoAuth "+
+			"(the ACL must name the digest user alone)", err)
 	}
 
 	// A wrong password (with another certificate): refused for good when
