@@ -134,6 +134,18 @@
 //     on time: a leader paused longer than the margin is like a paused
 //     process. With those, a follower cut off from its leader, which
 //     still answers reads, cannot stretch a term: its Syncs fail.
+//   - The leader does not check a session before it answers a Sync (its
+//     processSync ignores the check); the rule relies on order instead
+//     (the relay, then the Sync, then any close of the session, all
+//     through its one request pipeline). Left open: a second Sync that
+//     reaches the leader's pipeline in the microseconds between its
+//     decision to expire the session (the relay of the touch then comes
+//     too late) and its queueing of the session's close; it could stretch
+//     the term by at most the time since the previous renewal's touch,
+//     which the leader had applied.
+//   - A renewal costs lag and three round trips (the touch, two Syncs): a
+//     link whose round trip is a large part of the window loses terms
+//     (renewals then miss), never safety.
 //   - Switchover (Term.ResignTo, plain elections only) goes through a
 //     handover node (switchover.go): the candidates it passes queue again
 //     behind its target, in the order they notice, and every waiter is
