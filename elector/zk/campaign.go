@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/electd/electd/clock"
 	"github.com/electd/electd/elector"
 )
 
@@ -110,7 +111,11 @@ func (e *Elector) attempt(ctx context.Context, try bool) (*elector.Term, error) 
 			e.leave(s, own)
 			return nil, elector.ErrBusy
 		}
-		woken, err := e.waitAhead(ctx, s, el[max(0, i-e.cfg.Slots):i])
+		var warm time.Duration
+		if i < 2*e.cfg.Slots {
+			warm = warmEvery(timing, lag)
+		}
+		woken, err := e.waitAhead(ctx, s, el[max(0, i-e.cfg.Slots):i], own, warm)
 		if err != nil {
 			e.leave(s, own)
 			return nil, e.abandoned(s, err)
@@ -221,10 +226,24 @@ func (e *Elector) checkSlots(ctx context.Context, s *session, l []string, own st
 	return nil
 }
 
+// warmEvery is how often a candidate next in line reads its own node while
+// it waits (0: never): often enough that when it is woken, a request of
+// its own answered at least lag before its term's write is younger than
+// a renewal interval, and the term's first deadline can count from it
+// (lead: firstRoom) instead of waiting lag for a proof. One candidate per
+// slot pays it: half of RenewInterval less lag.
+func warmEvery(t elector.Timing, lag time.Duration) time.Duration {
+	if d := (t.RenewInterval - lag) / 2; d >= elector.MinRenewInterval {
+		return d
+	}
+	return 0
+}
+
 // waitAhead watches the nodes ahead (the one just ahead; with Slots, the
 // Slots just ahead) and returns when one is deleted (true), at once when
-// one is already gone (false), or on an error.
-func (e *Elector) waitAhead(ctx context.Context, s *session, ahead []string) (bool, error) {
+// one is already gone (false), or on an error. Every warm (if not 0) it
+// reads own, the candidate's node (warmEvery).
+func (e *Elector) waitAhead(ctx context.Context, s *session, ahead []string, own string, warm time.Duration) (bool, error) {
 	cases := []reflect.SelectCase{
 		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
 		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(e.closed)},
@@ -257,7 +276,30 @@ func (e *Elector) waitAhead(ctx context.Context, s *session, ahead []string) (bo
 		}
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.ch)})
 	}
+	tick := len(cases)
+	var timer clock.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	if warm > 0 {
+		timer = e.cfg.Clock.NewTimer(warm)
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C())})
+	}
 	i, v, _ := reflect.Select(cases)
+	for warm > 0 && i == tick {
+		if _, err := do(ctx, s, func(z *zk.Conn) (bool, error) {
+			ok, _, err := z.Exists(e.base + "/" + own)
+			return ok, err
+		}); err != nil && ctx.Err() == nil {
+			// Only the fast start is lost: the term's start proves the session.
+			e.log.Debug("read the candidate node while waiting", "node", own, "err", err)
+		}
+		timer = e.cfg.Clock.NewTimer(warm)
+		cases[tick].Chan = reflect.ValueOf(timer.C())
+		i, v, _ = reflect.Select(cases)
+	}
 	switch {
 	case i == 0 || ctx.Err() != nil:
 		// A watch firing because cancelled candidates leave is no wakeup.

@@ -92,7 +92,11 @@
 // timeout counts on it), once a Sync after the write's answer completed,
 // else a proof like a renewal's follows (lag after the write's answer, two
 // Syncs and a read). Timing.Lag carries lag to the supervisor, whose stop
-// budget leaves room for it.
+// budget leaves room for it. So that a handover does not wait lag, the
+// candidate next in line (each of the first Slots waiters) reads its own
+// node every (RenewInterval − lag)/2 while it waits (campaign.go,
+// warmEvery): when woken, such a read answered lag before its write is
+// younger than a renewal interval, and its term starts on it.
 //
 // A session keeps the least timeout its handshakes answered; and since a
 // member applies the timeout it grants as soon as it has the handshake (it
