@@ -1,0 +1,241 @@
+package zk_test
+
+// Adversarial tests of a held session's reconnection (evidence.go
+// recording, session.go sniffed and grants): the probe that asks a member
+// what timeout it grants before the real handshake goes out, when the
+// probe and the handshake are answered by different members.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	gozk "github.com/go-zookeeper/zk"
+
+	"github.com/electd/electd/elector"
+	"github.com/electd/electd/elector/electortest"
+	"github.com/electd/electd/elector/zk"
+)
+
+// route is where a balancer sends one accepted connection, and how
+// (a switchProxy mode).
+type route struct {
+	target string
+	mode   int
+}
+
+// balancer is one address in front of several members, as an L4 load
+// balancer (a Kubernetes Service, HAProxy in TCP mode) is: each accepted
+// connection goes to the next of its planned routes, then to def. Its
+// connections, modes and the handshake answers it heard are a
+// switchProxy's (term_start_test.go), whose close it uses.
+type balancer struct {
+	*switchProxy
+	routes []route // the next connections', in order (p.mu)
+	def    route   // once routes is used up (p.mu)
+	log    []string
+}
+
+func startBalancer(t *testing.T, def route) *balancer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &balancer{switchProxy: &switchProxy{ln: ln, conns: map[net.Conn]struct{}{}}, def: def}
+	b.wg.Add(1)
+	go b.accept()
+	t.Cleanup(b.close)
+	return b
+}
+
+// plan sends the next connections along routes, then every later one to
+// def.
+func (b *balancer) plan(routes []route, def route) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.routes, b.def = routes, def
+}
+
+// next is an accepted connection's route, logged with the time.
+func (b *balancer) next() route {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rt := b.def
+	if len(b.routes) > 0 {
+		rt, b.routes = b.routes[0], b.routes[1:]
+	}
+	b.accepted[rt.mode]++
+	b.log = append(b.log, fmt.Sprintf("%s %s→%s", time.Now().Format("15:04:05.000"), [...]string{"refuse", "forward", "deaf", "slow"}[rt.mode], rt.target))
+	return rt
+}
+
+func (b *balancer) accept() {
+	defer b.wg.Done()
+	for {
+		c, err := b.ln.Accept()
+		if err != nil {
+			return
+		}
+		rt := b.next()
+		if rt.mode == refuse || !b.track(c) {
+			_ = c.Close() // the refusal
+			continue
+		}
+		s, err := net.DialTimeout("tcp", rt.target, time.Second)
+		if err != nil || !b.track(s) {
+			if s != nil {
+				_ = s.Close() // proxy closed meanwhile
+			}
+			b.untrack(c)
+			continue
+		}
+		b.wg.Add(2)
+		go func() {
+			defer b.wg.Done()
+			_, _ = io.Copy(s, c) // ends when either side closes
+			b.untrack(s)
+			b.untrack(c)
+		}()
+		go func() {
+			defer b.wg.Done()
+			switch rt.mode {
+			case deaf:
+				b.swallow(s)
+			case slow:
+				b.late(c, s)
+			default:
+				_, _ = io.Copy(c, s) // ends when either side closes
+			}
+			b.untrack(s)
+			b.untrack(c)
+		}()
+	}
+}
+
+// TestReconnectBalancedProbeAnswerLost: the probe (recording, grants) asks
+// the ADDRESS the client is about to dial, on a connection of its own; a
+// load balancer in front of the ensemble (zk://zookeeper:2181, a
+// Kubernetes Service's ClusterIP, the usual way to reach an ensemble in a
+// cluster) sends each new connection to a member of its choosing, so the
+// member that answers the probe need not be the one that takes the
+// handshake. Members with different maxSessionTimeout (doc.go assumes
+// nothing about it; a rolling change of it passes through such a state).
+//
+// Setup: three members, tickTime 200ms; member 3 has
+// maxSessionTimeout=400. a reaches the ensemble through one balancer
+// address, which sends everything to member 1 until the fault: a leads
+// with --ttl 4s (negotiated 4s). b queues on members 1 and 2 directly.
+// Fault: the balancer drops a's connection; a's client reconnects (a
+// second later, go-zookeeper's pause); the balancer sends its probe to
+// member 1 (grants 4s: no shrink, the gen stays), its handshake to member
+// 3, which revalidates the session with 400ms, and the balancer loses the
+// answer (the link fails then), refusing every later connection. Expected
+// now: the ensemble expires a's session about 400ms after member 3 had
+// the handshake, b is granted, and a's ValidUntil (up to 4s·0.99 after
+// its last renewal) is still ahead: two valid terms.
+func TestReconnectBalancedProbeAnswerLost(t *testing.T) { balancedProbe(t, deaf) }
+
+// TestReconnectBalancedProbeAnswerLate is the same with nothing lost:
+// member 3's answers reach a's client slowDown (2s) late; the client reads
+// the 400ms and ends the gen (sniffed), 2s after the ensemble applied it.
+func TestReconnectBalancedProbeAnswerLate(t *testing.T) { balancedProbe(t, slow) }
+
+// balancedProbe is the race of the two tests above; mode is how the
+// balancer passes member 3's answer to a's handshake.
+func balancedProbe(t *testing.T, mode int) {
+	ms := startMembersWith(t, map[int][]string{2: {"maxSessionTimeout=400"}})
+	var members []zkMember
+	for _, m := range ms {
+		members = append(members, m)
+	}
+	lead, _, _ := roles(t, members)
+	t.Logf("ensemble: member 1 %s %q, member 2 %s %q, member 3 %s %q (maxSessionTimeout=400); leader %s",
+		ms[0].Addr(), ms[0].Mode(), ms[1].Addr(), ms[1].Mode(), ms[2].Addr(), ms[2].Mode(), lead.Addr())
+	lb := startBalancer(t, route{ms[0].Addr(), forward})
+	timing := elector.Timing{TTL: 4 * time.Second}
+	a := electortest.DialURL(t, zk.Backend, "zk://"+lb.addr(), elector.Candidate{Election: "balanced", ID: "a", Timing: timing})
+	b := electortest.DialURL(t, zk.Backend, "zk://"+ms[0].Addr()+","+ms[1].Addr(), elector.Candidate{Election: "balanced", ID: "b", Timing: timing})
+	ctx := context.Background()
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 30*time.Second, "a")
+	t.Logf("a leads: token %#x, timing %s", ra.Term.Token, ra.Term.Timing())
+	if got := ra.Term.Timing().TTL; got != 4*time.Second {
+		t.Fatalf("a negotiated %s, not 4s", got)
+	}
+	cb := electortest.Campaign(ctx, b)
+	qc := client(t, []string{ms[0].Addr(), ms[1].Addr()})
+	electortest.Eventually(t, 10*time.Second, "b queued", func() bool {
+		names, _, err := qc.Children("/electd/elections/balanced")
+		return err == nil && len(names) == 2
+	})
+	deleted := watchFirst(t, qc, "/electd/elections/balanced")
+	held := sample(ra.Term, 5*time.Millisecond)
+	for i := range 2 {
+		select {
+		case <-held.changed:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("a's renewal %d never came", i+1)
+		}
+	}
+	electortest.StillWaiting(t, cb, "b")
+
+	// The fault: the next connection (the probe) to member 1, the one
+	// after (the handshake) to member 3 in mode, every later one refused.
+	lb.plan([]route{{ms[0].Addr(), forward}, {ms[2].Addr(), mode}}, route{"", refuse})
+	cut := time.Now()
+	lb.drop()
+	rb := electortest.MustLead(t, cb, 30*time.Second, "b")
+	var gone time.Time
+	select {
+	case gone = <-deleted:
+	case <-time.After(time.Second):
+	}
+	lb.mu.Lock()
+	heard, heardAt, log := lb.heard, lb.heardAt, lb.log
+	lb.mu.Unlock()
+	rel := func(x time.Time) string {
+		if x.IsZero() {
+			return "never"
+		}
+		return x.Sub(cut).Round(time.Millisecond).String()
+	}
+	var at []string
+	for _, h := range heardAt {
+		at = append(at, rel(h))
+	}
+	t.Logf("fault at 0 (%s); balancer's connections: %s", cut.Format("15:04:05.000"), strings.Join(log, "; "))
+	t.Logf("member 3 answered a's handshake with %v at %v; a's node deleted %s; b granted %s", heard, at, rel(gone), rel(rb.At))
+	held.before(t, ra, rb, cut, 6*time.Second)
+}
+
+// watchFirst watches the first node (in sequence order) under dir and
+// returns when it is deleted (closed without a time otherwise).
+func watchFirst(t *testing.T, qc *gozk.Conn, dir string) <-chan time.Time {
+	t.Helper()
+	names, _, err := qc.Children(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	for _, n := range names {
+		if first == "" || n[len(n)-10:] < first[len(first)-10:] {
+			first = n
+		}
+	}
+	_, _, watch, err := qc.ExistsW(dir + "/" + first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := make(chan time.Time, 1)
+	go func() {
+		if ev := <-watch; ev.Type == gozk.EventNodeDeleted {
+			deleted <- time.Now()
+		}
+		close(deleted)
+	}()
+	return deleted
+}
