@@ -239,3 +239,69 @@ func watchFirst(t *testing.T, qc *gozk.Conn, dir string) <-chan time.Time {
 	}()
 	return deleted
 }
+
+// TestReconnectHigherMinTimeout (held): a reconnection to a member whose
+// minSessionTimeout is above the gen's timeout. The probe asks the gen's
+// timeout (4s) and member 3 grants 8s, not less: the gen stays; the
+// handshake asks go-zookeeper's last negotiated timeout (4s) and member 3
+// revalidates the session with 8s, which moves its expiry LATER; the gen
+// keeps the least timeout its handshakes answered (sniffed), so a's
+// deadlines still run on 4s. Then a is cut off entirely: its term must
+// end (within 4s of its last renewal) before b is granted (8s after a's
+// last touch).
+func TestReconnectHigherMinTimeout(t *testing.T) {
+	ms := startMembersWith(t, map[int][]string{2: {"minSessionTimeout=8000", "maxSessionTimeout=10000"}})
+	var members []zkMember
+	for _, m := range ms {
+		members = append(members, m)
+	}
+	lead, _, _ := roles(t, members)
+	t.Logf("leader %s; member 3 %s (minSessionTimeout=8000)", lead.Addr(), ms[2].Addr())
+	x := startSwitchProxy(t, ms[0].Addr(), forward)
+	y := startSwitchProxy(t, ms[2].Addr(), refuse)
+	timing := elector.Timing{TTL: 4 * time.Second}
+	a := electortest.DialURL(t, zk.Backend, "zk://"+x.addr()+","+y.addr(), elector.Candidate{Election: "highmin", ID: "a", Timing: timing})
+	b := electortest.DialURL(t, zk.Backend, "zk://"+ms[0].Addr()+","+ms[1].Addr(), elector.Candidate{Election: "highmin", ID: "b", Timing: timing})
+	ctx := context.Background()
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 30*time.Second, "a")
+	if got := ra.Term.Timing().TTL; got != 4*time.Second {
+		t.Fatalf("a negotiated %s, not 4s", got)
+	}
+	cb := electortest.Campaign(ctx, b)
+	qc := client(t, []string{ms[0].Addr(), ms[1].Addr()})
+	electortest.Eventually(t, 10*time.Second, "b queued", func() bool {
+		names, _, err := qc.Children("/electd/elections/highmin")
+		return err == nil && len(names) == 2
+	})
+	held := sample(ra.Term, 5*time.Millisecond)
+	// Move a to member 3.
+	y.set(forward)
+	x.set(refuse)
+	y.mu.Lock()
+	before := y.accepted[forward]
+	y.mu.Unlock()
+	x.drop()
+	electortest.Eventually(t, 10*time.Second, "a reconnected through Y", func() bool {
+		y.mu.Lock()
+		defer y.mu.Unlock()
+		return y.accepted[forward] >= before+2 // the probe, then the handshake
+	})
+	// Two renewals on member 3.
+	for i := range 2 {
+		select {
+		case <-held.changed:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("a's renewal %d on member 3 never came", i+1)
+		}
+	}
+	electortest.StillWaiting(t, cb, "b")
+	if got := ra.Term.Timing().TTL; got != 4*time.Second {
+		t.Errorf("a's timing after the reconnection: ttl %s, want 4s", got)
+	}
+	y.set(refuse)
+	cut := time.Now()
+	y.drop()
+	rb := electortest.MustLead(t, cb, 30*time.Second, "b")
+	t.Logf("a cut off at 0; b granted %s", rb.At.Sub(cut).Round(time.Millisecond))
+	held.before(t, ra, rb, cut, 6*time.Second)
+}
