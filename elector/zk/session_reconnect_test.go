@@ -10,6 +10,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +29,7 @@ import (
 type route struct {
 	target string
 	mode   int
+	gate   <-chan struct{} // non-nil: the target is dialled once it closes (the client's bytes wait)
 }
 
 // balancer is one address in front of several members, as an L4 load
@@ -38,6 +42,7 @@ type balancer struct {
 	routes []route // the next connections', in order (p.mu)
 	def    route   // once routes is used up (p.mu)
 	log    []string
+	stop   chan struct{} // closed at cleanup: gated connections give up
 }
 
 func startBalancer(t *testing.T, def route) *balancer {
@@ -46,10 +51,13 @@ func startBalancer(t *testing.T, def route) *balancer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &balancer{switchProxy: &switchProxy{ln: ln, conns: map[net.Conn]struct{}{}}, def: def}
+	b := &balancer{switchProxy: &switchProxy{ln: ln, conns: map[net.Conn]struct{}{}}, def: def, stop: make(chan struct{})}
 	b.wg.Add(1)
 	go b.accept()
-	t.Cleanup(b.close)
+	t.Cleanup(func() {
+		close(b.stop)
+		b.close()
+	})
 	return b
 }
 
@@ -86,35 +94,47 @@ func (b *balancer) accept() {
 			_ = c.Close() // the refusal
 			continue
 		}
-		s, err := net.DialTimeout("tcp", rt.target, time.Second)
-		if err != nil || !b.track(s) {
-			if s != nil {
-				_ = s.Close() // proxy closed meanwhile
-			}
-			b.untrack(c)
-			continue
-		}
-		b.wg.Add(2)
-		go func() {
-			defer b.wg.Done()
-			_, _ = io.Copy(s, c) // ends when either side closes
-			b.untrack(s)
-			b.untrack(c)
-		}()
-		go func() {
-			defer b.wg.Done()
-			switch rt.mode {
-			case deaf:
-				b.swallow(s)
-			case slow:
-				b.late(c, s)
-			default:
-				_, _ = io.Copy(c, s) // ends when either side closes
-			}
-			b.untrack(s)
-			b.untrack(c)
-		}()
+		b.wg.Add(1)
+		go b.serve(c, rt)
 	}
+}
+
+// serve passes c on along rt.
+func (b *balancer) serve(c net.Conn, rt route) {
+	defer b.wg.Done()
+	if rt.gate != nil {
+		select {
+		case <-rt.gate:
+		case <-b.stop:
+			b.untrack(c)
+			return
+		}
+	}
+	s, err := net.DialTimeout("tcp", rt.target, time.Second)
+	if err != nil || !b.track(s) {
+		if s != nil {
+			_ = s.Close() // proxy closed meanwhile
+		}
+		b.untrack(c)
+		return
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		_, _ = io.Copy(s, c) // ends when either side closes
+		b.untrack(s)
+		b.untrack(c)
+	}()
+	switch rt.mode {
+	case deaf:
+		b.swallow(s)
+	case slow:
+		b.late(c, s)
+	default:
+		_, _ = io.Copy(c, s) // ends when either side closes
+	}
+	b.untrack(s)
+	b.untrack(c)
 }
 
 // TestReconnectBalancedProbeAnswerLost: the probe (recording, grants) asks
@@ -156,7 +176,7 @@ func balancedProbe(t *testing.T, mode int) {
 	lead, _, _ := roles(t, members)
 	t.Logf("ensemble: member 1 %s %q, member 2 %s %q, member 3 %s %q (maxSessionTimeout=400); leader %s",
 		ms[0].Addr(), ms[0].Mode(), ms[1].Addr(), ms[1].Mode(), ms[2].Addr(), ms[2].Mode(), lead.Addr())
-	lb := startBalancer(t, route{ms[0].Addr(), forward})
+	lb := startBalancer(t, route{target: ms[0].Addr(), mode: forward})
 	timing := elector.Timing{TTL: 4 * time.Second}
 	a := electortest.DialURL(t, zk.Backend, "zk://"+lb.addr(), elector.Candidate{Election: "balanced", ID: "a", Timing: timing})
 	b := electortest.DialURL(t, zk.Backend, "zk://"+ms[0].Addr()+","+ms[1].Addr(), elector.Candidate{Election: "balanced", ID: "b", Timing: timing})
@@ -185,7 +205,7 @@ func balancedProbe(t *testing.T, mode int) {
 
 	// The fault: the next connection (the probe) to member 1, the one
 	// after (the handshake) to member 3 in mode, every later one refused.
-	lb.plan([]route{{ms[0].Addr(), forward}, {ms[2].Addr(), mode}}, route{"", refuse})
+	lb.plan([]route{{target: ms[0].Addr(), mode: forward}, {target: ms[2].Addr(), mode: mode}}, route{mode: refuse})
 	cut := time.Now()
 	lb.drop()
 	rb := electortest.MustLead(t, cb, 30*time.Second, "b")
@@ -304,4 +324,128 @@ func TestReconnectHigherMinTimeout(t *testing.T) {
 	rb := electortest.MustLead(t, cb, 30*time.Second, "b")
 	t.Logf("a cut off at 0; b granted %s", rb.At.Sub(cut).Round(time.Millisecond))
 	held.before(t, ra, rb, cut, 6*time.Second)
+}
+
+// TestReconnectMemberRestartedBetweenProbeAndHandshake: the member's
+// configuration changes between the probe and the handshake (a rolling
+// change of maxSessionTimeout restarts each member in turn). Without an
+// intermediary the window is the time between the probe's answer and the
+// dial's connect, too short for a restart (the dial to a member in restart
+// is refused, and the next attempt probes again); a proxy that accepts at
+// once and connects to its backend when it can (a TCP load balancer with
+// retries, a service mesh's sidecar) makes it as long as the backend's
+// restart, here even with ONE backend per address.
+//
+// Setup: three members, tickTime 200ms, maxSessionTimeout=20000 on all;
+// a leads with --ttl 10s (negotiated 10s) through one balancer address
+// sending to follower F. Fault: the balancer drops a's connection; a's
+// probe goes to follower G (grants 10s: the gen stays), its handshake to G
+// too, but the balancer holds it while G restarts with
+// maxSessionTimeout=400, then passes it on and loses the answer. Expected
+// now: G revalidates a's session with 400ms, the ensemble expires it, b is
+// granted, and a's ValidUntil (up to 9.9s after its last renewal) is
+// still ahead.
+func TestReconnectMemberRestartedBetweenProbeAndHandshake(t *testing.T) {
+	wide := []string{"maxSessionTimeout=20000"}
+	ms := startMembersWith(t, map[int][]string{0: wide, 1: wide, 2: wide})
+	var members []zkMember
+	for _, m := range ms {
+		members = append(members, m)
+	}
+	lead, f, g := roles(t, members)
+	restarted := g.(*ownMember)
+	t.Logf("leader %s, F %s, G %s", lead.Addr(), f.Addr(), g.Addr())
+	lb := startBalancer(t, route{target: f.Addr(), mode: forward})
+	timing := elector.Timing{TTL: 10 * time.Second}
+	a := electortest.DialURL(t, zk.Backend, "zk://"+lb.addr(), elector.Candidate{Election: "restarted", ID: "a", Timing: timing})
+	b := electortest.DialURL(t, zk.Backend, "zk://"+lead.Addr()+","+f.Addr(), elector.Candidate{Election: "restarted", ID: "b", Timing: timing})
+	ctx := context.Background()
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 30*time.Second, "a")
+	t.Logf("a leads: token %#x, timing %s", ra.Term.Token, ra.Term.Timing())
+	if got := ra.Term.Timing().TTL; got != 10*time.Second {
+		t.Fatalf("a negotiated %s, not 10s", got)
+	}
+	cb := electortest.Campaign(ctx, b)
+	qc := client(t, []string{lead.Addr(), f.Addr()})
+	electortest.Eventually(t, 10*time.Second, "b queued", func() bool {
+		names, _, err := qc.Children("/electd/elections/restarted")
+		return err == nil && len(names) == 2
+	})
+	deleted := watchFirst(t, qc, "/electd/elections/restarted")
+	held := sample(ra.Term, 5*time.Millisecond)
+	for i := range 2 {
+		select {
+		case <-held.changed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("a's renewal %d never came", i+1)
+		}
+	}
+	electortest.StillWaiting(t, cb, "b")
+
+	gate := make(chan struct{})
+	lb.plan([]route{{target: g.Addr(), mode: forward}, {target: g.Addr(), mode: deaf, gate: gate}}, route{mode: refuse})
+	cut := time.Now()
+	lb.drop()
+	electortest.Eventually(t, 10*time.Second, "a's handshake held by the balancer", func() bool {
+		lb.mu.Lock()
+		defer lb.mu.Unlock()
+		return lb.accepted[deaf] > 0
+	})
+	held1 := time.Now()
+	restartWith(t, restarted, "maxSessionTimeout=400")
+	electortest.Eventually(t, 30*time.Second, "G back in the quorum", func() bool { return g.Mode() == "follower" })
+	close(gate)
+	opened := time.Now()
+	rb := electortest.MustLead(t, cb, 30*time.Second, "b")
+	var gone time.Time
+	select {
+	case gone = <-deleted:
+	case <-time.After(time.Second):
+	}
+	lb.mu.Lock()
+	heard, log := lb.heard, lb.log
+	lb.mu.Unlock()
+	rel := func(x time.Time) string {
+		if x.IsZero() {
+			return "never"
+		}
+		return x.Sub(cut).Round(time.Millisecond).String()
+	}
+	t.Logf("fault at 0 (%s); balancer's connections: %s", cut.Format("15:04:05.000"), strings.Join(log, "; "))
+	t.Logf("handshake held from %s, G restarted and passed it on at %s, G answered %v; a's node deleted %s; b granted %s",
+		rel(held1), rel(opened), heard, rel(gone), rel(rb.At))
+	held.before(t, ra, rb, cut, 12*time.Second)
+}
+
+// restartWith kills m, appends extra to its zoo.cfg and starts it again
+// (its data kept); the new process is killed at cleanup (startMembersWith's).
+func restartWith(t *testing.T, m *ownMember, extra ...string) {
+	t.Helper()
+	if err := m.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = m.cmd.Wait() // killed: its exit status says so
+	cfg := filepath.Join(m.dir, "zoo.cfg")
+	old, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, append(old, []byte(strings.Join(extra, "\n")+"\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.OpenFile(m.LogPath(), os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := logf.Close(); err != nil {
+			t.Logf("close the restarted member's log: %v", err)
+		}
+	})
+	cmd := exec.Command(m.cmd.Path, m.cmd.Args[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	m.cmd = cmd
 }
