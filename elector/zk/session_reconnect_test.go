@@ -3,7 +3,31 @@ package zk_test
 // Adversarial tests of a held session's reconnection (evidence.go
 // recording, session.go sniffed and grants): the probe that asks a member
 // what timeout it grants before the real handshake goes out, when the
-// probe and the handshake are answered by different members.
+// probe and the handshake are answered by different members (or by two
+// configurations of one member).
+//
+// Attempts that held, and why (no test of their own unless named):
+//   - go-zookeeper's own ask: it asks its last negotiated timeout L; the
+//     gen keeps the least answer G of its session (sniffed), so L >= G; a
+//     member clamps asks monotonically (to [min, max]), so when the probe
+//     (asking G) gets >= G, the handshake (asking L) gets >= G too.
+//   - gen creation: sniffed runs in the client's reading goroutine before
+//     go-zookeeper's setState(StateHasSession), whose callback (event) is
+//     synchronous: a gen's timeout includes its first answer.
+//   - a higher minSessionTimeout (TestReconnectHigherMinTimeout): the
+//     ensemble's expiry moves later, the gen keeps its least timeout.
+//   - errLinkChanged: each dial is a new *link, set after the dial returns
+//     and before the handshake, so a request answered on another link is
+//     not recorded, and a proof whose connection changed fails.
+//   - a restart between probe and handshake WITHOUT an intermediary: the
+//     dial follows the probe's answer at once; a member in restart refuses
+//     it (the next attempt probes again).
+//   - zks://: probeHost dials through the same dialer (TLS included).
+//   - liveness, not safety: the probe is a session creation (a quorum
+//     write) that must be answered within go-zookeeper's connect timeout
+//     (1s), where a reconnection's revalidation needs no write; with
+//     commits slower than 1s a held session cannot reconnect at all and
+//     lapses; each attempt also costs the ensemble a session's creation.
 
 import (
 	"context"
