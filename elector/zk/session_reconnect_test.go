@@ -174,11 +174,15 @@ func (b *balancer) serve(c net.Conn, rt route) {
 // maxSessionTimeout=400. a reaches the ensemble through one balancer
 // address, which sends everything to member 1 until the fault: a leads
 // with --ttl 4s (negotiated 4s). b queues on members 1 and 2 directly.
-// Fault: the balancer drops a's connection; a's client reconnects (a
-// second later, go-zookeeper's pause); the balancer sends its probe to
-// member 1 (grants 4s: no shrink, the gen stays), its handshake to member
-// 3, which revalidates the session with 400ms, and the balancer loses the
-// answer (the link fails then), refusing every later connection. Expected
+// Fault: the balancer drops a's connection; a's client reconnects at once
+// (servers.go); the balancer sends its probe to member 1 (grants 4s: no
+// shrink, the gen stays), and its handshake to member 3 once its connect
+// to member 3 succeeds, connectDelay later (a backend's backoff; by then
+// member 1 has relayed a's last touch, 4s, to the ensemble's leader, on
+// its next ping answer, every 100ms: else that relay, coming after member
+// 3's revalidation, sets the session's expiry 4s out again); member 3
+// revalidates the session with 400ms, and the balancer loses the answer
+// (the link fails then), refusing every later connection. Expected
 // now: the ensemble expires a's session about 400ms after member 3 had
 // the handshake, b is granted, and a's ValidUntil (up to 4s·0.99 after
 // its last renewal) is still ahead: two valid terms.
@@ -188,6 +192,10 @@ func TestReconnectBalancedProbeAnswerLost(t *testing.T) { balancedProbe(t, deaf)
 // member 3's answers reach a's client slowDown (2s) late; the client reads
 // the 400ms and ends the gen (sniffed), 2s after the ensemble applied it.
 func TestReconnectBalancedProbeAnswerLate(t *testing.T) { balancedProbe(t, slow) }
+
+// connectDelay is how long the balancer takes to connect a's handshake
+// to member 3 in balancedProbe.
+const connectDelay = 500 * time.Millisecond
 
 // balancedProbe is the race of the two tests above; mode is how the
 // balancer passes member 3's answer to a's handshake.
@@ -229,9 +237,19 @@ func balancedProbe(t *testing.T, mode int) {
 
 	// The fault: the next connection (the probe) to member 1, the one
 	// after (the handshake) to member 3 in mode, every later one refused.
-	lb.plan([]route{{target: ms[0].Addr(), mode: forward}, {target: ms[2].Addr(), mode: mode}}, route{mode: refuse})
+	gate := make(chan struct{})
+	lb.plan([]route{{target: ms[0].Addr(), mode: forward}, {target: ms[2].Addr(), mode: mode, gate: gate}}, route{mode: refuse})
 	cut := time.Now()
 	lb.drop()
+	electortest.Eventually(t, 10*time.Second, "a's handshake accepted by the balancer", func() bool {
+		lb.mu.Lock()
+		defer lb.mu.Unlock()
+		return lb.accepted[mode] > 0
+	})
+	// The balancer's connect to member 3 takes connectDelay: the fault's
+	// duration, not a synchronisation.
+	time.Sleep(connectDelay)
+	close(gate)
 	rb := electortest.MustLead(t, cb, 30*time.Second, "b")
 	var gone time.Time
 	select {
