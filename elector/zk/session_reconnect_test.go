@@ -22,7 +22,8 @@ package zk_test
 //   - a restart between probe and handshake WITHOUT an intermediary: the
 //     dial follows the probe's answer at once; a member in restart refuses
 //     it (the next attempt probes again).
-//   - zks://: probeHost dials through the same dialer (TLS included).
+//   - zks:// (TestReconnectTLSProbe): probeHost dials through the same
+//     dialer, TLS included; a TLS-terminating proxy is a balancer above.
 //   - liveness, not safety: the probe is a session creation (a quorum
 //     write) that must be answered within go-zookeeper's connect timeout
 //     (1s), where a reconnection's revalidation needs no write; with
@@ -46,6 +47,8 @@ import (
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
 	"github.com/electd/electd/elector/zk"
+	"github.com/electd/electd/internal/testenv"
+	"github.com/electd/electd/store"
 )
 
 // route is where a balancer sends one accepted connection, and how
@@ -490,4 +493,55 @@ func restartWith(t *testing.T, m *ownMember, extra ...string) {
 		t.Fatal(err)
 	}
 	m.cmd = cmd
+}
+
+// TestReconnectTLSProbe (held): on zks://, a held session's reconnection
+// probes the server over TLS too (probeHost dials through the same
+// dialer), then reconnects, and the term renews on the new connection.
+// The link is a plain TCP proxy (TLS passes through it) that drops a's
+// connection once.
+func TestReconnectTLSProbe(t *testing.T) {
+	ca := testenv.NewCA(t, "zk-ca")
+	srv := testenv.StartZKWith(t, testenv.ZKOptions{CA: ca, ClientCertAuth: true})
+	p := startSwitchProxy(t, srv.Addr(), forward)
+	kp := ca.Client(t, "electd")
+	url := "zks://" + p.addr()
+	st, err := openStore(t, store.Options{URL: url, CAFile: ca.CertFile, CertFile: kp.CertFile, KeyFile: kp.KeyFile}, electortest.Logger())
+	if err != nil {
+		t.Fatalf("open %s: %v", url, err)
+	}
+	a := candidateOn(t, st, elector.Candidate{Election: "tlsprobe", ID: "a", Timing: elector.Timing{TTL: 4 * time.Second}})
+	ra := electortest.MustLead(t, electortest.Campaign(context.Background(), a), 30*time.Second, "a")
+	held := sample(ra.Term, 5*time.Millisecond)
+	select {
+	case <-held.changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a's first renewal never came")
+	}
+	p.mu.Lock()
+	before := p.accepted[forward]
+	p.mu.Unlock()
+	cut := time.Now()
+	p.drop()
+	electortest.Eventually(t, 10*time.Second, "a's probe and reconnection", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.accepted[forward] >= before+2
+	})
+	// Drain the renewals noted before the reconnection, then wait for one
+	// after it.
+	for len(held.changed) > 0 {
+		<-held.changed
+	}
+	select {
+	case at := <-held.changed:
+		t.Logf("dropped at 0; a renewed at %s", at.Sub(cut).Round(time.Millisecond))
+	case <-ra.Term.Done():
+		t.Fatalf("a's term ended after the reconnection: %v", ra.Term.Err())
+	case <-time.After(5 * time.Second):
+		t.Fatalf("a did not renew after the reconnection (term %v)", ra.Term.Err())
+	}
+	if err := ra.Term.Err(); err != nil {
+		t.Fatalf("a's term: %v", err)
+	}
 }
