@@ -134,7 +134,12 @@
 //     highest it has seen refuses the old leader.
 //   - The rule assumes that no server's minSessionTimeout is set below
 //     2·tickTime (else the probe's tick is too small), that the servers
-//     share their tickTime, and that the ensemble's leader sends its pings
+//     share their tickTime and grant the same session timeouts (min and
+//     maxSessionTimeout: lower --ttl before any member's
+//     maxSessionTimeout), that nothing between electd and the ensemble
+//     sends a connection to another member than the one dialled, or holds
+//     it (a load balancer in front of members that disagree defeats the
+//     reconnection's check: session_reconnect_test.go shows it), and that the ensemble's leader sends its pings
 //     on time: a leader paused longer than the margin is like a paused
 //     process. With those, a follower cut off from its leader, which
 //     still answers reads, cannot stretch a term: its Syncs fail.
