@@ -45,11 +45,15 @@
 // (on a standalone server, or connected to the leader, a touch counts at
 // once: the rule holds there too). One Sync can overtake a relay: when the
 // leader→follower stream stalls, the follower has no ping to answer, the
-// Sync goes ahead, and the held relay may never arrive. A second Sync,
-// sent after the first one's answer, cannot: the leader answered the first
-// lag after the touch reached the follower, so a ping it sent after the
-// touch came first on that stream and the follower relayed the touch
-// before it passed the answer on (term.go, relayed). A packet's SEND time
+// Sync goes ahead, and the held relay may never arrive. A write sent after
+// the Sync's answer cannot: the leader answered the Sync lag after the
+// touch reached the follower, so a ping it sent after the touch came first
+// on that stream and the follower relayed the touch before it passed the
+// answer on; and a write is checked against the session and committed on
+// a quorum, which an old leader that lost its followers (it serves on for
+// syncLimit ticks while the others elect another) cannot do (term.go,
+// relayed; the write goes to the election's "renewals" node, which nobody
+// watches). A packet's SEND time
 // does not say when it reached the follower (a stalled link delivers a
 // packet and a later Sync together, and the follower forwards the Sync
 // before its next ping answer relays the packet's touch); the ANSWER to a
@@ -61,10 +65,10 @@
 // where s_P is the send time (this host's clock, taken before the call)
 // of the latest request of ours whose answer was read (the time taken as
 // soon as the call returns) at least lag before a Sync or write that
-// completed was sent, and a second Sync sent after its answer completed
-// too, on the SAME TCP connection, with no reconnection between: the first
-// Sync reaches the follower at least lag after the request did, whatever
-// the latency. Every request of the session's client is
+// completed was sent, and a write sent after its answer completed too, on
+// the SAME TCP connection, with no reconnection between: the first Sync
+// (or write) reaches the follower at least lag after the request did,
+// whatever the latency. Every request of the session's client is
 // timed so (session.go, start), on the elector's clock, per connection,
 // but the digest authentication (a server answers it without touching the
 // session); a reconnection starts afresh. lag is half a tick (the leader's ping
@@ -141,20 +145,21 @@
 //     it (a load balancer in front of members that disagree defeats the
 //     reconnection's check: session_reconnect_test.go shows it), and that the ensemble's leader sends its pings
 //     on time: a leader paused longer than the margin is like a paused
-//     process. With those, a follower cut off from its leader, which
-//     still answers reads, cannot stretch a term: its Syncs fail.
-//   - The leader does not check a session before it answers a Sync (its
-//     processSync ignores the check); the rule relies on order instead
-//     (the relay, then the Sync, then any close of the session, all
-//     through its one request pipeline). Left open: a second Sync that
-//     reaches the leader's pipeline in the microseconds between its
-//     decision to expire the session (the relay of the touch then comes
-//     too late) and its queueing of the session's close; it could stretch
-//     the term by at most the time since the previous renewal's touch,
-//     which the leader had applied.
-//   - A renewal costs lag and three round trips (the touch, two Syncs): a
-//     link whose round trip is a large part of the window loses terms
-//     (renewals then miss), never safety.
+//     process; and that electd's sessions connect to voting members, not
+//     to observers (an observer that follows an observer master relays
+//     touches over two hops, which the rule does not cover:
+//     term_sync2_test.go shows it). With those, a follower cut off from
+//     its leader, which still answers reads, cannot stretch a term: its
+//     Syncs fail.
+//   - Left open, in microseconds: a follower records a touch by reading
+//     its touch table and writing it back, and a ping answer that swaps
+//     the table between the two loses the touch (the Sync's own touch
+//     usually makes up for it).
+//   - A renewal costs lag, three round trips (the touch, the Sync, the
+//     write) and a write the ensemble commits (one per renewal interval
+//     per leader): a link whose round trip is a large part of the window
+//     loses terms (renewals then miss), never safety. The election keeps
+//     its "renewals" node (persistent, empty) after the last candidate.
 //   - Switchover (Term.ResignTo, plain elections only) goes through a
 //     handover node (switchover.go): the candidates it passes queue again
 //     behind its target, in the order they notice, and every waiter is

@@ -17,10 +17,10 @@ import (
 // follows (prove): the write of Since into the node goes through the
 // ensemble's leader, so the latest request of ours answered on the same
 // connection at least lag before that write was sent vouches for the
-// session from its send time, once a Sync after the write's answer has
-// followed its relay (relayed), when that leaves what a renewal leaves
-// (firstRoom); else the term proves the session (prove: lag after the
-// write's answer, two Syncs and a read).
+// session from its send time, once a write after the write's answer
+// (stamp) has followed its relay (relayed), when that leaves what a
+// renewal leaves (firstRoom); else the term proves the session (prove: lag
+// after the write's answer, a Sync, a write and a read).
 func (e *Elector) lead(ctx context.Context, s *session, g gen, own string, st *zk.Stat, t elector.Timing, lag time.Duration) (*elector.Term, error) {
 	clk := e.cfg.Clock
 	p := e.base + "/" + own
@@ -31,15 +31,16 @@ func (e *Elector) lead(ctx context.Context, s *session, g gen, own string, st *z
 		e.leave(s, own)
 		return nil, e.abandoned(s, fmt.Errorf("write the term's start into %s: %w", own, err))
 	}
-	// The write went through the ensemble's leader like a first Sync
-	// (relayed): a Sync after its answer follows the relay of the request
-	// answered lag before the write, whose send time is the evidence when
-	// that leaves what a renewal leaves (firstRoom); else prove.
+	// The write went through the ensemble's leader like a proof's Sync
+	// (relayed): the stamp after its answer follows the relay of the
+	// request answered lag before the write, whose send time is the
+	// evidence when that leaves what a renewal leaves (firstRoom); else
+	// prove.
 	sent, ok := evidence(s, wire, wrote, lag)
 	if ok && t.DeadlineAfter(sent).Sub(clk.Now()) >= firstRoom(t, lag) {
-		if _, err := do(ctx, s, func(z *zk.Conn) (string, error) { return z.Sync(p) }); err != nil {
+		if _, err := do(ctx, s, e.stamp); err != nil {
 			e.leave(s, own)
-			return nil, e.abandoned(s, fmt.Errorf("sync %s after the term's start: %w", own, err))
+			return nil, e.abandoned(s, fmt.Errorf("stamp %s after the term's start: %w", renewalsNode, err))
 		}
 		_, ok = evidence(s, wire, wrote, lag) // still on the write's connection
 	} else {
@@ -178,8 +179,9 @@ func (e *Elector) keep(s *session, g gen, own string, dl *elector.Deadline, t el
 // So: take the earliest request of ours on the current connection sent
 // after after (lead's write of the term's start), or send a read of p to
 // be one (the touch: a renewal's); wait until lag has passed since its
-// ANSWER; then Sync p, and once that is answered Sync p again, with a
-// read of p alongside (the node still there): relayed says why two. The
+// ANSWER; then Sync p, and once that is answered write the election's
+// renewals node (stamp), with a read of p alongside (the node still
+// there): relayed says why both. The
 // evidence is the latest send time of a request of ours answered on that
 // same connection at least lag before the first Sync was sent (evidence).
 // Each step is abandoned after each.
@@ -215,13 +217,13 @@ func (e *Elector) prove(ctx context.Context, s *session, p string, lag, each tim
 	if _, err := do(sctx, s, func(z *zk.Conn) (string, error) { return z.Sync(p) }); err != nil {
 		return time.Time{}, false, fmt.Errorf("sync %s: %w", p, err)
 	}
-	// The second Sync follows the relay (see relayed).
+	// The stamp follows the relay (see relayed).
 	actx, acancel := context.WithTimeout(ctx, each)
 	defer acancel()
-	passed := start(s, func(z *zk.Conn) (string, error) { return z.Sync(p) })
+	passed := start(s, e.stamp)
 	check := start(s, exists)
 	if _, err := passed.wait(actx); err != nil {
-		return time.Time{}, false, fmt.Errorf("sync %s again: %w", p, err)
+		return time.Time{}, false, fmt.Errorf("stamp %s: %w", renewalsNode, err)
 	}
 	found, err := check.wait(actx)
 	if err != nil {
@@ -234,19 +236,39 @@ func (e *Elector) prove(ctx context.Context, s *session, p string, lag, each tim
 	return sent, found, nil
 }
 
-// relayed: why a proof takes two Syncs. The ensemble's leader L answers
-// the first at least lag after the touch reached the follower F (the
-// client sent it lag after the touch's answer), and lag exceeds L's ping
-// period: so a ping L sent after the touch precedes that answer on the
-// L→F stream, and F answers the ping, relaying the touch, before it
-// passes the Sync's answer on. The second Sync, sent after that answer,
-// follows the relay on the F→L stream, and L processes the two in order.
-// One Sync proves less: it may overtake a relay that a stall of the L→F
-// stream held back (F had no ping to answer yet), and that relay may
-// never reach L (TestTermEvidenceLeaderToFollowerStall). A Sync answered
-// after L expired the session does not reach the client: L answers a
-// Sync only after its outstanding proposals (the session's close among
-// them) commit, and F applies them in order, closing the connection.
+// relayed: why a proof takes a Sync and then a write. The ensemble's
+// leader L answers the Sync at least lag after the touch reached the
+// follower F (the client sent it lag after the touch's answer), and lag
+// exceeds L's ping period: so a ping L sent after the touch precedes that
+// answer on the L→F stream, and F answers the ping, relaying the touch,
+// before it passes the Sync's answer on. The write (stamp), sent after
+// that answer, follows the relay on the F→L stream, and L processes the
+// two in order: it checks the session before it takes a write, and
+// commits it only on a quorum, which a leader that has lost its followers
+// (still serving for syncLimit ticks, while the others elect another) does
+// not have. One Sync proves less: it may overtake a relay that a stall of
+// the L→F stream held back (F had no ping to answer yet), and that relay
+// may never reach L (TestTermEvidenceLeaderToFollowerStall); a second Sync
+// is answered by a lingering old leader alone, and without a check of the
+// session (TestTermSync2OldLeaderLingers).
+
+// renewalsNode is the election's node that proofs write (stamp): nobody
+// watches it, and it has no sequence number (line ignores it).
+const renewalsNode = "renewals"
+
+// stamp writes the election's renewals node (creating it the first time):
+// a write the ensemble's leader checks the session for, commits on a
+// quorum, and orders after the touches relayed before it (relayed).
+func (e *Elector) stamp(z *zk.Conn) (struct{}, error) {
+	p := e.base + "/" + renewalsNode
+	_, err := z.Set(p, nil, -1)
+	if errors.Is(err, zk.ErrNoNode) {
+		if _, err = z.Create(p, nil, 0, e.cfg.Store.acl()); errors.Is(err, zk.ErrNodeExists) {
+			_, err = z.Set(p, nil, -1)
+		}
+	}
+	return struct{}{}, err
+}
 
 // evidence is the send time of the latest request of ours answered on
 // wire at least lag before a request that went through the ensemble's
