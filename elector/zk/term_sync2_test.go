@@ -12,10 +12,18 @@ package zk_test
 // carries before it reads F's next packet. These tests put real faults at
 // the argument's steps: the write standing for the first Sync, the
 // F→L direction held past the session's expiry, and F's JVM stopped past
-// it.
+// it (these hold), and a client of an observer behind an observer master,
+// two relays from the leader (a hole: TestTermSync2ObserverMaster).
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -209,6 +217,244 @@ func followerFaultPastExpiry(t *testing.T, what string, fault func(t *testing.T,
 	}
 	if !vA.After(released) && rb.At.Before(released) {
 		t.Logf("b was granted during the fault: the leader expired a's session while it held F")
+	}
+	electortest.Resign(t, rb.Term)
+}
+
+// startObserverEnsemble starts three voting members (tickTime 200ms,
+// syncLimit 5) and an observer, member 4, that reaches the ensemble
+// through an observer master (ZooKeeper 3.6+: observerMasterPort): only
+// member 1 (F) serves observers, and the observer's link to it goes
+// through orelay (down is F→observer). Member 1 reaches the others'
+// quorum ports through qrelays, as in startRelayedEnsemble. The observer's
+// configuration names member 1 at 127.0.0.2 (the observer master's
+// address is the member's host and the observer's observerMasterPort),
+// where orelay listens.
+func startObserverEnsemble(t *testing.T) (voters []zkMember, obs zkMember, qrelays map[int]*quorumRelay, orelay *quorumRelay) {
+	t.Helper()
+	jar := "/usr/share/java/zookeeper.jar"
+	java, err := exec.LookPath("java")
+	if _, serr := os.Stat(jar); err != nil || serr != nil {
+		t.Skip("no java or zookeeper jar")
+	}
+	var lns []net.Listener
+	port := func() int {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	var client, quorum, election [5]int
+	for i := 1; i <= 4; i++ {
+		client[i], quorum[i], election[i] = port(), port(), port()
+	}
+	masterPort := port() // member 1's observer master, 127.0.0.1
+	relayLn := map[int]net.Listener{}
+	for _, i := range []int{2, 3} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		relayLn[i] = ln
+	}
+	oln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no 127.0.0.2: %v", err)
+	}
+	askPort := oln.Addr().(*net.TCPAddr).Port // the observer's observerMasterPort
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+	qrelays = map[int]*quorumRelay{}
+	for i, ln := range relayLn {
+		qrelays[i] = startQuorumRelay(t, ln, "127.0.0.1:"+strconv.Itoa(quorum[i]))
+	}
+	orelay = startQuorumRelay(t, oln, "127.0.0.1:"+strconv.Itoa(masterPort))
+	for i := 1; i <= 4; i++ {
+		m := &ownMember{dir: t.TempDir(), port: client[i]}
+		if err := os.MkdirAll(filepath.Join(m.dir, "data"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(m.dir, "data", "myid"), []byte(strconv.Itoa(i)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg := []string{"tickTime=200", "initLimit=10", "syncLimit=5",
+			"dataDir=" + filepath.Join(m.dir, "data"), "clientPort=" + strconv.Itoa(client[i]), "clientPortAddress=127.0.0.1",
+			"admin.enableServer=false", "4lw.commands.whitelist=*"}
+		switch i {
+		case 1:
+			cfg = append(cfg, "observerMasterPort="+strconv.Itoa(masterPort))
+		case 4:
+			cfg = append(cfg, "peerType=observer", "observerMasterPort="+strconv.Itoa(askPort))
+		}
+		for j := 1; j <= 3; j++ {
+			host, q := "127.0.0.1", quorum[j]
+			if i == 1 && j != 1 {
+				q = relayLn[j].Addr().(*net.TCPAddr).Port
+			}
+			if i == 4 && j == 1 {
+				host = "127.0.0.2"
+			}
+			cfg = append(cfg, fmt.Sprintf("server.%d=%s:%d:%d", j, host, q, election[j]))
+		}
+		cfg = append(cfg, fmt.Sprintf("server.4=127.0.0.1:%d:%d:observer", quorum[4], election[4]))
+		cfgPath := filepath.Join(m.dir, "zoo.cfg")
+		if err := os.WriteFile(cfgPath, []byte(strings.Join(cfg, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		logf, err := os.Create(m.LogPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.cmd = exec.Command(java, "-Xmx256m", "-Dzookeeper.log.dir="+m.dir, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+			"-cp", jar+":/usr/share/java/slf4j-simple.jar", "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfgPath)
+		m.cmd.Stdout, m.cmd.Stderr = logf, logf
+		if err := m.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.cmd.Process.Kill(); _ = m.cmd.Wait(); _ = logf.Close() })
+		if i == 4 {
+			obs = m
+		} else {
+			voters = append(voters, m)
+		}
+	}
+	return voters, obs, qrelays, orelay
+}
+
+// TestTermSync2ObserverMaster: the proof's argument counts one relay, the
+// follower's on the leader's ping; a client of an observer that follows
+// an observer master F (a follower) is two relays away: the observer
+// relays its touches to F in its answers to F's pings, and F relays them
+// to the leader L in its answers to L's pings, while F forwards the
+// observer's requests to L at once. a leads connected to the observer O
+// only; b waits on L and G. Right after one of a's renewals lands, the
+// F→O direction stalls (held): O gets no ping from F, so it relays
+// nothing, and the first thing it sends F is a's next first Sync, which
+// F forwards and L answers (its answer held on F→O). Then L→F stalls
+// (held) and F→O is released: O answers F's held pings (the touch reaches
+// F's touch table) and passes the first Sync's answer on; a's second
+// Sync reaches F after the relay, but F forwards it to L at once: the
+// touch waits in F's table for L's next ping, which the stall holds. As
+// soon as F has forwarded the second Sync, F→L loses everything (F's link
+// dies) and L→F is released: the second Sync is answered, the relay lost.
+func TestTermSync2ObserverMaster(t *testing.T) {
+	voters, o, qrelays, orelay := startObserverEnsemble(t)
+	lead, f, g := roles(t, voters)
+	if memberID(t, f) != 1 {
+		f, g = g, f
+	}
+	if memberID(t, f) != 1 {
+		t.Skipf("member 1 leads (%s): no relayed observer master", lead.Addr())
+	}
+	qrelay := qrelays[memberID(t, lead)]
+	electortest.Eventually(t, time.Minute, "the observer serving through member 1", func() bool {
+		if o.Mode() != "observer" {
+			return false
+		}
+		orelay.mu.Lock()
+		defer orelay.mu.Unlock()
+		return len(orelay.conns) > 0
+	})
+	t.Logf("leader %d %s, F 1 %s (observer master; its quorum link relayed), G %d %s, observer %s (through F, relayed)",
+		memberID(t, lead), lead.Addr(), f.Addr(), memberID(t, g), g.Addr(), o.Addr())
+
+	timing := elector.Timing{TTL: 4 * time.Second}
+	a := electortest.DialURL(t, zk.Backend, "zk://"+o.Addr(), elector.Candidate{Election: "obs", ID: "a", Timing: timing})
+	b := electortest.DialURL(t, zk.Backend, "zk://"+lead.Addr()+","+g.Addr(), elector.Candidate{Election: "obs", ID: "b", Timing: timing})
+	ctx := context.Background()
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 30*time.Second, "a")
+	tm := ra.Term.Timing()
+	t.Logf("a leads: token %#x, timing %s", ra.Term.Token, tm)
+	cb := electortest.Campaign(ctx, b)
+	w := client(t, []string{lead.Addr()})
+	electortest.Eventually(t, 10*time.Second, "b queued", func() bool {
+		names, _, err := w.Children("/electd/elections/obs")
+		return err == nil && len(names) == 2
+	})
+
+	held := sample(ra.Term, 2*time.Millisecond)
+	for drained := false; !drained; {
+		select {
+		case <-held.changed:
+		default:
+			drained = true
+		}
+	}
+	var c time.Time
+	select {
+	case c = <-held.changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a does not renew")
+	}
+	before := ra.Term.ValidUntil()
+	orelay.set(func() { orelay.holdDown = true })
+	stall := time.Now()
+	ms0 := func(x time.Time) string {
+		if x.IsZero() {
+			return "never"
+		}
+		return x.Sub(stall).Round(time.Millisecond).String()
+	}
+	pause := func(d time.Duration) {
+		tmr := time.NewTimer(d)
+		<-tmr.C
+	}
+	pause(50 * time.Millisecond)
+	// O answers reads and its client's pings itself: the first thing it
+	// sends F now is a's next first Sync.
+	_, sync1, ok := orelay.upAfter(orelay.chunks(), time.Now().Add(tm.RenewInterval+time.Second))
+	if !ok {
+		t.Fatalf("O forwarded nothing to F within an interval of the stall (a's last renewal seen %s)", ms0(c))
+	}
+	pause(50 * time.Millisecond) // F forwards it, L answers, F queues the answer for O (held)
+	qrelay.set(func() { qrelay.holdDown = true })
+	pause(50 * time.Millisecond)
+	nq := qrelay.chunks()
+	orelay.set(func() { orelay.holdDown = false })
+	oReleased := time.Now()
+	// F answers no ping now: the first thing it sends L is a's second Sync.
+	_, sync2, ok := qrelay.upAfter(nq, time.Now().Add(2*time.Second))
+	if !ok {
+		t.Fatalf("F forwarded nothing to L after O's release")
+	}
+	qrelay.set(func() {
+		qrelay.dropUp = true
+		qrelay.dead, qrelay.holdDown = true, false
+	})
+	released := time.Now()
+	var renewed time.Time
+	select {
+	case renewed = <-held.changed:
+	case <-time.After(tm.RenewInterval):
+	}
+	after := ra.Term.ValidUntil()
+	qrelay.set(func() { qrelay.holdDown = true }) // F hears nothing more from L
+	t.Logf("F→O stalled at 0 (a's renewal before it seen at %s, ValidUntil then %s); O forwarded the first Sync %s; L→F stalled and F→O released %s; F forwarded the second Sync %s; F→L lost and L→F released %s; a's ValidUntil moved at %s to %s (evidence sent at about %s)",
+		ms0(c), ms0(before), ms0(sync1), ms0(oReleased), ms0(sync2), ms0(released), ms0(renewed), ms0(after), ms0(after.Add(-tm.Window())))
+
+	rb := electortest.MustLead(t, cb, 30*time.Second, "b")
+	var dA time.Time
+	select {
+	case dA = <-held.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's term never ended")
+	}
+	vA := held.maxValid()
+	t.Logf("a's greatest ValidUntil %s, a Done %s (%v); b granted %s (token %#x after %#x)",
+		ms0(vA), ms0(dA), ra.Term.Err(), ms0(rb.At), rb.Term.Token, ra.Term.Token)
+	if rb.Term.Token <= ra.Term.Token {
+		t.Errorf("HOLE: token %#x after %#x", rb.Term.Token, ra.Term.Token)
+	}
+	end := vA
+	if dA.After(end) {
+		end = dA
+	}
+	if rb.At.Before(end) {
+		t.Errorf("HOLE: two valid terms: b granted at %s while a was valid until %s (Done at %s): overlap %s",
+			ms0(rb.At), ms0(vA), ms0(dA), end.Sub(rb.At).Round(time.Millisecond))
 	}
 	electortest.Resign(t, rb.Term)
 }
