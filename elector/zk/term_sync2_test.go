@@ -12,8 +12,10 @@ package zk_test
 // carries before it reads F's next packet. These tests put real faults at
 // the argument's steps: the write standing for the first Sync, the
 // F→L direction held past the session's expiry, and F's JVM stopped past
-// it (these hold), and a client of an observer behind an observer master,
-// two relays from the leader (a hole: TestTermSync2ObserverMaster).
+// it (these hold), a client of an observer behind an observer master,
+// two relays from the leader (a hole: TestTermSync2ObserverMaster), and a
+// client of the leader itself while a new leader is elected without it (a
+// hole: TestTermSync2OldLeaderLingers).
 
 import (
 	"context"
@@ -24,6 +26,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -434,6 +437,337 @@ func TestTermSync2ObserverMaster(t *testing.T) {
 	qrelay.set(func() { qrelay.holdDown = true }) // F hears nothing more from L
 	t.Logf("F→O stalled at 0 (a's renewal before it seen at %s, ValidUntil then %s); O forwarded the first Sync %s; L→F stalled and F→O released %s; F forwarded the second Sync %s; F→L lost and L→F released %s; a's ValidUntil moved at %s to %s (evidence sent at about %s)",
 		ms0(c), ms0(before), ms0(sync1), ms0(oReleased), ms0(sync2), ms0(released), ms0(renewed), ms0(after), ms0(after.Add(-tm.Window())))
+
+	rb := electortest.MustLead(t, cb, 30*time.Second, "b")
+	var dA time.Time
+	select {
+	case dA = <-held.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's term never ended")
+	}
+	vA := held.maxValid()
+	t.Logf("a's greatest ValidUntil %s, a Done %s (%v); b granted %s (token %#x after %#x)",
+		ms0(vA), ms0(dA), ra.Term.Err(), ms0(rb.At), rb.Term.Token, ra.Term.Token)
+	if rb.Term.Token <= ra.Term.Token {
+		t.Errorf("HOLE: token %#x after %#x", rb.Term.Token, ra.Term.Token)
+	}
+	end := vA
+	if dA.After(end) {
+		end = dA
+	}
+	if rb.At.Before(end) {
+		t.Errorf("HOLE: two valid terms: b granted at %s while a was valid until %s (Done at %s): overlap %s",
+			ms0(rb.At), ms0(vA), ms0(dA), end.Sub(rb.At).Round(time.Millisecond))
+	}
+	electortest.Resign(t, rb.Term)
+}
+
+// leaderRelay is a TCP relay in front of the leader's quorum port for one
+// follower: down (leader→follower) can be held; up can be cut, and then
+// the follower's bytes and its connection's end are lost (the leader's
+// side stays open and silent: a partition, not a close). Closed by the
+// test's cleanup.
+type leaderRelay struct {
+	ln     net.Listener
+	target string
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	changed  chan struct{}
+	holdDown bool
+	cutUp    bool
+	closed   bool
+	conns    []net.Conn
+}
+
+func startLeaderRelay(t *testing.T, ln net.Listener, target string) *leaderRelay {
+	r := &leaderRelay{ln: ln, target: target, changed: make(chan struct{})}
+	r.wg.Add(1)
+	go r.accept()
+	t.Cleanup(r.close)
+	return r
+}
+
+func (r *leaderRelay) accept() {
+	defer r.wg.Done()
+	for {
+		c, err := r.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", r.target)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			_ = c.Close()
+			_ = s.Close()
+			return
+		}
+		r.conns = append(r.conns, c, s)
+		r.mu.Unlock()
+		r.wg.Add(2)
+		go r.pump(c, s, true)
+		go r.pump(s, c, false)
+	}
+}
+
+func (r *leaderRelay) pump(src, dst net.Conn, up bool) {
+	defer r.wg.Done()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := src.Read(buf)
+		r.mu.Lock()
+		for !up && r.holdDown && !r.closed {
+			ch := r.changed
+			r.mu.Unlock()
+			<-ch
+			r.mu.Lock()
+		}
+		cut, closed := up && r.cutUp, r.closed
+		r.mu.Unlock()
+		if closed {
+			return
+		}
+		if n > 0 && !cut {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				_ = src.Close()
+				return
+			}
+		}
+		if err != nil {
+			_ = src.Close()
+			if !cut {
+				_ = dst.Close()
+			}
+			return
+		}
+	}
+}
+
+func (r *leaderRelay) set(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f()
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+func (r *leaderRelay) close() {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	r.closed = true
+	close(r.changed)
+	r.changed = make(chan struct{})
+	conns := r.conns
+	r.mu.Unlock()
+	_ = r.ln.Close()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	r.wg.Wait()
+}
+
+// startEnsembleToward3 starts three members (tickTime 200ms, syncLimit 15)
+// whose every link with member 3 (the highest id, which leads a fresh
+// ensemble) goes through a leaderRelay: relays["q1"], ["q2"] carry members
+// 1 and 2's quorum links to 3 (down: 3→follower); ["e1"], ["e2"] their
+// election connections to 3, and ["3e1"], ["3e2"] 3's to them.
+func startEnsembleToward3(t *testing.T) (ms []zkMember, relays map[string]*leaderRelay) {
+	t.Helper()
+	jar := "/usr/share/java/zookeeper.jar"
+	java, err := exec.LookPath("java")
+	if _, serr := os.Stat(jar); err != nil || serr != nil {
+		t.Skip("no java or zookeeper jar")
+	}
+	var lns []net.Listener
+	port := func() int {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	var client, quorum, election [4]int
+	for i := 1; i <= 3; i++ {
+		client[i], quorum[i], election[i] = port(), port(), port()
+	}
+	targets := map[string]int{"q1": quorum[3], "q2": quorum[3], "e1": election[3], "e2": election[3], "3e1": election[1], "3e2": election[2]}
+	relayLn := map[string]net.Listener{}
+	for name := range targets {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		relayLn[name] = ln
+	}
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+	relays = map[string]*leaderRelay{}
+	for name, ln := range relayLn {
+		relays[name] = startLeaderRelay(t, ln, "127.0.0.1:"+strconv.Itoa(targets[name]))
+	}
+	via := func(name string) int { return relayLn[name].Addr().(*net.TCPAddr).Port }
+	for i := 1; i <= 3; i++ {
+		m := &ownMember{dir: t.TempDir(), port: client[i]}
+		if err := os.MkdirAll(filepath.Join(m.dir, "data"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(m.dir, "data", "myid"), []byte(strconv.Itoa(i)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg := []string{"tickTime=200", "initLimit=10", "syncLimit=15",
+			"dataDir=" + filepath.Join(m.dir, "data"), "clientPort=" + strconv.Itoa(client[i]), "clientPortAddress=127.0.0.1",
+			"admin.enableServer=false", "4lw.commands.whitelist=*"}
+		for j := 1; j <= 3; j++ {
+			q, e := quorum[j], election[j]
+			switch {
+			case i != 3 && j == 3:
+				q, e = via("q"+strconv.Itoa(i)), via("e"+strconv.Itoa(i))
+			case i == 3 && j != 3:
+				e = via("3e" + strconv.Itoa(j))
+			}
+			cfg = append(cfg, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", j, q, e))
+		}
+		cfgPath := filepath.Join(m.dir, "zoo.cfg")
+		if err := os.WriteFile(cfgPath, []byte(strings.Join(cfg, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		logf, err := os.Create(m.LogPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.cmd = exec.Command(java, "-Xmx256m", "-Dzookeeper.log.dir="+m.dir, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+			"-cp", jar+":/usr/share/java/slf4j-simple.jar", "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfgPath)
+		m.cmd.Stdout, m.cmd.Stderr = logf, logf
+		if err := m.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.cmd.Process.Kill(); _ = m.cmd.Wait(); _ = logf.Close() })
+		ms = append(ms, m)
+	}
+	return ms, relays
+}
+
+// TestTermSync2OldLeaderLingers: a leads connected to the ensemble's
+// leader L (member 3) itself, where a touch counts at once and L answers
+// Syncs without its quorum; b waits on the other two; another client of
+// member 2 writes (Syncs) steadily. The leader→follower directions stall
+// (held): the followers hear nothing, give up on L after
+// syncLimit·tickTime and elect a new leader L', which gives every session
+// a full timeout from its own start. L counts a follower as synced while
+// ANY packet of it arrived within syncLimit ticks, and member 2 forwarded
+// its client's Syncs until it gave up; from shortly before that the
+// partition is whole (member 2's bytes and its connection's end are lost),
+// so L leads on for up to syncLimit·tickTime after L' began, and a's
+// renewals at L go on. a cannot reach L' (its link to L is closed once L
+// steps down): L' expires a's session a timeout after its start. The
+// election links with L are lost from the start (else the followers,
+// hearing that L still leads, go back to it). syncLimit 15: the followers
+// give up at 3s; L' leads from about 3.5s, L until about 5.2s.
+func TestTermSync2OldLeaderLingers(t *testing.T) {
+	ms, relays := startEnsembleToward3(t)
+	lead, f, g := roles(t, ms)
+	if memberID(t, lead) != 3 {
+		t.Skipf("member %d leads, not 3", memberID(t, lead))
+	}
+	m1, m2 := f, g
+	if memberID(t, f) == 2 {
+		m1, m2 = g, f
+	}
+	timing := elector.Timing{TTL: 2 * time.Second}
+	pa := faultproxy.Start(t, lead.Addr())
+	a := electortest.DialURL(t, zk.Backend, "zk://"+pa.Addr(), elector.Candidate{Election: "linger", ID: "a", Timing: timing})
+	b := electortest.DialURL(t, zk.Backend, "zk://"+m1.Addr()+","+m2.Addr(), elector.Candidate{Election: "linger", ID: "b", Timing: timing})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 30*time.Second, "a")
+	tm := ra.Term.Timing()
+	cb := electortest.Campaign(ctx, b)
+	w := client(t, []string{m1.Addr()})
+	electortest.Eventually(t, 10*time.Second, "b queued", func() bool {
+		names, _, err := w.Children("/electd/elections/linger")
+		return err == nil && len(names) == 2
+	})
+	// Member 2's other client: a Sync every 50ms, each in flight until
+	// answered or the client closes.
+	c2 := client(t, []string{m2.Addr()})
+	if _, err := c2.Sync("/"); err != nil { // its session is open
+		t.Fatalf("sync on member 2: %v", err)
+	}
+	var syncs sync.WaitGroup
+	stop := make(chan struct{})
+	syncs.Add(1)
+	go func() {
+		defer syncs.Done()
+		tk := time.NewTicker(50 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+			}
+			syncs.Add(1)
+			go func() {
+				defer syncs.Done()
+				_, err := c2.Sync("/")
+				_ = err // unanswered once member 2 gives up on L: expected
+			}()
+		}
+	}()
+	defer func() { close(stop); c2.Close(); syncs.Wait() }()
+
+	held := sample(ra.Term, 2*time.Millisecond)
+	// The election links with L are lost from the start (a partition):
+	// the followers cannot hear that L still leads.
+	for name, r := range relays {
+		r.set(func() { r.holdDown, r.cutUp = true, name[0] != 'q' })
+	}
+	start := time.Now()
+	ms0 := func(x time.Time) string {
+		if x.IsZero() {
+			return "never"
+		}
+		return x.Sub(start).Round(time.Millisecond).String()
+	}
+	// The followers give up 3s (syncLimit·tickTime) after the last ping
+	// they read: the partition is whole a little before.
+	cutAt := time.NewTimer(2850 * time.Millisecond)
+	<-cutAt.C
+	for _, r := range relays {
+		r.set(func() { r.cutUp = true })
+	}
+	var newLeader, stepped time.Time
+	electortest.Eventually(t, 20*time.Second, "L steps down", func() bool {
+		if newLeader.IsZero() && (m1.Mode() == "leader" || m2.Mode() == "leader") {
+			newLeader = time.Now()
+		}
+		if lead.Mode() != "leader" {
+			stepped = time.Now()
+			return true
+		}
+		return false
+	})
+	_ = pa.Close() // a's link to L: no reconnection reaches L'
+	if b, err := os.ReadFile(lead.LogPath()); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if strings.Contains(line, "GOODBYE") { // L drops a follower
+				t.Logf("L's log: %s", line)
+			}
+		}
+	}
+	vAtStep := ra.Term.ValidUntil()
+	t.Logf("leader→followers and the election links held at 0, the partition whole at 2.85s; a new leader seen %s; L stepped down (seen) %s, a's ValidUntil then %s (timing %s)",
+		ms0(newLeader), ms0(stepped), ms0(vAtStep), tm)
 
 	rb := electortest.MustLead(t, cb, 30*time.Second, "b")
 	var dA time.Time
