@@ -203,14 +203,14 @@ func TestReconnectBalancedProbeAnswerLate(t *testing.T) {
 }
 
 // outsideAssumptions skips a test that shows an overlap outside doc.go's
-// assumptions (every member grants the same session timeouts, and nothing
+// assumptions (every member grants the same session timeouts, nothing
 // between electd and the ensemble sends a connection to another member or
-// holds it): they show why the assumption is there, and run with
-// ZK_OUTSIDE_ASSUMPTIONS=1, where they fail.
+// holds it, the URL names voting members): they show why the assumption
+// is there, and run with ZK_OUTSIDE_ASSUMPTIONS=1, where they fail.
 func outsideAssumptions(t *testing.T) {
 	t.Helper()
 	if os.Getenv("ZK_OUTSIDE_ASSUMPTIONS") == "" {
-		t.Skip("outside doc.go's assumptions (members that grant different session timeouts behind a proxy that picks the member): set ZK_OUTSIDE_ASSUMPTIONS=1 to see the overlap")
+		t.Skip("outside doc.go's assumptions (members that grant different session timeouts behind a proxy that picks the member, or an observer behind an observer master): set ZK_OUTSIDE_ASSUMPTIONS=1 to see the overlap")
 	}
 }
 

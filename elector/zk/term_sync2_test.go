@@ -344,6 +344,7 @@ func startObserverEnsemble(t *testing.T) (voters []zkMember, obs zkMember, qrela
 // soon as F has forwarded the second Sync, F→L loses everything (F's link
 // dies) and L→F is released: the second Sync is answered, the relay lost.
 func TestTermSync2ObserverMaster(t *testing.T) {
+	outsideAssumptions(t) // the URL names an observer behind an observer master
 	voters, o, qrelays, orelay := startObserverEnsemble(t)
 	lead, f, g := roles(t, voters)
 	if memberID(t, f) != 1 {
