@@ -52,8 +52,8 @@
 // answer on; and a write is checked against the session and committed on
 // a quorum, which an old leader that lost its followers (it serves on for
 // syncLimit ticks while the others elect another) cannot do (term.go,
-// relayed; the write goes to the election's "renewals" node, which nobody
-// watches). A packet's SEND time
+// relayed; the write goes to the election's renewals node,
+// [chroot]/electd/renewals/NAME, which nobody watches). A packet's SEND time
 // does not say when it reached the follower (a stalled link delivers a
 // packet and a later Sync together, and the follower forwards the Sync
 // before its next ping answer relays the packet's touch); the ANSWER to a
@@ -158,8 +158,8 @@
 //   - A renewal costs lag, three round trips (the touch, the Sync, the
 //     write) and a write the ensemble commits (one per renewal interval
 //     per leader): a link whose round trip is a large part of the window
-//     loses terms (renewals then miss), never safety. The election keeps
-//     its "renewals" node (persistent, empty) after the last candidate.
+//     loses terms (renewals then miss), never safety. The election's
+//     renewals node (persistent, empty) stays after its last candidate.
 //   - Switchover (Term.ResignTo, plain elections only) goes through a
 //     handover node (switchover.go): the candidates it passes queue again
 //     behind its target, in the order they notice, and every waiter is

@@ -30,7 +30,9 @@ type Config struct {
 type Elector struct {
 	cfg  Config
 	base string // the election's node: [chroot]/electd/elections/NAME
-	log  *slog.Logger
+	// renewals is the node proofs write (stamp): [chroot]/electd/renewals/NAME
+	renewals string
+	log      *slog.Logger
 
 	wakeups atomic.Uint64
 
@@ -60,7 +62,8 @@ func New(cfg Config) (*Elector, error) {
 		return nil, elector.Configf("store", "no ZooKeeper store")
 	}
 	return &Elector{cfg: cfg, base: cfg.Store.path("/electd/elections/" + cfg.Election),
-		log: cfg.Logger.With("election", cfg.Election, "id", cfg.ID), closed: make(chan struct{})}, nil
+		renewals: cfg.Store.path("/electd/renewals/" + cfg.Election),
+		log:      cfg.Logger.With("election", cfg.Election, "id", cfg.ID), closed: make(chan struct{})}, nil
 }
 
 // session returns the elector's session, opening it on first use (and

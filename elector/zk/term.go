@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -40,7 +41,7 @@ func (e *Elector) lead(ctx context.Context, s *session, g gen, own string, st *z
 	if ok && t.DeadlineAfter(sent).Sub(clk.Now()) >= firstRoom(t, lag) {
 		if _, err := do(ctx, s, e.stamp); err != nil {
 			e.leave(s, own)
-			return nil, e.abandoned(s, fmt.Errorf("stamp %s after the term's start: %w", renewalsNode, err))
+			return nil, e.abandoned(s, fmt.Errorf("stamp %s after the term's start: %w", e.renewals, err))
 		}
 		_, ok = evidence(s, wire, wrote, lag) // still on the write's connection
 	} else {
@@ -223,7 +224,7 @@ func (e *Elector) prove(ctx context.Context, s *session, p string, lag, each tim
 	passed := start(s, e.stamp)
 	check := start(s, exists)
 	if _, err := passed.wait(actx); err != nil {
-		return time.Time{}, false, fmt.Errorf("stamp %s: %w", renewalsNode, err)
+		return time.Time{}, false, fmt.Errorf("stamp %s: %w", e.renewals, err)
 	}
 	found, err := check.wait(actx)
 	if err != nil {
@@ -252,20 +253,25 @@ func (e *Elector) prove(ctx context.Context, s *session, p string, lag, each tim
 // is answered by a lingering old leader alone, and without a check of the
 // session (TestTermSync2OldLeaderLingers).
 
-// renewalsNode is the election's node that proofs write (stamp): nobody
-// watches it, and it has no sequence number (line ignores it).
-const renewalsNode = "renewals"
-
-// stamp writes the election's renewals node (creating it the first time):
-// a write the ensemble's leader checks the session for, commits on a
-// quorum, and orders after the touches relayed before it (relayed).
+// stamp writes the election's renewals node (e.renewals, beside the
+// elections: nobody watches or lists it), creating it and its parents the
+// first time: a write the ensemble's leader checks the session for,
+// commits on a quorum, and orders after the touches relayed before it
+// (relayed). A create that finds the node made meanwhile writes it.
 func (e *Elector) stamp(z *zk.Conn) (struct{}, error) {
-	p := e.base + "/" + renewalsNode
-	_, err := z.Set(p, nil, -1)
-	if errors.Is(err, zk.ErrNoNode) {
-		if _, err = z.Create(p, nil, 0, e.cfg.Store.acl()); errors.Is(err, zk.ErrNodeExists) {
-			_, err = z.Set(p, nil, -1)
+	_, err := z.Set(e.renewals, nil, -1)
+	if !errors.Is(err, zk.ErrNoNode) {
+		return struct{}{}, err
+	}
+	parts := strings.Split(strings.TrimPrefix(e.renewals, "/"), "/")
+	for i := range parts {
+		p := "/" + strings.Join(parts[:i+1], "/")
+		if _, err = z.Create(p, nil, 0, e.cfg.Store.acl()); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return struct{}{}, fmt.Errorf("create %s: %w", p, err)
 		}
+	}
+	if errors.Is(err, zk.ErrNodeExists) {
+		_, err = z.Set(e.renewals, nil, -1)
 	}
 	return struct{}{}, err
 }
