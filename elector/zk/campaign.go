@@ -142,6 +142,15 @@ func (e *Elector) join(ctx context.Context, s *session, g gen) (string, *zk.Stat
 		e.leave(s, own)
 		return "", nil, storeErr("campaign", errors.New("the session changed while the candidate node was created"))
 	}
+	if !e.stamped.Load() {
+		// The renewals node's first create (its parents too) is not left to
+		// a term's first proof, whose window it would spend.
+		if _, err := do(ctx, s, e.stamp); err != nil {
+			e.leave(s, own)
+			return "", nil, storeErr("campaign", fmt.Errorf("write %s: %w", e.renewals, err))
+		}
+		e.stamped.Store(true)
+	}
 	return own, st, nil
 }
 

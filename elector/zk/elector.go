@@ -35,6 +35,7 @@ type Elector struct {
 	log      *slog.Logger
 
 	wakeups atomic.Uint64
+	stamped atomic.Bool // the renewals node was seen to exist (join)
 
 	mu     sync.Mutex
 	sess   *session      // nil before the first request and after a reset

@@ -37,17 +37,19 @@ func (e *Elector) lead(ctx context.Context, s *session, g gen, own string, st *z
 	// request answered lag before the write, whose send time is the
 	// evidence when that leaves what a renewal leaves (firstRoom); else
 	// prove.
+	roomy := func(sent time.Time) bool { return t.DeadlineAfter(sent).Sub(clk.Now()) >= firstRoom(t, lag) }
 	sent, ok := evidence(s, wire, wrote, lag)
-	if ok && t.DeadlineAfter(sent).Sub(clk.Now()) >= firstRoom(t, lag) {
+	if ok && roomy(sent) {
 		if _, err := do(ctx, s, e.stamp); err != nil {
 			e.leave(s, own)
 			return nil, e.abandoned(s, fmt.Errorf("stamp %s after the term's start: %w", e.renewals, err))
 		}
 		_, ok = evidence(s, wire, wrote, lag) // still on the write's connection
+		ok = ok && roomy(sent)                // and the stamp (the node's first create) left room
 	} else {
 		ok = false
 	}
-	if !ok || t.DeadlineAfter(sent).Sub(clk.Now()) < firstRoom(t, lag) {
+	if !ok {
 		var found bool
 		var err error
 		if sent, found, err = e.prove(ctx, s, p, lag, t.Window(), wrote.Add(-time.Nanosecond)); err == nil && !found {
