@@ -88,9 +88,10 @@ func firstRoom(t elector.Timing, lag time.Duration) time.Duration {
 	return max(2*t.RenewInterval+lag, t.Window()-t.RenewInterval)
 }
 
-// keep renews the term's deadline until it ends. RenewInterval less lag
-// after each renewal it proves the session alive at the ensemble's leader
-// (prove: a touch, lag after its answer a Sync) and moves the
+// keep renews the term's deadline until it ends. Every RenewInterval
+// (from the start of the last renewal) it proves the session alive at the
+// ensemble's leader (prove: a touch, lag after its answer a Sync, then a
+// write) and moves the
 // deadline to the send time of the request that proof vouches for plus the
 // negotiated timeout·(1−drift) − ε (elector.Timing). The term ends at the
 // earliest of that deadline, the session's end, the node's deletion, the
@@ -124,16 +125,18 @@ func (e *Elector) keep(s *session, g gen, own string, dl *elector.Deadline, t el
 		}
 	}()
 	gone := e.watchGone(ctx, s, p)
+	began := dl.ValidUntil().Add(-t.Window()) // the term's first evidence
 	for {
-		// A touch of the renewal's own goes out lag early, so that the
-		// Sync follows about an interval after the last one; on a link
-		// whose round trip exceeds the interval less lag, the previous
-		// renewal's requests are the fresher evidence (touch false).
+		// A renewal's touch is its evidence, and touches go out an interval
+		// apart however long a renewal takes (lag and three round trips);
+		// on a link whose round trip exceeds the interval less lag, the
+		// previous renewal's requests are the fresher evidence (touch
+		// false), and the next renewal comes an interval after the last.
 		wire := s.current()
 		touch := wire == nil || wire.roundTrip() <= t.RenewInterval-lag
 		every := t.RenewInterval
 		if touch {
-			every -= lag
+			every = max(0, began.Add(t.RenewInterval).Sub(clk.Now()))
 		}
 		timer := clk.NewTimer(every)
 		select {
@@ -152,6 +155,7 @@ func (e *Elector) keep(s *session, g gen, own string, dl *elector.Deadline, t el
 			continue
 		case <-timer.C():
 		}
+		began = clk.Now()
 		after := dl.ValidUntil().Add(-t.Window())
 		if touch {
 			after = clk.Now() // a request sent from now on
