@@ -340,46 +340,13 @@ func (s *changeSeries) close() {
 }
 
 // addElectd adds an in-process electd candidate (elector/kube, on the
-// client electd builds: kube.Clients).
+// client electd builds: kube.Clients), run as addLocker runs any.
 func (s *changeSeries) addElectd(c *cand, leases func() (*kube.Elector, error)) error {
 	el, err := leases()
 	if err != nil {
 		return err
 	}
-	c.el = el
-	s.cands = append(s.cands, c)
-	s.closeF = append(s.closeF, func() { _ = el.Close() })
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for s.ctx.Err() == nil {
-			term, err := el.Campaign(s.ctx)
-			if err != nil {
-				if s.ctx.Err() != nil {
-					return
-				}
-				s.errs <- fmt.Errorf("%s: campaign: %w", c.id, err)
-				sleepCtx(s.ctx, 100*time.Millisecond)
-				continue
-			}
-			s.setLeader(c.id)
-			s.won <- winner{c: c, at: time.Now()}
-			select {
-			case <-c.resign:
-				rctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-				if err := term.Resign(rctx); err != nil && s.ctx.Err() == nil {
-					s.errs <- fmt.Errorf("%s: resign: %w", c.id, err)
-				}
-				cancel()
-			case <-term.Done():
-				if s.ctx.Err() == nil {
-					s.errs <- fmt.Errorf("%s: term lost: %v", c.id, term.Err())
-				}
-			case <-s.ctx.Done():
-				return
-			}
-		}
-	}()
+	s.addLocker(c, el, func() { _ = el.Close() })
 	return nil
 }
 
