@@ -9,7 +9,6 @@ import (
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/internal/faultproxy"
 	"github.com/electd/electd/supervisor"
-	"github.com/electd/electd/test/record"
 )
 
 // zkPlainHeal is how long after the successor's start the plain recipe's
@@ -82,35 +81,7 @@ func (e *env) zkCutElectd(ctx context.Context, b *backend, ttl time.Duration, tr
 			pxs[id] = px
 		}
 		c.store = func(id string) string { return "zk://" + pxs[id].Addr() }
-		return c.runTrials(ctx, n, 3*ttl+20*time.Second, func(lead *node, cur record.Run) error {
-			sleepCtx(ctx, kubeSettle())
-			px := pxs[lead.id]
-			cut := time.Now()
-			px.Cut()
-			end, _, err := c.waitEnd(ctx, cur.Pid, 2*ttl+5*time.Second)
-			if err != nil {
-				return err
-			}
-			next, err := c.nextRun(ctx, cur, 2*ttl+20*time.Second)
-			if err != nil {
-				return err
-			}
-			gap := end.Sub(next.Start)
-			if gap >= 0 {
-				e.rep.violation("%s on zk: the cut-off leader's child ran until %s after the successor's child started", c.election, ms(gap))
-			}
-			col.add("electd", gap)
-			col.add("electd exit", end.Sub(cut))
-			col.add("electd next", next.Start.Sub(cut))
-			px.Heal()
-			if err := c.waitQueued(ctx, 2, 2*ttl+20*time.Second); err != nil {
-				return err
-			}
-			return waitUntil(ctx, 20*time.Second, func() bool {
-				d, _, err := lead.leader()
-				return err == nil && d.Leader != nil && !d.Self.Leader
-			})
-		})
+		return c.runTrials(ctx, n, 3*ttl+20*time.Second, e.cutTrial(ctx, c, pxs, "zk", ttl, col))
 	})
 }
 
