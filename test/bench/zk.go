@@ -141,11 +141,7 @@ func (e *env) zkHandover(ctx context.Context, b *backend) error {
 			continue
 		}
 		d := summarize(gaps)
-		what := map[string]string{
-			"resign":  "POST /resign: old child's exit → new child's start",
-			"sigterm": "SIGTERM to electd: old child's exit → new child's start",
-			"exit":    "child exits by itself (--on-exit resign): exit → new child's start",
-		}[mode]
+		what := handoverWhat[mode]
 		e.rep.add(sec, "electd, zk", what, d.short(), "p99 < 20 ms", verdict(d.n > 0 && d.p99 < handoverTarget))
 		e.rep.note(sec, "electd on zk, %s: %s (p90 %s); from the request/signal to the new child's start: %s.", mode, d, ms(p90(gaps)), summarize(total))
 		logf("zk handover %s: %s (p90 %s)", mode, d, ms(p90(gaps)))
