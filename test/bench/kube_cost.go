@@ -195,6 +195,43 @@ func (kb *kubeEnv) window(ctx context.Context, d time.Duration) (kubeRate, error
 	return rateOf(a, b), nil
 }
 
+// idleElectd measures electd's idle followers of election (kubeIdle,
+// zkIdle): a leader (start), once it leads and settle has passed, alone
+// for a window (base), then with n followers, each queued before the next
+// starts, for a window after settle (with). The nodes are killed on
+// return.
+func idleElectd[R any](ctx context.Context, b *backend, election string, n int, settle time.Duration, start func(id string) (*node, error), window func() (R, error)) (base, with R, err error) {
+	lead, err := start("leader")
+	if err != nil {
+		return base, with, err
+	}
+	defer lead.kill()
+	if err := waitUntil(ctx, 30*time.Second, lead.isLeader); err != nil {
+		return base, with, fmt.Errorf("electd idle leader did not lead: %w", err)
+	}
+	sleepCtx(ctx, settle)
+	if base, err = window(); err != nil {
+		return base, with, err
+	}
+	for i := range n {
+		f, err := start(fmt.Sprintf("follower%d", i+1))
+		if err != nil {
+			return base, with, err
+		}
+		defer f.kill()
+		if err := waitUntil(ctx, 30*time.Second, func() bool {
+			q, err := b.queued(ctx, election)
+			d, _, lerr := f.leader()
+			return err == nil && q == i+2 && lerr == nil && d.Leader != nil
+		}); err != nil {
+			return base, with, fmt.Errorf("electd idle follower%d not queued: %w", i+1, err)
+		}
+	}
+	sleepCtx(ctx, settle)
+	with, err = window()
+	return base, with, err
+}
+
 // kubeIdle: 4. the requests of an idle follower, at the API server: per
 // tool, a leader alone for a window (the baseline), then the leader and
 // kubeIdleN followers for a window; each follower's rate is the
@@ -217,34 +254,8 @@ func (e *env) kubeIdle(ctx context.Context, kb *kubeEnv, b *backend) error {
 			return e.startNode(ctx, nodeSpec{election: election, id: id, store: b.url, dir: e.dir, ttl: kubeLongTTL,
 				env: []string{"KUBECONFIG=" + kb.direct}, command: []string{e.sleepBin, "86400"}})
 		}
-		lead, err := start("leader")
-		if err != nil {
-			return err
-		}
-		defer lead.kill()
-		if err := waitUntil(ctx, 30*time.Second, lead.isLeader); err != nil {
-			return fmt.Errorf("electd idle leader did not lead: %w", err)
-		}
-		sleepCtx(ctx, settle)
-		if ed.base, err = kb.window(ctx, win); err != nil {
-			return err
-		}
-		for i := range kubeIdleN {
-			n, err := start(fmt.Sprintf("follower%d", i+1))
-			if err != nil {
-				return err
-			}
-			defer n.kill()
-			if err := waitUntil(ctx, 30*time.Second, func() bool {
-				q, err := b.queued(ctx, election)
-				d, _, lerr := n.leader()
-				return err == nil && q == i+2 && lerr == nil && d.Leader != nil
-			}); err != nil {
-				return fmt.Errorf("electd idle follower%d not queued: %w", i+1, err)
-			}
-		}
-		sleepCtx(ctx, settle)
-		ed.with, err = kb.window(ctx, win)
+		var err error
+		ed.base, ed.with, err = idleElectd(ctx, b, election, kubeIdleN, settle, start, func() (kubeRate, error) { return kb.window(ctx, win) })
 		return err
 	}()
 	if err != nil {

@@ -74,34 +74,8 @@ func (e *env) zkIdle(ctx context.Context, b *backend) error {
 			return e.startNode(ctx, nodeSpec{election: election, id: id, store: "zk://" + cnt.Addr(), dir: e.dir, ttl: zkLongTTL,
 				command: []string{e.sleepBin, "86400"}})
 		}
-		lead, err := start("leader")
-		if err != nil {
-			return err
-		}
-		defer lead.kill()
-		if err := waitUntil(ctx, 30*time.Second, lead.isLeader); err != nil {
-			return fmt.Errorf("electd idle leader did not lead: %w", err)
-		}
-		sleepCtx(ctx, settle)
-		if edBase, err = zkWindow(ctx, cnt, win); err != nil {
-			return err
-		}
-		for i := range zkIdleN {
-			n, err := start(fmt.Sprintf("follower%d", i+1))
-			if err != nil {
-				return err
-			}
-			defer n.kill()
-			if err := waitUntil(ctx, 30*time.Second, func() bool {
-				q, err := b.queued(ctx, election)
-				d, _, lerr := n.leader()
-				return err == nil && q == i+2 && lerr == nil && d.Leader != nil
-			}); err != nil {
-				return fmt.Errorf("electd idle follower%d not queued: %w", i+1, err)
-			}
-		}
-		sleepCtx(ctx, settle)
-		edWith, err = zkWindow(ctx, cnt, win)
+		var err error
+		edBase, edWith, err = idleElectd(ctx, b, election, zkIdleN, settle, start, func() (zkRate, error) { return zkWindow(ctx, cnt, win) })
 		return err
 	}()
 	if err != nil {
