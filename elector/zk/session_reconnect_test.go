@@ -33,7 +33,6 @@ package zk_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -41,8 +40,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
@@ -137,31 +134,9 @@ func (b *balancer) serve(c net.Conn, rt route) {
 			return
 		}
 	}
-	s, err := net.DialTimeout("tcp", rt.target, time.Second)
-	if err != nil || !b.track(s) {
-		if s != nil {
-			_ = s.Close() // proxy closed meanwhile
-		}
-		b.untrack(c)
-		return
+	if s, ok := b.dial(c, rt.target); ok {
+		b.relay(c, s, rt.mode)
 	}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		_, _ = io.Copy(s, c) // ends when either side closes
-		b.untrack(s)
-		b.untrack(c)
-	}()
-	switch rt.mode {
-	case deaf:
-		b.swallow(s)
-	case slow:
-		b.late(c, s)
-	default:
-		_, _ = io.Copy(c, s) // ends when either side closes
-	}
-	b.untrack(s)
-	b.untrack(c)
 }
 
 // TestReconnectBalancedProbeAnswerLost: the probe (recording, grants) asks
@@ -222,38 +197,17 @@ const connectDelay = 500 * time.Millisecond
 // balancer passes member 3's answer to a's handshake.
 func balancedProbe(t *testing.T, mode int) {
 	ms := startMembersWith(t, map[int][]string{2: {"maxSessionTimeout=400"}})
-	var members []zkMember
-	for _, m := range ms {
-		members = append(members, m)
-	}
-	lead, _, _ := roles(t, members)
+	lead, _, _ := roles(t, ownMembers(ms))
 	t.Logf("ensemble: member 1 %s %q, member 2 %s %q, member 3 %s %q (maxSessionTimeout=400); leader %s",
 		ms[0].Addr(), ms[0].Mode(), ms[1].Addr(), ms[1].Mode(), ms[2].Addr(), ms[2].Mode(), lead.Addr())
 	lb := startBalancer(t, route{target: ms[0].Addr(), mode: forward})
 	timing := elector.Timing{TTL: 4 * time.Second}
 	a := electortest.DialURL(t, zk.Backend, "zk://"+lb.addr(), elector.Candidate{Election: "balanced", ID: "a", Timing: timing})
 	b := electortest.DialURL(t, zk.Backend, "zk://"+ms[0].Addr()+","+ms[1].Addr(), elector.Candidate{Election: "balanced", ID: "b", Timing: timing})
-	ctx := context.Background()
-	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 30*time.Second, "a")
-	t.Logf("a leads: token %#x, timing %s", ra.Term.Token, ra.Term.Timing())
-	if got := ra.Term.Timing().TTL; got != 4*time.Second {
-		t.Fatalf("a negotiated %s, not 4s", got)
-	}
-	cb := electortest.Campaign(ctx, b)
-	qc := client(t, []string{ms[0].Addr(), ms[1].Addr()})
-	electortest.Eventually(t, 10*time.Second, "b queued", func() bool {
-		names, _, err := qc.Children("/electd/elections/balanced")
-		return err == nil && len(names) == 2
-	})
+	ra, cb, qc := leadThenQueue(t, a, b, "balanced", 4*time.Second, "", []string{ms[0].Addr(), ms[1].Addr()})
 	deleted := watchFirst(t, qc, "/electd/elections/balanced")
 	held := sample(ra.Term, 5*time.Millisecond)
-	for i := range 2 {
-		select {
-		case <-held.changed:
-		case <-time.After(5 * time.Second):
-			t.Fatalf("a's renewal %d never came", i+1)
-		}
-	}
+	held.renewals(t, 2, 5*time.Second, "")
 	electortest.StillWaiting(t, cb, "b")
 
 	// The fault: the next connection (the probe) to member 1, the one
@@ -272,20 +226,11 @@ func balancedProbe(t *testing.T, mode int) {
 	time.Sleep(connectDelay)
 	close(gate)
 	rb := electortest.MustLead(t, cb, 30*time.Second, "b")
-	var gone time.Time
-	select {
-	case gone = <-deleted:
-	case <-time.After(time.Second):
-	}
+	gone := seenWithin(deleted, time.Second)
 	lb.mu.Lock()
 	heard, heardAt, log := lb.heard, lb.heardAt, lb.log
 	lb.mu.Unlock()
-	rel := func(x time.Time) string {
-		if x.IsZero() {
-			return "never"
-		}
-		return x.Sub(cut).Round(time.Millisecond).String()
-	}
+	rel := relTo(cut)
 	var at []string
 	for _, h := range heardAt {
 		at = append(at, rel(h))
@@ -293,34 +238,6 @@ func balancedProbe(t *testing.T, mode int) {
 	t.Logf("fault at 0 (%s); balancer's connections: %s", cut.Format("15:04:05.000"), strings.Join(log, "; "))
 	t.Logf("member 3 answered a's handshake with %v at %v; a's node deleted %s; b granted %s", heard, at, rel(gone), rel(rb.At))
 	held.before(t, ra, rb, cut, 6*time.Second)
-}
-
-// watchFirst watches the first node (in sequence order) under dir and
-// returns when it is deleted (closed without a time otherwise).
-func watchFirst(t *testing.T, qc *gozk.Conn, dir string) <-chan time.Time {
-	t.Helper()
-	names, _, err := qc.Children(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var first string
-	for _, n := range names {
-		if first == "" || n[len(n)-10:] < first[len(first)-10:] {
-			first = n
-		}
-	}
-	_, _, watch, err := qc.ExistsW(dir + "/" + first)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deleted := make(chan time.Time, 1)
-	go func() {
-		if ev := <-watch; ev.Type == gozk.EventNodeDeleted {
-			deleted <- time.Now()
-		}
-		close(deleted)
-	}()
-	return deleted
 }
 
 // TestReconnectHigherMinTimeout (held): a reconnection to a member whose
@@ -334,28 +251,14 @@ func watchFirst(t *testing.T, qc *gozk.Conn, dir string) <-chan time.Time {
 // last touch).
 func TestReconnectHigherMinTimeout(t *testing.T) {
 	ms := startMembersWith(t, map[int][]string{2: {"minSessionTimeout=8000", "maxSessionTimeout=10000"}})
-	var members []zkMember
-	for _, m := range ms {
-		members = append(members, m)
-	}
-	lead, _, _ := roles(t, members)
+	lead, _, _ := roles(t, ownMembers(ms))
 	t.Logf("leader %s; member 3 %s (minSessionTimeout=8000)", lead.Addr(), ms[2].Addr())
 	x := startSwitchProxy(t, ms[0].Addr(), forward)
 	y := startSwitchProxy(t, ms[2].Addr(), refuse)
 	timing := elector.Timing{TTL: 4 * time.Second}
 	a := electortest.DialURL(t, zk.Backend, "zk://"+x.addr()+","+y.addr(), elector.Candidate{Election: "highmin", ID: "a", Timing: timing})
 	b := electortest.DialURL(t, zk.Backend, "zk://"+ms[0].Addr()+","+ms[1].Addr(), elector.Candidate{Election: "highmin", ID: "b", Timing: timing})
-	ctx := context.Background()
-	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 30*time.Second, "a")
-	if got := ra.Term.Timing().TTL; got != 4*time.Second {
-		t.Fatalf("a negotiated %s, not 4s", got)
-	}
-	cb := electortest.Campaign(ctx, b)
-	qc := client(t, []string{ms[0].Addr(), ms[1].Addr()})
-	electortest.Eventually(t, 10*time.Second, "b queued", func() bool {
-		names, _, err := qc.Children("/electd/elections/highmin")
-		return err == nil && len(names) == 2
-	})
+	ra, cb, _ := leadThenQueue(t, a, b, "highmin", 4*time.Second, "", []string{ms[0].Addr(), ms[1].Addr()})
 	held := sample(ra.Term, 5*time.Millisecond)
 	// Move a to member 3.
 	y.set(forward)
@@ -370,13 +273,7 @@ func TestReconnectHigherMinTimeout(t *testing.T) {
 		return y.accepted[forward] >= before+2 // the probe, then the handshake
 	})
 	// Two renewals on member 3.
-	for i := range 2 {
-		select {
-		case <-held.changed:
-		case <-time.After(5 * time.Second):
-			t.Fatalf("a's renewal %d on member 3 never came", i+1)
-		}
-	}
+	held.renewals(t, 2, 5*time.Second, " on member 3")
 	electortest.StillWaiting(t, cb, "b")
 	if got := ra.Term.Timing().TTL; got != 4*time.Second {
 		t.Errorf("a's timing after the reconnection: ttl %s, want 4s", got)
@@ -412,38 +309,17 @@ func TestReconnectMemberRestartedBetweenProbeAndHandshake(t *testing.T) {
 	outsideAssumptions(t)
 	wide := []string{"maxSessionTimeout=20000"}
 	ms := startMembersWith(t, map[int][]string{0: wide, 1: wide, 2: wide})
-	var members []zkMember
-	for _, m := range ms {
-		members = append(members, m)
-	}
-	lead, f, g := roles(t, members)
+	lead, f, g := roles(t, ownMembers(ms))
 	restarted := g.(*ownMember)
 	t.Logf("leader %s, F %s, G %s", lead.Addr(), f.Addr(), g.Addr())
 	lb := startBalancer(t, route{target: f.Addr(), mode: forward})
 	timing := elector.Timing{TTL: 10 * time.Second}
 	a := electortest.DialURL(t, zk.Backend, "zk://"+lb.addr(), elector.Candidate{Election: "restarted", ID: "a", Timing: timing})
 	b := electortest.DialURL(t, zk.Backend, "zk://"+lead.Addr()+","+f.Addr(), elector.Candidate{Election: "restarted", ID: "b", Timing: timing})
-	ctx := context.Background()
-	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 30*time.Second, "a")
-	t.Logf("a leads: token %#x, timing %s", ra.Term.Token, ra.Term.Timing())
-	if got := ra.Term.Timing().TTL; got != 10*time.Second {
-		t.Fatalf("a negotiated %s, not 10s", got)
-	}
-	cb := electortest.Campaign(ctx, b)
-	qc := client(t, []string{lead.Addr(), f.Addr()})
-	electortest.Eventually(t, 10*time.Second, "b queued", func() bool {
-		names, _, err := qc.Children("/electd/elections/restarted")
-		return err == nil && len(names) == 2
-	})
+	ra, cb, qc := leadThenQueue(t, a, b, "restarted", 10*time.Second, "", []string{lead.Addr(), f.Addr()})
 	deleted := watchFirst(t, qc, "/electd/elections/restarted")
 	held := sample(ra.Term, 5*time.Millisecond)
-	for i := range 2 {
-		select {
-		case <-held.changed:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("a's renewal %d never came", i+1)
-		}
-	}
+	held.renewals(t, 2, 10*time.Second, "")
 	electortest.StillWaiting(t, cb, "b")
 
 	gate := make(chan struct{})
@@ -461,20 +337,11 @@ func TestReconnectMemberRestartedBetweenProbeAndHandshake(t *testing.T) {
 	close(gate)
 	opened := time.Now()
 	rb := electortest.MustLead(t, cb, 30*time.Second, "b")
-	var gone time.Time
-	select {
-	case gone = <-deleted:
-	case <-time.After(time.Second):
-	}
+	gone := seenWithin(deleted, time.Second)
 	lb.mu.Lock()
 	heard, log := lb.heard, lb.log
 	lb.mu.Unlock()
-	rel := func(x time.Time) string {
-		if x.IsZero() {
-			return "never"
-		}
-		return x.Sub(cut).Round(time.Millisecond).String()
-	}
+	rel := relTo(cut)
 	t.Logf("fault at 0 (%s); balancer's connections: %s", cut.Format("15:04:05.000"), strings.Join(log, "; "))
 	t.Logf("handshake held from %s, G restarted and passed it on at %s, G answered %v; a's node deleted %s; b granted %s",
 		rel(held1), rel(opened), heard, rel(gone), rel(rb.At))

@@ -17,11 +17,7 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,7 +27,6 @@ import (
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
 	"github.com/electd/electd/elector/zk"
-	"github.com/electd/electd/internal/faultproxy"
 )
 
 // quorumRelay is a TCP relay in front of one member's quorum port, used by
@@ -194,24 +189,7 @@ func (r *quorumRelay) close() {
 // has the lowest id, so a fresh ensemble elects 2 or 3.
 func startRelayedEnsemble(t *testing.T, syncLimit int) (ms []zkMember, relays map[int]*quorumRelay) {
 	t.Helper()
-	jar := "/usr/share/java/zookeeper.jar"
-	java, err := exec.LookPath("java")
-	if _, serr := os.Stat(jar); err != nil || serr != nil {
-		t.Skip("no java or zookeeper jar")
-	}
-	var lns []net.Listener
-	port := func() int {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		return ln.Addr().(*net.TCPAddr).Port
-	}
-	var client, quorum, election [4]int
-	for i := 1; i <= 3; i++ {
-		client[i], quorum[i], election[i] = port(), port(), port()
-	}
+	java, jar := ownJava(t)
 	relayLn := map[int]net.Listener{}
 	for _, i := range []int{2, 3} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -220,47 +198,25 @@ func startRelayedEnsemble(t *testing.T, syncLimit int) (ms []zkMember, relays ma
 		}
 		relayLn[i] = ln
 	}
-	for _, ln := range lns {
-		_ = ln.Close()
+	ports := ownPorts(t, 9)
+	var client, quorum, election [4]int
+	for i := 1; i <= 3; i++ {
+		client[i], quorum[i], election[i] = ports[3*i-3], ports[3*i-2], ports[3*i-1]
 	}
 	relays = map[int]*quorumRelay{}
 	for i, ln := range relayLn {
 		relays[i] = startQuorumRelay(t, ln, "127.0.0.1:"+strconv.Itoa(quorum[i]))
 	}
 	for i := 1; i <= 3; i++ {
-		m := &ownMember{dir: t.TempDir(), port: client[i]}
-		if err := os.MkdirAll(filepath.Join(m.dir, "data"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(m.dir, "data", "myid"), []byte(strconv.Itoa(i)+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cfg := []string{"tickTime=200", "initLimit=10", "syncLimit=" + strconv.Itoa(syncLimit),
-			"dataDir=" + filepath.Join(m.dir, "data"), "clientPort=" + strconv.Itoa(client[i]), "clientPortAddress=127.0.0.1",
-			"admin.enableServer=false", "4lw.commands.whitelist=*"}
+		var servers []string
 		for j := 1; j <= 3; j++ {
 			q := quorum[j]
 			if i == 1 && j != 1 {
 				q = relayLn[j].Addr().(*net.TCPAddr).Port
 			}
-			cfg = append(cfg, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", j, q, election[j]))
+			servers = append(servers, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", j, q, election[j]))
 		}
-		cfgPath := filepath.Join(m.dir, "zoo.cfg")
-		if err := os.WriteFile(cfgPath, []byte(strings.Join(cfg, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		logf, err := os.Create(m.LogPath())
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.cmd = exec.Command(java, "-Xmx256m", "-Dzookeeper.log.dir="+m.dir, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-			"-cp", jar+":/usr/share/java/slf4j-simple.jar", "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfgPath)
-		m.cmd.Stdout, m.cmd.Stderr = logf, logf
-		if err := m.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = m.cmd.Process.Kill(); _ = m.cmd.Wait(); _ = logf.Close() })
-		ms = append(ms, m)
+		ms = append(ms, startOwnMember(t, java, jar, i, client[i], syncLimit, servers))
 	}
 	return ms, relays
 }
@@ -321,10 +277,7 @@ func stallThenLoseRelay(t *testing.T, syncLimit int, renew time.Duration, holdUp
 	// links to the other two go through proxies closed from the start
 	// (refused, as in TestTermFollowerPartitionedZone), so a's client
 	// connects to F and, once F gives up, to no one.
-	pl, pg := faultproxy.Start(t, lead.Addr()), faultproxy.Start(t, g.Addr())
-	_ = pl.Close()
-	_ = pg.Close()
-	aURL := "zk://" + pl.Addr() + "," + f.Addr() + "," + pg.Addr()
+	aURL := zoneURL(t, lead, f, g)
 	a := electortest.DialURL(t, zk.Backend, aURL, elector.Candidate{Election: "stall", ID: "a", Timing: timing})
 	b := electortest.DialURL(t, zk.Backend, "zk://"+lead.Addr()+","+g.Addr(), elector.Candidate{Election: "stall", ID: "b", Timing: timing})
 	ctx := context.Background()
@@ -333,31 +286,8 @@ func stallThenLoseRelay(t *testing.T, syncLimit int, renew time.Duration, holdUp
 	t.Logf("a leads: token %#x, timing %s", ra.Term.Token, tm)
 	cb := electortest.Campaign(ctx, b)
 	w := client(t, []string{lead.Addr()})
-	electortest.Eventually(t, 10*time.Second, "b queued", func() bool {
-		names, _, err := w.Children("/electd/elections/stall")
-		return err == nil && len(names) == 2
-	})
-	names, _, err := w.Children("/electd/elections/stall")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var aNode string
-	for _, n := range names {
-		if aNode == "" || n[len(n)-10:] < aNode[len(aNode)-10:] {
-			aNode = n
-		}
-	}
-	_, _, watch, err := w.ExistsW("/electd/elections/stall/" + aNode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deleted := make(chan time.Time, 1)
-	go func() {
-		if ev := <-watch; ev.Type == gozk.EventNodeDeleted {
-			deleted <- time.Now()
-		}
-		close(deleted)
-	}()
+	waitInLine(t, w, "stall", 2, "b queued")
+	deleted := watchFirst(t, w, "/electd/elections/stall")
 
 	held := sample(ra.Term, 2*time.Millisecond)
 	// The stall starts right after a renewal seen as it lands.
@@ -379,12 +309,7 @@ func stallThenLoseRelay(t *testing.T, syncLimit int, renew time.Duration, holdUp
 	// chunks from a moment later.
 	relay.set(func() { relay.holdDown = true })
 	stall := time.Now()
-	ms0 := func(x time.Time) string {
-		if x.IsZero() {
-			return "never"
-		}
-		return x.Sub(stall).Round(time.Millisecond).String()
-	}
+	ms0 := relTo(stall)
 	quiet := time.NewTimer(50 * time.Millisecond)
 	<-quiet.C
 	n0 := relay.chunks()
@@ -413,31 +338,12 @@ func stallThenLoseRelay(t *testing.T, syncLimit int, renew time.Duration, holdUp
 		ms0(c), ms0(before), ms0(fwd), map[bool]string{false: "lost", true: "held"}[holdUp], ms0(released), ms0(renewed), ms0(after), ms0(after.Add(-tm.Window())))
 
 	rb := electortest.MustLead(t, cb, 30*time.Second, "b")
-	var dA time.Time
-	select {
-	case dA = <-held.ended:
-	case <-time.After(10 * time.Second):
-		t.Fatal("a's term never ended")
-	}
-	var gone time.Time
-	select {
-	case gone = <-deleted:
-	case <-time.After(5 * time.Second):
-	}
+	dA := held.endedWithin(t, 10*time.Second)
+	gone := seenWithin(deleted, 5*time.Second)
 	vA := held.maxValid()
 	t.Logf("a's greatest ValidUntil %s, a Done %s (%v); a's node deleted (seen on the leader) %s; b granted %s (token %#x after %#x)",
 		ms0(vA), ms0(dA), ra.Term.Err(), ms0(gone), ms0(rb.At), rb.Term.Token, ra.Term.Token)
-	if rb.Term.Token <= ra.Term.Token {
-		t.Errorf("HOLE: token %#x after %#x", rb.Term.Token, ra.Term.Token)
-	}
-	end := vA
-	if dA.After(end) {
-		end = dA
-	}
-	if rb.At.Before(end) {
-		t.Errorf("HOLE: two valid terms: b granted at %s while a was valid until %s (Done at %s): overlap %s",
-			ms0(rb.At), ms0(vA), ms0(dA), end.Sub(rb.At).Round(time.Millisecond))
-	}
+	twoTerms(t, ra, rb, vA, dA, ms0)
 	electortest.Resign(t, rb.Term)
 }
 

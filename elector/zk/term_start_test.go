@@ -6,94 +6,17 @@ package zk_test
 // answer the client never reads.
 
 import (
-	"context"
 	"encoding/binary"
-	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/electd/electd/elector"
 	"github.com/electd/electd/elector/electortest"
 	"github.com/electd/electd/elector/zk"
 )
-
-// startMembersWith starts three members (tickTime 200ms, syncLimit 5, as
-// testenv) with extra[i] appended to member i's zoo.cfg.
-func startMembersWith(t *testing.T, extra map[int][]string) []*ownMember {
-	t.Helper()
-	jar := "/usr/share/java/zookeeper.jar"
-	java, err := exec.LookPath("java")
-	if _, serr := os.Stat(jar); err != nil || serr != nil {
-		t.Skip("no java or zookeeper jar")
-	}
-	var ports []int
-	var lns []net.Listener
-	for range 9 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		if err := ln.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var ms []*ownMember
-	for i := range 3 {
-		m := &ownMember{dir: t.TempDir(), port: ports[3*i]}
-		if err := os.MkdirAll(filepath.Join(m.dir, "data"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(m.dir, "data", "myid"), []byte(strconv.Itoa(i+1)+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cfg := []string{"tickTime=200", "initLimit=10", "syncLimit=5",
-			"dataDir=" + filepath.Join(m.dir, "data"), "clientPort=" + strconv.Itoa(m.port), "clientPortAddress=127.0.0.1",
-			"admin.enableServer=false", "4lw.commands.whitelist=*"}
-		cfg = append(cfg, extra[i]...)
-		for j := range 3 {
-			cfg = append(cfg, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", j+1, ports[3*j+1], ports[3*j+2]))
-		}
-		cfgPath := filepath.Join(m.dir, "zoo.cfg")
-		if err := os.WriteFile(cfgPath, []byte(strings.Join(cfg, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		logf, err := os.Create(m.LogPath())
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.cmd = exec.Command(java, "-Xmx256m", "-Dzookeeper.log.dir="+m.dir, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-			"-cp", jar+":/usr/share/java/slf4j-simple.jar", "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfgPath)
-		m.cmd.Stdout, m.cmd.Stderr = logf, logf
-		if err := m.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := m.cmd.Process.Kill(); err != nil {
-				t.Logf("kill member %d: %v", i+1, err)
-			}
-			_ = m.cmd.Wait() // killed: its exit status says so
-			if err := logf.Close(); err != nil {
-				t.Logf("close member %d's log: %v", i+1, err)
-			}
-		})
-		ms = append(ms, m)
-	}
-	return ms
-}
 
 // Modes of a switchProxy, chosen per accepted connection.
 const (
@@ -196,35 +119,52 @@ func (p *switchProxy) accept() {
 			_ = c.Close() // the refusal
 			continue
 		}
-		s, err := net.DialTimeout("tcp", p.target, time.Second)
-		if err != nil || !p.track(s) {
-			if s != nil {
-				_ = s.Close() // proxy closed meanwhile
-			}
-			p.untrack(c)
+		s, ok := p.dial(c, p.target)
+		if !ok {
 			continue
 		}
-		p.wg.Add(2)
+		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			_, _ = io.Copy(s, c) // ends when either side closes
-			p.untrack(s)
-			p.untrack(c)
-		}()
-		go func() {
-			defer p.wg.Done()
-			switch mode {
-			case deaf:
-				p.swallow(s)
-			case slow:
-				p.late(c, s)
-			default:
-				_, _ = io.Copy(c, s) // ends when either side closes
-			}
-			p.untrack(s)
-			p.untrack(c)
+			p.relay(c, s, mode)
 		}()
 	}
+}
+
+// dial connects the accepted connection c to target; when it cannot (or
+// the proxy closed meanwhile) it closes c and returns false.
+func (p *switchProxy) dial(c net.Conn, target string) (net.Conn, bool) {
+	s, err := net.DialTimeout("tcp", target, time.Second)
+	if err != nil || !p.track(s) {
+		if s != nil {
+			_ = s.Close() // proxy closed meanwhile
+		}
+		p.untrack(c)
+		return nil, false
+	}
+	return s, true
+}
+
+// relay passes c's bytes to s (in a goroutine of its own) and s's to c
+// as mode says, until either side closes; then both are closed.
+func (p *switchProxy) relay(c, s net.Conn, mode int) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		_, _ = io.Copy(s, c) // ends when either side closes
+		p.untrack(s)
+		p.untrack(c)
+	}()
+	switch mode {
+	case deaf:
+		p.swallow(s)
+	case slow:
+		p.late(c, s)
+	default:
+		_, _ = io.Copy(c, s) // ends when either side closes
+	}
+	p.untrack(s)
+	p.untrack(c)
 }
 
 // late delivers the server's bytes to c, each slowDown after it was
@@ -325,11 +265,7 @@ func TestTermStartLowerMaxTimeoutAnswerLate(t *testing.T) { lowerMaxTimeout(t, s
 // the fault begins.
 func lowerMaxTimeout(t *testing.T, mode int) {
 	ms := startMembersWith(t, map[int][]string{2: {"maxSessionTimeout=400"}})
-	var members []zkMember
-	for _, m := range ms {
-		members = append(members, m)
-	}
-	lead, _, _ := roles(t, members)
+	lead, _, _ := roles(t, ownMembers(ms))
 	t.Logf("ensemble: member 1 %s %q, member 2 %s %q, member 3 %s %q (maxSessionTimeout=400); leader %s",
 		ms[0].Addr(), ms[0].Mode(), ms[1].Addr(), ms[1].Mode(), ms[2].Addr(), ms[2].Mode(), lead.Addr())
 	x := startSwitchProxy(t, ms[0].Addr(), forward)
@@ -337,49 +273,12 @@ func lowerMaxTimeout(t *testing.T, mode int) {
 	timing := elector.Timing{TTL: 4 * time.Second}
 	a := electortest.DialURL(t, zk.Backend, "zk://"+x.addr()+","+y.addr(), elector.Candidate{Election: "maxto", ID: "a", Timing: timing})
 	b := electortest.DialURL(t, zk.Backend, "zk://"+ms[0].Addr()+","+ms[1].Addr(), elector.Candidate{Election: "maxto", ID: "b", Timing: timing})
-	ctx := context.Background()
-	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 30*time.Second, "a")
-	t.Logf("a leads: token %#x, timing %s", ra.Term.Token, ra.Term.Timing())
-	if got := ra.Term.Timing().TTL; got != 4*time.Second {
-		t.Fatalf("a negotiated %s, not 4s (it reached member 3 first?)", got)
-	}
-	cb := electortest.Campaign(ctx, b)
-	qc := client(t, []string{ms[0].Addr(), ms[1].Addr()})
-	electortest.Eventually(t, 10*time.Second, "b queued", func() bool {
-		names, _, err := qc.Children("/electd/elections/maxto")
-		return err == nil && len(names) == 2
-	})
+	ra, cb, qc := leadThenQueue(t, a, b, "maxto", 4*time.Second, " (it reached member 3 first?)", []string{ms[0].Addr(), ms[1].Addr()})
 	// a's node's deletion, seen on member 1: the ensemble expired a's session.
-	names, _, err := qc.Children("/electd/elections/maxto")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var aNode string
-	for _, n := range names {
-		if aNode == "" || n[len(n)-10:] < aNode[len(aNode)-10:] {
-			aNode = n
-		}
-	}
-	_, _, watch, err := qc.ExistsW("/electd/elections/maxto/" + aNode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deleted := make(chan time.Time, 1)
-	go func() {
-		if ev := <-watch; ev.Type == gozk.EventNodeDeleted {
-			deleted <- time.Now()
-		}
-		close(deleted)
-	}()
+	deleted := watchFirst(t, qc, "/electd/elections/maxto")
 	held := sample(ra.Term, 5*time.Millisecond)
 	// Two renewals in steady state.
-	for i := range 2 {
-		select {
-		case <-held.changed:
-		case <-time.After(5 * time.Second):
-			t.Fatalf("a's renewal %d never came", i+1)
-		}
-	}
+	held.renewals(t, 2, 5*time.Second, "")
 	electortest.StillWaiting(t, cb, "b")
 
 	// The fault: X drops a's connection and refuses. Y goes deaf only once
@@ -401,20 +300,11 @@ func lowerMaxTimeout(t *testing.T, mode int) {
 	y.set(mode)
 	deafAt := time.Now()
 	rb := electortest.MustLead(t, cb, 30*time.Second, "b")
-	var gone time.Time
-	select {
-	case gone = <-deleted:
-	case <-time.After(time.Second):
-	}
+	gone := seenWithin(deleted, time.Second)
 	y.mu.Lock()
 	heard, heardAt, acc := y.heard, y.heardAt, y.accepted
 	y.mu.Unlock()
-	rel := func(x time.Time) string {
-		if x.IsZero() {
-			return "never"
-		}
-		return x.Sub(cut).Round(time.Millisecond).String()
-	}
+	rel := relTo(cut)
 	var at []string
 	for _, h := range heardAt {
 		at = append(at, rel(h))

@@ -12,8 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,46 +198,6 @@ func TestTermFollowerPartitionedZone(t *testing.T) {
 // run to run (up to about a second).
 func TestTermFollowerPartitionedDefaults(t *testing.T) { followerPartitioned(t, true, 0) }
 
-// zkMember is an ensemble member: testenv's, or one this file starts
-// with a zoo.cfg of its own (startEnsemble).
-type zkMember interface {
-	Addr() string
-	Pid() int
-	LogPath() string
-	Mode() string
-}
-
-func testenvEnsemble(t *testing.T) []zkMember {
-	var ms []zkMember
-	for _, m := range testenv.StartZKEnsemble(t).Members() {
-		ms = append(ms, m)
-	}
-	return ms
-}
-
-// roles waits (a minute at most) until the ensemble of members has a
-// leader and two followers, and returns them.
-func roles(t *testing.T, members []zkMember) (lead, f, g zkMember) {
-	t.Helper()
-	electortest.Eventually(t, time.Minute, "an ensemble leader", func() bool {
-		lead, f, g = nil, nil, nil
-		for _, m := range members {
-			switch m.Mode() {
-			case "leader":
-				lead = m
-			case "follower":
-				if f == nil {
-					f = m
-				} else {
-					g = m
-				}
-			}
-		}
-		return lead != nil && f != nil && g != nil
-	})
-	return lead, f, g
-}
-
 func followerPartitioned(t *testing.T, zone bool, renew time.Duration) {
 	followerPartitionedOn(t, testenvEnsemble(t), "testenv zoo.cfg: tickTime=200 initLimit=10 syncLimit=5 (F gives up on its leader after 5·200ms = 1s)", zone, renew)
 }
@@ -256,13 +214,7 @@ func followerPartitionedOn(t *testing.T, members []zkMember, cfg string, zone bo
 	timing := elector.Timing{TTL: 4 * time.Second, RenewInterval: renew}
 	aURL := "zk://" + f.Addr()
 	if zone {
-		pl, pg := faultproxy.Start(t, lead.Addr()), faultproxy.Start(t, g.Addr())
-		// Closed (connections refused), not black-holed: go-zookeeper
-		// waits 10·recvTimeout (≈27s here) for a handshake's answer
-		// before it tries the next server.
-		_ = pl.Close()
-		_ = pg.Close()
-		aURL = "zk://" + pl.Addr() + "," + f.Addr() + "," + pg.Addr()
+		aURL = zoneURL(t, lead, f, g)
 	}
 	t.Logf("a dials %s", aURL)
 	a := electortest.DialURL(t, zk.Backend, aURL, elector.Candidate{Election: "part", ID: "a", Timing: timing})
@@ -271,36 +223,11 @@ func followerPartitionedOn(t *testing.T, members []zkMember, cfg string, zone bo
 	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 20*time.Second, "a")
 	t.Logf("a leads: token %#x, timing %s", ra.Term.Token, ra.Term.Timing())
 	cb := electortest.Campaign(ctx, b)
-	qc := client(t, all)
-	electortest.Eventually(t, 10*time.Second, "b queued", func() bool {
-		names, _, err := qc.Children("/electd/elections/part")
-		return err == nil && len(names) == 2
-	})
+	waitInLine(t, client(t, all), "part", 2, "b queued")
 
 	// A watcher of a's node on the majority side: the deletion is the
 	// ensemble's leader expiring a's session.
-	w := client(t, []string{lead.Addr()})
-	names, _, err := w.Children("/electd/elections/part")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var aNode string
-	for _, n := range names {
-		if aNode == "" || n[len(n)-10:] < aNode[len(aNode)-10:] {
-			aNode = n
-		}
-	}
-	_, _, watch, err := w.ExistsW("/electd/elections/part/" + aNode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deleted := make(chan time.Time, 1)
-	go func() {
-		if ev := <-watch; ev.Type == gozk.EventNodeDeleted {
-			deleted <- time.Now()
-		}
-		close(deleted)
-	}()
+	deleted := watchFirst(t, client(t, []string{lead.Addr()}), "/electd/elections/part")
 	held := sample(ra.Term, 20*time.Millisecond)
 	time.Sleep(time.Second) // steady renewals
 
@@ -321,38 +248,14 @@ func followerPartitionedOn(t *testing.T, members []zkMember, cfg string, zone bo
 		modes <- sb.String()
 	}()
 	rb := electortest.MustLead(t, cb, 30*time.Second, "b")
-	var dA time.Time
-	select {
-	case dA = <-held.ended:
-	case <-time.After(10 * time.Second):
-		t.Fatal("a's term never ended")
-	}
-	var gone time.Time
-	select {
-	case gone = <-deleted:
-	case <-time.After(5 * time.Second):
-	}
+	dA := held.endedWithin(t, 10*time.Second)
+	gone := seenWithin(deleted, 5*time.Second)
 	vA := held.maxValid()
-	ms := func(x time.Time) string {
-		if x.IsZero() {
-			return "never"
-		}
-		return x.Sub(cut).Round(time.Millisecond).String()
-	}
+	ms := relTo(cut)
 	t.Logf("cut at 0: a's last ValidUntil while it held %s, a Done %s (err %v), a's node deleted (seen on the leader) %s, b granted %s (token %#x > %#x: %t); F's modes:%s",
 		ms(vA), ms(dA), ra.Term.Err(), ms(gone), ms(rb.At), rb.Term.Token, ra.Term.Token, rb.Term.Token > ra.Term.Token, <-modes)
 	heal()
-	if rb.Term.Token <= ra.Term.Token {
-		t.Errorf("token %#x after %#x", rb.Term.Token, ra.Term.Token)
-	}
-	end := vA
-	if dA.After(end) {
-		end = dA
-	}
-	if rb.At.Before(end) {
-		t.Errorf("HOLE: two valid terms: b's term began at %s while a's term was valid until %s (Done at %s): overlap %s",
-			ms(rb.At), ms(vA), ms(dA), end.Sub(rb.At).Round(time.Millisecond))
-	}
+	twoTerms(t, ra, rb, vA, dA, ms)
 	electortest.Resign(t, rb.Term)
 }
 
@@ -398,6 +301,50 @@ func (s *sampled) maxValid() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.max
+}
+
+// endedWithin is when the term ended, failing the test when it has not
+// within wait.
+func (s *sampled) endedWithin(t *testing.T, wait time.Duration) time.Time {
+	t.Helper()
+	select {
+	case dA := <-s.ended:
+		return dA
+	case <-time.After(wait):
+		t.Fatal("a's term never ended")
+	}
+	return time.Time{}
+}
+
+// renewals waits for n changes of the term's ValidUntil (renewals seen),
+// each within wait; where says where they run, for the failure.
+func (s *sampled) renewals(t *testing.T, n int, wait time.Duration, where string) {
+	t.Helper()
+	for i := range n {
+		select {
+		case <-s.changed:
+		case <-time.After(wait):
+			t.Fatalf("a's renewal %d%s never came", i+1, where)
+		}
+	}
+}
+
+// twoTerms checks that b's term (rb) began after a's (ra) ended, by its
+// greatest ValidUntil vA and its Done dA, with a greater token; ms
+// renders the times.
+func twoTerms(t *testing.T, ra, rb electortest.Result, vA, dA time.Time, ms func(time.Time) string) {
+	t.Helper()
+	if rb.Term.Token <= ra.Term.Token {
+		t.Errorf("HOLE: token %#x after %#x", rb.Term.Token, ra.Term.Token)
+	}
+	end := vA
+	if dA.After(end) {
+		end = dA
+	}
+	if rb.At.Before(end) {
+		t.Errorf("HOLE: two valid terms: b's term began at %s while a's term was valid until %s (Done at %s): overlap %s",
+			ms(rb.At), ms(vA), ms(dA), end.Sub(rb.At).Round(time.Millisecond))
+	}
 }
 
 // before checks that b's term (rb), granted after a fault at cut, began
@@ -740,94 +687,6 @@ func TestTermSwitchoverTokens(t *testing.T) {
 		t.Errorf("HOLE: b's token %#x after c's %#x", rb.Term.Token, rc.Term.Token)
 	}
 	electortest.Resign(t, rb.Term)
-}
-
-// ownMember is a ZooKeeper server this file starts itself, to choose the
-// ensemble's syncLimit (testenv's is 5).
-type ownMember struct {
-	dir  string
-	port int
-	cmd  *exec.Cmd
-}
-
-func (m *ownMember) Addr() string    { return "127.0.0.1:" + strconv.Itoa(m.port) }
-func (m *ownMember) Pid() int        { return m.cmd.Process.Pid }
-func (m *ownMember) LogPath() string { return filepath.Join(m.dir, "zookeeper.log") }
-func (m *ownMember) Mode() string {
-	c, err := net.DialTimeout("tcp", m.Addr(), time.Second)
-	if err != nil {
-		return ""
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write([]byte("srvr")); err != nil {
-		return ""
-	}
-	b, _ := io.ReadAll(c)
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Mode: "); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
-
-// startEnsemble starts three members with tickTime 200ms and the given
-// syncLimit, as testenv does (Debian's jar, QuorumPeerMain).
-func startEnsemble(t *testing.T, syncLimit int) ([]zkMember, string) {
-	t.Helper()
-	jar := "/usr/share/java/zookeeper.jar"
-	java, err := exec.LookPath("java")
-	if _, serr := os.Stat(jar); err != nil || serr != nil {
-		t.Skip("no java or zookeeper jar")
-	}
-	var ports []int
-	var lns []net.Listener
-	for range 9 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		_ = ln.Close()
-	}
-	cfgDesc := fmt.Sprintf("own zoo.cfg: tickTime=200 initLimit=10 syncLimit=%d (F gives up on its leader after %s)", syncLimit, time.Duration(syncLimit)*200*time.Millisecond)
-	var ms []zkMember
-	for i := range 3 {
-		m := &ownMember{dir: t.TempDir(), port: ports[3*i]}
-		if err := os.MkdirAll(filepath.Join(m.dir, "data"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(m.dir, "data", "myid"), []byte(strconv.Itoa(i+1)+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cfg := []string{"tickTime=200", "initLimit=10", "syncLimit=" + strconv.Itoa(syncLimit),
-			"dataDir=" + filepath.Join(m.dir, "data"), "clientPort=" + strconv.Itoa(m.port), "clientPortAddress=127.0.0.1",
-			"admin.enableServer=false", "4lw.commands.whitelist=*"}
-		for j := range 3 {
-			cfg = append(cfg, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", j+1, ports[3*j+1], ports[3*j+2]))
-		}
-		cfgPath := filepath.Join(m.dir, "zoo.cfg")
-		if err := os.WriteFile(cfgPath, []byte(strings.Join(cfg, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		logf, err := os.Create(m.LogPath())
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.cmd = exec.Command(java, "-Xmx256m", "-Dzookeeper.log.dir="+m.dir, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-			"-cp", jar+":/usr/share/java/slf4j-simple.jar", "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfgPath)
-		m.cmd.Stdout, m.cmd.Stderr = logf, logf
-		if err := m.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = m.cmd.Process.Kill(); _ = m.cmd.Wait(); _ = logf.Close() })
-		ms = append(ms, m)
-	}
-	return ms, cfgDesc
 }
 
 // TestTermFollowerPartitionedSyncLimit15 is the zone partition on an
