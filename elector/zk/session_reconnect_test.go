@@ -216,25 +216,18 @@ func balancedProbe(t *testing.T, mode int) {
 	lb.plan([]route{{target: ms[0].Addr(), mode: forward}, {target: ms[2].Addr(), mode: mode, gate: gate}}, route{mode: refuse})
 	cut := time.Now()
 	lb.drop()
-	electortest.Eventually(t, 10*time.Second, "a's handshake accepted by the balancer", func() bool {
-		lb.mu.Lock()
-		defer lb.mu.Unlock()
-		return lb.accepted[mode] > 0
-	})
+	electortest.Eventually(t, 10*time.Second, "a's handshake accepted by the balancer", func() bool { return lb.count(mode) > 0 })
 	// The balancer's connect to member 3 takes connectDelay: the fault's
 	// duration, not a synchronisation.
 	time.Sleep(connectDelay)
 	close(gate)
 	rb := electortest.MustLead(t, cb, 30*time.Second, "b")
 	gone := seenWithin(deleted, time.Second)
-	lb.mu.Lock()
-	heard, heardAt, log := lb.heard, lb.heardAt, lb.log
-	lb.mu.Unlock()
 	rel := relTo(cut)
-	var at []string
-	for _, h := range heardAt {
-		at = append(at, rel(h))
-	}
+	heard, at := lb.answers(rel)
+	lb.mu.Lock()
+	log := lb.log
+	lb.mu.Unlock()
 	t.Logf("fault at 0 (%s); balancer's connections: %s", cut.Format("15:04:05.000"), strings.Join(log, "; "))
 	t.Logf("member 3 answered a's handshake with %v at %v; a's node deleted %s; b granted %s", heard, at, rel(gone), rel(rb.At))
 	held.before(t, ra, rb, cut, 6*time.Second)
@@ -263,14 +256,10 @@ func TestReconnectHigherMinTimeout(t *testing.T) {
 	// Move a to member 3.
 	y.set(forward)
 	x.set(refuse)
-	y.mu.Lock()
-	before := y.accepted[forward]
-	y.mu.Unlock()
+	before := y.count(forward)
 	x.drop()
 	electortest.Eventually(t, 10*time.Second, "a reconnected through Y", func() bool {
-		y.mu.Lock()
-		defer y.mu.Unlock()
-		return y.accepted[forward] >= before+2 // the probe, then the handshake
+		return y.count(forward) >= before+2 // the probe, then the handshake
 	})
 	// Two renewals on member 3.
 	held.renewals(t, 2, 5*time.Second, " on member 3")
@@ -326,11 +315,7 @@ func TestReconnectMemberRestartedBetweenProbeAndHandshake(t *testing.T) {
 	lb.plan([]route{{target: g.Addr(), mode: forward}, {target: g.Addr(), mode: deaf, gate: gate}}, route{mode: refuse})
 	cut := time.Now()
 	lb.drop()
-	electortest.Eventually(t, 10*time.Second, "a's handshake held by the balancer", func() bool {
-		lb.mu.Lock()
-		defer lb.mu.Unlock()
-		return lb.accepted[deaf] > 0
-	})
+	electortest.Eventually(t, 10*time.Second, "a's handshake held by the balancer", func() bool { return lb.count(deaf) > 0 })
 	held1 := time.Now()
 	restartWith(t, restarted, "maxSessionTimeout=400")
 	electortest.Eventually(t, 30*time.Second, "G back in the quorum", func() bool { return g.Mode() == "follower" })
@@ -404,16 +389,10 @@ func TestReconnectTLSProbe(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a's first renewal never came")
 	}
-	p.mu.Lock()
-	before := p.accepted[forward]
-	p.mu.Unlock()
+	before := p.count(forward)
 	cut := time.Now()
 	p.drop()
-	electortest.Eventually(t, 10*time.Second, "a's probe and reconnection", func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.accepted[forward] >= before+2
-	})
+	electortest.Eventually(t, 10*time.Second, "a's probe and reconnection", func() bool { return p.count(forward) >= before+2 })
 	// Drain the renewals noted before the reconnection, then wait for one
 	// after it.
 	for len(held.changed) > 0 {

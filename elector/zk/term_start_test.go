@@ -68,6 +68,25 @@ func (p *switchProxy) set(mode int) {
 	p.mode = mode
 }
 
+// count is how many connections the proxy accepted in mode.
+func (p *switchProxy) count(mode int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.accepted[mode]
+}
+
+// answers are the session timeouts of the handshake answers the proxy
+// heard (modes deaf and slow), and when, as rel renders it.
+func (p *switchProxy) answers(rel func(time.Time) string) ([]time.Duration, []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var at []string
+	for _, h := range p.heardAt {
+		at = append(at, rel(h))
+	}
+	return p.heard, at
+}
+
 // drop closes every connection open now.
 func (p *switchProxy) drop() {
 	p.mu.Lock()
@@ -287,28 +306,19 @@ func lowerMaxTimeout(t *testing.T, mode int) {
 	// which time member 1 has relayed a's last touch (4s) to the leader,
 	// so that the deaf handshake's touch (400ms) is the session's last.
 	x.set(refuse)
-	y.mu.Lock()
-	refused := y.accepted[refuse] // a's first dial may have tried Y
-	y.mu.Unlock()
+	refused := y.count(refuse) // a's first dial may have tried Y
 	cut := time.Now()
 	x.drop()
-	electortest.Eventually(t, 10*time.Second, "a's client refused by Y", func() bool {
-		y.mu.Lock()
-		defer y.mu.Unlock()
-		return y.accepted[refuse] > refused
-	})
+	electortest.Eventually(t, 10*time.Second, "a's client refused by Y", func() bool { return y.count(refuse) > refused })
 	y.set(mode)
 	deafAt := time.Now()
 	rb := electortest.MustLead(t, cb, 30*time.Second, "b")
 	gone := seenWithin(deleted, time.Second)
-	y.mu.Lock()
-	heard, heardAt, acc := y.heard, y.heardAt, y.accepted
-	y.mu.Unlock()
 	rel := relTo(cut)
-	var at []string
-	for _, h := range heardAt {
-		at = append(at, rel(h))
-	}
+	heard, at := y.answers(rel)
+	y.mu.Lock()
+	acc := y.accepted
+	y.mu.Unlock()
 	t.Logf("Y in mode %d (2 deaf, 3 slow) from %s", mode, rel(deafAt))
 	t.Logf("fault at 0: member 3 answered a's reconnection with timeouts %v at %v (read by Y; Y accepted %v refuse/forward/deaf/slow); a's node deleted %s; b granted %s",
 		heard, at, acc, rel(gone), rel(rb.At))
