@@ -350,6 +350,51 @@ func (s *changeSeries) close() {
 	s.wg.Wait()
 }
 
+// firstLeader waits up to within for the series' first leader.
+func (s *changeSeries) firstLeader(ctx context.Context, within time.Duration) (*cand, error) {
+	select {
+	case w := <-s.won:
+		return w.c, nil
+	case err := <-s.errs:
+		return nil, err
+	case <-time.After(within):
+		return nil, fmt.Errorf("no leader")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// changes has the leader (cur first) resign scaleChanges times, each
+// after kubeHold, among n candidates of timeout ttl, and returns each
+// handover's time from the resign to the successor's grant; won (if not
+// nil) sees each successor with that time.
+func (s *changeSeries) changes(ctx context.Context, cur *cand, n int, ttl time.Duration, won func(w winner, d time.Duration)) ([]time.Duration, error) {
+	var lat []time.Duration
+	for range scaleChanges {
+		sleepCtx(ctx, kubeHold)
+		sent := time.Now()
+		cur.resign <- struct{}{}
+		select {
+		case w := <-s.won:
+			if w.c == cur {
+				return lat, fmt.Errorf("N=%d: the resigned leader won again", n)
+			}
+			cur = w.c
+			lat = append(lat, w.at.Sub(sent))
+			if won != nil {
+				won(w, w.at.Sub(sent))
+			}
+		case err := <-s.errs:
+			return lat, err
+		case <-time.After(2*ttl + 10*time.Second):
+			return lat, fmt.Errorf("N=%d: no successor within %s", n, 2*ttl+10*time.Second)
+		case <-ctx.Done():
+			return lat, ctx.Err()
+		}
+	}
+	return lat, nil
+}
+
 // addElectd adds an in-process electd candidate (elector/kube, on the
 // client electd builds: kube.Clients), run as addLocker runs any.
 func (s *changeSeries) addElectd(c *cand, leases func() (*kube.Elector, error)) error {
@@ -490,16 +535,9 @@ func (e *env) kubeChanges(ctx context.Context, kb *kubeEnv) error {
 						s.addGo(c, cs, name)
 					}
 				}
-				var cur *cand
-				select {
-				case w := <-s.won:
-					cur = w.c
-				case err := <-s.errs:
+				cur, err := s.firstLeader(ctx, 2*kubeLongTTL+30*time.Second)
+				if err != nil {
 					return err
-				case <-time.After(2*kubeLongTTL + 30*time.Second):
-					return fmt.Errorf("no leader")
-				case <-ctx.Done():
-					return ctx.Err()
 				}
 				if tool == "electd" {
 					if err := waitUntil(ctx, 60*time.Second, func() bool {
@@ -518,30 +556,15 @@ func (e *env) kubeChanges(ctx context.Context, kb *kubeEnv) error {
 				if err != nil {
 					return err
 				}
-				var lat []time.Duration
 				stalls := 0
-				for range scaleChanges {
-					sleepCtx(ctx, kubeHold)
-					sent := time.Now()
-					cur.resign <- struct{}{}
-					select {
-					case w := <-s.won:
-						if w.c == cur {
-							return fmt.Errorf("N=%d: the resigned leader won again", n)
-						}
-						cur = w.c
-						lat = append(lat, w.at.Sub(sent))
-						if d := w.at.Sub(sent); d > time.Second {
-							stalls++
-							logf("k8s changes %s N=%d: %s led %s after the resign", tool, n, w.c.id, d.Round(time.Millisecond))
-						}
-					case err := <-s.errs:
-						return err
-					case <-time.After(2*kubeLongTTL + 10*time.Second):
-						return fmt.Errorf("N=%d: no successor within %s", n, 2*kubeLongTTL+10*time.Second)
-					case <-ctx.Done():
-						return ctx.Err()
+				lat, err := s.changes(ctx, cur, n, kubeLongTTL, func(w winner, d time.Duration) {
+					if d > time.Second {
+						stalls++
+						logf("k8s changes %s N=%d: %s led %s after the resign", tool, n, w.c.id, d.Round(time.Millisecond))
 					}
+				})
+				if err != nil {
+					return err
 				}
 				// The last rejoin, and the window up to whole intervals.
 				sleepCtx(ctx, max(200*time.Millisecond, roundUp(time.Since(a.at)+200*time.Millisecond, tick)-time.Since(a.at)))

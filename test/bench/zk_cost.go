@@ -221,16 +221,9 @@ func (e *env) zkChangesAt(ctx context.Context, b *backend, cnt *zkCounter, n int
 		}
 		s.addLocker(c, el, func() { _ = el.Close() })
 	}
-	var cur *cand
-	select {
-	case w := <-s.won:
-		cur = w.c
-	case err := <-s.errs:
+	cur, err := s.firstLeader(ctx, 2*zkLongTTL+60*time.Second)
+	if err != nil {
 		return err
-	case <-time.After(2*zkLongTTL + 60*time.Second):
-		return fmt.Errorf("no leader")
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 	if err := waitUntil(ctx, 120*time.Second, func() bool {
 		q, err := b.queued(ctx, name)
@@ -244,25 +237,9 @@ func (e *env) zkChangesAt(ctx context.Context, b *backend, cnt *zkCounter, n int
 		return err
 	}
 	a, t0 := cnt.snap(), time.Now()
-	var lat []time.Duration
-	for range scaleChanges {
-		sleepCtx(ctx, kubeHold)
-		sent := time.Now()
-		cur.resign <- struct{}{}
-		select {
-		case w := <-s.won:
-			if w.c == cur {
-				return fmt.Errorf("N=%d: the resigned leader won again", n)
-			}
-			cur = w.c
-			lat = append(lat, w.at.Sub(sent))
-		case err := <-s.errs:
-			return err
-		case <-time.After(2*zkLongTTL + 10*time.Second):
-			return fmt.Errorf("N=%d: no successor within %s", n, 2*zkLongTTL+10*time.Second)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	lat, err := s.changes(ctx, cur, n, zkLongTTL, nil)
+	if err != nil {
+		return err
 	}
 	// The last one's rejoin.
 	if err := waitUntil(ctx, 20*time.Second, func() bool {
