@@ -308,3 +308,118 @@ func TestTermStampSlotsChurn(t *testing.T) {
 		}
 	}
 }
+
+// TestTermStampWarmOnCutFollowerBrief: the successor b waits warm
+// connected only to follower F; a leads on G, c queues behind b on the
+// ensemble's leader. F is cut off from its peers for 600ms (less than
+// syncLimit·tickTime: F stays a follower, and TCP delivers what was held,
+// in order) while a resigns: b's warm reads in the cut are answered by F,
+// whose touches cannot reach the leader until the cut ends, and b cannot
+// hear of a's node's deletion before then either. No two terms of a, b and
+// c may overlap, and tokens must grow in grant order.
+func TestTermStampWarmOnCutFollowerBrief(t *testing.T) {
+	warmOnCutFollower(t, 600*time.Millisecond)
+}
+
+// TestTermStampWarmOnCutFollowerLong is the same with a cut of 1.6s: F
+// gives up on its leader after 1s and drops b's connection; b's session
+// (2s) may outlive the cut, and b then leads on a new connection (its warm
+// reads on F must not vouch for it), or expires, and c leads.
+func TestTermStampWarmOnCutFollowerLong(t *testing.T) {
+	warmOnCutFollower(t, 1600*time.Millisecond)
+}
+
+func warmOnCutFollower(t *testing.T, cut time.Duration) {
+	members := testenvEnsemble(t)
+	lead, f, g := roles(t, members)
+	const election = "stamp-cut"
+	ctx := context.Background()
+	dial := func(id string, m zkMember) elector.Locker {
+		return electortest.DialURL(t, zk.Backend, "zk://"+m.Addr(), elector.Candidate{Election: election, ID: id, Timing: stampTiming})
+	}
+	a, b, c := dial("a", g), dial("b", f), dial("c", lead)
+	w := client(t, []string{lead.Addr()})
+	queued := func(n int) func() bool {
+		return func() bool {
+			names, _, err := w.Children("/electd/elections/" + election)
+			return err == nil && len(names) == n
+		}
+	}
+	ra := electortest.MustLead(t, electortest.Campaign(ctx, a), 30*time.Second, "a")
+	cb := electortest.Campaign(ctx, b)
+	electortest.Eventually(t, 10*time.Second, "b queued", queued(2))
+	cc := electortest.Campaign(ctx, c)
+	electortest.Eventually(t, 10*time.Second, "c queued", queued(3))
+	// b's warm reads go every (RenewInterval − lag)/2: let one or two pass.
+	time.Sleep(ra.Term.Timing().RenewInterval)
+	electortest.StillWaiting(t, cb, "b")
+	electortest.StillWaiting(t, cc, "c")
+
+	type hold struct {
+		who  string
+		r    electortest.Result
+		held *sampled
+		end  time.Time // a's resignation (called), else zero: the sampled ValidUntil
+	}
+	heldA := sample(ra.Term, 2*time.Millisecond)
+	heal := isolateFollower(t, f, []zkMember{lead, g})
+	start := time.Now()
+	ms := func(x time.Time) string { return x.Sub(start).Round(time.Millisecond).String() }
+	// A few of b's warm reads answered by F in the cut, then a resigns.
+	time.Sleep(300 * time.Millisecond)
+	resigned := time.Now()
+	electortest.Resign(t, ra.Term)
+	healTimer := time.NewTimer(cut - time.Since(start))
+	holds := []hold{{who: "a", r: ra, held: heldA, end: resigned}}
+	pending := map[string]<-chan electortest.Result{"b": cb, "c": cc}
+	for len(pending) > 0 {
+		var r electortest.Result
+		var who string
+		select {
+		case <-healTimer.C:
+			heal()
+			t.Logf("F healed at %s", ms(time.Now()))
+			continue
+		case r = <-pending["b"]:
+			who = "b"
+		case r = <-pending["c"]:
+			who = "c"
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no grant within 30s (pending %d)", len(pending))
+		}
+		delete(pending, who)
+		if r.Err != nil {
+			t.Logf("%s's campaign failed at %s: %v; again", who, ms(r.At), r.Err)
+			pending[who] = electortest.Campaign(ctx, map[string]elector.Locker{"b": b, "c": c}[who])
+			continue
+		}
+		ev := r.Term.ValidUntil().Add(-r.Term.Timing().Window())
+		t.Logf("%s granted at %s (token %#x), first evidence sent %s", who, ms(r.At), r.Term.Token, ms(ev))
+		for _, o := range holds {
+			end := o.end
+			if end.IsZero() || o.held.maxValid().Before(end) {
+				end = o.held.maxValid()
+			}
+			select {
+			case <-o.r.Term.Done():
+			case <-time.After(100 * time.Millisecond):
+				t.Errorf("HOLE: %s granted at %s while %s's term is still open (ValidUntil %s)", who, ms(r.At), o.who, ms(o.held.maxValid()))
+			}
+			if end.After(r.At) {
+				t.Errorf("HOLE: %s granted at %s while %s's term was valid until %s: overlap %s", who, ms(r.At), o.who, ms(end), end.Sub(r.At).Round(time.Millisecond))
+			}
+			if r.Term.Token <= o.r.Term.Token {
+				t.Errorf("HOLE: %s's token %#x after %s's %#x", who, r.Term.Token, o.who, o.r.Term.Token)
+			}
+		}
+		hl := hold{who: who, r: r, held: sample(r.Term, 2*time.Millisecond)}
+		// The next one waits for this one: resign it (its end, called).
+		hl.end = time.Now()
+		if err := r.Term.Resign(ctx); err != nil {
+			t.Logf("%s: resign: %v", who, err)
+		}
+		holds = append(holds, hl)
+	}
+	healTimer.Stop()
+	heal()
+}
