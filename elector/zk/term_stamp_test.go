@@ -86,6 +86,8 @@ func TestTermStampRefusedMidTerm(t *testing.T) {
 			t.Fatalf("HOLE: b granted at %s while its stamp is refused (a's ValidUntil %s)", ms(rb.At), ms(vA))
 		}
 		t.Logf("b's campaign failed at %s: %v", ms(rb.At), rb.Err)
+		// b's node, its Since written, must not stay in line as if it held.
+		electortest.Eventually(t, 5*time.Second, "b's node gone", func() bool { return h.Queued(t, election) == 0 })
 	case <-time.After(2 * window):
 		t.Logf("b still campaigning %s after a's term ended", 2*window)
 		again = cb
