@@ -425,3 +425,122 @@ func warmOnCutFollower(t *testing.T, cut time.Duration) {
 	healTimer.Stop()
 	heal()
 }
+
+// TestTermStampLeaderKilled: the ensemble's leader is killed (SIGKILL)
+// three times, at varying phases of a's renewals (a leader change may fall
+// between a proof's Sync and its write), and started again, while a leads
+// on one member and b waits warm on another. Every term that ends is
+// campaigned for again. Each grant must find every earlier term ended and
+// its ValidUntil passed, with a greater token.
+func TestTermStampLeaderKilled(t *testing.T) {
+	ens := testenv.StartZKEnsemble(t)
+	var members []zkMember
+	for _, m := range ens.Members() {
+		members = append(members, m)
+	}
+	lead, f, g := roles(t, members)
+	const election = "stamp-killed"
+	// a on one follower, b on the other: the kills take the leader, which
+	// moves, so each of them loses its own member in some round.
+	ctx := context.Background()
+	els := map[string]elector.Locker{}
+	for id, m := range map[string]zkMember{"a": f, "b": g} {
+		els[id] = electortest.DialURL(t, zk.Backend, "zk://"+m.Addr(), elector.Candidate{Election: election, ID: id, Timing: stampTiming})
+	}
+	start := time.Now()
+	ms := func(x time.Time) string { return x.Sub(start).Round(time.Millisecond).String() }
+	type hold struct {
+		who  string
+		r    electortest.Result
+		held *sampled
+	}
+	var holds []hold
+	pending := map[string]<-chan electortest.Result{"a": electortest.Campaign(ctx, els["a"])}
+	check := func(who string, r electortest.Result) {
+		if r.Err != nil {
+			t.Logf("%s's campaign failed at %s: %v; again", who, ms(r.At), r.Err)
+			pending[who] = electortest.Campaign(ctx, els[who])
+			return
+		}
+		t.Logf("%s granted at %s (token %#x), first evidence sent %s", who, ms(r.At), r.Term.Token,
+			ms(r.Term.ValidUntil().Add(-r.Term.Timing().Window())))
+		for _, o := range holds {
+			select {
+			case <-o.r.Term.Done():
+			case <-time.After(100 * time.Millisecond):
+				t.Errorf("HOLE: %s granted at %s while %s's term is still open (ValidUntil %s)", who, ms(r.At), o.who, ms(o.r.Term.ValidUntil()))
+			}
+			if v := o.held.maxValid(); v.After(r.At) {
+				t.Errorf("HOLE: %s granted at %s while %s's term was valid until %s: overlap %s", who, ms(r.At), o.who, ms(v), v.Sub(r.At).Round(time.Millisecond))
+			}
+			if r.Term.Token <= o.r.Term.Token {
+				t.Errorf("HOLE: %s's token %#x after %s's %#x", who, r.Term.Token, o.who, o.r.Term.Token)
+			}
+		}
+		hl := hold{who: who, r: r, held: sample(r.Term, 2*time.Millisecond)}
+		holds = append(holds, hl)
+	}
+	// drain takes the grants that have come, and campaigns again for the
+	// terms that ended.
+	drain := func() {
+		for who, ch := range pending {
+			select {
+			case r := <-ch:
+				delete(pending, who)
+				check(who, r)
+			default:
+			}
+		}
+		for _, id := range []string{"a", "b"} {
+			if _, ok := pending[id]; ok {
+				continue
+			}
+			last := -1
+			for i, hl := range holds {
+				if hl.who == id {
+					last = i
+				}
+			}
+			if last < 0 || holds[last].r.Term.Err() != nil {
+				pending[id] = electortest.Campaign(ctx, els[id])
+			}
+		}
+	}
+	electortest.Eventually(t, 30*time.Second, "a or b leads", func() bool { drain(); return len(holds) > 0 })
+	electortest.Eventually(t, 10*time.Second, "b queued", func() bool {
+		drain()
+		return (&harness{ensemble: ens}).Queued(t, election) == 2
+	})
+	tm := holds[0].r.Term.Timing()
+	for round := range 3 {
+		// A phase of a's renewal interval: 0, a third, two thirds, plus the wait for the roles.
+		phase := time.Duration(round) * tm.RenewInterval / 3
+		wait := time.NewTimer(tm.RenewInterval + phase)
+		for done := false; !done; {
+			select {
+			case <-wait.C:
+				done = true
+			case <-time.After(5 * time.Millisecond): // polling the campaigns
+				drain()
+			}
+		}
+		killed := lead.(*testenv.ZK)
+		t.Logf("round %d: kill the leader %s at %s", round, killed.Addr(), ms(time.Now()))
+		killed.Kill(t)
+		settle := time.Now().Add(3 * tm.TTL)
+		for time.Now().Before(settle) {
+			drain()
+			time.Sleep(5 * time.Millisecond) // polling the campaigns
+		}
+		killed.Start(t)
+		lead, _, _ = roles(t, members)
+		drain()
+	}
+	for _, hl := range holds {
+		if hl.r.Term.Err() == nil {
+			if err := hl.r.Term.Resign(ctx); err != nil {
+				t.Logf("%s: resign: %v", hl.who, err)
+			}
+		}
+	}
+}
