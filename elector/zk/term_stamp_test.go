@@ -441,7 +441,7 @@ func TestTermStampLeaderKilled(t *testing.T) {
 	lead, f, g := roles(t, members)
 	const election = "stamp-killed"
 	// a on one follower, b on the other: the kills take the leader, which
-	// moves, so each of them loses its own member in some round.
+	// moves, so a or b may lose its only member in a later round.
 	ctx := context.Background()
 	els := map[string]elector.Locker{}
 	for id, m := range map[string]zkMember{"a": f, "b": g} {
