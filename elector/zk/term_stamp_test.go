@@ -320,7 +320,19 @@ func TestTermStampSlotsChurn(t *testing.T) {
 // hear of a's node's deletion before then either. No two terms of a, b and
 // c may overlap, and tokens must grow in grant order.
 func TestTermStampWarmOnCutFollowerBrief(t *testing.T) {
-	warmOnCutFollower(t, 600*time.Millisecond)
+	warmOnCutFollower(t, 600*time.Millisecond, false)
+}
+
+// TestTermStampWarmOnCutFollowerThenSilent is the brief cut, but b,
+// once granted, is cut off (its link to F held, through a fault proxy)
+// instead of resigning: b's term, often started on a warm read that F
+// answered in the cut, ends at its first deadline, and c is granted when
+// the ensemble's leader expires b's session, counted from the last touch
+// of b it applied. Were F's relay of that read lost, the leader would
+// expire b's session a session timeout after F's last relay before the
+// cut, before b's ValidUntil.
+func TestTermStampWarmOnCutFollowerThenSilent(t *testing.T) {
+	warmOnCutFollower(t, 600*time.Millisecond, true)
 }
 
 // TestTermStampWarmOnCutFollowerLong is the same with a cut of 1.6s: F
@@ -328,10 +340,13 @@ func TestTermStampWarmOnCutFollowerBrief(t *testing.T) {
 // (2s) may outlive the cut, and b then leads on a new connection (its warm
 // reads on F must not vouch for it), or expires, and c leads.
 func TestTermStampWarmOnCutFollowerLong(t *testing.T) {
-	warmOnCutFollower(t, 1600*time.Millisecond)
+	warmOnCutFollower(t, 1600*time.Millisecond, false)
 }
 
-func warmOnCutFollower(t *testing.T, cut time.Duration) {
+// warmOnCutFollower: see TestTermStampWarmOnCutFollowerBrief; with
+// silence, b reaches F through a fault proxy that is cut when b is
+// granted, and b does not resign.
+func warmOnCutFollower(t *testing.T, cut time.Duration, silence bool) {
 	members := testenvEnsemble(t)
 	lead, f, g := roles(t, members)
 	const election = "stamp-cut"
@@ -339,7 +354,9 @@ func warmOnCutFollower(t *testing.T, cut time.Duration) {
 	dial := func(id string, m zkMember) elector.Locker {
 		return electortest.DialURL(t, zk.Backend, "zk://"+m.Addr(), elector.Candidate{Election: election, ID: id, Timing: stampTiming})
 	}
-	a, b, c := dial("a", g), dial("b", f), dial("c", lead)
+	a, c := dial("a", g), dial("c", lead)
+	pb := faultproxy.Start(t, f.Addr())
+	b := electortest.DialURL(t, zk.Backend, "zk://"+pb.Addr(), elector.Candidate{Election: election, ID: "b", Timing: stampTiming})
 	w := client(t, []string{lead.Addr()})
 	queued := func(n int) func() bool {
 		return func() bool {
@@ -372,6 +389,7 @@ func warmOnCutFollower(t *testing.T, cut time.Duration) {
 	resigned := time.Now()
 	electortest.Resign(t, ra.Term)
 	healTimer := time.NewTimer(cut - time.Since(start))
+	var healed time.Time
 	holds := []hold{{who: "a", r: ra, held: heldA, end: resigned}}
 	pending := map[string]<-chan electortest.Result{"b": cb, "c": cc}
 	for len(pending) > 0 {
@@ -380,7 +398,8 @@ func warmOnCutFollower(t *testing.T, cut time.Duration) {
 		select {
 		case <-healTimer.C:
 			heal()
-			t.Logf("F healed at %s", ms(time.Now()))
+			healed = time.Now()
+			t.Logf("F healed at %s", ms(healed))
 			continue
 		case r = <-pending["b"]:
 			who = "b"
@@ -414,7 +433,18 @@ func warmOnCutFollower(t *testing.T, cut time.Duration) {
 				t.Errorf("HOLE: %s's token %#x after %s's %#x", who, r.Term.Token, o.who, o.r.Term.Token)
 			}
 		}
+		if !healed.IsZero() && ev.Before(healed) {
+			t.Logf("%s's term counts from a request F answered in the cut (%s before the heal)", who, healed.Sub(ev).Round(time.Millisecond))
+		}
 		hl := hold{who: who, r: r, held: sample(r.Term, 2*time.Millisecond)}
+		if silence && who == "b" {
+			// b goes silent: its term ends at its deadline, its session
+			// when the ensemble's leader expires it.
+			pb.Cut()
+			t.Logf("b cut off at %s, ValidUntil %s", ms(time.Now()), ms(r.Term.ValidUntil()))
+			holds = append(holds, hl)
+			continue
+		}
 		// The next one waits for this one: resign it (its end, called).
 		hl.end = time.Now()
 		if err := r.Term.Resign(ctx); err != nil {
