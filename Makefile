@@ -6,13 +6,13 @@ KUBE_APISERVER := $(BIN)/kube-apiserver
 KUBE_APISERVER_MOD := test/servers/kube-apiserver
 GOTESTFLAGS ?=
 
-.PHONY: test deps etcd kube-apiserver redis-server nft build release vet fmt demo clean fuzz
+.PHONY: test deps etcd kube-apiserver redis-server zookeeper nft build release vet fmt demo clean fuzz
 
-## test: install what the tests need (redis-server, nft, etcd, kube-apiserver), then run every test with -race.
+## test: install what the tests need (redis-server, zookeeper, nft, etcd, kube-apiserver), then run every test with -race.
 test: deps
 	ELECTD_ETCD_BIN=$(ETCD) ELECTD_KUBE_APISERVER_BIN=$(KUBE_APISERVER) $(GO) test -race -count=1 -timeout 20m $(GOTESTFLAGS) ./...
 
-deps: etcd kube-apiserver redis-server nft
+deps: etcd kube-apiserver redis-server zookeeper nft
 
 ## etcd: build etcd from the go.etcd.io/etcd/server/v3 module pinned in go.mod.
 etcd: $(ETCD)
@@ -42,6 +42,15 @@ redis-server:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server >/dev/null; }
 	@redis-server --version
+
+## zookeeper: install Debian's package (3.8; about 5 s, OpenJDK comes with it)
+## when its server is missing: the tests run its jar with java (internal/testenv/zk.go).
+ZK_SERVER := /usr/share/zookeeper/bin/zkServer.sh
+zookeeper:
+	@test -x $(ZK_SERVER) || { echo "installing zookeeper from Debian's packages"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq zookeeper >/dev/null; }
+	@test -x $(ZK_SERVER) && echo "zookeeper: $(ZK_SERVER)"
 
 ## nft: install Debian's nftables when it is missing (as root): the tests cut
 ## one electd off a Redis Sentinel or Cluster, or an etcd cluster, with a rule
@@ -76,7 +85,8 @@ clean:
 
 ## torture: the long fault-injection run of test/torture on etcd, Redis,
 ## Redis Sentinel, Redis Cluster, a three-member etcd cluster, a Redlock
-## quorum of three redis-servers and a kube-apiserver (k8s; TORTURE_BACKENDS, in parallel):
+## quorum of three redis-servers, a kube-apiserver (k8s), a standalone ZooKeeper
+## server and a three-server ZooKeeper ensemble (zk, zk-ensemble; TORTURE_BACKENDS, in parallel):
 ## TORTURE_FAULTS faults per backend
 ## (default 200), TORTURE_SEED to replay a schedule, TORTURE_CONTAINMENT=pgroup
 ## (or pidns, userns) to force a mode, TORTURE_NOBODY=1 to run every electd as
@@ -87,9 +97,13 @@ clean:
 ## with etcd and Redis alone; the etcd cluster adds about 30 s to the torture
 ## package, 160 s instead of 132 s, and 15 s to test/e2e; Redlock about 10 s
 ## more to the torture package, 170 s, and runs in test/e2e and test/lock
-## too. `make torture TORTURE_BACKENDS=redlock` alone: about 11 min.)
+## too. `make torture TORTURE_BACKENDS=redlock` alone: about 11 min. ZooKeeper
+## (issue 30): 20 faults took 55 s (zk) and 61 s (zk-ensemble), in parallel with
+## each other, so the short run gains an estimated 50 s (not measured in
+## `make test`); `make torture TORTURE_BACKENDS=zk,zk-ensemble` took 12 min on
+## 2026-12-07 (zk 9 min 27 s, zk-ensemble 11 min 43 s, in parallel).)
 TORTURE_FAULTS ?= 200
-TORTURE_BACKENDS ?= etcd,redis,redis+sentinel,redis+cluster,etcd-cluster,redlock,k8s
+TORTURE_BACKENDS ?= etcd,redis,redis+sentinel,redis+cluster,etcd-cluster,redlock,k8s,zk,zk-ensemble
 .PHONY: torture
 torture: deps
 	@mkdir -p $(BIN)
@@ -106,7 +120,11 @@ torture: deps
 ## the etcd cluster's renewal windows, about 1 min), and electd's k8s:// backend beside client-go's
 ## leaderelection on a real kube-apiserver (phase k8s, about 6.5 min; it needs bin/kube-apiserver), and
 ## renewals with etcd auth on and off side by side (phase auth, a 10-minute window): 26 min in all on
-## 2 cores on 2026-12-06;
+## 2 cores on 2026-12-06; and electd's zk:// backend on a standalone ZooKeeper (Debian's zookeeper
+## package) beside the textbook lock recipe on go-zookeeper: handover, crash failover, a cut-off
+## leader, an idle follower's requests and requests per leader change at N = 10, 100, 1000, and
+## handover and crash failover on a 3-server ensemble (phase zk, about 6 min; -quick: N = 10 and 100,
+## about 2.5 min);
 ## prints a table and writes it as Markdown to bin/bench-results.md (see docs/BENCHMARKS.md).
 ## One phase: make bench BENCHFLAGS='-only redlock' (add -quick for a smoke test). The etcd cluster's
 ## figures before and after a change, in one run: make bench BENCHFLAGS='-baseline REV' (electd built at

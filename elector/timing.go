@@ -28,6 +28,14 @@ type Timing struct {
 	// Epsilon is a fixed allowance subtracted from every deadline; 0 means
 	// DefaultEpsilon, negative means none.
 	Epsilon time.Duration
+	// Lag is how much older than its own request the evidence a renewal's
+	// deadline counts from may be when the renewal completes; the backend
+	// sets it on a term's timing, never the operator. It is 0 where the
+	// deadline counts from the renewal's own request (etcd, Redis,
+	// Kubernetes); on ZooKeeper a renewal counts from a request sent at
+	// least lag before its Sync (elector/zk). The room for a missed
+	// renewal (Validate) and the supervisor's stop budget leave room for it.
+	Lag time.Duration
 }
 
 // WithDefaults fills in the zero fields.
@@ -75,11 +83,17 @@ func (t Timing) Validate() error {
 		return Configf("renew-interval", "must be positive, got %s", t.RenewInterval)
 	case t.RenewInterval < MinRenewInterval:
 		return Configf("renew-interval", "must be at least %s (every renewal is a store request, and a failed one is retried up to four times per interval), got %s", MinRenewInterval, t.RenewInterval)
+	case t.Lag < 0:
+		return Configf("lag", "must not be negative, got %s (the backend sets it)", t.Lag)
 	case t.Window() <= 0:
 		return Configf("ttl", "%s leaves no guaranteed window after drift %g and epsilon %s", t.TTL, t.Drift, t.Epsilon)
 	}
 	// One renewal may be lost: the one after it must still land before the
 	// deadline earned by the last acknowledged one.
+	if t.Lag > 0 && 2*t.RenewInterval+t.Lag >= t.Window() {
+		return Configf("renew-interval", "%s leaves no room for a missed renewal: two intervals and the store's renewal lag %s (%s) must be shorter than the guaranteed window %s (ttl %s less drift and epsilon); use at most %s",
+			t.RenewInterval, t.Lag, 2*t.RenewInterval+t.Lag, t.Window(), t.TTL, ((t.Window()-t.Lag)/2 - time.Millisecond).Round(time.Millisecond))
+	}
 	if 2*t.RenewInterval >= t.Window() {
 		return Configf("renew-interval", "%s leaves no room for a missed renewal: two intervals (%s) must be shorter than the guaranteed window %s (ttl %s less drift and epsilon); use at most %s",
 			t.RenewInterval, 2*t.RenewInterval, t.Window(), t.TTL, (t.Window()/2 - time.Millisecond).Round(time.Millisecond))
@@ -131,7 +145,11 @@ func (t *Term) Timing() Timing { return t.dl.timing }
 
 // String renders the timing for logs.
 func (t Timing) String() string {
-	return fmt.Sprintf("ttl=%s renew=%s drift=%g epsilon=%s window=%s", t.TTL, t.RenewInterval, t.Drift, t.Epsilon, t.Window())
+	s := fmt.Sprintf("ttl=%s renew=%s drift=%g epsilon=%s window=%s", t.TTL, t.RenewInterval, t.Drift, t.Epsilon, t.Window())
+	if t.Lag > 0 {
+		s += " lag=" + t.Lag.String()
+	}
+	return s
 }
 
 // Deadline tracks a lease's conservative local deadline. It only moves

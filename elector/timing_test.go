@@ -28,6 +28,11 @@ func TestTimingValidate(t *testing.T) {
 		{name: "renew at the minimum", timing: elector.Timing{TTL: time.Second, RenewInterval: elector.MinRenewInterval}},
 		{name: "no room for a missed renewal", timing: elector.Timing{TTL: 10 * time.Second, RenewInterval: 5 * time.Second},
 			field: "renew-interval", message: "leaves no room for a missed renewal"},
+		// ttl 2s: window 1.97s; two intervals (800ms) fit it, not with a lag of 1.2s.
+		{name: "renewal lag fits", timing: elector.Timing{TTL: 2 * time.Second, Lag: time.Second}},
+		{name: "no room for a missed renewal and the lag", timing: elector.Timing{TTL: 2 * time.Second, Lag: 1200 * time.Millisecond},
+			field: "renew-interval", message: "the store's renewal lag 1.2s"},
+		{name: "negative lag", timing: elector.Timing{TTL: 2 * time.Second, Lag: -1}, field: "lag", message: "must not be negative"},
 		{name: "epsilon eats the window", timing: elector.Timing{TTL: 100 * time.Millisecond, Epsilon: time.Second}, field: "ttl", message: "no guaranteed window"},
 	}
 	for _, tc := range tests {

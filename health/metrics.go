@@ -16,7 +16,7 @@ import (
 // series from the first scrape.
 var (
 	acquisitionResults = []string{"won", "error"}
-	lossReasons        = []string{"deadline", "suspended", "lease_lost", "key_lost", "resigned", "closed", "other"}
+	lossReasons        = []string{"deadline", "suspended", "lease_lost", "key_lost", "resigned", "closed", "timing_refused", "other"}
 	childOutcomes      = []string{"success", "failure", "signaled", "killed"}
 	storeOps           = []string{"grant", "renew", "campaign", "watch", "resign", "leader"}
 )

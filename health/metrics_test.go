@@ -119,7 +119,7 @@ func TestMetricsInitialScrape(t *testing.T) {
 	for _, r := range acquisitionResults {
 		wants = append(wants, metricWant{name: "electd_acquisitions_total", labels: map[string]string{"result": r}})
 	}
-	for _, r := range []string{"deadline", "lease_lost", "key_lost", "resigned", "closed", "other"} {
+	for _, r := range []string{"deadline", "lease_lost", "key_lost", "resigned", "closed", "timing_refused", "other"} {
 		wants = append(wants, metricWant{name: "electd_leadership_lost_total", labels: map[string]string{"reason": r}})
 	}
 	for _, o := range []string{"success", "failure", "signaled", "killed"} {

@@ -6,6 +6,7 @@ import (
 	"github.com/electd/electd/elector/kube"
 	"github.com/electd/electd/elector/redis"
 	"github.com/electd/electd/elector/redlock"
+	"github.com/electd/electd/elector/zk"
 )
 
 // backends are the stores electd can campaign in, one line each. Adding a
@@ -20,4 +21,5 @@ var backends = []*backend.Backend{
 	&redis.ClusterBackend,
 	&redlock.Backend,
 	&kube.Backend,
+	&zk.Backend,
 }

@@ -36,7 +36,7 @@ func TestParseStoreURL(t *testing.T) {
 		{name: "sentinel extra path", raw: "redis+sentinel://s1:26379/m/1/2", reason: "MASTER[/db]"},
 		{name: "cluster with db", raw: "redis+cluster://h1:6379/1", reason: "only database 0"},
 		{name: "not a URL", raw: "h:2379", reason: "is not a URL"},
-		{name: "unknown scheme", raw: "zk://h:2181", reason: "scheme \"zk\""},
+		{name: "unknown scheme", raw: "mongodb://h:27017", reason: "scheme \"mongodb\""},
 		{name: "no port", raw: "etcd://h1", reason: "needs a port"},
 		{name: "bad port", raw: "etcd://h1:99999", reason: "1..65535"},
 		{name: "empty host in list", raw: "etcd://h1:2379,,h2:2379", reason: "empty host"},

@@ -171,7 +171,11 @@ func diagnoseTLS(ctx context.Context, su *storeURL, cfg *tls.Config) error {
 		cancel()
 		var alert tls.AlertError
 		if !su.scheme.TLS {
-			if err == nil || errors.As(err, &alert) {
+			// A server's alert ends the handshake: it speaks TLS. (Over TCP
+			// Go reports a received alert as "remote error: tls: …", not
+			// as a tls.AlertError, which is QUIC's; a TLS 1.2 server that
+			// wants a client certificate sends one.)
+			if err == nil || errors.As(err, &alert) || strings.Contains(err.Error(), "remote error: tls: ") {
 				if conn != nil {
 					conn.Close()
 				}

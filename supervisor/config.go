@@ -80,6 +80,11 @@ type Config struct {
 	// it before a child starts under it: a term whose timing (Term.Timing)
 	// leaves no room for it is refused (see checkTerm).
 	StopTimeout time.Duration
+	// StopTimeoutDefault says StopTimeout is the default (DefaultStopTimeout
+	// of the configured timing: the operator set none). A term whose own
+	// timing leaves less room (a negotiated lease, a renewal lag) then runs
+	// with the default of its timing rather than being refused.
+	StopTimeoutDefault bool
 	// Containment asks for a containment mode (see Containment); New
 	// resolves the default, ContainAuto, to the strongest this host allows
 	// and refuses a mode it does not (an *elector.ConfigError).

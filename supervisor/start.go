@@ -17,7 +17,7 @@ func (s *Supervisor) childSpec() ChildSpec {
 	}
 }
 
-func (s *Supervisor) startChild(term *elector.Term) (*Child, error) {
+func (s *Supervisor) startChild(term *elector.Term, stopTimeout time.Duration) (*Child, error) {
 	env := append([]string(nil), s.cfg.Env...)
 	env = append(env,
 		"ELECTD_ELECTION="+s.cfg.Election,
@@ -27,10 +27,10 @@ func (s *Supervisor) startChild(term *elector.Term) (*Child, error) {
 	)
 	spec := s.childSpec()
 	spec.Env = env
-	spec.StopSignal, spec.StopTimeout, spec.Clock = s.cfg.StopSignal, s.cfg.StopTimeout, s.cfg.Clock
+	spec.StopSignal, spec.StopTimeout, spec.Clock = s.cfg.StopSignal, stopTimeout, s.cfg.Clock
 	// Nothing execs the command after the term's stop-by moment, and a
 	// start still pending at ValidUntil − StopMargin is killed.
-	spec.StartBy = StopBy(term.ValidUntil(), s.cfg.StopTimeout)
+	spec.StartBy = StopBy(term.ValidUntil(), stopTimeout)
 	spec.KillBy = term.ValidUntil().Add(-StopMargin)
 	c, err := s.start(spec)
 	if err != nil {

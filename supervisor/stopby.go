@@ -24,8 +24,10 @@ import (
 // acknowledged renewal, the child must still be allowed to run for two
 // renewal intervals. So a stop timeout must be shorter than the budget
 //
-//	Window − 2·RenewInterval − StopMargin      (Window = TTL·(1 − Drift) − Epsilon)
+//	Window − 2·RenewInterval − Lag − StopMargin      (Window = TTL·(1 − Drift) − Epsilon)
 //
+// (Lag is how much older than its own request a renewal's evidence may be,
+// 0 but on ZooKeeper: Timing.Lag.)
 // and StopTimeout, the one check of it, refuses any other. A ttl whose
 // budget is not positive admits no stop timeout at all; the refusal then
 // names the shortest ttl that works. When the operator sets none, the stop
@@ -65,10 +67,10 @@ func StopBy(validUntil time.Time, stopTimeout time.Duration) time.Time {
 }
 
 // stopBudget is what timing t leaves for the stop timeout, exclusive: the
-// guaranteed window after a renewal less room for a missed renewal and
-// StopMargin. Not positive: no stop timeout fits.
+// guaranteed window after a renewal less room for a missed renewal, the
+// store's renewal lag (Timing.Lag) and StopMargin. Not positive: no stop timeout fits.
 func stopBudget(t elector.Timing) time.Duration {
-	return t.Window() - 2*t.RenewInterval - StopMargin
+	return t.Window() - 2*t.RenewInterval - t.Lag - StopMargin
 }
 
 // DefaultStopTimeout is the stop timeout for timing t (after WithDefaults)
@@ -133,21 +135,28 @@ func StopTimeout(t elector.Timing, asked time.Duration, set bool) (time.Duration
 }
 
 // checkTerm is the stop rule where the stop timeout meets a term: the
-// term's timing (Term.Timing, the elector's) must be valid and leave room
-// for stopTimeout, or no child may start under the term. The error
-// (wrapping StopTimeout's *elector.ConfigError, which names --stop-timeout
-// or --ttl and what to set) says so; hold then gives the term up and the
-// loop ends with it.
-func checkTerm(term *elector.Term, stopTimeout time.Duration) error {
+// term's timing (Term.Timing, the elector's, which may differ from the
+// one configured: a store may negotiate another lease, or renew with a
+// lag, Timing.Lag) must be valid and leave room for the stop timeout, or
+// no child may start under the term. It returns the stop timeout the term
+// runs with: stopTimeout, or, when that is the default (isDefault: the
+// operator set none), the default of the term's own timing if that is
+// shorter. The error (wrapping StopTimeout's *elector.ConfigError, which
+// names --stop-timeout or --ttl and what to set) says why the term is
+// refused; hold then gives the term up and the loop ends with it.
+func checkTerm(term *elector.Term, stopTimeout time.Duration, isDefault bool) (time.Duration, error) {
 	t, err := term.Timing().Checked()
 	if err == nil {
+		if isDefault {
+			stopTimeout = min(stopTimeout, DefaultStopTimeout(t))
+		}
 		_, err = StopTimeout(t, stopTimeout, true)
 	}
 	if err != nil {
-		return fmt.Errorf("refuse term %d (timing %s) before starting a child: the stop timeout %s does not fit it; set --stop-timeout and --ttl as follows: %w",
+		return 0, fmt.Errorf("refuse term %d (timing %s) before starting a child: the stop timeout %s does not fit it; set --stop-timeout and --ttl as follows: %w",
 			term.Token, t, stopTimeout, err)
 	}
-	return nil
+	return stopTimeout, nil
 }
 
 // shortestTTL is the shortest ttl, in whole milliseconds, for which

@@ -147,12 +147,17 @@ func TestTermTimingRefused(t *testing.T) {
 		name        string
 		timing      elector.Timing // the term's, as the elector has it
 		stopTimeout time.Duration
+		isDefault   bool   // StopTimeoutDefault
 		field       string // "": the term fits and is held
 	}{
 		{name: "fits", timing: elector.Timing{TTL: 2 * time.Second}, stopTimeout: 400 * time.Millisecond},
 		{name: "stop-timeout too long for ttl", timing: elector.Timing{TTL: 2 * time.Second}, stopTimeout: 2 * time.Second, field: "stop-timeout"},
 		{name: "ttl too short for any stop-timeout", timing: elector.Timing{TTL: 100 * time.Millisecond}, field: "ttl"},
 		{name: "bad renew interval", timing: elector.Timing{TTL: 2 * time.Second, RenewInterval: time.Second}, stopTimeout: 400 * time.Millisecond, field: "renew-interval"},
+		// 900ms fits ttl 2s (budget 970ms), not with a renewal lag of 400ms (570ms).
+		{name: "renewal lag takes the room", timing: elector.Timing{TTL: 2 * time.Second, Lag: 400 * time.Millisecond}, stopTimeout: 900 * time.Millisecond, field: "stop-timeout"},
+		{name: "default gives way to the lag", timing: elector.Timing{TTL: 2 * time.Second, Lag: 400 * time.Millisecond}, stopTimeout: 900 * time.Millisecond, isDefault: true},
+		{name: "renewal lag leaves no room", timing: elector.Timing{TTL: 2 * time.Second, Lag: 1100 * time.Millisecond}, stopTimeout: 100 * time.Millisecond, isDefault: true, field: "ttl"},
 	}
 	refused := func(t *testing.T, err error, field string) {
 		t.Helper()
@@ -168,6 +173,7 @@ func TestTermTimingRefused(t *testing.T) {
 		t.Run("Run/"+tc.name, func(t *testing.T) {
 			h := newHarness(t, func(c *Config) {
 				c.Command, c.Containment, c.StopTimeout = []string{"sleep", "1000"}, ContainPgroup, tc.stopTimeout
+				c.StopTimeoutDefault = tc.isDefault
 			})
 			h.timing = tc.timing.WithDefaults()
 			h.grant(60)
@@ -201,7 +207,7 @@ func TestTermTimingRefused(t *testing.T) {
 				elector.NewDeadline(clk, tc.timing.WithDefaults(), clk.Now()),
 				func(context.Context) error { resigned = true; return nil })
 			sup, err := New(Config{Elector: &fakeElector{}, Election: "e", ID: "me", Command: []string{"sleep", "1000"},
-				Containment: ContainPgroup, StopTimeout: tc.stopTimeout, Clock: clk})
+				Containment: ContainPgroup, StopTimeout: tc.stopTimeout, StopTimeoutDefault: tc.isDefault, Clock: clk})
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
@@ -212,6 +218,44 @@ func TestTermTimingRefused(t *testing.T) {
 			refused(t, err, tc.field)
 			if !resigned || ran || sup.Child() != nil {
 				t.Errorf("resigned %v, afterExit ran %v, child %v; want resigned only", resigned, ran, sup.Child())
+			}
+		})
+	}
+}
+
+// TestCheckTermStop: the stop timeout a term runs with. One the operator
+// set is kept or refused; the default gives way to the term's own default
+// when the term's timing (a negotiated lease, a renewal lag) leaves less
+// room than the configured one.
+func TestCheckTermStop(t *testing.T) {
+	tests := []struct {
+		name      string
+		timing    elector.Timing
+		stop      time.Duration
+		isDefault bool
+		want      time.Duration // -1: refused
+	}{
+		{name: "set, fits", timing: elector.Timing{TTL: 15 * time.Second}, stop: 5 * time.Second, want: 5 * time.Second},
+		{name: "default, fits", timing: elector.Timing{TTL: 15 * time.Second}, stop: 5 * time.Second, isDefault: true, want: 5 * time.Second},
+		// ttl 10s: budget 9.89s − 4s − 200ms = 5.69s; a lag of 1.52s (a 2s tick) leaves 4.17s.
+		{name: "set, lag", timing: elector.Timing{TTL: 10 * time.Second, Lag: 1520 * time.Millisecond}, stop: 5 * time.Second, want: -1},
+		{name: "default, lag", timing: elector.Timing{TTL: 10 * time.Second, Lag: 1520 * time.Millisecond}, stop: 5 * time.Second, isDefault: true, want: 2085 * time.Millisecond},
+		{name: "default, a shorter negotiated lease", timing: elector.Timing{TTL: 4 * time.Second}, stop: 5 * time.Second, isDefault: true, want: 1075 * time.Millisecond},
+		{name: "default never grows", timing: elector.Timing{TTL: 60 * time.Second}, stop: 2 * time.Second, isDefault: true, want: 2 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clock.NewFake(time.Unix(1_000_000, 0))
+			term := elector.NewTerm(elector.Leader{ID: "me", Token: 7, Since: clk.Now()},
+				elector.NewDeadline(clk, tc.timing.WithDefaults(), clk.Now()), func(context.Context) error { return nil })
+			got, err := checkTerm(term, tc.stop, tc.isDefault)
+			switch {
+			case tc.want < 0 && err == nil:
+				t.Fatalf("checkTerm = %s, want a refusal", got)
+			case tc.want >= 0 && err != nil:
+				t.Fatalf("checkTerm: %v", err)
+			case tc.want >= 0 && got != tc.want:
+				t.Errorf("checkTerm = %s, want %s", got, tc.want)
 			}
 		})
 	}

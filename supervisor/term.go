@@ -56,15 +56,20 @@ type ending struct {
 // old tree is gone and only while the term still holds: never once the term
 // has ended or its stop-by moment has passed.
 func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit, afterExit func(context.Context, ExitStatus)) ending {
-	if err := checkTerm(term, s.cfg.StopTimeout); err != nil {
+	stop, err := checkTerm(term, s.cfg.StopTimeout, s.cfg.StopTimeoutDefault)
+	if err != nil {
 		s.log.Error("term refused; no child starts under it", "token", term.Token, "err", err)
 		s.give(ctx, term, endRefused, true)
 		return ending{reason: endRefused, refused: err}
 	}
+	if stop != s.cfg.StopTimeout {
+		s.log.Info("the term's timing leaves less room than the configured one: its child gets the default stop timeout of that timing",
+			"token", term.Token, "timing", term.Timing().String(), "stop_timeout", stop)
+	}
 	s.mu.Lock()
 	s.term = term
 	s.mu.Unlock()
-	stopBy := newStopTimer(s.cfg.Clock, term, s.cfg.StopTimeout)
+	stopBy := newStopTimer(s.cfg.Clock, term, stop)
 	defer stopBy.stop()
 
 	var (
@@ -88,7 +93,7 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 			s.log.Warn("term over before the child could start; not starting it", "reason", e.reason)
 			return
 		}
-		c, err := s.startChild(term)
+		c, err := s.startChild(term, stop)
 		if errors.Is(err, errStartLate) {
 			// The start was slow: the command never ran past the stop-by
 			// moment (see ChildSpec.StartBy).
@@ -133,7 +138,7 @@ func (s *Supervisor) hold(ctx context.Context, term *elector.Term, onExit OnExit
 			if stopBy.due() {
 				e.reason = endDeadline
 				s.log.Warn("lease deadline near without renewal; stopping before it lapses",
-					"valid_until", term.ValidUntil(), "stop_timeout", s.cfg.StopTimeout)
+					"valid_until", term.ValidUntil(), "stop_timeout", stop)
 			}
 		case <-s.resignNudge:
 			if s.resignAsked() {

@@ -57,6 +57,13 @@ func TestNoCredentialLeak(t *testing.T) {
 			return []string{"ELECTD_STORE_PASSWORD=" + leakSecret, "ELECTD_STORE=" + strings.Replace(r.URL(), "://", "://electd@", 1)},
 				[]string{"--ca-file", ca.CertFile, "--cert-file", kp.CertFile, "--key-file", kp.KeyFile}
 		}},
+		{"zookeeper TLS digest, password in $ELECTD_STORE", func(t *testing.T) ([]string, []string) {
+			ca := testenv.NewCA(t, "ca")
+			z := testenv.StartZKWith(t, testenv.ZKOptions{CA: ca, ClientCertAuth: true})
+			kp := ca.Client(t, "electd")
+			return []string{"ELECTD_STORE=" + strings.Replace(z.URL(), "://", "://electd:"+escaped+"@", 1)},
+				[]string{"--ca-file", ca.CertFile, "--cert-file", kp.CertFile, "--key-file", kp.KeyFile}
+		}},
 		{"redis, default user's password from a file", func(t *testing.T) ([]string, []string) {
 			r := testenv.StartRedisWith(t, testenv.RedisOptions{Users: []testenv.RedisUser{{Name: "electd", Password: leakSecret}}})
 			pw := testenv.WriteFile(t, "pw", leakSecret+"\n")

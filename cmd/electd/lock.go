@@ -65,6 +65,7 @@ type lockConfig struct {
 	command        []string
 	shell          bool
 	stopSignal     syscall.Signal
+	stopDefault    bool                   // no --stop-timeout: each term may run with its own timing's default
 	contain        supervisor.Containment // as asked for; checked
 }
 
@@ -120,7 +121,8 @@ func parseLockConfig(c *cli.Context) (*lockConfig, error) {
 	if lc.stopSignal, err = parseSignal(c.String("stop-signal")); err != nil {
 		return nil, err
 	}
-	if lc.StopTimeout, err = supervisor.StopTimeout(timing, c.Duration("stop-timeout"), c.IsSet("stop-timeout")); err != nil {
+	lc.stopDefault = !c.IsSet("stop-timeout")
+	if lc.StopTimeout, err = supervisor.StopTimeout(timing, c.Duration("stop-timeout"), !lc.stopDefault); err != nil {
 		return nil, err
 	}
 	if lc.contain, err = containmentOf(c); err != nil {
@@ -190,7 +192,7 @@ func lockAction(c *cli.Context, log *slog.Logger, sigs *shutdownSignals) error {
 	sup, err := newSupervisor(log, supervisor.Config{
 		Elector: el, Election: name, ID: lc.Candidate.ID,
 		Command: lc.command, Shell: lc.shell, Env: childEnv(os.Environ()),
-		StopSignal: lc.stopSignal, StopTimeout: lc.StopTimeout, OnExit: supervisor.OnExitExit,
+		StopSignal: lc.stopSignal, StopTimeout: lc.StopTimeout, StopTimeoutDefault: lc.stopDefault, OnExit: supervisor.OnExitExit,
 		Containment: lc.contain, Logger: log,
 	})
 	if err != nil {

@@ -112,7 +112,7 @@ func parseRunConfig(c *cli.Context) (*runConfig, error) {
 		sup: supervisor.Config{
 			Election: election, ID: id,
 			Command: command, Shell: c.Bool("shell"), Env: childEnv(os.Environ()),
-			StopSignal: stopSignal, StopTimeout: stopTimeout, OnExit: onExit,
+			StopSignal: stopSignal, StopTimeout: stopTimeout, StopTimeoutDefault: !c.IsSet("stop-timeout"), OnExit: onExit,
 			CoolDown: c.Duration("cool-down"), CoolDownMax: c.Duration("cool-down-max"),
 			Containment: contain,
 		},

@@ -33,6 +33,9 @@ func (b *backend) slack() time.Duration {
 	if b.etcd != nil {
 		return etcdFailoverSlack
 	}
+	if b.zk != nil {
+		return zkFailoverSlack
+	}
 	return failoverSlack
 }
 

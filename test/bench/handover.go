@@ -13,6 +13,13 @@ const (
 	handoverSettle = 200 * time.Millisecond // after the successor is queued, before a trial
 )
 
+// handoverWhat is what a handover mode measures (handover, zkHandover).
+var handoverWhat = map[string]string{
+	"resign":  "POST /resign: old child's exit → new child's start",
+	"sigterm": "SIGTERM to electd: old child's exit → new child's start",
+	"exit":    "child exits by itself (--on-exit resign): exit → new child's start",
+}
+
 // handover measures graceful handovers, one figure at a time.
 func (e *env) handover(ctx context.Context) error {
 	const sec = "Graceful handover"
@@ -24,11 +31,7 @@ func (e *env) handover(ctx context.Context) error {
 				continue
 			}
 			d := summarize(gaps)
-			what := map[string]string{
-				"resign":  "POST /resign: old child's exit → new child's start",
-				"sigterm": "SIGTERM to electd: old child's exit → new child's start",
-				"exit":    "child exits by itself (--on-exit resign): exit → new child's start",
-			}[mode]
+			what := handoverWhat[mode]
 			e.rep.add(sec, "electd, "+b.name, what, d.short(), "p99 < 20 ms", verdict(d.n > 0 && d.p99 < handoverTarget))
 			e.rep.note(sec, "electd on %s, %s: %s; from the request/signal to the new child's start: %s.", b.name, mode, d, summarize(total))
 		}

@@ -195,6 +195,43 @@ func (kb *kubeEnv) window(ctx context.Context, d time.Duration) (kubeRate, error
 	return rateOf(a, b), nil
 }
 
+// idleElectd measures electd's idle followers of election (kubeIdle,
+// zkIdle): a leader (start), once it leads and settle has passed, alone
+// for a window (base), then with n followers, each queued before the next
+// starts, for a window after settle (with). The nodes are killed on
+// return.
+func idleElectd[R any](ctx context.Context, b *backend, election string, n int, settle time.Duration, start func(id string) (*node, error), window func() (R, error)) (base, with R, err error) {
+	lead, err := start("leader")
+	if err != nil {
+		return base, with, err
+	}
+	defer lead.kill()
+	if err := waitUntil(ctx, 30*time.Second, lead.isLeader); err != nil {
+		return base, with, fmt.Errorf("electd idle leader did not lead: %w", err)
+	}
+	sleepCtx(ctx, settle)
+	if base, err = window(); err != nil {
+		return base, with, err
+	}
+	for i := range n {
+		f, err := start(fmt.Sprintf("follower%d", i+1))
+		if err != nil {
+			return base, with, err
+		}
+		defer f.kill()
+		if err := waitUntil(ctx, 30*time.Second, func() bool {
+			q, err := b.queued(ctx, election)
+			d, _, lerr := f.leader()
+			return err == nil && q == i+2 && lerr == nil && d.Leader != nil
+		}); err != nil {
+			return base, with, fmt.Errorf("electd idle follower%d not queued: %w", i+1, err)
+		}
+	}
+	sleepCtx(ctx, settle)
+	with, err = window()
+	return base, with, err
+}
+
 // kubeIdle: 4. the requests of an idle follower, at the API server: per
 // tool, a leader alone for a window (the baseline), then the leader and
 // kubeIdleN followers for a window; each follower's rate is the
@@ -217,34 +254,8 @@ func (e *env) kubeIdle(ctx context.Context, kb *kubeEnv, b *backend) error {
 			return e.startNode(ctx, nodeSpec{election: election, id: id, store: b.url, dir: e.dir, ttl: kubeLongTTL,
 				env: []string{"KUBECONFIG=" + kb.direct}, command: []string{e.sleepBin, "86400"}})
 		}
-		lead, err := start("leader")
-		if err != nil {
-			return err
-		}
-		defer lead.kill()
-		if err := waitUntil(ctx, 30*time.Second, lead.isLeader); err != nil {
-			return fmt.Errorf("electd idle leader did not lead: %w", err)
-		}
-		sleepCtx(ctx, settle)
-		if ed.base, err = kb.window(ctx, win); err != nil {
-			return err
-		}
-		for i := range kubeIdleN {
-			n, err := start(fmt.Sprintf("follower%d", i+1))
-			if err != nil {
-				return err
-			}
-			defer n.kill()
-			if err := waitUntil(ctx, 30*time.Second, func() bool {
-				q, err := b.queued(ctx, election)
-				d, _, lerr := n.leader()
-				return err == nil && q == i+2 && lerr == nil && d.Leader != nil
-			}); err != nil {
-				return fmt.Errorf("electd idle follower%d not queued: %w", i+1, err)
-			}
-		}
-		sleepCtx(ctx, settle)
-		ed.with, err = kb.window(ctx, win)
+		var err error
+		ed.base, ed.with, err = idleElectd(ctx, b, election, kubeIdleN, settle, start, func() (kubeRate, error) { return kb.window(ctx, win) })
 		return err
 	}()
 	if err != nil {
@@ -339,47 +350,59 @@ func (s *changeSeries) close() {
 	s.wg.Wait()
 }
 
+// firstLeader waits up to within for the series' first leader.
+func (s *changeSeries) firstLeader(ctx context.Context, within time.Duration) (*cand, error) {
+	select {
+	case w := <-s.won:
+		return w.c, nil
+	case err := <-s.errs:
+		return nil, err
+	case <-time.After(within):
+		return nil, fmt.Errorf("no leader")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// changes has the leader (cur first) resign scaleChanges times, each
+// after kubeHold, among n candidates of timeout ttl, and returns each
+// handover's time from the resign to the successor's grant; won (if not
+// nil) sees each successor with that time.
+func (s *changeSeries) changes(ctx context.Context, cur *cand, n int, ttl time.Duration, won func(w winner, d time.Duration)) ([]time.Duration, error) {
+	var lat []time.Duration
+	for range scaleChanges {
+		sleepCtx(ctx, kubeHold)
+		sent := time.Now()
+		cur.resign <- struct{}{}
+		select {
+		case w := <-s.won:
+			if w.c == cur {
+				return lat, fmt.Errorf("N=%d: the resigned leader won again", n)
+			}
+			cur = w.c
+			lat = append(lat, w.at.Sub(sent))
+			if won != nil {
+				won(w, w.at.Sub(sent))
+			}
+		case err := <-s.errs:
+			return lat, err
+		case <-time.After(2*ttl + 10*time.Second):
+			return lat, fmt.Errorf("N=%d: no successor within %s", n, 2*ttl+10*time.Second)
+		case <-ctx.Done():
+			return lat, ctx.Err()
+		}
+	}
+	return lat, nil
+}
+
 // addElectd adds an in-process electd candidate (elector/kube, on the
-// client electd builds: kube.Clients).
+// client electd builds: kube.Clients), run as addLocker runs any.
 func (s *changeSeries) addElectd(c *cand, leases func() (*kube.Elector, error)) error {
 	el, err := leases()
 	if err != nil {
 		return err
 	}
-	c.el = el
-	s.cands = append(s.cands, c)
-	s.closeF = append(s.closeF, func() { _ = el.Close() })
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for s.ctx.Err() == nil {
-			term, err := el.Campaign(s.ctx)
-			if err != nil {
-				if s.ctx.Err() != nil {
-					return
-				}
-				s.errs <- fmt.Errorf("%s: campaign: %w", c.id, err)
-				sleepCtx(s.ctx, 100*time.Millisecond)
-				continue
-			}
-			s.setLeader(c.id)
-			s.won <- winner{c: c, at: time.Now()}
-			select {
-			case <-c.resign:
-				rctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-				if err := term.Resign(rctx); err != nil && s.ctx.Err() == nil {
-					s.errs <- fmt.Errorf("%s: resign: %w", c.id, err)
-				}
-				cancel()
-			case <-term.Done():
-				if s.ctx.Err() == nil {
-					s.errs <- fmt.Errorf("%s: term lost: %v", c.id, term.Err())
-				}
-			case <-s.ctx.Done():
-				return
-			}
-		}
-	}()
+	s.addLocker(c, el, func() { _ = el.Close() })
 	return nil
 }
 
@@ -512,16 +535,9 @@ func (e *env) kubeChanges(ctx context.Context, kb *kubeEnv) error {
 						s.addGo(c, cs, name)
 					}
 				}
-				var cur *cand
-				select {
-				case w := <-s.won:
-					cur = w.c
-				case err := <-s.errs:
+				cur, err := s.firstLeader(ctx, 2*kubeLongTTL+30*time.Second)
+				if err != nil {
 					return err
-				case <-time.After(2*kubeLongTTL + 30*time.Second):
-					return fmt.Errorf("no leader")
-				case <-ctx.Done():
-					return ctx.Err()
 				}
 				if tool == "electd" {
 					if err := waitUntil(ctx, 60*time.Second, func() bool {
@@ -540,30 +556,15 @@ func (e *env) kubeChanges(ctx context.Context, kb *kubeEnv) error {
 				if err != nil {
 					return err
 				}
-				var lat []time.Duration
 				stalls := 0
-				for range scaleChanges {
-					sleepCtx(ctx, kubeHold)
-					sent := time.Now()
-					cur.resign <- struct{}{}
-					select {
-					case w := <-s.won:
-						if w.c == cur {
-							return fmt.Errorf("N=%d: the resigned leader won again", n)
-						}
-						cur = w.c
-						lat = append(lat, w.at.Sub(sent))
-						if d := w.at.Sub(sent); d > time.Second {
-							stalls++
-							logf("k8s changes %s N=%d: %s led %s after the resign", tool, n, w.c.id, d.Round(time.Millisecond))
-						}
-					case err := <-s.errs:
-						return err
-					case <-time.After(2*kubeLongTTL + 10*time.Second):
-						return fmt.Errorf("N=%d: no successor within %s", n, 2*kubeLongTTL+10*time.Second)
-					case <-ctx.Done():
-						return ctx.Err()
+				lat, err := s.changes(ctx, cur, n, kubeLongTTL, func(w winner, d time.Duration) {
+					if d > time.Second {
+						stalls++
+						logf("k8s changes %s N=%d: %s led %s after the resign", tool, n, w.c.id, d.Round(time.Millisecond))
 					}
+				})
+				if err != nil {
+					return err
 				}
 				// The last rejoin, and the window up to whole intervals.
 				sleepCtx(ctx, max(200*time.Millisecond, roundUp(time.Since(a.at)+200*time.Millisecond, tick)-time.Since(a.at)))

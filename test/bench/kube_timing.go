@@ -412,36 +412,44 @@ func (e *env) kubeCutElectd(ctx context.Context, b *backend, ttl time.Duration, 
 			pxs[id], cfgs[id] = px, cfg
 		}
 		c.envFor = func(id string) []string { return []string{"KUBECONFIG=" + cfgs[id]} }
-		return c.runTrials(ctx, n, 3*ttl+20*time.Second, func(lead *node, cur record.Run) error {
-			sleepCtx(ctx, kubeSettle())
-			px := pxs[lead.id]
-			cut := time.Now()
-			px.Cut()
-			end, _, err := c.waitEnd(ctx, cur.Pid, 2*ttl+5*time.Second)
-			if err != nil {
-				return err
-			}
-			next, err := c.nextRun(ctx, cur, 2*ttl+20*time.Second)
-			if err != nil {
-				return err
-			}
-			gap := end.Sub(next.Start)
-			if gap >= 0 {
-				e.rep.violation("%s on k8s: the cut-off leader's child ran until %s after the successor's child started", c.election, ms(gap))
-			}
-			col.add("electd", gap)
-			col.add("electd exit", end.Sub(cut))
-			col.add("electd next", next.Start.Sub(cut))
-			px.Heal()
-			if err := c.waitQueued(ctx, 2, 2*ttl+20*time.Second); err != nil {
-				return err
-			}
-			return waitUntil(ctx, 20*time.Second, func() bool {
-				d, _, err := lead.leader()
-				return err == nil && d.Leader != nil && !d.Self.Leader
-			})
-		})
+		return c.runTrials(ctx, n, 3*ttl+20*time.Second, e.cutTrial(ctx, c, pxs, "k8s", ttl, col))
 	})
+}
+
+// cutTrial is one trial of a cut-off leader (kubeCutElectd, zkCutElectd):
+// the leader's proxy (pxs, by node id) is cut; the old child's end is set
+// against the new child's start (a violation, on store, unless it came
+// first); then the proxy heals and the old leader rejoins as a follower.
+func (e *env) cutTrial(ctx context.Context, c *cluster, pxs map[string]*faultproxy.Proxy, store string, ttl time.Duration, col *collector) func(lead *node, cur record.Run) error {
+	return func(lead *node, cur record.Run) error {
+		sleepCtx(ctx, kubeSettle())
+		px := pxs[lead.id]
+		cut := time.Now()
+		px.Cut()
+		end, _, err := c.waitEnd(ctx, cur.Pid, 2*ttl+5*time.Second)
+		if err != nil {
+			return err
+		}
+		next, err := c.nextRun(ctx, cur, 2*ttl+20*time.Second)
+		if err != nil {
+			return err
+		}
+		gap := end.Sub(next.Start)
+		if gap >= 0 {
+			e.rep.violation("%s on %s: the cut-off leader's child ran until %s after the successor's child started", c.election, store, ms(gap))
+		}
+		col.add("electd", gap)
+		col.add("electd exit", end.Sub(cut))
+		col.add("electd next", next.Start.Sub(cut))
+		px.Heal()
+		if err := c.waitQueued(ctx, 2, 2*ttl+20*time.Second); err != nil {
+			return err
+		}
+		return waitUntil(ctx, 20*time.Second, func() bool {
+			d, _, err := lead.leader()
+			return err == nil && d.Leader != nil && !d.Self.Leader
+		})
+	}
 }
 
 // kubeCutGo: per trial a new election, a leader through a proxy and a

@@ -122,7 +122,7 @@ func mainErr() int {
 	var (
 		mdPath  = flag.String("md", "", "also write the results as Markdown to this file")
 		quick   = flag.Bool("quick", false, "few trials and short windows (a smoke test, not a benchmark)")
-		only    = flag.String("only", "", "comma-separated phases to run: long,idle,lost,scale,handover,crash,etcd-cluster,stepdown,sentinel,redlock,k8s,load,auth (binary sizes always)")
+		only    = flag.String("only", "", "comma-separated phases to run: long,idle,lost,scale,handover,crash,etcd-cluster,stepdown,sentinel,redlock,k8s,zk,load,auth (binary sizes always)")
 		timeout = flag.Duration("timeout", 40*time.Minute, "give up after this long")
 		keep    = flag.Bool("keep", false, "keep the temporary directory (logs) after the run")
 		kfigs   = flag.String("k8s-figures", "", "comma-separated figures of the k8s phase to measure (1 handover, 2 crash, 3 cut-off, 4 idle, 5 per change); default all")
@@ -254,6 +254,7 @@ func (e *env) run(ctx context.Context) error {
 		{"sentinel", e.sentinelFailover},
 		{"redlock", e.redlockPhase},
 		{"k8s", e.kubePhase},
+		{"zk", e.zkPhase},
 		{"scale", e.scale},
 		{"load", e.leaderLoad},
 		{"auth", e.authRenewals},

@@ -36,6 +36,7 @@ type backend struct {
 	etcd  *etcdServer
 	redis *redisServer
 	kube  *kubeEnv // k8s://: every copy names the namespace; $KUBECONFIG the server
+	zk    *zkEnv   // zk://
 }
 
 func (b *backend) storeURL(addr string) string { return b.name + "://" + addr }
@@ -52,6 +53,9 @@ func (b *backend) addr() string {
 func (b *backend) queued(ctx context.Context, election string) (int, error) {
 	if b.kube != nil {
 		return b.kube.queued(ctx, election)
+	}
+	if b.zk != nil {
+		return b.zk.queued(ctx, election)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

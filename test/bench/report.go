@@ -16,6 +16,7 @@ var sections = []string{
 	sentinelSec,
 	redlockSec,
 	kubeSec,
+	zkSec,
 	"Cut-off leader: step-down margin",
 	"Lost lock: what the holder's command does",
 	"Store cost: idle",
@@ -49,7 +50,7 @@ var subjectRanks = []struct {
 
 // inOrder are the sections whose rows keep the order they were added in
 // (each figure's tools side by side), not subjectRanks'.
-var inOrder = map[string]bool{redlockSec: true, renewSec: true, kubeSec: true}
+var inOrder = map[string]bool{redlockSec: true, renewSec: true, kubeSec: true, zkSec: true}
 
 // rank orders rows within a section (subjectRanks), the short TTL before
 // the long, campaign only before + view, and of two builds compared the

@@ -72,6 +72,7 @@ var Backends = []Backend{
 	{Name: "k8s", start: func(t *testing.T) *Store {
 		return &Store{Name: "k8s", SlotsRefused: kubeSlotsRefused, Servers: newKube(t, testenv.StartKube(t))}
 	}},
+	ZK,
 }
 
 const kubeSlotsRefused = "a Lease holds one term: the Kubernetes backend refuses --slots > 1 (exit 2 naming --slots)"
@@ -106,6 +107,7 @@ var Topologies = []Backend{
 			Servers: newEtcd(t, c, c.Endpoints(), reach, func(t testing.TB) *clientv3.Client { return c.Client(t) })}
 	}},
 	Redlock(RedlockServers),
+	ZKEnsemble,
 	{Name: "k8s+client-go", start: func(t *testing.T) *Store {
 		// Each scenario's Lease as a client-go elector leaves it, and
 		// back to client-go after the scenario (kubeShared).

@@ -78,7 +78,8 @@ var allKinds = []kind{sigtermElectd, kill9Electd, kill9Child, kill9Main, resign,
 	masterKill, masterStop, plannedFailover, slotFailover, slotManual, reshard, misconf, oom,
 	killRaftLeader, killRaftFollower, partitionRaftLeader, partitionRaftFollower, slowMember,
 	pinnedPartitionRaftLeader, transferPartitionRaftLeader,
-	serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer, lateRequest}
+	serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer, lateRequest,
+	killZKLeader, killZKFollower, rollingZK, partitionZK}
 
 // proxyKinds act on a node's fault proxy: not drawn for a store that
 // cannot be proxied (its nodes reach it directly; a cut there is a
@@ -116,8 +117,9 @@ type own struct {
 
 // ownKinds are the topologies' own faults, each drawn only on its own
 // kind of store: Sentinel's and Cluster's (topology_test.go), the etcd
-// cluster's (etcd_cluster_test.go) and a Redlock quorum's
-// (redlock_test.go). A store with faults of its own is one entry here.
+// cluster's (etcd_cluster_test.go), a Redlock quorum's (redlock_test.go)
+// and a ZooKeeper ensemble's (zk_test.go). A store with faults of its own
+// is one entry here.
 var ownKinds = []own{
 	{is: startedAs[*testenv.Sentinel], kinds: []kind{masterKill, masterStop, plannedFailover, misconf, oom}},
 	{is: startedAs[*testenv.Cluster], kinds: []kind{slotFailover, slotManual, reshard, misconf, oom}},
@@ -125,6 +127,7 @@ var ownKinds = []own{
 	{is: startedAs[*testenv.Redlock],
 		kinds: []kind{serverKill, minorityRestart, rollingRestart, partitionMajority, partitionMinority, slowServer, pauseServer, lateRequest},
 		about: (*cluster).aboutQuorum},
+	{is: startedAs[*testenv.ZKEnsemble], kinds: zkKinds, about: (*cluster).aboutZK}, // zk_test.go
 }
 
 // ownOf is the entry of ownKinds of s (nil: s has no faults of its own).
@@ -426,6 +429,9 @@ func (c *cluster) inject(f *fault, rng *rand.Rand, lead *node) {
 	case killRaftLeader, killRaftFollower, partitionRaftLeader, partitionRaftFollower, slowMember,
 		pinnedPartitionRaftLeader, transferPartitionRaftLeader:
 		c.injectMember(f, rng, lead)
+
+	case killZKLeader, killZKFollower, rollingZK, partitionZK:
+		c.injectZK(f, rng, lead)
 
 	default:
 		c.injectTopology(f, rng)

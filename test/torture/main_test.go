@@ -20,10 +20,10 @@ import (
 var (
 	flagSeed     = flag.Uint64("torture.seed", envUint("TORTURE_SEED", 0), "seed of the fault schedule (0: pick one and print it); $TORTURE_SEED")
 	flagFaults   = flag.Int("torture.faults", int(envUint("TORTURE_FAULTS", 16)), "faults per backend; $TORTURE_FAULTS")
-	flagTopoF    = flag.Int("torture.topology-faults", envInt("TORTURE_TOPOLOGY_FAULTS", -1), "faults per topology (redis+sentinel, redis+cluster, etcd-cluster, redlock; -1: -torture.faults); $TORTURE_TOPOLOGY_FAULTS")
+	flagTopoF    = flag.Int("torture.topology-faults", envInt("TORTURE_TOPOLOGY_FAULTS", -1), "faults per topology (redis+sentinel, redis+cluster, etcd-cluster, redlock, zk-ensemble; -1: -torture.faults); $TORTURE_TOPOLOGY_FAULTS")
 	flagNodes    = flag.Int("torture.nodes", int(envUint("TORTURE_NODES", 5)), "electd processes per backend; $TORTURE_NODES")
 	flagTTL      = flag.Duration("torture.ttl", envDuration("TORTURE_TTL", 2*time.Second), "--ttl of every electd; $TORTURE_TTL")
-	flagBackends = flag.String("torture.backends", envString("TORTURE_BACKENDS", "etcd,redis,redis+sentinel,redis+cluster,etcd-cluster,redlock"), "comma-separated backends to attack; $TORTURE_BACKENDS")
+	flagBackends = flag.String("torture.backends", envString("TORTURE_BACKENDS", "etcd,redis,redis+sentinel,redis+cluster,etcd-cluster,redlock,zk,zk-ensemble"), "comma-separated backends to attack; $TORTURE_BACKENDS")
 	flagBound    = flag.Duration("torture.recovery", envDuration("TORTURE_RECOVERY", 8*time.Second), "a leader must run again within ttl plus this after a fault heals; $TORTURE_RECOVERY")
 	flagReport   = flag.String("torture.report", envString("TORTURE_REPORT", ""), "append the figures, as a Markdown table, to this file; $TORTURE_REPORT")
 	flagKeep     = flag.String("torture.keep", envString("TORTURE_KEEP", ""), "copy the electd and record logs into this directory at the end; $TORTURE_KEEP")
