@@ -18,9 +18,10 @@ import (
 // notifications listens on a unixgram socket as systemd does for a unit
 // of Type=notify; its lines are every line of every datagram received.
 type notifications struct {
-	socket string
-	lines  chan string
-	seen   lockedBuffer // every line, for failure messages
+	socket  string
+	lines   chan string
+	seen    lockedBuffer // every line, for failure messages
+	skipped []string     // lines read by expect that matched nothing yet (the test's goroutine only)
 }
 
 func listenNotify(t *testing.T) *notifications {
@@ -53,10 +54,20 @@ func listenNotify(t *testing.T) *notifications {
 	return n
 }
 
-// expect waits for a line that matches re and returns its submatches.
+// expect waits for a line that matches re and returns its submatches. A
+// line an earlier expect read past still counts: electd sends what its
+// parts report as they report it (STATUS=leading may come before READY=1
+// when the campaign wins at once), and the test asserts each is sent, not
+// their order.
 func (n *notifications) expect(t *testing.T, re string, log *lockedBuffer) []string {
 	t.Helper()
 	rx := regexp.MustCompile(re)
+	for i, l := range n.skipped {
+		if m := rx.FindStringSubmatch(l); m != nil {
+			n.skipped = append(n.skipped[:i], n.skipped[i+1:]...)
+			return m
+		}
+	}
 	timeout := time.After(30 * time.Second)
 	for {
 		select {
@@ -67,6 +78,7 @@ func (n *notifications) expect(t *testing.T, re string, log *lockedBuffer) []str
 			if m := rx.FindStringSubmatch(l); m != nil {
 				return m
 			}
+			n.skipped = append(n.skipped, l)
 		case <-timeout:
 			t.Fatalf("no notification %q within 30s; received:\n%s\nelectd's log:\n%s", re, n.seen.String(), log.String())
 		}
