@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -150,6 +151,7 @@ func isolateFollower(t *testing.T, f zkMember, others []zkMember) func() {
 		peers = append(peers, strconv.Itoa(p))
 	}
 	slices.Sort(ports)
+	dropStaleTables(t)
 	table := fmt.Sprintf("advzk%d", os.Getpid())
 	rules := fmt.Sprintf(`table inet %[1]s {
 	chain out {
@@ -167,9 +169,36 @@ func isolateFollower(t *testing.T, f zkMember, others []zkMember) func() {
 	nft(t, "-f", path)
 	t.Logf("cut member %d (%s) off its peers:\n%s", fid, f.Addr(), rules)
 	var once sync.Once
-	heal := func() { once.Do(func() { _ = exec.Command("nft", "delete", "table", "inet", table).Run() }) }
+	heal := func() {
+		once.Do(func() {
+			if out, err := exec.Command("nft", "delete", "table", "inet", table).CombinedOutput(); err != nil {
+				t.Errorf("heal: nft delete table %s: %v: %s", table, err, out)
+			}
+		})
+	}
 	t.Cleanup(heal)
 	return heal
+}
+
+// dropStaleTables deletes the cut tables of test processes that are gone
+// (a test binary killed before its cleanup leaves its table behind, and
+// its rules drop the traffic of whatever server later takes those ports).
+func dropStaleTables(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command("nft", "list", "tables", "inet").Output()
+	if err != nil {
+		t.Fatalf("nft list tables: %v", err)
+	}
+	for _, f := range strings.Fields(string(out)) {
+		pid, err := strconv.Atoi(strings.TrimPrefix(f, "advzk"))
+		if !strings.HasPrefix(f, "advzk") || err != nil || syscall.Kill(pid, 0) == nil {
+			continue
+		}
+		if out, err := exec.Command("nft", "delete", "table", "inet", f).CombinedOutput(); err != nil {
+			t.Fatalf("delete the stale table %s: %v: %s", f, err, out)
+		}
+		t.Logf("deleted the stale table %s (its process is gone)", f)
+	}
 }
 
 // TestTermFollowerPartitioned (PRIORITY ONE). A leads connected ONLY

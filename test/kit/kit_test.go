@@ -56,7 +56,8 @@ func TestSelect(t *testing.T) {
 // client off, but for a Redlock quorum: a proxy per server), hold no
 // candidates and no run record at first, and their client reads and
 // writes across a Kill and Start of every data node or member: Redis
-// comes back empty, the etcd cluster with its data.
+// comes back empty, the etcd cluster and the ZooKeeper ensemble with their
+// data.
 func TestTopologyStores(t *testing.T) {
 	for _, b := range Topologies {
 		t.Run(b.Name, func(t *testing.T) {
@@ -66,8 +67,11 @@ func TestTopologyStores(t *testing.T) {
 				return
 			}
 			scheme := b.Name
-			if _, ok := s.Servers.(*etcdServers); ok {
+			switch s.Servers.(type) {
+			case *etcdServers:
 				scheme = "etcd"
+			case *zkServers:
+				scheme = "zk"
 			}
 			if url := s.Direct().URL; s.Proxyable() || !strings.HasPrefix(url, scheme+"://127.0.0.1:") {
 				t.Fatalf("Proxyable() = %v, Direct().URL = %q; want false and a %s URL", s.Proxyable(), url, scheme)
@@ -83,6 +87,8 @@ func TestTopologyStores(t *testing.T) {
 				etcdAcrossRestart(t, s, srv.client())
 			case *redisServers:
 				redisAcrossRestart(t, s, srv.client())
+			case *zkServers:
+				zkAcrossRestart(t, s, srv)
 			case *redlockServers:
 				if srv.rl.Len() != RedlockServers || s.SlotsRefused == "" {
 					t.Fatalf("%d servers, SlotsRefused %q; want %d and a reason", srv.rl.Len(), s.SlotsRefused, RedlockServers)
