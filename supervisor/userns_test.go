@@ -264,6 +264,9 @@ exit 0
 		case <-time.After(testDeadline):
 			t.Fatalf("%s: the child did not exit", mode)
 		}
+		// Done comes when the child is reaped; its last lines may still be
+		// in the pipe. Stop delivers them.
+		stopOK(t, c, context.Background())
 		if st := c.Exit(); st.ExitCode() != 0 {
 			t.Fatalf("%s: the child exited %d: %s", mode, st.ExitCode(), out.String())
 		}
