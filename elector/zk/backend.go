@@ -89,10 +89,7 @@ func (c *Conn) Ping(ctx context.Context) error {
 	if _, err := s.ready(ctx); err != nil {
 		return &elector.StoreError{Op: "ping", Err: err}
 	}
-	_, err = do(ctx, s, func(z *zk.Conn) (bool, error) {
-		ok, _, err := z.Exists(c.path("/"))
-		return ok, err
-	})
+	_, err = do(ctx, s, existsOf(c.path("/")))
 	if err != nil {
 		return &elector.StoreError{Op: "ping", Err: fmt.Errorf("read %s: %w", c.path("/"), err), Permanent: permanent(err)}
 	}

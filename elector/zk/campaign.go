@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path"
 	"reflect"
-	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -202,15 +201,8 @@ func (e *Elector) enqueue(ctx context.Context, s *session) (string, *zk.Stat, er
 
 // createParents creates the election's node and those above it.
 func (e *Elector) createParents(ctx context.Context, s *session) error {
-	parts := strings.Split(strings.TrimPrefix(e.base, "/"), "/")
-	for i := range parts {
-		p := "/" + strings.Join(parts[:i+1], "/")
-		_, err := do(ctx, s, func(z *zk.Conn) (string, error) { return z.Create(p, nil, 0, e.cfg.Store.acl()) })
-		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return fmt.Errorf("create %s: %w", p, err)
-		}
-	}
-	return nil
+	_, err := do(ctx, s, func(z *zk.Conn) (struct{}, error) { return struct{}{}, createPath(z, e.base, e.cfg.Store.acl()) })
+	return err
 }
 
 // checkSlots refuses a candidate whose slot count differs from that of
@@ -298,10 +290,7 @@ func (e *Elector) waitAhead(ctx context.Context, s *session, ahead []string, own
 	}
 	i, v, _ := reflect.Select(cases)
 	for warm > 0 && i == tick {
-		if _, err := do(ctx, s, func(z *zk.Conn) (bool, error) {
-			ok, _, err := z.Exists(e.base + "/" + own)
-			return ok, err
-		}); err != nil && ctx.Err() == nil {
+		if _, err := do(ctx, s, existsOf(e.base+"/"+own)); err != nil && ctx.Err() == nil {
 			// Only the fast start is lost: the term's start proves the session.
 			e.log.Debug("read the candidate node while waiting", "node", own, "err", err)
 		}

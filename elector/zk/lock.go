@@ -40,15 +40,7 @@ func (e *Elector) RecordRun(ctx context.Context, r elector.RunRecord, period tim
 		return storeErr("record", err)
 	}
 	p := e.base + "/" + runNode
-	_, err = do(ctx, s, func(z *zk.Conn) (*zk.Stat, error) { return z.Set(p, v, -1) })
-	if errors.Is(err, zk.ErrNoNode) {
-		if err = e.createParents(ctx, s); err == nil {
-			_, err = do(ctx, s, func(z *zk.Conn) (string, error) { return z.Create(p, v, 0, e.cfg.Store.acl()) })
-			if errors.Is(err, zk.ErrNodeExists) {
-				_, err = do(ctx, s, func(z *zk.Conn) (*zk.Stat, error) { return z.Set(p, v, -1) })
-			}
-		}
-	}
+	_, err = do(ctx, s, func(z *zk.Conn) (struct{}, error) { return struct{}{}, put(z, p, v, e.cfg.Store.acl()) })
 	if err != nil {
 		e.cfg.Instrument.StoreError("record", err)
 		return storeErr("record", err)

@@ -127,10 +127,7 @@ func (e *Elector) handTo(ctx context.Context, s *session, own, id string) error 
 			return &elector.NotQueuedError{ID: id}
 		}
 		hp := e.base + "/" + handoverNode
-		exists, err := do(ctx, s, func(z *zk.Conn) (bool, error) {
-			ok, _, err := z.Exists(hp)
-			return ok, err
-		})
+		exists, err := do(ctx, s, existsOf(hp))
 		if err != nil {
 			e.leave(s, own)
 			return &elector.StoreError{Op: "switchover", Err: err}

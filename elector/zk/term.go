@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -194,10 +193,7 @@ func (e *Elector) keep(s *session, g gen, own string, dl *elector.Deadline, t el
 // Each step is abandoned after each.
 func (e *Elector) prove(ctx context.Context, s *session, p string, lag, each time.Duration, after time.Time) (time.Time, bool, error) {
 	clk := e.cfg.Clock
-	exists := func(z *zk.Conn) (bool, error) {
-		ok, _, err := z.Exists(p)
-		return ok, err
-	}
+	exists := existsOf(p)
 	wire := s.current()
 	if wire == nil {
 		return time.Time{}, false, errLinkChanged
@@ -261,25 +257,11 @@ func (e *Elector) prove(ctx context.Context, s *session, p string, lag, each tim
 
 // stamp writes the election's renewals node (e.renewals, beside the
 // elections: nobody watches or lists it), creating it and its parents the
-// first time: a write the ensemble's leader checks the session for,
-// commits on a quorum, and orders after the touches relayed before it
-// (relayed). A create that finds the node made meanwhile writes it.
+// first time (put): a write the ensemble's leader checks the session
+// for, commits on a quorum, and orders after the touches relayed before it
+// (relayed).
 func (e *Elector) stamp(z *zk.Conn) (struct{}, error) {
-	_, err := z.Set(e.renewals, nil, -1)
-	if !errors.Is(err, zk.ErrNoNode) {
-		return struct{}{}, err
-	}
-	parts := strings.Split(strings.TrimPrefix(e.renewals, "/"), "/")
-	for i := range parts {
-		p := "/" + strings.Join(parts[:i+1], "/")
-		if _, err = z.Create(p, nil, 0, e.cfg.Store.acl()); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return struct{}{}, fmt.Errorf("create %s: %w", p, err)
-		}
-	}
-	if errors.Is(err, zk.ErrNodeExists) {
-		_, err = z.Set(e.renewals, nil, -1)
-	}
-	return struct{}{}, err
+	return struct{}{}, put(z, e.renewals, nil, e.cfg.Store.acl())
 }
 
 // evidence is the send time of the latest request of ours answered on
