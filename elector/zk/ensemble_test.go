@@ -307,3 +307,17 @@ func relTo(origin time.Time) func(time.Time) string {
 		return x.Sub(origin).Round(time.Millisecond).String()
 	}
 }
+
+// rolesF1 is roles with member 1 as F (the member whose links the relayed
+// ensembles carry), skipping the test when member 1 leads.
+func rolesF1(t *testing.T, members []zkMember) (lead, f, g zkMember) {
+	t.Helper()
+	lead, f, g = roles(t, members)
+	if memberID(t, f) != 1 {
+		f, g = g, f
+	}
+	if memberID(t, f) != 1 {
+		t.Skipf("member 1 leads (%s): it is F in these tests", lead.Addr())
+	}
+	return lead, f, g
+}

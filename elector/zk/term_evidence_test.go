@@ -259,13 +259,7 @@ func TestTermEvidenceLeaderToFollowerStallDefaults(t *testing.T) {
 // With holdUp, F→leader is held instead of lost (TestTermEvidenceStallEachWay).
 func stallThenLoseRelay(t *testing.T, syncLimit int, renew time.Duration, holdUp bool) {
 	ms, relays := startRelayedEnsemble(t, syncLimit)
-	lead, f, g := roles(t, ms)
-	if memberID(t, f) != 1 {
-		f, g = g, f
-	}
-	if memberID(t, f) != 1 {
-		t.Skipf("member 1 leads (%s): no relayed follower", lead.Addr())
-	}
+	lead, f, g := rolesF1(t, ms)
 	lid := memberID(t, lead)
 	relay := relays[lid]
 	t.Logf("ensemble (tickTime 200ms, syncLimit %d: F bears %s of silence): leader %d %s, F 1 %s (its quorum link to the leader relayed), G %d %s",
@@ -291,19 +285,7 @@ func stallThenLoseRelay(t *testing.T, syncLimit int, renew time.Duration, holdUp
 
 	held := sample(ra.Term, 2*time.Millisecond)
 	// The stall starts right after a renewal seen as it lands.
-	for drained := false; !drained; {
-		select {
-		case <-held.changed:
-		default:
-			drained = true
-		}
-	}
-	var c time.Time
-	select {
-	case c = <-held.changed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("a does not renew")
-	}
+	c := held.landed(t)
 	before := ra.Term.ValidUntil()
 	// The answer to F's last ping may still be on its way: count F's
 	// chunks from a moment later.
@@ -359,13 +341,7 @@ func stallThenLoseRelay(t *testing.T, syncLimit int, renew time.Duration, holdUp
 // only if those relays reached the leader, and here it fails.
 func TestTermEvidenceSecondSyncUnderStall(t *testing.T) {
 	ms, relays := startRelayedEnsemble(t, 5)
-	lead, f, g := roles(t, ms)
-	if memberID(t, f) != 1 {
-		f, g = g, f
-	}
-	if memberID(t, f) != 1 {
-		t.Skipf("member 1 leads (%s): no relayed follower", lead.Addr())
-	}
+	lead, f, _ := rolesF1(t, ms)
 	relay := relays[memberID(t, lead)]
 	c := client(t, []string{f.Addr()})
 	if _, err := c.Create("/probe", nil, 0, gozk.WorldACL(gozk.PermAll)); err != nil {
@@ -398,7 +374,7 @@ func TestTermEvidenceSecondSyncUnderStall(t *testing.T) {
 	}
 	answered := time.Now()
 	_, err2 := c.Sync("/probe")
-	ms0 := func(x time.Time) string { return x.Sub(stall).Round(time.Millisecond).String() }
+	ms0 := relTo(stall)
 	t.Logf("stall at 0; touch sent %s; first Sync sent %s, F forwarded it, stall released with F→leader lost %s, answered %s: %v; second Sync (returned %s): %v",
 		ms0(touched), ms0(touched.Add(lag)), ms0(released), ms0(answered), err1, ms0(time.Now()), err2)
 	if err1 != nil {

@@ -197,6 +197,6 @@ func TestTermBurstThenIsolate(t *testing.T) {
 	if !ok {
 		t.FailNow()
 	}
-	ms := func(x time.Time) string { return x.Sub(cut).Round(time.Millisecond).String() }
+	ms := relTo(cut)
 	t.Logf("renewal seen %s, hold %s..%s, evidence of the last renewal (ValidUntil-window) %s", ms(r), ms(holdFrom), ms(held), ms(vA.Add(-ra.Term.Timing().Window())))
 }

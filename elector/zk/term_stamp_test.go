@@ -60,7 +60,7 @@ func TestTermStampRefusedMidTerm(t *testing.T) {
 	if _, err := op.SetACL(renewalsPath(election), gozk.WorldACL(gozk.PermRead|gozk.PermAdmin), -1); err != nil {
 		t.Fatalf("make the renewals node read-only: %v", err)
 	}
-	ms := func(x time.Time) string { return x.Sub(cut).Round(time.Millisecond).String() }
+	ms := relTo(cut)
 
 	var dA time.Time
 	select {
@@ -383,7 +383,7 @@ func warmOnCutFollower(t *testing.T, cut time.Duration, silence bool) {
 	heldA := sample(ra.Term, 2*time.Millisecond)
 	heal := isolateFollower(t, f, []zkMember{lead, g})
 	start := time.Now()
-	ms := func(x time.Time) string { return x.Sub(start).Round(time.Millisecond).String() }
+	ms := relTo(start)
 	// A few of b's warm reads answered by F in the cut, then a resigns.
 	time.Sleep(300 * time.Millisecond)
 	resigned := time.Now()
@@ -478,7 +478,7 @@ func TestTermStampLeaderKilled(t *testing.T) {
 		els[id] = electortest.DialURL(t, zk.Backend, "zk://"+m.Addr(), elector.Candidate{Election: election, ID: id, Timing: stampTiming})
 	}
 	start := time.Now()
-	ms := func(x time.Time) string { return x.Sub(start).Round(time.Millisecond).String() }
+	ms := relTo(start)
 	type hold struct {
 		who  string
 		r    electortest.Result

@@ -47,14 +47,7 @@ import (
 // relays it wrote on the pings that preceded the commit.
 func TestTermSync2WriteThenSyncUnderStall(t *testing.T) {
 	ms, relays := startRelayedEnsemble(t, 5)
-	lead, f, g := roles(t, ms)
-	if memberID(t, f) != 1 {
-		f, g = g, f
-	}
-	if memberID(t, f) != 1 {
-		t.Skipf("member 1 leads (%s): no relayed follower", lead.Addr())
-	}
-	_ = g
+	lead, f, _ := rolesF1(t, ms)
 	relay := relays[memberID(t, lead)]
 	c := client(t, []string{f.Addr()})
 	if _, err := c.Create("/probe", nil, 0, gozk.WorldACL(gozk.PermAll)); err != nil {
@@ -87,7 +80,7 @@ func TestTermSync2WriteThenSyncUnderStall(t *testing.T) {
 	}
 	answered := time.Now()
 	_, errS := c.Sync("/probe")
-	ms0 := func(x time.Time) string { return x.Sub(stall).Round(time.Millisecond).String() }
+	ms0 := relTo(stall)
 	t.Logf("stall at 0; touch sent %s; write sent %s, F forwarded it, stall released with F→leader lost %s, write answered %s: %v; the Sync after it (returned %s): %v",
 		ms0(touched), ms0(touched.Add(lag)), ms0(released), ms0(answered), errW, ms0(time.Now()), errS)
 	if errW != nil {
@@ -143,13 +136,7 @@ func TestTermSync2FollowerStopped(t *testing.T) {
 func followerFaultPastExpiry(t *testing.T, what string, fault func(t *testing.T, f zkMember, relay *quorumRelay) func()) {
 	const hold = 2700 * time.Millisecond
 	ms, relays := startRelayedEnsemble(t, 15)
-	lead, f, g := roles(t, ms)
-	if memberID(t, f) != 1 {
-		f, g = g, f
-	}
-	if memberID(t, f) != 1 {
-		t.Skipf("member 1 leads (%s): no relayed follower", lead.Addr())
-	}
+	lead, f, g := rolesF1(t, ms)
 	relay := relays[memberID(t, lead)]
 	timing := elector.Timing{TTL: 2 * time.Second}
 	// a reaches only F (the others' proxies are closed: refused), as in
@@ -164,24 +151,9 @@ func followerFaultPastExpiry(t *testing.T, what string, fault func(t *testing.T,
 	tm := ra.Term.Timing()
 	cb := electortest.Campaign(ctx, b)
 	w := client(t, []string{lead.Addr()})
-	electortest.Eventually(t, 10*time.Second, "b queued", func() bool {
-		names, _, err := w.Children("/electd/elections/held")
-		return err == nil && len(names) == 2
-	})
+	waitInLine(t, w, "held", 2, "b queued")
 	held := sample(ra.Term, 2*time.Millisecond)
-	for drained := false; !drained; {
-		select {
-		case <-held.changed:
-		default:
-			drained = true
-		}
-	}
-	var c time.Time
-	select {
-	case c = <-held.changed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("a does not renew")
-	}
+	c := held.landed(t)
 	before := ra.Term.ValidUntil()
 	release := fault(t, f, relay)
 	start := time.Now()
@@ -189,12 +161,7 @@ func followerFaultPastExpiry(t *testing.T, what string, fault func(t *testing.T,
 	<-tmr.C
 	release()
 	released := time.Now()
-	ms0 := func(x time.Time) string {
-		if x.IsZero() {
-			return "never"
-		}
-		return x.Sub(start).Round(time.Millisecond).String()
-	}
+	ms0 := relTo(start)
 	rb := electortest.MustLead(t, cb, 30*time.Second, "b")
 	dA := held.endedWithin(t, 10*time.Second)
 	vA := held.maxValid()
@@ -288,13 +255,7 @@ func startObserverEnsemble(t *testing.T) (voters []zkMember, obs zkMember, qrela
 func TestTermSync2ObserverMaster(t *testing.T) {
 	outsideAssumptions(t) // the URL names an observer behind an observer master
 	voters, o, qrelays, orelay := startObserverEnsemble(t)
-	lead, f, g := roles(t, voters)
-	if memberID(t, f) != 1 {
-		f, g = g, f
-	}
-	if memberID(t, f) != 1 {
-		t.Skipf("member 1 leads (%s): no relayed observer master", lead.Addr())
-	}
+	lead, f, g := rolesF1(t, voters)
 	qrelay := qrelays[memberID(t, lead)]
 	electortest.Eventually(t, time.Minute, "the observer serving through member 1", func() bool {
 		if o.Mode() != "observer" {
@@ -316,34 +277,14 @@ func TestTermSync2ObserverMaster(t *testing.T) {
 	t.Logf("a leads: token %#x, timing %s", ra.Term.Token, tm)
 	cb := electortest.Campaign(ctx, b)
 	w := client(t, []string{lead.Addr()})
-	electortest.Eventually(t, 10*time.Second, "b queued", func() bool {
-		names, _, err := w.Children("/electd/elections/obs")
-		return err == nil && len(names) == 2
-	})
+	waitInLine(t, w, "obs", 2, "b queued")
 
 	held := sample(ra.Term, 2*time.Millisecond)
-	for drained := false; !drained; {
-		select {
-		case <-held.changed:
-		default:
-			drained = true
-		}
-	}
-	var c time.Time
-	select {
-	case c = <-held.changed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("a does not renew")
-	}
+	c := held.landed(t)
 	before := ra.Term.ValidUntil()
 	orelay.set(func() { orelay.holdDown = true })
 	stall := time.Now()
-	ms0 := func(x time.Time) string {
-		if x.IsZero() {
-			return "never"
-		}
-		return x.Sub(stall).Round(time.Millisecond).String()
-	}
+	ms0 := relTo(stall)
 	pause := func(d time.Duration) {
 		tmr := time.NewTimer(d)
 		<-tmr.C
@@ -576,10 +517,7 @@ func TestTermSync2OldLeaderLingers(t *testing.T) {
 	tm := ra.Term.Timing()
 	cb := electortest.Campaign(ctx, b)
 	w := client(t, []string{m1.Addr()})
-	electortest.Eventually(t, 10*time.Second, "b queued", func() bool {
-		names, _, err := w.Children("/electd/elections/linger")
-		return err == nil && len(names) == 2
-	})
+	waitInLine(t, w, "linger", 2, "b queued")
 	// Member 2's other client: a Sync every 50ms, each in flight until
 	// answered or the client closes.
 	c2 := client(t, []string{m2.Addr()})
@@ -616,12 +554,7 @@ func TestTermSync2OldLeaderLingers(t *testing.T) {
 		r.set(func() { r.holdDown, r.cutUp = true, name[0] != 'q' })
 	}
 	start := time.Now()
-	ms0 := func(x time.Time) string {
-		if x.IsZero() {
-			return "never"
-		}
-		return x.Sub(start).Round(time.Millisecond).String()
-	}
+	ms0 := relTo(start)
 	// The followers give up 3s (syncLimit·tickTime) after the last ping
 	// they read: the partition is whole a little before.
 	cutAt := time.NewTimer(2850 * time.Millisecond)

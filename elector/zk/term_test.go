@@ -332,6 +332,27 @@ func (s *sampled) maxValid() time.Time {
 	return s.max
 }
 
+// landed is when the term's next renewal is seen as it lands: changes
+// seen before are passed over. It fails the test when none comes in 5s.
+func (s *sampled) landed(t *testing.T) time.Time {
+	t.Helper()
+drain:
+	for {
+		select {
+		case <-s.changed:
+		default:
+			break drain
+		}
+	}
+	select {
+	case c := <-s.changed:
+		return c
+	case <-time.After(5 * time.Second):
+		t.Fatal("a does not renew")
+	}
+	return time.Time{}
+}
+
 // endedWithin is when the term ended, failing the test when it has not
 // within wait.
 func (s *sampled) endedWithin(t *testing.T, wait time.Duration) time.Time {
@@ -389,7 +410,7 @@ func (s *sampled) before(t *testing.T, ra, rb electortest.Result, cut time.Time,
 		return vA, dA, false
 	}
 	vA = s.maxValid()
-	ms := func(x time.Time) string { return x.Sub(cut).Round(time.Millisecond).String() }
+	ms := relTo(cut)
 	t.Logf("fault at 0: a's ValidUntil %s, a Done %s (%v), b granted %s; a's timing %s; tokens %#x then %#x",
 		ms(vA), ms(dA), ra.Term.Err(), ms(rb.At), ra.Term.Timing(), ra.Term.Token, rb.Term.Token)
 	if rb.At.Before(vA) || rb.At.Before(dA) {
