@@ -340,6 +340,22 @@ func stallThenLoseRelay(t *testing.T, syncLimit int, renew time.Duration, holdUp
 // first Sync: its own ping period, not the link's delivery): it completes
 // only if those relays reached the leader, and here it fails.
 func TestTermEvidenceSecondSyncUnderStall(t *testing.T) {
+	err1, err2 := stepThenSyncUnderStall(t, "first Sync", func(c *gozk.Conn) error { _, err := c.Sync("/probe"); return err })
+	if err1 != nil {
+		t.Errorf("the first Sync failed (%v): the hole's premise did not hold", err1)
+	}
+	if err2 == nil {
+		t.Errorf("the second Sync succeeded though F's relays were lost")
+	}
+}
+
+// stepThenSyncUnderStall is the fault of TestTermEvidenceSecondSyncUnderStall
+// for a plain client connected only to F: a touch, lag later step
+// (forwarded while the leader→F direction stalls), then the stall released
+// with F→leader lost, and a Sync sent after step's answer. It returns
+// step's error and the Sync's.
+func stepThenSyncUnderStall(t *testing.T, what string, step func(c *gozk.Conn) error) (stepErr, syncErr error) {
+	t.Helper()
 	ms, relays := startRelayedEnsemble(t, 5)
 	lead, f, _ := rolesF1(t, ms)
 	relay := relays[memberID(t, lead)]
@@ -360,27 +376,21 @@ func TestTermEvidenceSecondSyncUnderStall(t *testing.T) {
 	wait := time.NewTimer(lag)
 	<-wait.C
 	first := make(chan error, 1)
-	go func() { _, err := c.Sync("/probe"); first <- err }()
+	go func() { first <- step(c) }()
 	if _, _, ok := relay.upAfter(n0, time.Now().Add(2*time.Second)); !ok {
-		t.Fatal("F did not forward the Sync")
+		t.Fatalf("F did not forward the %s", what)
 	}
 	relay.set(func() { relay.dropUp, relay.dead, relay.holdDown = true, true, false })
 	released := time.Now()
-	var err1 error
 	select {
-	case err1 = <-first:
+	case stepErr = <-first:
 	case <-time.After(5 * time.Second):
-		t.Fatal("the first Sync never returned")
+		t.Fatalf("the %s never returned", what)
 	}
 	answered := time.Now()
-	_, err2 := c.Sync("/probe")
+	_, syncErr = c.Sync("/probe")
 	ms0 := relTo(stall)
-	t.Logf("stall at 0; touch sent %s; first Sync sent %s, F forwarded it, stall released with F→leader lost %s, answered %s: %v; second Sync (returned %s): %v",
-		ms0(touched), ms0(touched.Add(lag)), ms0(released), ms0(answered), err1, ms0(time.Now()), err2)
-	if err1 != nil {
-		t.Errorf("the first Sync failed (%v): the hole's premise did not hold", err1)
-	}
-	if err2 == nil {
-		t.Errorf("the second Sync succeeded though F's relays were lost")
-	}
+	t.Logf("stall at 0; touch sent %s; %s sent %s, F forwarded it, stall released with F→leader lost %s, answered %s: %v; the Sync after it (returned %s): %v",
+		ms0(touched), what, ms0(touched.Add(lag)), ms0(released), ms0(answered), stepErr, ms0(time.Now()), syncErr)
+	return stepErr, syncErr
 }

@@ -46,43 +46,7 @@ import (
 // sends after the write's answer must fail: F forwards it after the
 // relays it wrote on the pings that preceded the commit.
 func TestTermSync2WriteThenSyncUnderStall(t *testing.T) {
-	ms, relays := startRelayedEnsemble(t, 5)
-	lead, f, _ := rolesF1(t, ms)
-	relay := relays[memberID(t, lead)]
-	c := client(t, []string{f.Addr()})
-	if _, err := c.Create("/probe", nil, 0, gozk.WorldACL(gozk.PermAll)); err != nil {
-		t.Fatal(err)
-	}
-	relay.set(func() { relay.holdDown = true })
-	stall := time.Now()
-	quiet := time.NewTimer(50 * time.Millisecond)
-	<-quiet.C
-	n0 := relay.chunks()
-	touched := time.Now()
-	if _, _, err := c.Exists("/probe"); err != nil {
-		t.Fatalf("touch: %v", err)
-	}
-	lag := 200*time.Millisecond/2 + 200*time.Millisecond/4 + 20*time.Millisecond
-	wait := time.NewTimer(lag)
-	<-wait.C
-	wrote := make(chan error, 1)
-	go func() { _, err := c.Set("/probe", []byte("since"), -1); wrote <- err }()
-	if _, _, ok := relay.upAfter(n0, time.Now().Add(2*time.Second)); !ok {
-		t.Fatal("F did not forward the write")
-	}
-	relay.set(func() { relay.dropUp, relay.dead, relay.holdDown = true, true, false })
-	released := time.Now()
-	var errW error
-	select {
-	case errW = <-wrote:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the write never returned")
-	}
-	answered := time.Now()
-	_, errS := c.Sync("/probe")
-	ms0 := relTo(stall)
-	t.Logf("stall at 0; touch sent %s; write sent %s, F forwarded it, stall released with F→leader lost %s, write answered %s: %v; the Sync after it (returned %s): %v",
-		ms0(touched), ms0(touched.Add(lag)), ms0(released), ms0(answered), errW, ms0(time.Now()), errS)
+	errW, errS := stepThenSyncUnderStall(t, "write", func(c *gozk.Conn) error { _, err := c.Set("/probe", []byte("since"), -1); return err })
 	if errW != nil {
 		t.Logf("the write failed (%v): the premise (a write answered without its relay) did not hold", errW)
 	}
