@@ -79,8 +79,11 @@
 // writes: one update per leader change, however many wait. A ticket that
 // stands unchanged for one TTL and one renewal interval is dead (its
 // owner crashed or was cut off); the waiter behind it removes it, and a
-// candidate whose ticket was removed joins again at the back. So the line
-// is first come, first served among live waiters.
+// candidate whose ticket was removed joins again at the back. A create
+// whose answer is lost is tried again under the same name, and the
+// ticket it finds is adopted: a lost answer leaves no second ticket of the
+// candidate's in line. So the line is first come, first served among
+// live waiters.
 //
 // # Fencing tokens
 //
