@@ -301,6 +301,11 @@ func testCrowd(t *testing.T, h Harness) {
 	}
 	waitQueued(t, h, el, n)
 	led := map[int]bool{}
+	// The wake-ups counted are those of the handovers, from the first
+	// leader's term on: while the crowd joins, a store whose candidates
+	// join each server in their own order (Redlock) may name a waiter the
+	// head of one server's line for a moment.
+	base := make([]uint64, n)
 	for k := range handovers + 1 {
 		var i int
 		select {
@@ -312,6 +317,11 @@ func testCrowd(t *testing.T, h Harness) {
 		case j := <-won:
 			t.Fatalf("two leaders at once: %d and %d", i, j)
 		default:
+		}
+		if k == 0 {
+			for j, c := range cands {
+				base[j] = c.Wakeups()
+			}
 		}
 		led[i] = true
 		Resign(t, terms[i])
@@ -332,11 +342,19 @@ func testCrowd(t *testing.T, h Harness) {
 	}
 	woken := 0
 	for i, c := range cands {
-		w := c.Wakeups()
+		w := c.Wakeups() - base[i]
 		if !led[i] && w != 0 {
 			t.Errorf("candidate %d never led but was woken %d times", i, w)
 		}
 		woken += int(w)
 	}
-	t.Logf("%d handovers among %d candidates: %d wakeups in all", handovers, n, woken)
+	t.Logf("%d handovers among %d candidates: %d wakeups in all (%d before the first leader's term)", handovers, n, woken, sumOf(base))
+}
+
+func sumOf(v []uint64) uint64 {
+	var s uint64
+	for _, x := range v {
+		s += x
+	}
+	return s
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
@@ -62,6 +63,29 @@ func tickets(t *testing.T, k *testenv.Kube, election string) map[string]bool {
 		}
 	}
 	return ids
+}
+
+// editLease is a hand edit of the Lease name (kubectl edit): read, change
+// by edit, write; tried again while a renewal of its holder's comes
+// between (a conflict), for 5s at most; what names the edit.
+func editLease(t *testing.T, leases coordv1.LeaseInterface, name, what string, edit func(l *coordinationv1.Lease)) *coordinationv1.Lease {
+	t.Helper()
+	var edited *coordinationv1.Lease
+	var last error
+	electortest.Eventually(t, 5*time.Second, "the edit of "+what, func() bool {
+		l, err := leases.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			last = err
+			return false
+		}
+		edit(l)
+		edited, last = leases.Update(context.Background(), l, metav1.UpdateOptions{})
+		if last != nil && !apierrors.IsConflict(last) {
+			t.Fatalf("edit %s: %v", what, last)
+		}
+		return last == nil
+	})
+	return edited
 }
 
 // checkNoOverlap fails t if prev's term was still valid, with its
@@ -146,16 +170,10 @@ func TestRenewalRestoresLeaseDuration(t *testing.T) {
 	cb := electortest.Campaign(ctx, b)
 	electortest.Eventually(t, 10*time.Second, "b's ticket", func() bool { return tickets(t, k, el)["b"] })
 
-	l, err := leases.Get(ctx, el, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	one := int32(1)
-	l.Spec.LeaseDurationSeconds = &one
-	edited, err := leases.Update(ctx, l, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatalf("edit the duration: %v", err)
-	}
+	edited := editLease(t, leases, el, "the duration", func(l *coordinationv1.Lease) {
+		one := int32(1)
+		l.Spec.LeaseDurationSeconds = &one
+	})
 	// a renews on top of the edit (its own write, after which its deadline
 	// is ~10 s away) and keeps the edited duration.
 	electortest.Eventually(t, 5*time.Second, "a renewing the edited Lease", func() bool {

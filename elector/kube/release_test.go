@@ -79,14 +79,7 @@ func TestReleasedMarkLeftByClientGoTermIsNotElectdsRelease(t *testing.T) {
 	})
 	pg.Cut()
 	lastRenew, _ := renewedAt(t, k, el)
-	l, err = leases.Get(ctx, el, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.Spec.HolderIdentity = nil
-	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("clear the holder: %v", err)
-	}
+	editLease(t, leases, el, "the holder (cleared)", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = nil })
 	cleared := time.Now()
 	rb := electortest.MustLead(t, cb, 15*time.Second, "b")
 	electortest.Eventually(t, 10*time.Second, "client-go stopping", func() bool { _, e := g.times(); return !e.IsZero() })
@@ -234,16 +227,9 @@ func TestClientGoWaitsOutElectdLeaderWithPreferredHolder(t *testing.T) {
 	pa, ra := leaderBehindProxy(t, h, el, elector.Timing{TTL: 2 * time.Second})
 
 	// The hand edit: kubectl patch lease ... -p '{"spec":{"preferredHolder":"a"}}'
-	var edited *coordinationv1.Lease
-	electortest.Eventually(t, 5*time.Second, "the preferredHolder edit", func() bool {
-		l, err := leases.Get(ctx, el, metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
+	edited := editLease(t, leases, el, "the preferredHolder", func(l *coordinationv1.Lease) {
 		p := "a"
 		l.Spec.PreferredHolder = &p
-		edited, err = leases.Update(ctx, l, metav1.UpdateOptions{})
-		return err == nil
 	})
 	if edited.Spec.PreferredHolder == nil {
 		t.Skip("this API server drops spec.preferredHolder (CoordinatedLeaderElection off)")

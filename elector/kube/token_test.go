@@ -297,14 +297,16 @@ func TestTokenAboveAReleasedTermsToken(t *testing.T) {
 	cb := electortest.Campaign(ctx, b)
 	electortest.Eventually(t, 10*time.Second, "b in line", func() bool { st, _ := b.view.snapshot(); return len(st.tickets) == 1 })
 	leases := k.Client(t).CoordinationV1().Leases(tokenNS)
-	l, err := leases.Get(ctx, el, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.Annotations[annToken] = "1000000000"
-	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("raise the token: %v", err)
-	}
+	// A hand edit, tried again while a's renewals come between.
+	electortest.Eventually(t, 5*time.Second, "the token raised", func() bool {
+		l, err := leases.Get(ctx, el, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		l.Annotations[annToken] = "1000000000"
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		return err == nil
+	})
 	waitEnded(t, ta, "a")
 	rb := electortest.MustLead(t, cb, 10*time.Second, "b")
 	t.Logf("b leads with token %d", rb.Term.Token)
