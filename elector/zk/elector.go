@@ -105,8 +105,8 @@ func (e *Elector) reset(s *session, why error) {
 // nodes) and stops the elector's goroutines.
 func (e *Elector) Close() error {
 	e.closeOnce.Do(func() {
-		close(e.closed)
 		e.mu.Lock()
+		close(e.closed) // under mu: see spawn
 		s := e.sess
 		e.sess = nil
 		e.mu.Unlock()
@@ -116,6 +116,24 @@ func (e *Elector) Close() error {
 	})
 	e.wg.Wait()
 	return nil
+}
+
+// spawn runs f in a goroutine that Close waits for, and reports true; once
+// Close has begun it reports false and does not run f.
+func (e *Elector) spawn(f func()) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	select {
+	case <-e.closed:
+		return false
+	default:
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // Wakeups counts how often a waiting campaign was woken by a watch.

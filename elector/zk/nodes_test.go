@@ -1,7 +1,9 @@
 package zk
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -62,5 +64,43 @@ func TestPut(t *testing.T) {
 	}
 	if err := put(z, "/locked/x/y", nil, acl); !errors.Is(err, zk.ErrNoAuth) {
 		t.Errorf("put under a read-only node: %v, want %v", err, zk.ErrNoAuth)
+	}
+}
+
+// TestSessionCloseDuringRequests: a request launched after close began
+// is answered errSessionClosed unsent, and close waits for those launched
+// before it. Before, a request launched once close had waited (leave,
+// after the Close of an elector: CI run J, TestTermNoOrphans) added to
+// the wait group close had waited on, which -race reports.
+func TestSessionCloseDuringRequests(t *testing.T) {
+	srv := testenv.StartZK(t)
+	c := &Conn{hosts: []string{srv.Addr()}, logger: slog.New(slog.DiscardHandler)}
+	s, err := c.open(4 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	held := start(s, func(*zk.Conn) (struct{}, error) { <-release; return struct{}{}, nil })
+	late := make(chan error, 1)
+	go func() {
+		// Ordered after close by time alone, not by a synchronisation
+		// (which would hide the race): close returns after about 100ms.
+		time.Sleep(time.Second)
+		_, err := do(context.Background(), s, existsOf("/"))
+		late <- err
+	}()
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		close(release)
+	}()
+	s.close() // waits for held
+	if _, err := held.wait(context.Background()); err != nil {
+		t.Errorf("the request in flight at close: %v", err)
+	}
+	if err := <-late; !errors.Is(err, errSessionClosed) {
+		t.Errorf("a request after close: %v, want %v", err, errSessionClosed)
 	}
 }

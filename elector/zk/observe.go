@@ -16,9 +16,7 @@ import (
 // on the leader's node (its term's start, written when it begins).
 func (e *Elector) Observe(ctx context.Context) <-chan elector.Leader {
 	out := make(chan elector.Leader, 1)
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
+	ok := e.spawn(func() {
 		defer close(out)
 		var last elector.Leader
 		first := true
@@ -55,7 +53,10 @@ func (e *Elector) Observe(ctx context.Context) <-chan elector.Leader {
 				return
 			}
 		}
-	}()
+	})
+	if !ok { // closed: no leader is sent
+		close(out)
+	}
 	return out
 }
 

@@ -241,10 +241,19 @@ func start[T any](s *session, f func(z *zk.Conn) (T, error)) pending[T] {
 	return launch(s, true, f)
 }
 
-// launch is start, recording the exchange only if timed.
+// launch is start, recording the exchange only if timed. Once close has
+// begun, a request is answered errSessionClosed without being sent: close
+// waits for the requests launched before it.
 func launch[T any](s *session, timed bool, f func(z *zk.Conn) (T, error)) pending[T] {
 	ch := make(pending[T], 1)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ch <- answer[T]{err: errSessionClosed}
+		return ch
+	}
 	s.wg.Add(1)
+	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
 		wire, sent := s.current(), s.clk.Now()

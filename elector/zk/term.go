@@ -70,8 +70,10 @@ func (e *Elector) lead(ctx context.Context, s *session, g gen, own string, st *z
 		term = term.WithSwitchover(e, func(ctx context.Context, id string) error { return e.handTo(ctx, s, own, id) })
 	}
 	e.log.Info("leading", "token", self.Token, "node", own, "session", fmt.Sprintf("%#x", g.id), "timing", t.String())
-	e.wg.Add(1)
-	go e.keep(s, g, own, dl, t, lag)
+	if !e.spawn(func() { e.keep(s, g, own, dl, t, lag) }) {
+		dl.End(elector.ErrClosed) // Close closes the session: the node goes with it
+		return nil, elector.ErrClosed
+	}
 	return term, nil
 }
 
@@ -96,7 +98,6 @@ func firstRoom(t elector.Timing, lag time.Duration) time.Duration {
 // earliest of that deadline, the session's end, the node's deletion, the
 // resignation and Close; a proof that fails only misses a renewal.
 func (e *Elector) keep(s *session, g gen, own string, dl *elector.Deadline, t elector.Timing, lag time.Duration) {
-	defer e.wg.Done()
 	// However the term ends, its node goes (or its session, when the node
 	// cannot be deleted): a candidate whose term ended campaigns again from
 	// scratch, and must not find itself queued behind its own old node.
