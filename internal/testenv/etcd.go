@@ -32,7 +32,8 @@ type Etcd struct {
 	clientPort int
 	peerPort   int
 
-	tls *etcdTLS // nil: plain HTTP on the client port
+	tls     *etcdTLS // nil: plain HTTP on the client port
+	noFsync bool     // --unsafe-no-fsync (the kube-apiserver's etcd)
 
 	mu       sync.Mutex
 	rootPass string // set by EnableAuth: Client then logs in as root
@@ -43,10 +44,10 @@ type Etcd struct {
 // skips the test (fails it when $CI is set).
 func StartEtcd(t testing.TB) *Etcd {
 	t.Helper()
-	return startEtcd(t, nil)
+	return startEtcd(t, nil, false)
 }
 
-func startEtcd(t testing.TB, tc *etcdTLS) *Etcd {
+func startEtcd(t testing.TB, tc *etcdTLS, noFsync bool) *Etcd {
 	t.Helper()
 	var candidates []string
 	if root, err := ModuleRoot(); err == nil {
@@ -58,6 +59,7 @@ func startEtcd(t testing.TB, tc *etcdTLS) *Etcd {
 		name:    fmt.Sprintf("testenv-%d-%d", os.Getpid(), etcdSeq.Add(1)),
 		dataDir: filepath.Join(dir, "data"),
 		tls:     tc,
+		noFsync: noFsync,
 	}
 	e.srv = &server{
 		name:    "etcd",
@@ -132,6 +134,9 @@ func (e *Etcd) args() []string {
 		"--heartbeat-interval", "10",
 		"--election-timeout", "100",
 		"--log-level", "warn",
+	}
+	if e.noFsync {
+		args = append(args, "--unsafe-no-fsync")
 	}
 	if e.tls != nil {
 		args = append(args,

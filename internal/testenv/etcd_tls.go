@@ -27,7 +27,7 @@ func StartEtcdTLS(t testing.TB, ca *CA) *Etcd {
 	t.Helper()
 	own := ca.anonymousClient(t, "testenv-etcd")
 	tc := &etcdTLS{ca: ca, server: ca.Server(t, "etcd-server"), client: ca.ClientTLS(t, &own)}
-	return startEtcd(t, tc)
+	return startEtcd(t, tc, false)
 }
 
 // URL returns the --store URL of this server: etcd://127.0.0.1:PORT, or

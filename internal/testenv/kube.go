@@ -82,7 +82,10 @@ func StartKube(t testing.TB) *Kube {
 		candidates = append(candidates, filepath.Join(root, "bin", "kube-apiserver"))
 	}
 	bin := binary(t, "ELECTD_KUBE_APISERVER_BIN", "kube-apiserver", candidates, kubeHow)
-	etcd := StartEtcd(t)
+	// As the etcd cluster's members: an fsync of every Lease write on the
+	// 2-core CI machine, with every suite's servers on it, is what a
+	// renewal would wait for, and a 2 s term allows it about 1 s.
+	etcd := startEtcd(t, nil, true)
 	dir := t.TempDir()
 	k := &Kube{
 		etcd:       etcd,
