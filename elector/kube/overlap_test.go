@@ -71,19 +71,17 @@ func tickets(t *testing.T, k *testenv.Kube, election string) map[string]bool {
 func editLease(t *testing.T, leases coordv1.LeaseInterface, name, what string, edit func(l *coordinationv1.Lease)) *coordinationv1.Lease {
 	t.Helper()
 	var edited *coordinationv1.Lease
-	var last error
 	electortest.Eventually(t, 5*time.Second, "the edit of "+what, func() bool {
 		l, err := leases.Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
-			last = err
 			return false
 		}
 		edit(l)
-		edited, last = leases.Update(context.Background(), l, metav1.UpdateOptions{})
-		if last != nil && !apierrors.IsConflict(last) {
-			t.Fatalf("edit %s: %v", what, last)
+		edited, err = leases.Update(context.Background(), l, metav1.UpdateOptions{})
+		if err != nil && !apierrors.IsConflict(err) {
+			t.Fatalf("edit %s: %v", what, err)
 		}
-		return last == nil
+		return err == nil
 	})
 	return edited
 }
