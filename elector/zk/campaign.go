@@ -114,7 +114,7 @@ func (e *Elector) attempt(ctx context.Context, try bool) (*elector.Term, error) 
 		if i < 2*e.cfg.Slots {
 			warm = warmEvery(timing, lag)
 		}
-		woken, err := e.waitAhead(ctx, s, el[max(0, i-e.cfg.Slots):i], own, warm)
+		woken, err := e.waitAhead(ctx, s, el[max(0, i-e.cfg.Slots):i], own, warm, l.hzxid)
 		if err != nil {
 			e.leave(s, own)
 			return nil, e.abandoned(s, err)
@@ -244,22 +244,34 @@ func warmEvery(t elector.Timing, lag time.Duration) time.Duration {
 // Slots just ahead) and returns when one is deleted (true), at once when
 // one is already gone (false), or on an error. Every warm (if not 0) it
 // reads own, the candidate's node (warmEvery).
-func (e *Elector) waitAhead(ctx context.Context, s *session, ahead []string, own string, warm time.Duration) (bool, error) {
+func (e *Elector) waitAhead(ctx context.Context, s *session, ahead []string, own string, warm time.Duration, hzxid int64) (bool, error) {
 	cases := []reflect.SelectCase{
 		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
 		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(e.closed)},
 		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.quit)},
 	}
 	// A switchover (switchover.go) changes who leads without deleting the
-	// nodes ahead: every waiter watches the handover node too.
-	hw, err := do(ctx, s, func(z *zk.Conn) (<-chan zk.Event, error) {
-		_, _, ch, err := z.ExistsW(e.base + "/" + handoverNode)
-		return ch, err
+	// nodes ahead: every waiter watches the handover node too. One made
+	// after the line was read (hzxid: the handover node then) and before
+	// this watch would fire it no more: the line is read again.
+	type hwatch struct {
+		zxid int64
+		ch   <-chan zk.Event
+	}
+	hw, err := do(ctx, s, func(z *zk.Conn) (hwatch, error) {
+		ok, st, ch, err := z.ExistsW(e.base + "/" + handoverNode)
+		if !ok || st == nil {
+			return hwatch{ch: ch}, err
+		}
+		return hwatch{st.Mzxid, ch}, err
 	})
 	if err != nil {
 		return false, fmt.Errorf("watch the handover node: %w", err)
 	}
-	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(hw)})
+	if hw.zxid != hzxid {
+		return false, nil
+	}
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(hw.ch)})
 	for _, name := range ahead {
 		type w struct {
 			ok bool

@@ -38,6 +38,7 @@ const handoverNode = "handover"
 type lineup struct {
 	all   []string
 	floor uint64
+	hzxid int64 // the handover node's Mzxid as read (0: none)
 }
 
 // eligible are the nodes at or above the floor: the line that counts.
@@ -60,9 +61,13 @@ func (e *Elector) line(ctx context.Context, s *session) (lineup, error) {
 	if err != nil {
 		return lineup{}, err
 	}
-	b, err := do(ctx, s, func(z *zk.Conn) ([]byte, error) {
-		b, _, err := z.Get(e.base + "/" + handoverNode)
-		return b, err
+	type handover struct {
+		b  []byte
+		st *zk.Stat
+	}
+	h, err := do(ctx, s, func(z *zk.Conn) (handover, error) {
+		b, st, err := z.Get(e.base + "/" + handoverNode)
+		return handover{b, st}, err
 	})
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
@@ -70,8 +75,8 @@ func (e *Elector) line(ctx context.Context, s *session) (lineup, error) {
 	case err != nil:
 		return lineup{}, fmt.Errorf("read the handover node: %w", err)
 	}
-	floor, _ := seqOf(string(b))
-	return lineup{all: all, floor: floor}, nil
+	floor, _ := seqOf(string(h.b))
+	return lineup{all: all, floor: floor, hzxid: h.st.Mzxid}, nil
 }
 
 // Queued reports whether a candidate with this ID waits in line (at or

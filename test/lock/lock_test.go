@@ -180,7 +180,7 @@ func testLostLock(t *testing.T, s *kit.Store) {
 	next := h.waitRun("b")
 	a.mustExit(76)
 	a.said("lock "+h.Name+" lost while the command ran", "stopped")
-	kit.CheckCutOff(t, cut, ttl, h.RunOf(old.Pid), next)
+	kit.CheckCutOff(t, cut, h.ttl(), h.RunOf(old.Pid), next)
 	px.Heal()
 	b.Signal(syscall.SIGTERM)
 	b.mustExit(128 + int(syscall.SIGTERM))
